@@ -1,0 +1,52 @@
+"""Corpus text handling: Project Gutenberg boilerplate and fixed-length token chunks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+# Gutenberg marks the licence-free text with lines such as
+# "*** START OF THE PROJECT GUTENBERG EBOOK WAR AND PEACE ***" (older files: "THIS PROJECT").
+_START = re.compile(r"^\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M)
+_END = re.compile(r"^\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M)
+
+
+@dataclass(frozen=True)
+class StrippedText:
+    text: str
+    had_markers: bool  # False: no START/END markers, the text was used whole
+
+
+def strip_gutenberg(raw: str) -> StrippedText:
+    """The text between the Project Gutenberg START and END markers (both lines excluded).
+
+    Without both markers the text is returned whole and ``had_markers`` is False, so the
+    caller can warn instead of silently analysing a licence.
+    """
+    start = _START.search(raw)
+    end = _END.search(raw, start.end() if start else 0)
+    if not (start and end):
+        return StrippedText(raw.strip(), had_markers=False)
+    return StrippedText(raw[start.end() : end.start()].strip(), had_markers=True)
+
+
+def chunk_tokens(token_ids: NDArray[np.integer], chunk_length: int, n_chunks: int, first_chunk: int = 0) -> NDArray[np.int64]:
+    """Consecutive, non-overlapping chunks of exactly ``chunk_length`` tokens, shape (n_chunks, chunk_length).
+
+    Raises if the corpus does not hold ``first_chunk + n_chunks`` full chunks, naming how many it holds.
+    """
+    ids = np.asarray(token_ids, dtype=np.int64)
+    available = ids.size // chunk_length
+    if chunk_length < 1 or n_chunks < 1:
+        raise ValueError("chunk_length and n_chunks must be >= 1")
+    if first_chunk + n_chunks > available:
+        raise ValueError(
+            f"the corpus has {ids.size} tokens = {available} full chunks of {chunk_length}; "
+            f"chunks {first_chunk}..{first_chunk + n_chunks - 1} were requested "
+            "(lower chunking.n_chunks or chunking.first_chunk, or use a longer corpus)"
+        )
+    start = first_chunk * chunk_length
+    return ids[start : start + n_chunks * chunk_length].reshape(n_chunks, chunk_length)

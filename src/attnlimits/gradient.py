@@ -1,0 +1,90 @@
+"""Gradient sensitivity of softmax attention to its logits (Lemma 2, Corollary 3, Fig. 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.floating]
+
+
+def softmax(logits: FloatArray, temperature: float = 1.0) -> NDArray[np.float64]:
+    """softmax(l / T) along the last axis, shifted by the row maximum for stability."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def random_unit_directions(
+    n_directions: int, length: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """``n_directions`` directions uniform on the unit sphere of R^L (normalised Gaussians)."""
+    u = rng.standard_normal((n_directions, length))
+    return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+def finite_difference_sensitivity(
+    logits: FloatArray, temperature: float, eps: float, directions: FloatArray
+) -> NDArray[np.float64]:
+    """g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps for each sample and direction.
+
+    logits (S, L), directions (K, L) with unit norm; returns (S, K).
+    """
+    if eps <= 0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    base = softmax(logits, temperature)
+    l = np.asarray(logits, dtype=np.float64)
+    out = np.empty((l.shape[0], len(directions)))
+    for k, u in enumerate(np.asarray(directions, dtype=np.float64)):
+        moved = softmax(l + eps * u[None, :], temperature)
+        out[:, k] = np.linalg.norm(moved - base, axis=1) / eps
+    return out
+
+
+def softmax_jacobian_norm_from_weights(weights: FloatArray, iterations: int = 200) -> NDArray[np.float64]:
+    """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD), per row, without forming J.
+
+    The eigenvalues of a diagonal matrix minus a rank-one term interlace its diagonal, so the
+    largest lies in [a_(2), a_(1)] and is the root there of the secular equation
+        f(lam) = 1 - sum_i a_i^2 / (a_i - lam),
+    which is strictly decreasing on that interval. Bisection in float64 finds it; a tie of the
+    two largest weights makes lam = a_(1) exactly (eigenvector e_i - e_j).
+    """
+    a = np.asarray(weights, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[None, :]
+    top2 = -np.sort(-a, axis=1)[:, :2] if a.shape[1] > 1 else np.concatenate([a, np.zeros_like(a)], 1)
+    lo, hi = top2[:, 1].copy(), top2[:, 0].copy()
+    a2 = a * a
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(a2 > 0, a2 / (a - mid[:, None]), 0.0)
+        f = 1.0 - terms.sum(axis=1)
+        go_up = f > 0  # root lies above mid
+        lo = np.where(go_up, mid, lo)
+        hi = np.where(go_up, hi, mid)
+        if np.all(hi - lo <= 1e-15 * np.maximum(hi, 1e-300)):
+            break
+    return 0.5 * (lo + hi)
+
+
+def softmax_jacobian_norm(logits: FloatArray, temperature: float) -> NDArray[np.float64]:
+    """Exact ||d softmax(l/T) / d l||_2 = lambda_max(diag(a) - a a^T) / T at a = softmax(l/T)."""
+    return softmax_jacobian_norm_from_weights(softmax(logits, temperature)) / temperature
+
+
+def corollary3_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
+    """The paper's bound min{1/(4T), sqrt(2)} on ||grad_l alpha||_2 (Corollary 3), as printed."""
+    return np.minimum(1.0 / (4.0 * np.asarray(temperature, dtype=np.float64)), np.sqrt(2.0))
+
+
+def gershgorin_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
+    """A bound that always holds: ||J||_2 <= max_i 2 a_i (1 - a_i) / T <= 1/(2T) (Gershgorin).
+
+    Tight at a two-way tie, where ||J||_2 = 1/(2T) > 1/(4T): see docs/paper-notes.md.
+    """
+    return 1.0 / (2.0 * np.asarray(temperature, dtype=np.float64))

@@ -1,0 +1,47 @@
+"""Top-N selection of attended tokens (the index set I_N of the paper)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def top_n_indices(alpha: NDArray[np.floating], n: int) -> NDArray[np.intp]:
+    """Indices of the ``n`` largest weights of each row, ties broken towards the lower index.
+
+    ``alpha`` has shape (S, L); the result has shape (S, n), ordered by decreasing weight.
+    A stable sort of ``-alpha`` keeps equal weights in index order, which is the tie rule.
+    """
+    alpha = np.asarray(alpha)
+    if alpha.ndim != 2:
+        raise ValueError(f"alpha must have shape (S, L), got {alpha.shape}")
+    length = alpha.shape[1]
+    if not 1 <= n <= length:
+        raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
+    order = np.argsort(-alpha, axis=1, kind="stable")
+    return order[:, :n]
+
+
+def top_n_mask(alpha: NDArray[np.floating], n: int) -> NDArray[np.bool_]:
+    """Boolean mask (S, L) that is True on the top-``n`` set I_N of each row."""
+    idx = top_n_indices(alpha, n)
+    mask = np.zeros(np.shape(alpha), dtype=bool)
+    np.put_along_axis(mask, idx, True, axis=1)
+    return mask
+
+
+def random_subset_mask(
+    n_samples: int, length: int, n: int, rng: np.random.Generator
+) -> NDArray[np.bool_]:
+    """One uniformly random size-``n`` subset of {0..L-1} per sample, as a mask (S, L).
+
+    Ranking i.i.d. uniform keys gives every subset of size n the same probability.
+    """
+    keys = rng.random((n_samples, length))
+    idx = np.argpartition(keys, n - 1, axis=1)[:, :n] if n < length else None
+    mask = np.zeros((n_samples, length), dtype=bool)
+    if idx is None:
+        mask[:] = True
+    else:
+        np.put_along_axis(mask, idx, True, axis=1)
+    return mask

@@ -1,0 +1,110 @@
+"""Geometric separability of the selected tokens (Theorem 2, Eqs. 10-12).
+
+Embeddings are first projected to the sphere of radius M (Assumption 1). Then, per sample,
+s = sum_{i in I_N} alpha_i x_i, r = min_{i not in I_N} ||s - alpha_i x_i|| (so every non-selected
+token lies outside B_r(s)), and N_s = #{i in I_N : ||alpha_i x_i - s|| <= r} (Eq. 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .selection import top_n_mask
+
+FloatArray = NDArray[np.floating]
+
+
+def project_to_sphere(x: FloatArray, radius: float) -> NDArray[np.float64]:
+    """x_i -> M x_i / ||x_i||. A zero vector has no direction and raises."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("cannot project a zero embedding onto the sphere")
+    return radius * x / norms
+
+
+def min_pairwise_distance(x: FloatArray, block: int = 64) -> NDArray[np.float64]:
+    """delta of Assumption 2: min_{i != j} ||x_i - x_j|| per sample; x has shape (S, L, d).
+
+    Computed from the Gram matrix (O(L^2 d) per sample, batched over ``block`` samples) in the
+    input precision: on the sphere ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j.
+    """
+    x = np.asarray(x)
+    n_samples, length, _ = x.shape
+    if length < 2:
+        raise ValueError("a minimum pairwise distance needs L >= 2")
+    out = np.empty(n_samples)
+    sq = np.einsum("sld,sld->sl", x, x)
+    diag = np.eye(length, dtype=bool)
+    for start in range(0, n_samples, block):
+        xb = x[start : start + block]
+        gram = np.matmul(xb, np.swapaxes(xb, 1, 2))
+        d2 = sq[start : start + block, :, None] + sq[start : start + block, None, :] - 2.0 * gram
+        d2[:, diag] = np.inf
+        out[start : start + block] = np.sqrt(np.maximum(d2.min(axis=(1, 2)), 0.0))
+    return out
+
+
+@dataclass(frozen=True)
+class Separability:
+    """Per-sample results of Theorem 2 for one N; every field has shape (S,)."""
+
+    n_distinguishable: NDArray[np.int64]  # N_s
+    ratio: NDArray[np.float64]  # N_s / N
+    radius: NDArray[np.float64]  # r
+    lower_bound: NDArray[np.float64]  # left side of Eq. (11); NaN where degenerate
+    upper_bound: NDArray[np.float64]  # right side of Eq. (11); NaN where degenerate
+    no_outside_token: NDArray[np.bool_]  # N >= L: r undefined
+    zero_radius: NDArray[np.bool_]  # r == 0: the lower bound is -inf
+    negative_xi_square: NDArray[np.bool_]  # Eq. (12) negative for some i: xi undefined
+
+
+def xi(alpha_selected: FloatArray, delta: FloatArray, radius_m: float) -> NDArray[np.float64]:
+    """xi_i of Eq. (12) for each selected token; alpha_selected (S, N), delta (S,).
+
+    xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2/2) sum_{j != k, j,k != i} alpha_j alpha_k,
+    all indices in I_N. The pair sum is (sum_{j != i} alpha_j)^2 - sum_{j != i} alpha_j^2.
+    Entries whose xi^2 is negative are returned as NaN (counted by the caller).
+    """
+    a = np.asarray(alpha_selected, dtype=np.float64)
+    delta = np.asarray(delta, dtype=np.float64)
+    others_sum = a.sum(axis=1, keepdims=True) - a
+    others_sq = (a * a).sum(axis=1, keepdims=True) - a * a
+    pairs = others_sum**2 - others_sq
+    m2 = radius_m**2
+    xi2 = m2 * others_sq + (m2 - delta[:, None] ** 2 / 2.0) * pairs
+    with np.errstate(invalid="ignore"):
+        return np.where(xi2 >= 0, np.sqrt(np.maximum(xi2, 0.0)), np.nan)
+
+
+def separability(
+    alpha: FloatArray, x_sphere: FloatArray, n: int, delta: FloatArray, radius_m: float
+) -> Separability:
+    """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    x = np.asarray(x_sphere, dtype=np.float64)
+    n_samples, length = alpha.shape
+    mask = top_n_mask(alpha, n)
+    scaled = alpha[:, :, None] * x
+    s = np.einsum("sl,sld->sd", np.where(mask, alpha, 0.0), x)
+    dist = np.linalg.norm(scaled - s[:, None, :], axis=2)
+
+    no_outside = np.full(n_samples, n >= length)
+    radius = np.where(no_outside, np.nan, np.where(mask, np.inf, dist).min(axis=1))
+    inside = mask & (dist <= radius[:, None])
+    n_s = inside.sum(axis=1).astype(np.int64)
+
+    alpha_sel = np.take_along_axis(alpha, np.argsort(~mask, axis=1, kind="stable")[:, :n], axis=1)
+    xi_sel = xi(alpha_sel, delta, radius_m)
+    negative = np.isnan(xi_sel).any(axis=1)
+    zero_r = radius == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
+        upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
+    bad = no_outside | negative
+    lower = np.where(bad | zero_r, np.nan, lower)
+    upper = np.where(bad, np.nan, upper)
+    return Separability(n_s, n_s / n, radius, lower, upper, no_outside, zero_r, negative)
