@@ -1,0 +1,322 @@
+"""Per-layer Parquet dumps: writing, schema enforcement, and reading analysis samples.
+
+Layout: <dump_dir>/layer<NN>.parquet, one directory per extraction batch. The schema lives in
+dump_schema.json next to this file (documented in docs/dumps.md) and every reader checks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+SCHEMA_SPEC: dict[str, Any] = json.loads(
+    resources.files(__package__).joinpath("dump_schema.json").read_text()
+)
+META_KEY = SCHEMA_SPEC["metadata_key"].encode()
+ROW_GROUP_POSITIONS = 128  # positions per row group: lets position < L filters skip row groups
+
+
+class DumpError(RuntimeError):
+    """A dump that cannot be used: missing, truncated, wrong schema, or from another config."""
+
+
+def arrow_schema(head_dim: int, d_model: int) -> pa.Schema:
+    """The concrete Arrow schema of a dump, built from dump_schema.json."""
+    sizes = {"head_dim": head_dim, "d_model": d_model}
+    fields = []
+    for col in SCHEMA_SPEC["columns"]:
+        fields.append(pa.field(col["name"], _arrow_type(col["type"], sizes), nullable=col["nullable"]))
+    return pa.schema(fields)
+
+
+def _arrow_type(spec: str, sizes: dict[str, int]) -> pa.DataType:
+    if spec.startswith("fixed_size_list<float32>["):
+        return pa.list_(pa.float32(), sizes[spec.split("[")[1].rstrip("]")])
+    if spec == "list<float32>":
+        return pa.list_(pa.float32())
+    return {"int16": pa.int16(), "int32": pa.int32()}[spec]
+
+
+def fingerprint(parts: dict[str, Any]) -> str:
+    """Stable short hash of everything a dump depends on (model, corpus, chunking, extraction)."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class LayerDumpWriter:
+    """Streams one layer's rows to Parquet, one row group per 128 positions of one pass."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any], compression: str, compression_level: int | None):
+        self.head_dim = int(metadata["head_dim"])
+        self.d_model = int(metadata["d_model"])
+        self.n_heads = int(metadata["n_heads"])
+        schema = arrow_schema(self.head_dim, self.d_model).with_metadata(
+            {META_KEY: json.dumps(metadata, sort_keys=True).encode()}
+        )
+        float_columns = [c["name"] for c in SCHEMA_SPEC["columns"] if "float32" in c["type"]]
+        self.writer = pq.ParquetWriter(
+            path,
+            schema,
+            compression=compression,
+            compression_level=compression_level,
+            use_dictionary=False,
+            # Byte-stream split groups the exponent bytes of neighbouring floats, which is what
+            # lets zstd find redundancy in float32 activations.
+            use_byte_stream_split=[f"{c}.list.element" for c in float_columns],
+            write_statistics=["chunk", "context_length", "position", "analysed_length"],
+        )
+        self.schema = schema
+
+    def write_pass(self, chunk: int, token_ids: np.ndarray, capture) -> None:
+        """Append one (chunk, context_length) pass of one layer (a LayerCapture)."""
+        heads, positions, dh = capture.q.shape
+        n = heads * positions
+        # Row order within the pass: position-major, then head.
+        def per_row(t):
+            return t.numpy().transpose(1, 0, 2).reshape(n, dh)
+
+        analysed = np.full(n, -1, dtype=np.int32)
+        logit_rows: dict[int, np.ndarray] = {}
+        weight_rows: dict[int, np.ndarray] = {}
+        for L, (pos, logits, weights) in capture.rows.items():
+            for h in range(heads):
+                r = pos * heads + h
+                analysed[r] = L
+                logit_rows[r] = logits[h].numpy()
+                weight_rows[r] = weights[h].numpy()
+        hidden = None
+        if capture.hidden is not None:
+            hidden = np.zeros((n, self.d_model), dtype=np.float32)
+            hidden[::heads] = capture.hidden.numpy()
+        position = np.repeat(np.arange(positions, dtype=np.int32), heads)
+        head = np.tile(np.arange(heads, dtype=np.int16), positions)
+        ids = np.repeat(np.asarray(token_ids[:positions], dtype=np.int32), heads)
+        columns = {
+            "chunk": pa.array(np.full(n, chunk, dtype=np.int32)),
+            "context_length": pa.array(np.full(n, capture.context_length, dtype=np.int32)),
+            "position": pa.array(position),
+            "head": pa.array(head),
+            "token_id": pa.array(ids),
+            "q": _fixed(per_row(capture.q)),
+            "k": _fixed(per_row(capture.k)),
+            "v": _fixed(per_row(capture.v)),
+            "analysed_length": pa.array(analysed, mask=analysed < 0),
+            "logits": _ragged(n, logit_rows),
+            "weights": _ragged(n, weight_rows),
+            "hidden": _fixed(hidden, null_unless=(head == 0))
+            if hidden is not None
+            else pa.nulls(n, pa.list_(pa.float32(), self.d_model)),
+        }
+        table = pa.table(columns, schema=self.schema)
+        self.writer.write_table(table, row_group_size=ROW_GROUP_POSITIONS * heads)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _fixed(rows: np.ndarray, null_unless: np.ndarray | None = None) -> pa.FixedSizeListArray:
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    values = pa.array(rows.reshape(-1))
+    if null_unless is None:
+        return pa.FixedSizeListArray.from_arrays(values, rows.shape[1])
+    return pa.FixedSizeListArray.from_arrays(values, rows.shape[1], mask=pa.array(~null_unless))
+
+
+def _ragged(n: int, rows: dict[int, np.ndarray]) -> pa.ListArray:
+    lengths = np.zeros(n, dtype=np.int32)
+    for r, vals in rows.items():
+        lengths[r] = len(vals)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    flat = np.concatenate([rows[r] for r in sorted(rows)]) if rows else np.zeros(0, np.float32)
+    valid = np.zeros(n, dtype=bool)
+    valid[list(rows)] = True
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(np.float32)), mask=pa.array(~valid))
+
+
+# ----------------------------------------------------------------------------------------- read
+
+
+def layer_files(dump_dirs: list[str | os.PathLike]) -> dict[int, list[Path]]:
+    """layer -> its dump files across batches, from the batch directories."""
+    out: dict[int, list[Path]] = {}
+    for d in dump_dirs:
+        files = sorted(Path(d).glob("layer*.parquet"))
+        if not files:
+            raise DumpError(f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it")
+        for f in files:
+            out.setdefault(int(f.stem.removeprefix("layer")), []).append(f)
+    return dict(sorted(out.items()))
+
+
+def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Open a dump, check its schema against dump_schema.json and its provenance; return metadata.
+
+    ``expected`` maps metadata fields (e.g. weights_sha256, tokens_fingerprint) to the values of
+    the current run: a dump of another model or corpus is refused, never mixed in.
+
+    A truncated or corrupt file is renamed to <name>.corrupt, so that the next run of the workflow
+    sees it missing and rebuilds it, and a DumpError naming the file is raised.
+    """
+    try:
+        schema = pq.read_schema(path)
+        pq.ParquetFile(path).metadata  # noqa: B018 - reads the footer: catches truncation
+    except (OSError, pa.ArrowInvalid) as exc:
+        quarantine = path.with_name(path.name + ".corrupt")
+        os.replace(path, quarantine)
+        raise DumpError(
+            f"{path}: not a readable Parquet dump ({exc}); moved to {quarantine.name}. "
+            "Rerun the workflow to rebuild it (snakemake --rerun-incomplete ...)."
+        ) from exc
+    raw = (schema.metadata or {}).get(META_KEY)
+    if raw is None:
+        raise DumpError(f"{path}: no '{META_KEY.decode()}' metadata: not written by this workflow")
+    meta = json.loads(raw)
+    if meta.get("schema_version") != SCHEMA_SPEC["schema_version"]:
+        raise DumpError(f"{path}: schema_version {meta.get('schema_version')} != {SCHEMA_SPEC['schema_version']}")
+    want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]))
+    if not schema.remove_metadata().equals(want):
+        raise DumpError(f"{path}: columns do not match dump_schema.json:\n  got  {schema.remove_metadata()}\n  want {want}")
+    for key, want_value in (expected or {}).items():
+        if meta.get(key) != want_value:
+            raise DumpError(
+                f"{path}: written for another model/corpus ({key} {meta.get(key)!r}, this run has "
+                f"{want_value!r}); delete results/dumps and rerun"
+            )
+    return meta
+
+
+@dataclass
+class Samples:
+    """Analysis samples for one L: one per (layer, chunk, head), in that order."""
+
+    length: int
+    layer: np.ndarray  # (S,) int
+    chunk: np.ndarray  # (S,) int
+    head: np.ndarray  # (S,) int
+    weights: np.ndarray  # (S, L) float32
+    logits: np.ndarray | None  # (S, L) float32
+    x: np.ndarray | None  # (S, L, d) float32: the configured embedding of keys 0..L-1
+    query: np.ndarray | None  # (S, head_dim): the analysed row's query vector
+    keys: np.ndarray | None  # (S, L, head_dim)
+    score_scale: np.ndarray  # (S,) the model's q.k scale for the sample's layer
+    metadata: dict[str, Any]
+
+
+def load_samples(
+    dump_dirs: list[str | os.PathLike],
+    length: int,
+    embedding: str | None = "value",
+    with_logits: bool = False,
+    with_query_keys: bool = False,
+    expected: dict[str, Any] | None = None,
+) -> Samples:
+    """Read what the analyses at context length ``length`` need, and nothing more.
+
+    Only rows with position < L of the right forward pass are read (row-group statistics skip
+    the rest), and only the requested columns.
+    """
+    layers = layer_files(dump_dirs)
+    parts: dict[str, list] = {k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "scale")}
+    meta0 = None
+    for layer, files in layers.items():
+        for path in files:
+            meta = read_metadata(path, expected)
+            if meta0 is None:
+                meta0 = meta
+            elif meta["fingerprint"] != meta0["fingerprint"]:
+                raise DumpError(f"{path}: fingerprint differs from {layers[min(layers)][0]}: dumps from two configs are mixed")
+            if length not in meta["lengths"]:
+                raise DumpError(f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})")
+            _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys, parts)
+    assert meta0 is not None
+    cat = lambda k: np.concatenate(parts[k]) if parts[k] else None  # noqa: E731
+    return Samples(
+        length=length,
+        layer=cat("layer"),
+        chunk=cat("chunk"),
+        head=cat("head"),
+        weights=cat("w"),
+        logits=cat("l"),
+        x=cat("x"),
+        query=cat("q"),
+        keys=cat("k"),
+        score_scale=cat("scale"),
+        metadata=meta0,
+    )
+
+
+def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys, parts) -> None:
+    heads, dh, causal = int(meta["n_heads"]), int(meta["head_dim"]), bool(meta["causal"])
+    context = int(meta["chunk_length"]) if causal else length
+    chunks = [int(c) for c in meta["chunks"]]
+    try:
+        rows = pq.read_table(
+            path,
+            columns=["chunk", "head", "position", "weights"] + (["logits"] if with_logits else []),
+            filters=[("context_length", "=", context), ("analysed_length", "=", length)],
+        )
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DumpError(f"{path}: could not be read ({exc}); delete it and rerun") from exc
+    expected = len(chunks) * heads
+    if rows.num_rows != expected:
+        raise DumpError(f"{path}: {rows.num_rows} analysed rows for L={length}, expected {expected}")
+    n_pass = len(chunks)
+    parts["layer"].append(np.full(expected, layer))
+    parts["chunk"].append(rows["chunk"].to_numpy())
+    parts["head"].append(rows["head"].to_numpy().astype(np.int64))
+    parts["w"].append(_list_matrix(rows["weights"], length))
+    parts["scale"].append(np.full(expected, float(meta["score_scale"])))
+    if with_logits:
+        parts["l"].append(_list_matrix(rows["logits"], length))
+    query_positions = rows["position"].to_numpy()
+
+    vector_cols = []
+    if embedding in ("value", "key"):
+        vector_cols.append(embedding[0])
+    if with_query_keys:
+        vector_cols += [c for c in ("q", "k") if c not in vector_cols]
+    if embedding == "hidden":
+        vector_cols.append("hidden")
+    if not vector_cols:
+        return
+    filters = [("context_length", "=", context), ("position", "<", length)]
+    if embedding == "hidden" and vector_cols == ["hidden"]:
+        filters.append(("head", "=", 0))
+    table = pq.read_table(path, columns=vector_cols + ["head"], filters=filters)
+    per_pass = length * heads
+    if table.num_rows != n_pass * per_pass:
+        raise DumpError(f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}")
+
+    def grid(col: str, width: int) -> np.ndarray:
+        # rows are (chunk, position, head)-sorted -> (chunk, head, position, width)
+        flat = table[col].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(n_pass, length, heads, width).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, width)
+
+    if embedding in ("value", "key"):
+        parts["x"].append(grid(embedding[0], dh))
+    if embedding == "hidden":
+        if not meta["store_hidden"]:
+            raise DumpError(f"{path}: no hidden states stored; set analysis.embedding before extraction")
+        hid = table.filter(pc.equal(table["head"], 0))["hidden"].combine_chunks().flatten().to_numpy()
+        hid = hid.reshape(n_pass, length, 1, -1)
+        parts["x"].append(np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1))
+    if with_query_keys:
+        keys = grid("k", dh)
+        queries = grid("q", dh) if query_positions.max() < length else None
+        parts["k"].append(keys)
+        parts["q"].append(queries[np.arange(len(query_positions)), query_positions])
+
+
+def _list_matrix(col: pa.ChunkedArray, length: int) -> np.ndarray:
+    flat = col.combine_chunks().flatten().to_numpy()
+    return flat.reshape(-1, length)

