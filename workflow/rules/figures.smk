@@ -1,0 +1,1 @@
+# figures: see issue 5

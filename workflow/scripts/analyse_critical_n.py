@@ -1,0 +1,47 @@
+"""Critical top-N at one L: smallest N where a KS test cannot tell d~ from the expected distance
+(both the paper's closed-form term and the Monte-Carlo expectation), by doubling + bisection."""
+
+import numpy as np
+import polars as pl
+
+from attnlimits import distance as dist
+from attnlimits.critical import critical_n_search, ks_pvalue
+from attnlimits_workflow.dumps import load_samples
+from attnlimits_workflow.jobs import Timer, blocks, job_logger, provenance, write_table
+
+log = job_logger(snakemake, "critical_n")
+timer = Timer()
+L = int(snakemake.wildcards.length)
+p = snakemake.params
+samples = load_samples(snakemake.input.dumps, L, p.embedding, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+S = samples.weights.shape[0]
+log.info("L=%d: %d samples loaded in %s", L, S, timer)
+cache: dict[tuple[str, int], np.ndarray] = {}
+
+
+def values(kind: str, n: int) -> np.ndarray:
+    if (kind, n) not in cache:
+        out = np.empty(S)
+        # One generator per N, so a value does not depend on the order the search visits N.
+        rng = np.random.default_rng([p.seed, 2, L, n])
+        for sl in blocks(S, L, samples.x.shape[2]):
+            a, x = samples.weights[sl], samples.x[sl]
+            if kind == "distance":
+                out[sl] = dist.distance_to_context(a, x, n)
+            elif kind == "closed_form":
+                out[sl] = dist.expectation_term(a, x, n)
+            else:
+                out[sl] = dist.monte_carlo_expected_distance(a, x, n, p.mc_draws, rng)[0]
+        cache[(kind, n)] = out
+        log.info("  computed %s at N=%d (%s)", kind, n, timer)
+    return cache[(kind, n)]
+
+
+rows = []
+for kind in ("closed_form", "monte_carlo"):
+    result = critical_n_search(lambda n, k=kind: ks_pvalue(values("distance", n), values(k, n)), L - 1, p.ks_alpha)
+    log.info("%s: N_crit=%s after %d evaluations %s", kind, result.n_crit, len(result.evaluations), result.evaluations)
+    for n, pv in result.evaluations:
+        rows.append({"L": L, "expectation": kind, "N": n, "p_value": pv, "N_crit": result.n_crit, "evaluations": len(result.evaluations)})
+write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
+log.info("done in %s", timer)

@@ -1,0 +1,34 @@
+"""Lemma 1 / Corollary 1 at one L: extremes of L * alpha_i against exp(+-2 Delta/T)."""
+
+import numpy as np
+import polars as pl
+
+from attnlimits.vanishing import corollary1_delta, vanishing
+from attnlimits_workflow.dumps import load_samples
+from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sample_keys, write_table
+
+log = job_logger(snakemake, "vanishing")
+timer = Timer()
+L = int(snakemake.wildcards.length)
+samples = load_samples(snakemake.input.dumps, L, embedding=None, with_logits=True, with_query_keys=True, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+S = samples.weights.shape[0]
+delta = corollary1_delta(samples.query, samples.keys, 1.0) * samples.score_scale
+res = vanishing(samples.weights, samples.logits, delta)
+table = pl.DataFrame(
+    {
+        **sample_keys(samples),
+        "L": np.full(S, L, dtype=np.int32),
+        "max_weight": res.max_weight,
+        "max_scaled": res.max_scaled,
+        "min_scaled": res.min_scaled,
+        "delta_over_t": delta,
+        "logit_span": res.logit_span,
+        "lower_bound": res.lower_bound,
+        "upper_bound": res.upper_bound,
+        "lower_bound_holds": holds(res.min_scaled, res.lower_bound, upper=False).tolist(),
+        "upper_bound_holds": holds(res.max_scaled, res.upper_bound).tolist(),
+    },
+    strict=False,
+)
+write_table(table, snakemake.output[0])
+log.info("L=%d: median max weight %.4g; done in %s", L, np.median(res.max_weight), timer)

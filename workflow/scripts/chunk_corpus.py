@@ -1,0 +1,50 @@
+"""Tokenize the corpus with the model's own tokenizer and cut consecutive fixed-length chunks."""
+
+import hashlib
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from transformers.utils import logging as hf_logging
+
+from attnlimits.corpus import chunk_tokens
+from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.dumps import fingerprint
+from attnlimits_workflow.jobs import TOKENS_META_KEY, job_logger
+from attnlimits_workflow.models import load_tokenizer, read_manifest
+
+log = job_logger(snakemake, "chunk_corpus")
+hf_logging.set_verbosity_error()  # the "sequence longer than the model" warning is expected here
+cfg = snakemake.params.chunking
+text = open(snakemake.input.corpus, encoding="utf-8").read()
+tokenizer = load_tokenizer(snakemake.input.model)
+ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+log.info("%d characters -> %d tokens", len(text), ids.size)
+try:
+    chunks = chunk_tokens(ids, cfg["chunk_length"], cfg["n_chunks"], cfg["first_chunk"])
+except ValueError as exc:
+    log.error("chunking: %s", exc)
+    raise SystemExit(1) from None
+
+n, length = chunks.shape
+chunk_index = np.arange(cfg["first_chunk"], cfg["first_chunk"] + n, dtype=np.int32)
+meta = {
+    "corpus_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    "tokenizer": read_manifest(snakemake.input.model)["name"],
+    **cfg,
+}
+meta["fingerprint"] = fingerprint({**meta, "token_sha256": hashlib.sha256(chunks.tobytes()).hexdigest()})
+table = pa.table(
+    {
+        "chunk": np.repeat(chunk_index, length),
+        "position": np.tile(np.arange(length, dtype=np.int32), n),
+        "token_id": chunks.reshape(-1).astype(np.int32),
+    }
+).replace_schema_metadata({TOKENS_META_KEY: json.dumps(meta)})
+with atomic_path(snakemake.output.tokens) as tmp:
+    pq.write_table(table, tmp, compression="zstd")
+with atomic_path(snakemake.output.text) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+    for c, row in zip(chunk_index, chunks, strict=True):
+        fh.write(f"===== chunk {c} ({length} tokens) =====\n{tokenizer.decode(row.tolist())}\n\n")
+log.info("wrote %d chunks of %d tokens", n, length)
