@@ -1,0 +1,82 @@
+"""Plain-loop reference implementations, written straight from the paper's formulas."""
+
+import itertools
+import math
+
+import numpy as np
+
+
+def top_n(alpha_row, n):
+    order = sorted(range(len(alpha_row)), key=lambda i: (-alpha_row[i], i))
+    return order[:n]
+
+
+def distance(alpha_row, x_row, selected):
+    s = sum(alpha_row[i] * x_row[i] for i in selected)
+    return sum(
+        float(np.linalg.norm(alpha_row[i] * x_row[i] - s))
+        for i in range(len(alpha_row))
+        if i not in selected
+    )
+
+
+def upper_bound(alpha_row, x_row, n):
+    L = len(alpha_row)
+    sel = top_n(alpha_row, n)
+    mass = sum(alpha_row[i] for i in sel)
+    d1 = max(
+        (float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) if i not in sel for j in sel),
+        default=0.0,
+    )
+    max_norm = max(float(np.linalg.norm(x_row[j])) for j in sel)
+    return (1 - mass) * d1 + max_norm * (mass * (L - n) - (1 - mass))
+
+
+def expectation_term(alpha_row, x_row, n):
+    L = len(alpha_row)
+    xbar = sum(alpha_row[i] * x_row[i] for i in range(L))
+    return (L - n) / L * sum(
+        float(np.linalg.norm((alpha_row[i] + n / (L - 1)) * x_row[i] - xbar)) for i in range(L)
+    )
+
+
+def epsilon_bound(alpha_row, x_row, n):
+    L = len(alpha_row)
+    c = n / (L - 1)
+    total = 0.0
+    for i in range(L):
+        num = sum(alpha_row[j] ** 2 * float(np.dot(x_row[j], x_row[j])) for j in range(L) if j != i)
+        rest = sum(alpha_row[j] * x_row[j] for j in range(L) if j != i)
+        den = float(np.linalg.norm(alpha_row[i] * x_row[i] - c * rest))
+        total += (math.inf if num > 0 else 0.0) if den == 0 else num / den
+    return 0.5 * (1 - n / L) * c * total
+
+
+def exact_expected_distance(alpha_row, x_row, n):
+    """E over all C(L, N) subsets, by enumeration."""
+    L = len(alpha_row)
+    subsets = list(itertools.combinations(range(L), n))
+    return sum(distance(alpha_row, x_row, set(s)) for s in subsets) / len(subsets)
+
+
+def separability(alpha_row, x_row, n, delta, m):
+    L = len(alpha_row)
+    sel = top_n(alpha_row, n)
+    s = sum(alpha_row[i] * x_row[i] for i in sel)
+    r = min(float(np.linalg.norm(s - alpha_row[i] * x_row[i])) for i in range(L) if i not in sel)
+    n_s = sum(1 for i in sel if float(np.linalg.norm(alpha_row[i] * x_row[i] - s)) <= r)
+    xis = []
+    for i in sel:
+        xi2 = m**2 * sum(alpha_row[j] ** 2 for j in sel if j != i)
+        xi2 += (m**2 - delta**2 / 2) * sum(
+            alpha_row[j] * alpha_row[k] for j in sel for k in sel if j != k and j != i and k != i
+        )
+        xis.append(math.sqrt(xi2) if xi2 >= 0 else math.nan)
+    lower = 1 - sum(xis) / (r * n) if r > 0 else math.nan
+    upper = sum(math.exp(-((r - v) ** 2) / (16 * m**2)) for v in xis) / n
+    return n_s, r, lower, upper
+
+
+def min_pairwise(x_row):
+    L = len(x_row)
+    return min(float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) for j in range(L) if i != j)

@@ -1,0 +1,138 @@
+"""Theorem 1 quantities: hand-computed cases and property tests against plain loops."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference as ref
+from attnlimits import distance as dist
+from attnlimits.selection import random_subset_mask, top_n_indices, top_n_mask
+from strategies import attention_samples
+
+
+def one(alpha, x):
+    return np.asarray([alpha], dtype=float), np.asarray([x], dtype=float)
+
+
+class TestSelection:
+    def test_ties_go_to_the_lower_index(self):
+        assert top_n_indices(np.array([[0.25, 0.25, 0.25, 0.25]]), 2).tolist() == [[0, 1]]
+        assert top_n_indices(np.array([[0.1, 0.45, 0.45]]), 1).tolist() == [[1]]
+
+    def test_order_is_by_decreasing_weight(self):
+        assert top_n_indices(np.array([[0.1, 0.6, 0.3]]), 3).tolist() == [[1, 2, 0]]
+
+    @pytest.mark.parametrize("n", [0, 4])
+    def test_n_out_of_range_is_refused(self, n):
+        with pytest.raises(ValueError, match="1 <= N <= L"):
+            top_n_indices(np.ones((1, 3)) / 3, n)
+
+    def test_random_subsets_have_size_n_and_are_uniform(self, rng):
+        masks = random_subset_mask(20000, 4, 2, rng)
+        assert (masks.sum(axis=1) == 2).all()
+        # each index is in the subset with probability N/L = 1/2
+        np.testing.assert_allclose(masks.mean(axis=0), 0.5, atol=0.02)
+
+
+class TestDistanceHandCases:
+    def test_scalar_example(self):
+        # I_1 = {0}, s = 0.5; d~ = |0.3*2 - 0.5| + |0.2*3 - 0.5| = 0.1 + 0.1
+        a, x = one([0.5, 0.3, 0.2], [[1.0], [2.0], [3.0]])
+        assert dist.distance_to_context(a, x, 1)[0] == pytest.approx(0.2)
+
+    def test_one_hot_weights(self):
+        # s = x_0; every other token sits at 0, so d~ = (L - 1) ||x_0||
+        a, x = one([1.0, 0.0, 0.0], [[3.0, 4.0], [1.0, 1.0], [-2.0, 0.0]])
+        assert dist.distance_to_context(a, x, 1)[0] == pytest.approx(10.0)
+
+    def test_two_way_tie_selects_lower_index(self):
+        # alpha = (1/2, 1/2), x = (1, -1): I_1 = {0}, s = 1/2, d~ = |-1/2 - 1/2| = 1
+        a, x = one([0.5, 0.5], [[1.0], [-1.0]])
+        assert dist.distance_to_context(a, x, 1)[0] == pytest.approx(1.0)
+
+    def test_uniform_weights_n_equals_l_minus_1(self):
+        # L = 4, alpha = 1/4, x = (1, 2, 3, 4): I_3 = {0, 1, 2}, s = 6/4, d~ = |1 - 1.5| = 0.5
+        a, x = one([0.25] * 4, [[1.0], [2.0], [3.0], [4.0]])
+        assert dist.distance_to_context(a, x, 3)[0] == pytest.approx(0.5)
+
+    def test_fixed_set_bound_is_tight_on_antipodal_pair(self):
+        # alpha = (0.9, 0.1), x = (e, -e): d~ = |-0.1 - 0.9| = 1; d1 = 2;
+        # bound = 0.1 * 2 + 1 * (0.9 * 1 - 0.1) = 1.0
+        a, x = one([0.9, 0.1], [[1.0], [-1.0]])
+        assert dist.distance_to_context(a, x, 1)[0] == pytest.approx(1.0)
+        assert dist.fixed_set_upper_bound(a, x, 1)[0] == pytest.approx(1.0)
+
+    def test_expectation_term_and_true_expectation_differ(self):
+        # alpha = (1/2, 1/2), x = (1, -1), N = 1: xbar = 0; term = 1/2 (|1.5| + |-1.5|) = 1.5,
+        # while both subsets give d~ = 1, so E = 1 and the residual eps is -0.5.
+        a, x = one([0.5, 0.5], [[1.0], [-1.0]])
+        assert dist.expectation_term(a, x, 1)[0] == pytest.approx(1.5)
+        assert ref.exact_expected_distance(a[0], x[0], 1) == pytest.approx(1.0)
+        # eps bound: each i contributes 0.25 / 1; 0.5 * (1 - 1/2) * 1 * 0.5 = 0.125
+        assert dist.epsilon_bound(a, x, 1)[0] == pytest.approx(0.125)
+
+    def test_monte_carlo_matches_enumeration(self, rng):
+        a, x = one([0.4, 0.3, 0.2, 0.1], [[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0], [3.0, -1.0]])
+        exact = ref.exact_expected_distance(a[0], x[0], 2)
+        mean, se = dist.monte_carlo_expected_distance(a, x, 2, 4000, rng)
+        assert abs(mean[0] - exact) < 4 * se[0] + 1e-12
+
+    def test_single_draw_has_zero_stderr(self, rng):
+        a, x = one([0.5, 0.5], [[1.0], [-1.0]])
+        assert dist.monte_carlo_expected_distance(a, x, 1, 1, rng)[1][0] == 0.0
+
+    def test_shape_errors_are_explicit(self):
+        with pytest.raises(ValueError, match="expected alpha"):
+            dist.distance_to_context(np.ones((2, 3)), np.ones((2, 4, 1)), 1)
+
+
+class TestDistanceProperties:
+    @given(attention_samples(), st.data())
+    def test_distance_matches_loop(self, sample, data):
+        alpha, x = sample
+        n = data.draw(st.integers(1, alpha.shape[1] - 1))
+        got = dist.distance_to_context(alpha, x, n)
+        want = [ref.distance(alpha[s], x[s], set(ref.top_n(alpha[s], n))) for s in range(len(alpha))]
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+    @given(attention_samples(), st.data())
+    def test_upper_bound_matches_loop(self, sample, data):
+        alpha, x = sample
+        n = data.draw(st.integers(1, alpha.shape[1] - 1))
+        got = dist.fixed_set_upper_bound(alpha, x, n)
+        want = [ref.upper_bound(alpha[s], x[s], n) for s in range(len(alpha))]
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+    @given(attention_samples(), st.data())
+    def test_expectation_term_and_epsilon_match_loop(self, sample, data):
+        alpha, x = sample
+        n = data.draw(st.integers(1, alpha.shape[1] - 1))
+        np.testing.assert_allclose(
+            dist.expectation_term(alpha, x, n),
+            [ref.expectation_term(alpha[s], x[s], n) for s in range(len(alpha))],
+            rtol=1e-9, atol=1e-12,
+        )
+        np.testing.assert_allclose(
+            dist.epsilon_bound(alpha, x, n),
+            [ref.epsilon_bound(alpha[s], x[s], n) for s in range(len(alpha))],
+            rtol=1e-7, atol=1e-12,
+        )
+
+    @given(attention_samples(max_len=6), st.data())
+    def test_monte_carlo_is_unbiased(self, sample, data):
+        alpha, x = sample
+        n = data.draw(st.integers(1, alpha.shape[1] - 1))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        mean, se = dist.monte_carlo_expected_distance(alpha, x, n, 3000, rng)
+        exact = np.array([ref.exact_expected_distance(alpha[s], x[s], n) for s in range(len(alpha))])
+        # 5 standard errors: a false alarm has probability ~1e-6 per sample
+        assert np.all(np.abs(mean - exact) <= 5 * se + 1e-9 * (1 + np.abs(exact)))
+
+    @given(attention_samples())
+    def test_selected_set_is_the_top_mass(self, sample):
+        alpha, _ = sample
+        n = max(1, alpha.shape[1] // 2)
+        mask = top_n_mask(alpha, n)
+        # no unselected weight exceeds a selected one
+        assert np.all(np.where(mask, alpha, np.inf).min(axis=1) >= np.where(mask, -np.inf, alpha).max(axis=1))

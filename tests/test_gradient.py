@@ -1,0 +1,95 @@
+"""Softmax sensitivity: exact Jacobian norm, finite differences, and the paper's bound."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from attnlimits.gradient import (
+    corollary3_bound,
+    finite_difference_sensitivity,
+    gershgorin_bound,
+    random_unit_directions,
+    softmax,
+    softmax_jacobian_norm,
+    softmax_jacobian_norm_from_weights,
+)
+
+
+def dense_norm(logits, t):
+    a = softmax(logits, t)
+    return np.linalg.eigvalsh(np.diag(a) - np.outer(a, a)).max() / t
+
+
+def test_softmax_rows_sum_to_one_and_survive_large_logits():
+    a = softmax(np.array([[1000.0, 0.0, -1000.0]]), 0.01)
+    np.testing.assert_allclose(a.sum(), 1.0)
+    assert a[0, 0] == pytest.approx(1.0)
+
+
+def test_uniform_weights():
+    # a = 1/L: J = (I - 11^T/L)/L has norm 1/L (eigenvector orthogonal to 1)
+    assert softmax_jacobian_norm(np.zeros((1, 4)), 1.0)[0] == pytest.approx(0.25)
+
+
+def test_two_way_tie_breaks_the_paper_bound():
+    # a = (1/2, 1/2): J = [[1/4, -1/4], [-1/4, 1/4]] / T has norm 1/(2T) > 1/(4T).
+    # This is the counterexample to Corollary 3 recorded in docs/paper-notes.md.
+    for t in (0.01, 0.1, 1.0, 10.0):
+        norm = softmax_jacobian_norm(np.array([[3.0, 3.0]]), t)[0]
+        assert norm == pytest.approx(1 / (2 * t))
+        assert norm > corollary3_bound(t)
+        assert norm <= gershgorin_bound(t) * (1 + 1e-12)
+
+
+def test_one_hot_has_zero_jacobian():
+    assert softmax_jacobian_norm_from_weights(np.array([[1.0, 0.0, 0.0]]))[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_paper_bound_values():
+    assert corollary3_bound(1.0) == pytest.approx(0.25)
+    assert corollary3_bound(0.01) == pytest.approx(np.sqrt(2))
+
+
+@given(
+    arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(2, 12)), elements=st.floats(-20, 20, width=64)),
+    st.sampled_from([0.01, 0.1, 1.0, 5.0]),
+)
+def test_exact_norm_matches_eigvalsh(logits, t):
+    got = softmax_jacobian_norm(logits, t)
+    want = [dense_norm(row, t) for row in logits]
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-12)
+    assert np.all(got <= gershgorin_bound(t) * (1 + 1e-9))
+
+
+def test_finite_difference_approaches_the_directional_derivative(rng):
+    logits = rng.normal(size=(2, 6))
+    u = random_unit_directions(3, 6, rng)
+    g = finite_difference_sensitivity(logits, 0.5, 1e-6, u)
+    for s in range(2):
+        a = softmax(logits[s], 0.5)
+        jac = (np.diag(a) - np.outer(a, a)) / 0.5
+        np.testing.assert_allclose(g[s], np.linalg.norm(u @ jac, axis=1), rtol=1e-4)
+        assert np.all(g[s] <= softmax_jacobian_norm(logits[s : s + 1], 0.5)[0] * (1 + 1e-4))
+
+
+def test_finite_difference_is_capped_by_sqrt2_over_eps(rng):
+    # two points of the simplex are at most sqrt(2) apart
+    g = finite_difference_sensitivity(rng.normal(size=(4, 5)) * 50, 0.01, 10.0, random_unit_directions(8, 5, rng))
+    assert np.all(g <= np.sqrt(2) / 10.0 + 1e-12)
+
+
+def test_directions_are_unit_and_seeded():
+    a = random_unit_directions(4, 7, np.random.default_rng(3))
+    b = random_unit_directions(4, 7, np.random.default_rng(3))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_nonpositive_temperature_and_eps_are_refused(bad):
+    with pytest.raises(ValueError):
+        softmax(np.zeros((1, 2)), bad)
+    with pytest.raises(ValueError):
+        finite_difference_sensitivity(np.zeros((1, 2)), 1.0, bad, np.ones((1, 2)) / np.sqrt(2))
