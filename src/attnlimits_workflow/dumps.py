@@ -290,10 +290,11 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
     if not vector_cols:
         return
     filters = [("context_length", "=", context), ("position", "<", length)]
-    if embedding == "hidden" and vector_cols == ["hidden"]:
+    hidden_only = vector_cols == ["hidden"]
+    if hidden_only:  # hidden states sit on head-0 rows only
         filters.append(("head", "=", 0))
     table = pq.read_table(path, columns=vector_cols + ["head"], filters=filters)
-    per_pass = length * heads
+    per_pass = length * (1 if hidden_only else heads)
     if table.num_rows != n_pass * per_pass:
         raise DumpError(f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}")
 
@@ -307,7 +308,8 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
     if embedding == "hidden":
         if not meta["store_hidden"]:
             raise DumpError(f"{path}: no hidden states stored; set analysis.embedding before extraction")
-        hid = table.filter(pc.equal(table["head"], 0))["hidden"].combine_chunks().flatten().to_numpy()
+        hid = table if hidden_only else table.filter(pc.equal(table["head"], 0))
+        hid = hid["hidden"].combine_chunks().flatten().to_numpy()
         hid = hid.reshape(n_pass, length, 1, -1)
         parts["x"].append(np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1))
     if with_query_keys:
@@ -320,3 +322,63 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
 def _list_matrix(col: pa.ChunkedArray, length: int) -> np.ndarray:
     flat = col.combine_chunks().flatten().to_numpy()
     return flat.reshape(-1, length)
+
+
+# ---------------------------------------------------------------------------------------- batch
+
+
+def write_batch(
+    out_dir: Path,
+    adapter,
+    chunks: dict[int, np.ndarray],
+    lengths: list[int],
+    *,
+    query_row: str,
+    store_hidden: bool,
+    provenance: dict[str, Any],
+    extra_metadata: dict[str, Any],
+    compression: str | None = "zstd",
+    compression_level: int | None = 1,
+    progress=None,
+) -> None:
+    """Run the model over ``chunks`` (chunk index -> token ids) and write layerNN.parquet files
+    into ``out_dir`` (which must exist). ``progress(chunk, seconds)`` is called after each chunk."""
+    import time
+
+    import torch
+
+    from attnlimits.extraction import extract_chunk
+
+    run_fingerprint = fingerprint({**provenance, "lengths": lengths, "query_row": query_row, "store_hidden": store_hidden})
+    chunk_length = len(next(iter(chunks.values())))
+    writers = []
+    for layer in range(adapter.n_layers):
+        meta = {
+            "schema_version": SCHEMA_SPEC["schema_version"],
+            "fingerprint": run_fingerprint,
+            **provenance,
+            **extra_metadata,
+            "chunk_length": int(chunk_length),
+            "chunks": [int(c) for c in chunks],
+            "layer": layer,
+            "score_scale": adapter.score_scale(layer),
+            "lengths": [int(L) for L in lengths],
+            "query_row": query_row,
+            "store_hidden": store_hidden,
+            "causal": adapter.causal,
+            "n_heads": adapter.n_heads,
+            "head_dim": adapter.head_dim,
+            "d_model": adapter.n_heads * adapter.head_dim,
+        }
+        writers.append(LayerDumpWriter(Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level))
+    try:
+        for chunk, ids in chunks.items():
+            start = time.perf_counter()
+            tokens = torch.tensor(np.asarray(ids), dtype=torch.long)
+            for capture in extract_chunk(adapter, tokens, lengths, query_row, store_hidden):
+                writers[capture.layer].write_pass(int(chunk), tokens.numpy(), capture)
+            if progress:
+                progress(int(chunk), time.perf_counter() - start)
+    finally:
+        for w in writers:
+            w.close()

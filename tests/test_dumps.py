@@ -1,0 +1,106 @@
+"""Dump schema: round trip, enforcement, corruption and provenance checks."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import GPT2Config, GPT2Model
+
+from attnlimits.extraction import adapter_for, extract_chunk
+from attnlimits_workflow.dumps import SCHEMA_SPEC, DumpError, load_samples, read_metadata, write_batch
+
+PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
+
+
+@pytest.fixture(scope="module")
+def adapter():
+    torch.manual_seed(0)
+    return adapter_for(GPT2Model(GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64, vocab_size=100, bos_token_id=0, eos_token_id=0)).eval())
+
+
+@pytest.fixture
+def dump(tmp_path, adapter):
+    chunks = {3: np.arange(64) % 100, 4: (np.arange(64) * 7) % 100}
+    out = tmp_path / "batch000"
+    out.mkdir()
+    write_batch(out, adapter, chunks, [8, 32, 64], query_row="last", store_hidden=True, provenance=PROV, extra_metadata={})
+    return out, chunks
+
+
+def test_round_trip_equals_the_captures(dump, adapter):
+    out, chunks = dump
+    s = load_samples([out], 32, "value", with_logits=True, with_query_keys=True, expected=PROV)
+    assert s.weights.shape == (2 * 2 * 2, 32) and s.x.shape == (8, 32, 8)
+    assert s.layer.tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and s.chunk.tolist() == [3, 3, 4, 4] * 2
+    for i, chunk in enumerate([3, 4]):
+        caps = list(extract_chunk(adapter, torch.tensor(chunks[chunk]), [8, 32, 64]))
+        for cap in caps:
+            for h in range(2):
+                row = cap.layer * 4 + i * 2 + h
+                np.testing.assert_array_equal(s.weights[row], cap.rows[32][2][h].numpy())
+                np.testing.assert_array_equal(s.logits[row], cap.rows[32][1][h].numpy())
+                np.testing.assert_array_equal(s.x[row], cap.v[h, :32].numpy())
+                np.testing.assert_array_equal(s.query[row], cap.q[h, 31].numpy())
+    hidden = load_samples([out], 8, "hidden", expected=PROV)
+    assert hidden.x.shape == (8, 8, 16)
+
+
+def test_file_uses_the_documented_encoding(dump):
+    out, _ = dump
+    md = pq.ParquetFile(out / "layer00.parquet").metadata
+    names = [md.row_group(0).column(i).path_in_schema for i in range(md.num_columns)]
+    q = md.row_group(0).column(names.index("q.list.element"))
+    assert q.compression == "ZSTD" and "BYTE_STREAM_SPLIT" in q.encodings
+    assert not any("DICT" in e for e in q.encodings)
+    assert [c["name"] for c in SCHEMA_SPEC["columns"]] == pq.read_schema(out / "layer00.parquet").names
+
+
+def test_truncated_dump_is_refused_and_quarantined(dump):
+    out, _ = dump
+    path = out / "layer01.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(DumpError, match="layer01.parquet: not a readable Parquet dump"):
+        load_samples([out], 8, "value")
+    assert not path.exists() and (out / "layer01.parquet.corrupt").exists()
+
+
+def test_dump_from_another_model_is_refused(dump):
+    out, _ = dump
+    with pytest.raises(DumpError, match="another model/corpus"):
+        load_samples([out], 8, "value", expected={**PROV, "weights_sha256": "other"})
+
+
+def test_wrong_schema_is_refused(dump):
+    out, _ = dump
+    meta = pq.read_schema(out / "layer00.parquet").metadata
+    table = pa.table({"chunk": pa.array([0], pa.int32())}).replace_schema_metadata(meta)
+    pq.write_table(table, out / "layer00.parquet")
+    with pytest.raises(DumpError, match="do not match dump_schema.json"):
+        read_metadata(out / "layer00.parquet")
+
+
+def test_length_not_extracted_is_refused(dump):
+    out, _ = dump
+    with pytest.raises(DumpError, match="L=16 was not extracted"):
+        load_samples([out], 16, "value")
+
+
+def test_mixed_configs_are_refused(tmp_path, adapter):
+    dirs = []
+    for i, lengths in enumerate([[8, 64], [8, 32, 64]]):
+        d = tmp_path / f"batch{i:03d}"
+        d.mkdir()
+        write_batch(d, adapter, {i: np.arange(64)}, lengths, query_row="last", store_hidden=False, provenance=PROV, extra_metadata={})
+        dirs.append(d)
+    with pytest.raises(DumpError, match="two configs are mixed"):
+        load_samples(dirs, 8, "value")
+
+
+def test_metadata_is_json(dump):
+    out, _ = dump
+    meta = read_metadata(out / "layer00.parquet")
+    assert meta["causal"] is True and meta["lengths"] == [8, 32, 64]
+    json.dumps(meta)
