@@ -107,24 +107,76 @@ rule vanishing:
         "../scripts/analyse_vanishing.py"
 
 
-rule summarise:
+rule summarise_distance:
     input:
         distance=distance_targets(),
         critical_n=per_length_targets("critical_n"),
-        separability=separability_targets(),
-        gradient=gradient_targets(),
-        vanishing=per_length_targets("vanishing"),
     output:
         distance=results("summary", "distance.csv"),
         critical_n=results("summary", "critical_n.csv"),
-        separability=results("summary", "separability.csv"),
-        gradient=results("summary", "gradient.csv"),
-        vanishing=results("summary", "vanishing.csv"),
-        violations=results("summary", "violations.csv"),
-        samples=results("summary", "samples.json"),
+        violations=results("summary", "violations_distance.csv"),
     params:
-        distance=ANALYSIS["distance"],
+        kind="distance",
     log:
-        "logs/summarise.log",
+        "logs/summarise/distance.log",
     script:
         "../scripts/summarise.py"
+
+
+rule summarise_separability:
+    input:
+        separability=separability_targets(),
+    output:
+        separability=results("summary", "separability.csv"),
+        violations=results("summary", "violations_separability.csv"),
+    params:
+        kind="separability",
+    log:
+        "logs/summarise/separability.log",
+    script:
+        "../scripts/summarise.py"
+
+
+rule summarise_gradient:
+    input:
+        gradient=gradient_targets(),
+    output:
+        gradient=results("summary", "gradient.csv"),
+        violations=results("summary", "violations_gradient.csv"),
+    params:
+        kind="gradient",
+    log:
+        "logs/summarise/gradient.log",
+    script:
+        "../scripts/summarise.py"
+
+
+rule summarise_vanishing:
+    input:
+        vanishing=per_length_targets("vanishing"),
+    output:
+        vanishing=results("summary", "vanishing.csv"),
+        violations=results("summary", "violations_vanishing.csv"),
+    params:
+        kind="vanishing",
+    log:
+        "logs/summarise/vanishing.log",
+    script:
+        "../scripts/summarise.py"
+
+
+rule describe_run:
+    input:
+        dumps=dump_dirs(),
+        tokens=rules.chunk_corpus.output.tokens,
+        model=model_dir(),
+    output:
+        results("summary", "run.json"),
+    params:
+        corpus=CORPUS,
+        model=MODEL,
+        config=config,
+    log:
+        "logs/summarise/describe_run.log",
+    script:
+        "../scripts/describe_run.py"

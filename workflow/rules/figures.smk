@@ -1,1 +1,97 @@
-# figures: see issue 5
+# Final assembly: figures and tables read only the small summary tables and the style file.
+
+# Resolved against the repository, so it also works with --directory elsewhere.
+STYLE = str(Path(workflow.basedir) / "workflow" / "report" / "attnlimits.mplstyle")
+
+
+rule fig1:
+    input:
+        style=STYLE,
+    output:
+        pdf="figures/fig1.pdf",
+        png=report(
+            "figures/fig1.png", caption="../report/fig1.rst", category="Figures"
+        ),
+    params:
+        seed=config["seed"],
+    log:
+        "logs/figures/fig1.log",
+    script:
+        "../scripts/plot_fig1.py"
+
+
+rule fig2:
+    input:
+        style=STYLE,
+        distance=results("summary", "distance.csv"),
+        critical_n=results("summary", "critical_n.csv"),
+        run=results("summary", "run.json"),
+    output:
+        pdf="figures/fig2.pdf",
+        png=report(
+            "figures/fig2.png", caption="../report/fig2.rst", category="Figures"
+        ),
+    params:
+        distance=ANALYSIS["distance"],
+    log:
+        "logs/figures/fig2.log",
+    script:
+        "../scripts/plot_fig2.py"
+
+
+rule fig3:
+    input:
+        style=STYLE,
+        separability=results("summary", "separability.csv"),
+        run=results("summary", "run.json"),
+    output:
+        pdf="figures/fig3.pdf",
+        png=report(
+            "figures/fig3.png", caption="../report/fig3.rst", category="Figures"
+        ),
+    log:
+        "logs/figures/fig3.log",
+    script:
+        "../scripts/plot_fig3.py"
+
+
+rule fig4:
+    input:
+        style=STYLE,
+        gradient=results("summary", "gradient.csv"),
+        run=results("summary", "run.json"),
+    output:
+        pdf="figures/fig4.pdf",
+        png=report(
+            "figures/fig4.png", caption="../report/fig4.rst", category="Figures"
+        ),
+    log:
+        "logs/figures/fig4.log",
+    script:
+        "../scripts/plot_fig4.py"
+
+
+rule table1:
+    input:
+        distance=results("summary", "distance.csv"),
+        critical_n=results("summary", "critical_n.csv"),
+        separability=results("summary", "separability.csv"),
+        gradient=results("summary", "gradient.csv"),
+        vanishing=results("summary", "vanishing.csv"),
+        violations=[
+            results("summary", f"violations_{kind}.csv")
+            for kind in ("distance", "separability", "gradient", "vanishing")
+        ],
+        run=results("summary", "run.json"),
+    output:
+        csv=report(
+            "tables/table1.csv", caption="../report/table1.rst", category="Tables"
+        ),
+        md="tables/table1.md",
+        tex="tables/table1.tex",
+    params:
+        analysis=ANALYSIS,
+    log:
+        "logs/tables/table1.log",
+    script:
+        "../scripts/make_table1.py"

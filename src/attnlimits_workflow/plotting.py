@@ -1,0 +1,36 @@
+"""Figure helpers: style, caption line and atomic PDF+PNG output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .atomic import atomic_path  # noqa: E402
+
+
+def use_style(path: str | Path) -> None:
+    plt.style.use(str(path))
+
+
+def run_caption(run_json: str | Path, extra: str = "") -> str:
+    run = json.loads(Path(run_json).read_text())
+    weights = " (seeded random weights)" if run["weights"] == "random_init" else ""
+    text = (
+        f"{run['model']}{weights}, {run['layers']} layers x {run['heads']} heads; corpus {run['corpus']}, "
+        f"{run['chunks']} chunks of {run['chunk_length']} tokens; {run['samples_per_L']} samples per L "
+        f"(x_i = {run['embedding']} vectors)"
+    )
+    return f"{text}. {extra}" if extra else text
+
+
+def save(fig, pdf: str | Path, png: str | Path, caption: str, caption_y: float = -0.02) -> None:
+    fig.text(0.01, caption_y, caption, ha="left", va="top", fontsize=7, wrap=True, color="0.3")
+    for path, fmt in ((pdf, "pdf"), (png, "png")):
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt)
+    plt.close(fig)

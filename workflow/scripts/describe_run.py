@@ -1,0 +1,32 @@
+"""What a figure caption needs to say about the run: model, corpus, chunks, layers, heads."""
+
+import json
+
+from attnlimits_workflow.dumps import layer_files, read_metadata
+from attnlimits_workflow.jobs import job_logger, provenance
+from attnlimits_workflow.models import read_manifest
+
+log = job_logger(snakemake, "describe_run")
+layers = layer_files(snakemake.input.dumps)
+expected = provenance(snakemake.input.model, snakemake.input.tokens)
+metas = [read_metadata(f, expected) for files in layers.values() for f in files]
+chunks = sorted({c for m in metas for c in m["chunks"]})
+manifest = read_manifest(snakemake.input.model)
+cfg = snakemake.params.config
+description = {
+    "model": snakemake.params.model,
+    "model_type": manifest["model_type"],
+    "weights": manifest["source"],
+    "corpus": snakemake.params.corpus,
+    "chunks": len(chunks),
+    "chunk_length": metas[0]["chunk_length"],
+    "layers": len(layers),
+    "heads": metas[0]["n_heads"],
+    "samples_per_L": len(chunks) * len(layers) * metas[0]["n_heads"],
+    "causal": metas[0]["causal"],
+    "embedding": cfg["analysis"]["embedding"],
+    "query_row": cfg["extraction"]["query_row"],
+}
+with open(snakemake.output[0], "w") as fh:
+    json.dump(description, fh, indent=2)
+log.info("%s", description)

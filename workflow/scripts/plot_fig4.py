@@ -1,0 +1,28 @@
+"""Fig. 4: max finite-difference sensitivity g(T, eps) across heads vs T, the exact Jacobian norm,
+and the paper's bound min{1/(4T), sqrt 2} (with the always-valid 1/(2T))."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+
+from attnlimits_workflow.jobs import job_logger
+from attnlimits_workflow.plotting import run_caption, save, use_style
+
+log = job_logger(snakemake, "fig4")
+use_style(snakemake.input.style)
+g = pl.read_csv(snakemake.input.gradient).sort("eps", "T")
+MARKERS = iter("osD^v<>")
+fig, ax = plt.subplots(figsize=(7.0, 3.6))
+for eps in sorted(g["eps"].unique().to_list()):
+    f = g.filter(pl.col("eps") == eps)
+    ax.plot(f["T"].to_numpy(), f["g_max_over_heads"].to_numpy(), label=f"max g(T, eps={eps:g})", alpha=0.85, marker=next(MARKERS))
+first = g.filter(pl.col("eps") == g["eps"].min())
+ts = first["T"].to_numpy()
+ax.plot(ts, first["jacobian_norm_max"].to_numpy(), color="0.2", marker="x", lw=1, label=r"max exact $\|J\|_2$")
+dense = np.geomspace(ts.min(), ts.max(), 200)
+ax.plot(dense, np.minimum(1 / (4 * dense), np.sqrt(2)), "k--", lw=1.2, label=r"paper: $\min\{1/(4T), \sqrt{2}\}$")
+ax.plot(dense, 1 / (2 * dense), ":", color="0.45", lw=1.2, label=r"$1/(2T)$ (always holds)")
+ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="sensitivity", title="Gradient sensitivity of softmax attention")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, "Maximum across all heads, layers and chunks."))
+log.info("fig4 written")
