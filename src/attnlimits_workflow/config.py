@@ -121,6 +121,9 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     corpus = config["corpus"]
     if corpus.get("path") and not Path(corpus["path"]).is_file():
         errs.append(f"corpus.path: {corpus['path']} does not exist or is not a file")
+    style = config.get("figures", {}).get("style")
+    if style and not Path(style).is_file():
+        errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
     if model.get("path") and not (Path(model["path"]) / "config.json").is_file():
         errs.append(f"model.path: {model['path']} is not a model folder (no config.json)")

@@ -175,7 +175,8 @@ rule describe_run:
     params:
         corpus=CORPUS,
         model=MODEL,
-        config=config,
+        embedding=ANALYSIS["embedding"],
+        query_row=config["extraction"]["query_row"],
     log:
         "logs/summarise/describe_run.log",
     script:

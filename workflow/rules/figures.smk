@@ -1,7 +1,9 @@
 # Final assembly: figures and tables read only the small summary tables and the style file.
 
-# Resolved against the repository, so it also works with --directory elsewhere.
-STYLE = str(Path(workflow.basedir) / "workflow" / "report" / "attnlimits.mplstyle")
+# figures.style, or the repository's style file (resolved so it also works with --directory).
+STYLE = config["figures"]["style"] or str(
+    Path(workflow.basedir) / "workflow" / "report" / "attnlimits.mplstyle"
+)
 
 
 rule fig1:

@@ -12,7 +12,6 @@ expected = provenance(snakemake.input.model, snakemake.input.tokens)
 metas = [read_metadata(f, expected) for files in layers.values() for f in files]
 chunks = sorted({c for m in metas for c in m["chunks"]})
 manifest = read_manifest(snakemake.input.model)
-cfg = snakemake.params.config
 description = {
     "model": snakemake.params.model,
     "model_type": manifest["model_type"],
@@ -24,8 +23,8 @@ description = {
     "heads": metas[0]["n_heads"],
     "samples_per_L": len(chunks) * len(layers) * metas[0]["n_heads"],
     "causal": metas[0]["causal"],
-    "embedding": cfg["analysis"]["embedding"],
-    "query_row": cfg["extraction"]["query_row"],
+    "embedding": snakemake.params.embedding,
+    "query_row": snakemake.params.query_row,
 }
 with open(snakemake.output[0], "w") as fh:
     json.dump(description, fh, indent=2)

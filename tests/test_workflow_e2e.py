@@ -1,0 +1,117 @@
+"""End-to-end: the workflow on a tiny random-init GPT-2 and a synthetic text, through chunking,
+then `all`, plus staleness, targeted builds and determinism."""
+
+import shutil
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from project import planned_rules, snakemake, tiny_config, write_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def done_run(tmp_path_factory):
+    """One complete `snakemake --cores 2 all` run, shared by the read-only checks below."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    cfg = write_config(tmp, tiny_config(tmp))
+    snakemake(tmp, cfg, "--cores", "2", "all")
+    return tmp, cfg
+
+
+def test_chunking_stage(tmp_path):
+    cfg = write_config(tmp_path, tiny_config(tmp_path))
+    snakemake(tmp_path, cfg, "--cores", "2", "results/chunks/tokens.parquet")
+    table = pq.read_table(tmp_path / "results/chunks/tokens.parquet")
+    assert table.column_names[:3] == ["chunk", "position", "token_id"]
+    assert table.num_rows == 4 * 64
+    chunks = table["chunk"].to_numpy()
+    assert sorted(set(chunks)) == [0, 1, 2, 3]
+    assert all((table["position"].to_numpy()[chunks == c] == np.arange(64)).all() for c in range(4))
+    # chunks are the first tokens of the stripped corpus, consecutive
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tmp_path / "resources/models/tiny-gpt2")
+    text = (tmp_path / "resources/corpus/synthetic.txt").read_text()
+    assert "START OF" not in text and "Licence" not in text
+    ids = tok(text, add_special_tokens=False)["input_ids"][: 4 * 64]
+    assert table["token_id"].to_pylist() == ids
+    assert "===== chunk 0 (64 tokens) =====" in (tmp_path / "results/chunks/chunks.txt").read_text()
+    assert not (tmp_path / "results/dumps").exists()  # nothing beyond the target ran
+
+
+def test_all_outputs_exist_and_hold_data(done_run):
+    tmp, _ = done_run
+    for fig in ("fig1", "fig2", "fig3", "fig4"):
+        pdf = (tmp / f"figures/{fig}.pdf").read_bytes()
+        assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF") and len(pdf) > 5000
+        assert (tmp / f"figures/{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for ext in ("csv", "md", "tex"):
+        assert (tmp / f"tables/table1.{ext}").stat().st_size > 500
+    table = pl.read_csv(tmp / "tables/table1.csv")
+    assert set(table["verdict"]) <= {"reproduced", "not reproduced", "not applicable"}
+    assert table.height >= 15
+    dist = pl.read_csv(tmp / "results/summary/distance.csv")
+    assert dist.height == 4 + 4 and dist["distance_median"].is_finite().all()
+    assert (dist["samples"] == 4 * 2 * 2).all()  # chunks x layers x heads
+    grad = pl.read_csv(tmp / "results/summary/gradient.csv")
+    assert grad.height == 5 * 3 and (grad["jacobian_norm_max"] > 0).all()
+    sep = pl.read_csv(tmp / "results/summary/separability.csv")
+    assert sep["ratio_median"].is_between(0, 1).all()
+
+
+def test_every_rule_logged(done_run):
+    tmp, _ = done_run
+    logs = list((tmp / "logs").rglob("*.log"))
+    assert len(logs) >= 30
+    assert "tokens/s" in (tmp / "logs/extract/batch000.log").read_text()
+
+
+def test_noop_rerun_schedules_nothing(done_run):
+    tmp, cfg = done_run
+    assert planned_rules(tmp, cfg, "all") == []
+
+
+def test_style_change_reruns_only_figures(done_run, tmp_path):
+    from project import REPO
+
+    tmp, cfg = done_run
+    style = tmp_path / "style.mplstyle"
+    style.write_text((REPO / "workflow/report/attnlimits.mplstyle").read_text() + "\nlines.linewidth: 2.0\n")
+    conf = yaml.safe_load(cfg.read_text())
+    conf["figures"] = {"style": str(style)}
+    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    assert sorted(rules) == ["all", "fig1", "fig2", "fig3", "fig4"]
+
+
+def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
+    tmp, cfg = done_run
+    conf = yaml.safe_load(cfg.read_text())
+    conf["analysis"]["gradient"]["temperatures"] = [0.01, 0.03, 0.1, 1.0, 20.0]
+    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    assert sorted(rules) == sorted(["gradient", "summarise_gradient", "fig4", "table1", "all"])
+
+
+def test_model_change_reruns_everything_downstream(done_run, tmp_path):
+    tmp, cfg = done_run
+    conf = yaml.safe_load(cfg.read_text())
+    conf["seed"] = 8
+    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    for stage in ("fetch_model", "chunk_corpus", "extract_batch", "distance", "gradient", "fig2", "table1"):
+        assert stage in rules
+
+
+def test_two_runs_are_identical(done_run, tmp_path):
+    tmp, _ = done_run
+    cfg = write_config(tmp_path, tiny_config(tmp_path))
+    snakemake(tmp_path, cfg, "--cores", "2", "all")
+    for a in sorted((tmp / "results/analysis").rglob("*.parquet")):
+        b = tmp_path / a.relative_to(tmp)
+        assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
+    for name in ("distance", "critical_n", "separability", "gradient", "vanishing"):
+        assert (tmp / f"results/summary/{name}.csv").read_text() == (tmp_path / f"results/summary/{name}.csv").read_text()
+    assert (tmp / "tables/table1.csv").read_text() == (tmp_path / "tables/table1.csv").read_text()
