@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -53,11 +54,16 @@ def source_dir(model_cfg: dict[str, Any]) -> Path | None:
     return None
 
 
-def check_hub_reachable(endpoint: str = "https://huggingface.co", timeout: float = 10.0) -> None:
-    """Fail within ``timeout`` seconds, with advice, when the hub cannot be reached."""
-    host = urlparse(endpoint).hostname or endpoint
+def check_hub_reachable(endpoint: str | None = None, timeout: float = 10.0) -> None:
+    """Fail within ``timeout`` seconds, with advice, when the hub cannot be reached.
+
+    The endpoint is HF_ENDPOINT when set (as for huggingface_hub itself), else huggingface.co.
+    """
+    url = urlparse(endpoint or os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host = url.hostname or ""
+    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         raise ModelSourceError(
             f"cannot reach {host} ({exc}). Offline? Set model.path to a local model folder, "

@@ -1,0 +1,99 @@
+"""Bad configurations stop the run before any job starts, in one line naming the key."""
+
+import copy
+import sys
+
+import pytest
+import yaml
+
+from attnlimits_workflow.config import ConfigError, deep_merge, validate
+from project import REPO, snakemake, tiny_config, write_config
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+# (id, dotted key to set or None, value, a fragment the message must contain)
+BAD = [
+    ("unknown-top-key", "colour", "red", "colour: unknown key"),
+    ("unknown-nested-key", "analysis.distance.bogus", 1, "analysis.distance.bogus: unknown key"),
+    ("seed-type", "seed", "abc", "seed:"),
+    ("seed-negative", "seed", -1, "seed:"),
+    ("chunk-length-type", "chunking.chunk_length", "long", "chunking.chunk_length:"),
+    ("empty-lengths", "analysis.lengths", [], "analysis.lengths:"),
+    ("empty-n-grid", "analysis.distance.n_grid", [], "analysis.distance.n_grid:"),
+    ("n-equals-l", "analysis.distance.n_grid", [1, 64], "analysis.distance.n_grid[1]: N=64 must be < L=64"),
+    ("n-below-one", "analysis.separability.n_grid", [0, 4], "analysis.separability.n_grid[0]:"),
+    ("n-fixed-too-big", "analysis.distance.n_fixed", 8, "analysis.distance.n_fixed: N=8 must be < every L"),
+    ("l-above-positions", "analysis.lengths", [8, 16, 32, 64, 128], "analysis.lengths[4]: L=128 exceeds"),
+    ("chunk-above-positions", "chunking.chunk_length", 128, "chunking.chunk_length: 128 exceeds the model's 64 positions"),
+    ("l-above-chunk", "chunking.chunk_length", 32, "analysis.lengths[3]: L=64 exceeds chunking.chunk_length=32"),
+    ("length-fixed-not-in-grid", "analysis.distance.length_fixed", 48, "analysis.distance.length_fixed: L=48 is not in analysis.lengths"),
+    ("gradient-length-not-in-grid", "analysis.gradient.length", 40, "analysis.gradient.length: L=40"),
+    ("temperature-zero", "analysis.gradient.temperatures", [0.0, 1.0], "analysis.gradient.temperatures[0]:"),
+    ("temperature-negative", "analysis.gradient.temperatures", [-1.0], "analysis.gradient.temperatures[0]:"),
+    ("eps-zero", "analysis.gradient.epsilons", [0.0], "analysis.gradient.epsilons[0]:"),
+    ("ks-alpha-above-one", "analysis.critical_n.ks_alpha", 1.5, "analysis.critical_n.ks_alpha:"),
+    ("ks-alpha-zero", "analysis.critical_n.ks_alpha", 0, "analysis.critical_n.ks_alpha:"),
+    ("mc-draws-zero", "analysis.distance.mc_draws", 0, "analysis.distance.mc_draws:"),
+    ("unknown-embedding", "analysis.embedding", "query", "analysis.embedding: 'query' is not one of"),
+    ("unknown-device", "extraction.device", "tpu", "extraction.device:"),
+    ("unknown-compression", "extraction.compression", "brotli9", "extraction.compression:"),
+    ("first-row-causal", "extraction.query_row", "first", "extraction.query_row:"),
+    ("missing-corpus-file", "corpus.path", "/nonexistent/book.txt", "corpus.path: /nonexistent/book.txt does not exist"),
+    ("model-path-not-model", "model.path", "/tmp", "model.path: /tmp is not a model folder"),
+    ("unknown-package", "model.package", "no_such_model_pkg", "model.package: cannot import 'no_such_model_pkg'"),
+    ("overrides-without-random-init", "model.random_init", False, "model.config_overrides: only allowed with model.random_init"),
+    ("bad-sha", "corpus.sha256", "xyz", "corpus.sha256:"),
+    ("missing-style", "figures.style", "/nonexistent.mplstyle", "figures.style:"),
+]
+
+
+def with_value(cfg, key, value):
+    cfg = copy.deepcopy(cfg)
+    node = cfg
+    *head, last = key.split(".")
+    for k in head:
+        node = node.setdefault(k, {})
+    node[last] = value
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cfg")
+    cfg = tiny_config(tmp)
+    cfg["model"]["config_overrides"] = {"n_layer": 2}
+    return tmp, cfg
+
+
+def test_defaults_and_shipped_configs_are_valid():
+    validate(DEFAULTS, SCHEMA)
+    for extra in sorted((REPO / "config").glob("*.yaml")):
+        validate(deep_merge(DEFAULTS, yaml.safe_load(extra.read_text()) or {}), SCHEMA)
+
+
+@pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
+def test_bad_config_is_named_by_the_validator(base, case):
+    _, cfg = base
+    _, key, value, fragment = case
+    with pytest.raises(ConfigError) as err:
+        validate(deep_merge(DEFAULTS, with_value(cfg, key, value)), SCHEMA)
+    assert fragment in str(err.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
+def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
+    _, cfg = base
+    _, key, value, fragment = case
+    config = write_config(tmp_path, with_value(cfg, key, value))
+    proc = snakemake(tmp_path, config, "-n", "all", check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Invalid configuration:" in output and fragment in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+
+
+def test_python_version():
+    assert sys.version_info >= (3, 11)
