@@ -3,7 +3,6 @@ text, a byte-level BPE tokenizer trained on it, and a GPT-2 config small enough 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -41,12 +40,22 @@ def tiny_model_folder(path: Path, text: str, vocab_size: int = 300) -> Path:
 
     path.mkdir(parents=True, exist_ok=True)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator([text], vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>"])
+    bpe.train_from_iterator(
+        [text], vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>"]
+    )
     bpe.save_model(str(path))
-    tok = GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    tok = GPT2TokenizerFast(
+        tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
+    )
     tok.save_pretrained(path)
     cfg = GPT2Config(
-        n_layer=2, n_head=2, n_embd=16, n_positions=64, vocab_size=len(tok), bos_token_id=0, eos_token_id=0
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        n_positions=64,
+        vocab_size=len(tok),
+        bos_token_id=0,
+        eos_token_id=0,
     )
     cfg.save_pretrained(path)
     return path
@@ -68,7 +77,11 @@ def tiny_config(tmp: Path, **overrides) -> dict:
             "distance": {"n_fixed": 2, "length_fixed": 64, "n_grid": [1, 4, 20, 30], "mc_draws": 8},
             "critical_n": {"mc_draws": 4},
             "separability": {"length": 64, "n_grid": [1, 4, 16]},
-            "gradient": {"length": 64, "temperatures": [0.01, 0.03, 0.1, 1.0, 10.0], "directions": 4},
+            "gradient": {
+                "length": 64,
+                "temperatures": [0.01, 0.03, 0.1, 1.0, 10.0],
+                "directions": 4,
+            },
         },
     }
     for key, value in overrides.items():
@@ -86,14 +99,27 @@ def write_config(tmp: Path, cfg: dict) -> Path:
     return path
 
 
-def snakemake(workdir: Path, config: Path, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: Path, *args: str, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Run the workflow of this repository in ``workdir`` with ``config`` overlaid on the defaults."""
     # --configfile takes several values, so it goes last, after targets and flags.
-    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args, "--configfile", str(config)]
+    cmd = [
+        *SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        *args,
+        "--configfile",
+        str(config),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -104,7 +130,11 @@ def planned_rules(workdir: Path, config: Path, *targets: str) -> list[str]:
     started = False
     for line in (proc.stdout + proc.stderr).splitlines():
         parts = line.split()
-        if parts[:1] == ["job"] and parts[1:2] == ["count"] or (len(parts) == 1 and parts[0] == "count"):
+        if (
+            parts[:1] == ["job"]
+            and parts[1:2] == ["count"]
+            or (len(parts) == 1 and parts[0] == "count")
+        ):
             started = True
             continue
         if started and parts[:1] == ["total"]:

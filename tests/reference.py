@@ -35,8 +35,12 @@ def upper_bound(alpha_row, x_row, n):
 def expectation_term(alpha_row, x_row, n):
     L = len(alpha_row)
     xbar = sum(alpha_row[i] * x_row[i] for i in range(L))
-    return (L - n) / L * sum(
-        float(np.linalg.norm((alpha_row[i] + n / (L - 1)) * x_row[i] - xbar)) for i in range(L)
+    return (
+        (L - n)
+        / L
+        * sum(
+            float(np.linalg.norm((alpha_row[i] + n / (L - 1)) * x_row[i] - xbar)) for i in range(L)
+        )
     )
 
 
@@ -79,4 +83,6 @@ def separability(alpha_row, x_row, n, delta, m):
 
 def min_pairwise(x_row):
     L = len(x_row)
-    return min(float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) for j in range(L) if i != j)
+    return min(
+        float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) for j in range(L) if i != j
+    )

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 import yaml
+from project import REPO, snakemake, tiny_config, write_config
 
 from attnlimits_workflow.config import ConfigError, deep_merge, validate
-from project import REPO, snakemake, tiny_config, write_config
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -21,28 +21,93 @@ BAD = [
     ("chunk-length-type", "chunking.chunk_length", "long", "chunking.chunk_length:"),
     ("empty-lengths", "analysis.lengths", [], "analysis.lengths:"),
     ("empty-n-grid", "analysis.distance.n_grid", [], "analysis.distance.n_grid:"),
-    ("n-equals-l", "analysis.distance.n_grid", [1, 64], "analysis.distance.n_grid[1]: N=64 must be < L=64"),
+    (
+        "n-equals-l",
+        "analysis.distance.n_grid",
+        [1, 64],
+        "analysis.distance.n_grid[1]: N=64 must be < L=64",
+    ),
     ("n-below-one", "analysis.separability.n_grid", [0, 4], "analysis.separability.n_grid[0]:"),
-    ("n-fixed-too-big", "analysis.distance.n_fixed", 8, "analysis.distance.n_fixed: N=8 must be < every L"),
-    ("l-above-positions", "analysis.lengths", [8, 16, 32, 64, 128], "analysis.lengths[4]: L=128 exceeds"),
-    ("chunk-above-positions", "chunking.chunk_length", 128, "chunking.chunk_length: 128 exceeds the model's 64 positions"),
-    ("l-above-chunk", "chunking.chunk_length", 32, "analysis.lengths[3]: L=64 exceeds chunking.chunk_length=32"),
-    ("length-fixed-not-in-grid", "analysis.distance.length_fixed", 48, "analysis.distance.length_fixed: L=48 is not in analysis.lengths"),
-    ("gradient-length-not-in-grid", "analysis.gradient.length", 40, "analysis.gradient.length: L=40"),
-    ("temperature-zero", "analysis.gradient.temperatures", [0.0, 1.0], "analysis.gradient.temperatures[0]:"),
-    ("temperature-negative", "analysis.gradient.temperatures", [-1.0], "analysis.gradient.temperatures[0]:"),
+    (
+        "n-fixed-too-big",
+        "analysis.distance.n_fixed",
+        8,
+        "analysis.distance.n_fixed: N=8 must be < every L",
+    ),
+    (
+        "l-above-positions",
+        "analysis.lengths",
+        [8, 16, 32, 64, 128],
+        "analysis.lengths[4]: L=128 exceeds",
+    ),
+    (
+        "chunk-above-positions",
+        "chunking.chunk_length",
+        128,
+        "chunking.chunk_length: 128 exceeds the model's 64 positions",
+    ),
+    (
+        "l-above-chunk",
+        "chunking.chunk_length",
+        32,
+        "analysis.lengths[3]: L=64 exceeds chunking.chunk_length=32",
+    ),
+    (
+        "length-fixed-not-in-grid",
+        "analysis.distance.length_fixed",
+        48,
+        "analysis.distance.length_fixed: L=48 is not in analysis.lengths",
+    ),
+    (
+        "gradient-length-not-in-grid",
+        "analysis.gradient.length",
+        40,
+        "analysis.gradient.length: L=40",
+    ),
+    (
+        "temperature-zero",
+        "analysis.gradient.temperatures",
+        [0.0, 1.0],
+        "analysis.gradient.temperatures[0]:",
+    ),
+    (
+        "temperature-negative",
+        "analysis.gradient.temperatures",
+        [-1.0],
+        "analysis.gradient.temperatures[0]:",
+    ),
     ("eps-zero", "analysis.gradient.epsilons", [0.0], "analysis.gradient.epsilons[0]:"),
     ("ks-alpha-above-one", "analysis.critical_n.ks_alpha", 1.5, "analysis.critical_n.ks_alpha:"),
     ("ks-alpha-zero", "analysis.critical_n.ks_alpha", 0, "analysis.critical_n.ks_alpha:"),
     ("mc-draws-zero", "analysis.distance.mc_draws", 0, "analysis.distance.mc_draws:"),
-    ("unknown-embedding", "analysis.embedding", "query", "analysis.embedding: 'query' is not one of"),
+    (
+        "unknown-embedding",
+        "analysis.embedding",
+        "query",
+        "analysis.embedding: 'query' is not one of",
+    ),
     ("unknown-device", "extraction.device", "tpu", "extraction.device:"),
     ("unknown-compression", "extraction.compression", "brotli9", "extraction.compression:"),
     ("first-row-causal", "extraction.query_row", "first", "extraction.query_row:"),
-    ("missing-corpus-file", "corpus.path", "/nonexistent/book.txt", "corpus.path: /nonexistent/book.txt does not exist"),
+    (
+        "missing-corpus-file",
+        "corpus.path",
+        "/nonexistent/book.txt",
+        "corpus.path: /nonexistent/book.txt does not exist",
+    ),
     ("model-path-not-model", "model.path", "/tmp", "model.path: /tmp is not a model folder"),
-    ("unknown-package", "model.package", "no_such_model_pkg", "model.package: cannot import 'no_such_model_pkg'"),
-    ("overrides-without-random-init", "model.random_init", False, "model.config_overrides: only allowed with model.random_init"),
+    (
+        "unknown-package",
+        "model.package",
+        "no_such_model_pkg",
+        "model.package: cannot import 'no_such_model_pkg'",
+    ),
+    (
+        "overrides-without-random-init",
+        "model.random_init",
+        False,
+        "model.config_overrides: only allowed with model.random_init",
+    ),
     ("bad-sha", "corpus.sha256", "xyz", "corpus.sha256:"),
     ("missing-style", "figures.style", "/nonexistent.mplstyle", "figures.style:"),
 ]

@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import attention_samples
 
-import reference as ref
 from attnlimits import distance as dist
 from attnlimits.selection import random_subset_mask, top_n_indices, top_n_mask
-from strategies import attention_samples
 
 
 def one(alpha, x):
@@ -93,7 +93,9 @@ class TestDistanceProperties:
         alpha, x = sample
         n = data.draw(st.integers(1, alpha.shape[1] - 1))
         got = dist.distance_to_context(alpha, x, n)
-        want = [ref.distance(alpha[s], x[s], set(ref.top_n(alpha[s], n))) for s in range(len(alpha))]
+        want = [
+            ref.distance(alpha[s], x[s], set(ref.top_n(alpha[s], n))) for s in range(len(alpha))
+        ]
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
     @given(attention_samples(), st.data())
@@ -111,12 +113,14 @@ class TestDistanceProperties:
         np.testing.assert_allclose(
             dist.expectation_term(alpha, x, n),
             [ref.expectation_term(alpha[s], x[s], n) for s in range(len(alpha))],
-            rtol=1e-9, atol=1e-12,
+            rtol=1e-9,
+            atol=1e-12,
         )
         np.testing.assert_allclose(
             dist.epsilon_bound(alpha, x, n),
             [ref.epsilon_bound(alpha[s], x[s], n) for s in range(len(alpha))],
-            rtol=1e-7, atol=1e-12,
+            rtol=1e-7,
+            atol=1e-12,
         )
 
     @given(attention_samples(max_len=6), st.data())
@@ -125,7 +129,9 @@ class TestDistanceProperties:
         n = data.draw(st.integers(1, alpha.shape[1] - 1))
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
         mean, se = dist.monte_carlo_expected_distance(alpha, x, n, 3000, rng)
-        exact = np.array([ref.exact_expected_distance(alpha[s], x[s], n) for s in range(len(alpha))])
+        exact = np.array(
+            [ref.exact_expected_distance(alpha[s], x[s], n) for s in range(len(alpha))]
+        )
         # 5 standard errors: a false alarm has probability ~1e-6 per sample
         assert np.all(np.abs(mean - exact) <= 5 * se + 1e-9 * (1 + np.abs(exact)))
 
@@ -135,4 +141,6 @@ class TestDistanceProperties:
         n = max(1, alpha.shape[1] // 2)
         mask = top_n_mask(alpha, n)
         # no unselected weight exceeds a selected one
-        assert np.all(np.where(mask, alpha, np.inf).min(axis=1) >= np.where(mask, -np.inf, alpha).max(axis=1))
+        assert np.all(
+            np.where(mask, alpha, np.inf).min(axis=1) >= np.where(mask, -np.inf, alpha).max(axis=1)
+        )

@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
+from project import snakemake, synthetic_text, tiny_config, write_config
 
 from attnlimits_workflow.corpus_io import CorpusError, decode, download
 from attnlimits_workflow.models import ModelSourceError, check_hub_reachable
-from project import snakemake, synthetic_text, tiny_config, write_config
 
 BOOK = synthetic_text(500).encode()
 SHA = hashlib.sha256(BOOK).hexdigest()
@@ -50,7 +50,9 @@ def test_download_verifies_checksum(server):
 
 
 def test_checksum_mismatch_is_reported(server):
-    with pytest.raises(CorpusError, match="sha256 mismatch .* set corpus.sha256 to accept it, or corpus.path"):
+    with pytest.raises(
+        CorpusError, match="sha256 mismatch .* set corpus.sha256 to accept it, or corpus.path"
+    ):
         download(f"{server}/pg.txt", "0" * 64)
 
 

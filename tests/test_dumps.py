@@ -10,7 +10,13 @@ import torch
 from transformers import GPT2Config, GPT2Model
 
 from attnlimits.extraction import adapter_for, extract_chunk
-from attnlimits_workflow.dumps import SCHEMA_SPEC, DumpError, load_samples, read_metadata, write_batch
+from attnlimits_workflow.dumps import (
+    SCHEMA_SPEC,
+    DumpError,
+    load_samples,
+    read_metadata,
+    write_batch,
+)
 
 PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 
@@ -18,7 +24,19 @@ PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 @pytest.fixture(scope="module")
 def adapter():
     torch.manual_seed(0)
-    return adapter_for(GPT2Model(GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64, vocab_size=100, bos_token_id=0, eos_token_id=0)).eval())
+    return adapter_for(
+        GPT2Model(
+            GPT2Config(
+                n_layer=2,
+                n_head=2,
+                n_embd=16,
+                n_positions=64,
+                vocab_size=100,
+                bos_token_id=0,
+                eos_token_id=0,
+            )
+        ).eval()
+    )
 
 
 @pytest.fixture
@@ -26,7 +44,16 @@ def dump(tmp_path, adapter):
     chunks = {3: np.arange(64) % 100, 4: (np.arange(64) * 7) % 100}
     out = tmp_path / "batch000"
     out.mkdir()
-    write_batch(out, adapter, chunks, [8, 32, 64], query_row="last", store_hidden=True, provenance=PROV, extra_metadata={})
+    write_batch(
+        out,
+        adapter,
+        chunks,
+        [8, 32, 64],
+        query_row="last",
+        store_hidden=True,
+        provenance=PROV,
+        extra_metadata={},
+    )
     return out, chunks
 
 
@@ -55,7 +82,9 @@ def test_file_uses_the_documented_encoding(dump):
     q = md.row_group(0).column(names.index("q.list.element"))
     assert q.compression == "ZSTD" and "BYTE_STREAM_SPLIT" in q.encodings
     assert not any("DICT" in e for e in q.encodings)
-    assert [c["name"] for c in SCHEMA_SPEC["columns"]] == pq.read_schema(out / "layer00.parquet").names
+    assert [c["name"] for c in SCHEMA_SPEC["columns"]] == pq.read_schema(
+        out / "layer00.parquet"
+    ).names
 
 
 def test_truncated_dump_is_refused_and_quarantined(dump):
@@ -93,7 +122,16 @@ def test_mixed_configs_are_refused(tmp_path, adapter):
     for i, lengths in enumerate([[8, 64], [8, 32, 64]]):
         d = tmp_path / f"batch{i:03d}"
         d.mkdir()
-        write_batch(d, adapter, {i: np.arange(64)}, lengths, query_row="last", store_hidden=False, provenance=PROV, extra_metadata={})
+        write_batch(
+            d,
+            adapter,
+            {i: np.arange(64)},
+            lengths,
+            query_row="last",
+            store_hidden=False,
+            provenance=PROV,
+            extra_metadata={},
+        )
         dirs.append(d)
     with pytest.raises(DumpError, match="two configs are mixed"):
         load_samples(dirs, 8, "value")

@@ -12,9 +12,20 @@ TOL = 1e-5
 
 def tiny_gpt2(**overrides):
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=128, vocab_size=500, bos_token_id=0, eos_token_id=0, **overrides)
+    cfg = GPT2Config(
+        n_layer=2,
+        n_head=4,
+        n_embd=64,
+        n_positions=128,
+        vocab_size=500,
+        bos_token_id=0,
+        eos_token_id=0,
+        **overrides,
+    )
     sdpa = GPT2Model(cfg).eval()
-    eager = GPT2Model.from_pretrained(None, config=cfg, state_dict=sdpa.state_dict(), attn_implementation="eager").eval()
+    eager = GPT2Model.from_pretrained(
+        None, config=cfg, state_dict=sdpa.state_dict(), attn_implementation="eager"
+    ).eval()
     return sdpa, eager
 
 
@@ -92,7 +103,11 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
     for cap in caps:
         L = cap.context_length
         with torch.inference_mode():
-            ref = eager(ids[None, :L], attention_mask=torch.ones(1, L, dtype=torch.long), output_attentions=True).attentions
+            ref = eager(
+                ids[None, :L],
+                attention_mask=torch.ones(1, L, dtype=torch.long),
+                output_attentions=True,
+            ).attentions
         pos, logits, weights = cap.rows[L]
         assert pos == (L - 1 if query_row == "last" else 0)
         want = ref[cap.layer][0, :, pos, :L]

@@ -44,7 +44,9 @@ def test_two_way_tie_breaks_the_paper_bound():
 
 
 def test_one_hot_has_zero_jacobian():
-    assert softmax_jacobian_norm_from_weights(np.array([[1.0, 0.0, 0.0]]))[0] == pytest.approx(0.0, abs=1e-12)
+    assert softmax_jacobian_norm_from_weights(np.array([[1.0, 0.0, 0.0]]))[0] == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_paper_bound_values():
@@ -53,7 +55,11 @@ def test_paper_bound_values():
 
 
 @given(
-    arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(2, 12)), elements=st.floats(-20, 20, width=64)),
+    arrays(
+        np.float64,
+        st.tuples(st.integers(1, 3), st.integers(2, 12)),
+        elements=st.floats(-20, 20, width=64),
+    ),
     st.sampled_from([0.01, 0.1, 1.0, 5.0]),
 )
 def test_exact_norm_matches_eigvalsh(logits, t):
@@ -76,7 +82,9 @@ def test_finite_difference_approaches_the_directional_derivative(rng):
 
 def test_finite_difference_is_capped_by_sqrt2_over_eps(rng):
     # two points of the simplex are at most sqrt(2) apart
-    g = finite_difference_sensitivity(rng.normal(size=(4, 5)) * 50, 0.01, 10.0, random_unit_directions(8, 5, rng))
+    g = finite_difference_sensitivity(
+        rng.normal(size=(4, 5)) * 50, 0.01, 10.0, random_unit_directions(8, 5, rng)
+    )
     assert np.all(g <= np.sqrt(2) / 10.0 + 1e-12)
 
 

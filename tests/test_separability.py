@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
-
-import reference as ref
-from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability, xi
 from strategies import attention_samples
+
+from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability, xi
 
 
 def test_projection_puts_points_on_the_sphere(rng):

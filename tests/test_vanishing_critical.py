@@ -63,6 +63,8 @@ def test_ks_pvalue_separates_and_merges(rng):
 
 
 def test_fits():
-    assert fit_through_origin(np.array([1.0, 2.0, 4.0]), np.array([0.06, 0.12, 0.24])) == pytest.approx(0.06)
+    assert fit_through_origin(
+        np.array([1.0, 2.0, 4.0]), np.array([0.06, 0.12, 0.24])
+    ) == pytest.approx(0.06)
     intercept, slope, r2 = linear_fit(np.array([0.0, 1, 2]), np.array([1.0, 3, 5]))
     assert (intercept, slope, r2) == pytest.approx((1.0, 2.0, 1.0))

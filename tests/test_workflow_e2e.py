@@ -1,14 +1,11 @@
 """End-to-end: the workflow on a tiny random-init GPT-2 and a synthetic text, through chunking,
 then `all`, plus staleness, targeted builds and determinism."""
 
-import shutil
-
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from project import planned_rules, snakemake, tiny_config, write_config
 
 pytestmark = pytest.mark.slow
@@ -81,7 +78,9 @@ def test_style_change_reruns_only_figures(done_run, tmp_path):
 
     tmp, cfg = done_run
     style = tmp_path / "style.mplstyle"
-    style.write_text((REPO / "workflow/report/attnlimits.mplstyle").read_text() + "\nlines.linewidth: 2.0\n")
+    style.write_text(
+        (REPO / "workflow/report/attnlimits.mplstyle").read_text() + "\nlines.linewidth: 2.0\n"
+    )
     conf = yaml.safe_load(cfg.read_text())
     conf["figures"] = {"style": str(style)}
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
@@ -101,7 +100,15 @@ def test_model_change_reruns_everything_downstream(done_run, tmp_path):
     conf = yaml.safe_load(cfg.read_text())
     conf["seed"] = 8
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
-    for stage in ("fetch_model", "chunk_corpus", "extract_batch", "distance", "gradient", "fig2", "table1"):
+    for stage in (
+        "fetch_model",
+        "chunk_corpus",
+        "extract_batch",
+        "distance",
+        "gradient",
+        "fig2",
+        "table1",
+    ):
         assert stage in rules
 
 
@@ -113,5 +120,7 @@ def test_two_runs_are_identical(done_run, tmp_path):
         b = tmp_path / a.relative_to(tmp)
         assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
     for name in ("distance", "critical_n", "separability", "gradient", "vanishing"):
-        assert (tmp / f"results/summary/{name}.csv").read_text() == (tmp_path / f"results/summary/{name}.csv").read_text()
+        assert (tmp / f"results/summary/{name}.csv").read_text() == (
+            tmp_path / f"results/summary/{name}.csv"
+        ).read_text()
     assert (tmp / "tables/table1.csv").read_text() == (tmp_path / "tables/table1.csv").read_text()

@@ -10,8 +10,12 @@ from numpy.typing import NDArray
 
 # Gutenberg marks the licence-free text with lines such as
 # "*** START OF THE PROJECT GUTENBERG EBOOK WAR AND PEACE ***" (older files: "THIS PROJECT").
-_START = re.compile(r"^\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M)
-_END = re.compile(r"^\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M)
+_START = re.compile(
+    r"^\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M
+)
+_END = re.compile(
+    r"^\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.I | re.M
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,9 @@ def strip_gutenberg(raw: str) -> StrippedText:
     return StrippedText(raw[start.end() : end.start()].strip(), had_markers=True)
 
 
-def chunk_tokens(token_ids: NDArray[np.integer], chunk_length: int, n_chunks: int, first_chunk: int = 0) -> NDArray[np.int64]:
+def chunk_tokens(
+    token_ids: NDArray[np.integer], chunk_length: int, n_chunks: int, first_chunk: int = 0
+) -> NDArray[np.int64]:
     """Consecutive, non-overlapping chunks of exactly ``chunk_length`` tokens, shape (n_chunks, chunk_length).
 
     Raises if the corpus does not hold ``first_chunk + n_chunks`` full chunks, naming how many it holds.

@@ -18,7 +18,9 @@ from .selection import random_subset_mask, top_n_mask
 FloatArray = NDArray[np.floating]
 
 
-def _as_float64(alpha: FloatArray, x: FloatArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _as_float64(
+    alpha: FloatArray, x: FloatArray
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     alpha = np.asarray(alpha, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     if alpha.ndim != 2 or x.ndim != 3 or x.shape[:2] != alpha.shape:
@@ -26,14 +28,18 @@ def _as_float64(alpha: FloatArray, x: FloatArray) -> tuple[NDArray[np.float64], 
     return alpha, x
 
 
-def context_vector(alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+def context_vector(
+    alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]
+) -> NDArray[np.float64]:
     """s = sum over the masked indices of alpha_i x_i, shape (S, d)."""
     alpha, x = _as_float64(alpha, x)
     weights = np.where(mask, alpha, 0.0)
     return np.einsum("sl,sld->sd", weights, x)
 
 
-def distance_for_mask(alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+def distance_for_mask(
+    alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]
+) -> NDArray[np.float64]:
     """d~ of Eq. (7) for an arbitrary selected set given as a mask (S, L); shape (S,)."""
     alpha, x = _as_float64(alpha, x)
     s = context_vector(alpha, x, mask)

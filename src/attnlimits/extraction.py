@@ -122,7 +122,9 @@ class BertAdapter(FamilyAdapter):
         if kind != "absolute":
             # Relative position terms are added to the scores inside the attention; they are not
             # reproduced by q.k here, so refuse rather than dump wrong logits.
-            raise ValueError(f"BERT position_embedding_type={kind!r} is not supported (only 'absolute')")
+            raise ValueError(
+                f"BERT position_embedding_type={kind!r} is not supported (only 'absolute')"
+            )
 
     n_layers = property(lambda self: self.config.num_hidden_layers)
     n_heads = property(lambda self: self.config.num_attention_heads)
@@ -139,8 +141,10 @@ class BertAdapter(FamilyAdapter):
         attn = self.bert.encoder.layer[layer].attention.self
         handles = []
         for name in ("query", "key", "value"):
+
             def grab(_m, _i, output, key=name[0]):
                 store[key] = output
+
             handles.append(getattr(attn, name).register_forward_hook(grab))
         return handles
 
@@ -174,7 +178,9 @@ def _heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     return t[0].reshape(length, n_heads, width // n_heads).transpose(0, 1).float().contiguous()
 
 
-def score_row(q: torch.Tensor, k: torch.Tensor, position: int, length: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def score_row(
+    q: torch.Tensor, k: torch.Tensor, position: int, length: int, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits and softmax weights of query ``position`` over keys 0..length-1, per head (float32)."""
     logits = torch.einsum("hd,hld->hl", q[:, position], k[:, :length]) * scale
     return logits, torch.softmax(logits, dim=-1)
@@ -203,10 +209,14 @@ def extract_chunk(
         for layer in range(adapter.n_layers):
             handles += adapter.hook_qkv(layer, captured[layer])
             if store_hidden:
+
                 def grab_hidden(_m, args, kwargs, store=captured[layer]):
                     h = args[0] if args else kwargs["hidden_states"]
                     store["hidden"] = h
-                handles.append(adapter.blocks()[layer].register_forward_pre_hook(grab_hidden, with_kwargs=True))
+
+                handles.append(
+                    adapter.blocks()[layer].register_forward_pre_hook(grab_hidden, with_kwargs=True)
+                )
         try:
             with torch.inference_mode():
                 adapter.run(ids)

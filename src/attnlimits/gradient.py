@@ -36,15 +36,17 @@ def finite_difference_sensitivity(
     if eps <= 0:
         raise ValueError(f"eps must be > 0, got {eps}")
     base = softmax(logits, temperature)
-    l = np.asarray(logits, dtype=np.float64)
-    out = np.empty((l.shape[0], len(directions)))
+    logit = np.asarray(logits, dtype=np.float64)
+    out = np.empty((logit.shape[0], len(directions)))
     for k, u in enumerate(np.asarray(directions, dtype=np.float64)):
-        moved = softmax(l + eps * u[None, :], temperature)
+        moved = softmax(logit + eps * u[None, :], temperature)
         out[:, k] = np.linalg.norm(moved - base, axis=1) / eps
     return out
 
 
-def softmax_jacobian_norm_from_weights(weights: FloatArray, iterations: int = 200) -> NDArray[np.float64]:
+def softmax_jacobian_norm_from_weights(
+    weights: FloatArray, iterations: int = 200
+) -> NDArray[np.float64]:
     """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD), per row, without forming J.
 
     The eigenvalues of a diagonal matrix minus a rank-one term interlace its diagonal, so the
@@ -56,7 +58,9 @@ def softmax_jacobian_norm_from_weights(weights: FloatArray, iterations: int = 20
     a = np.asarray(weights, dtype=np.float64)
     if a.ndim == 1:
         a = a[None, :]
-    top2 = -np.sort(-a, axis=1)[:, :2] if a.shape[1] > 1 else np.concatenate([a, np.zeros_like(a)], 1)
+    top2 = (
+        -np.sort(-a, axis=1)[:, :2] if a.shape[1] > 1 else np.concatenate([a, np.zeros_like(a)], 1)
+    )
     lo, hi = top2[:, 1].copy(), top2[:, 0].copy()
     a2 = a * a
     for _ in range(iterations):

@@ -47,7 +47,9 @@ def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         if err.validator == "additionalProperties":
             allowed = sorted(err.schema.get("properties", {}))
             extra = sorted(set(err.instance) - set(allowed))
-            lines.append(f"{_key([*err.absolute_path, extra[0]]) if extra else key}: unknown key; allowed keys here: {', '.join(allowed)}")
+            lines.append(
+                f"{_key([*err.absolute_path, extra[0]]) if extra else key}: unknown key; allowed keys here: {', '.join(allowed)}"
+            )
         elif err.validator == "enum":
             lines.append(f"{key}: {err.instance!r} is not one of {err.validator_value}")
         elif err.validator == "required":
@@ -97,7 +99,9 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         if L < 2:
             errs.append(f"analysis.lengths[{i}]: L={L}; every L must be >= 2")
         if L > chunk_length:
-            errs.append(f"analysis.lengths[{i}]: L={L} exceeds chunking.chunk_length={chunk_length}")
+            errs.append(
+                f"analysis.lengths[{i}]: L={L} exceeds chunking.chunk_length={chunk_length}"
+            )
 
     def n_below(key: str, ns: list[int], length: int) -> None:
         for i, n in enumerate(ns):
@@ -110,7 +114,9 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
 
     d = a["distance"]
     if d["n_fixed"] >= lengths[0]:
-        errs.append(f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})")
+        errs.append(
+            f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})"
+        )
     in_lengths("analysis.distance.length_fixed", d["length_fixed"])
     n_below("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
     s = a["separability"]
@@ -135,22 +141,32 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         except ModelSourceError as exc:
             errs.append(str(exc))
     if model.get("config_overrides") and not model.get("random_init"):
-        errs.append("model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)")
+        errs.append(
+            "model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)"
+        )
 
     mcfg = model_config(config)
     if mcfg is not None:
         kind = mcfg.get("model_type")
         if kind not in SUPPORTED_MODEL_TYPES:
-            errs.append(f"model: model_type {kind!r} is not supported; allowed: {', '.join(SUPPORTED_MODEL_TYPES)}")
+            errs.append(
+                f"model: model_type {kind!r} is not supported; allowed: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
         limit = max_positions(mcfg)
         if limit is not None:
             if chunk_length > limit:
-                errs.append(f"chunking.chunk_length: {chunk_length} exceeds the model's {limit} positions")
+                errs.append(
+                    f"chunking.chunk_length: {chunk_length} exceeds the model's {limit} positions"
+                )
             for i, L in enumerate(a["lengths"]):
                 if L > limit:
-                    errs.append(f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})")
+                    errs.append(
+                        f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})"
+                    )
         if kind == "gpt2" and config["extraction"]["query_row"] != "last":
-            errs.append("extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last")
+            errs.append(
+                "extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last"
+            )
     return errs
 
 

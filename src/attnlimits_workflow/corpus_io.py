@@ -44,6 +44,6 @@ def decode(data: bytes, encoding: str, where: str) -> str:
         return data.decode(encoding).lstrip("\ufeff")
     except UnicodeDecodeError as exc:
         raise CorpusError(
-            f"{where}: not valid {encoding} at byte {exc.start} ({data[exc.start:exc.start + 4]!r}); "
+            f"{where}: not valid {encoding} at byte {exc.start} ({data[exc.start : exc.start + 4]!r}); "
             "set corpus.encoding (e.g. latin-1) or convert the file with iconv"
         ) from exc

@@ -35,7 +35,9 @@ def arrow_schema(head_dim: int, d_model: int) -> pa.Schema:
     sizes = {"head_dim": head_dim, "d_model": d_model}
     fields = []
     for col in SCHEMA_SPEC["columns"]:
-        fields.append(pa.field(col["name"], _arrow_type(col["type"], sizes), nullable=col["nullable"]))
+        fields.append(
+            pa.field(col["name"], _arrow_type(col["type"], sizes), nullable=col["nullable"])
+        )
     return pa.schema(fields)
 
 
@@ -56,7 +58,9 @@ def fingerprint(parts: dict[str, Any]) -> str:
 class LayerDumpWriter:
     """Streams one layer's rows to Parquet, one row group per 128 positions of one pass."""
 
-    def __init__(self, path: Path, metadata: dict[str, Any], compression: str, compression_level: int | None):
+    def __init__(
+        self, path: Path, metadata: dict[str, Any], compression: str, compression_level: int | None
+    ):
         self.head_dim = int(metadata["head_dim"])
         self.d_model = int(metadata["d_model"])
         self.n_heads = int(metadata["n_heads"])
@@ -81,6 +85,7 @@ class LayerDumpWriter:
         """Append one (chunk, context_length) pass of one layer (a LayerCapture)."""
         heads, positions, dh = capture.q.shape
         n = heads * positions
+
         # Row order within the pass: position-major, then head.
         def per_row(t):
             return t.numpy().transpose(1, 0, 2).reshape(n, dh)
@@ -140,7 +145,9 @@ def _ragged(n: int, rows: dict[int, np.ndarray]) -> pa.ListArray:
     flat = np.concatenate([rows[r] for r in sorted(rows)]) if rows else np.zeros(0, np.float32)
     valid = np.zeros(n, dtype=bool)
     valid[list(rows)] = True
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(np.float32)), mask=pa.array(~valid))
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), pa.array(flat.astype(np.float32)), mask=pa.array(~valid)
+    )
 
 
 # ----------------------------------------------------------------------------------------- read
@@ -152,7 +159,9 @@ def layer_files(dump_dirs: list[str | os.PathLike]) -> dict[int, list[Path]]:
     for d in dump_dirs:
         files = sorted(Path(d).glob("layer*.parquet"))
         if not files:
-            raise DumpError(f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it")
+            raise DumpError(
+                f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it"
+            )
         for f in files:
             out.setdefault(int(f.stem.removeprefix("layer")), []).append(f)
     return dict(sorted(out.items()))
@@ -182,10 +191,14 @@ def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[st
         raise DumpError(f"{path}: no '{META_KEY.decode()}' metadata: not written by this workflow")
     meta = json.loads(raw)
     if meta.get("schema_version") != SCHEMA_SPEC["schema_version"]:
-        raise DumpError(f"{path}: schema_version {meta.get('schema_version')} != {SCHEMA_SPEC['schema_version']}")
+        raise DumpError(
+            f"{path}: schema_version {meta.get('schema_version')} != {SCHEMA_SPEC['schema_version']}"
+        )
     want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]))
     if not schema.remove_metadata().equals(want):
-        raise DumpError(f"{path}: columns do not match dump_schema.json:\n  got  {schema.remove_metadata()}\n  want {want}")
+        raise DumpError(
+            f"{path}: columns do not match dump_schema.json:\n  got  {schema.remove_metadata()}\n  want {want}"
+        )
     for key, want_value in (expected or {}).items():
         if meta.get(key) != want_value:
             raise DumpError(
@@ -226,7 +239,9 @@ def load_samples(
     the rest), and only the requested columns.
     """
     layers = layer_files(dump_dirs)
-    parts: dict[str, list] = {k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "scale")}
+    parts: dict[str, list] = {
+        k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "scale")
+    }
     meta0 = None
     for layer, files in layers.items():
         for path in files:
@@ -234,9 +249,13 @@ def load_samples(
             if meta0 is None:
                 meta0 = meta
             elif meta["fingerprint"] != meta0["fingerprint"]:
-                raise DumpError(f"{path}: fingerprint differs from {layers[min(layers)][0]}: dumps from two configs are mixed")
+                raise DumpError(
+                    f"{path}: fingerprint differs from {layers[min(layers)][0]}: dumps from two configs are mixed"
+                )
             if length not in meta["lengths"]:
-                raise DumpError(f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})")
+                raise DumpError(
+                    f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})"
+                )
             _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys, parts)
     assert meta0 is not None
     cat = lambda k: np.concatenate(parts[k]) if parts[k] else None  # noqa: E731
@@ -269,7 +288,9 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
         raise DumpError(f"{path}: could not be read ({exc}); delete it and rerun") from exc
     expected = len(chunks) * heads
     if rows.num_rows != expected:
-        raise DumpError(f"{path}: {rows.num_rows} analysed rows for L={length}, expected {expected}")
+        raise DumpError(
+            f"{path}: {rows.num_rows} analysed rows for L={length}, expected {expected}"
+        )
     n_pass = len(chunks)
     parts["layer"].append(np.full(expected, layer))
     parts["chunk"].append(rows["chunk"].to_numpy())
@@ -296,22 +317,32 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
     table = pq.read_table(path, columns=vector_cols + ["head"], filters=filters)
     per_pass = length * (1 if hidden_only else heads)
     if table.num_rows != n_pass * per_pass:
-        raise DumpError(f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}")
+        raise DumpError(
+            f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}"
+        )
 
     def grid(col: str, width: int) -> np.ndarray:
         # rows are (chunk, position, head)-sorted -> (chunk, head, position, width)
         flat = table[col].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        return flat.reshape(n_pass, length, heads, width).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, width)
+        return (
+            flat.reshape(n_pass, length, heads, width)
+            .transpose(0, 2, 1, 3)
+            .reshape(n_pass * heads, length, width)
+        )
 
     if embedding in ("value", "key"):
         parts["x"].append(grid(embedding[0], dh))
     if embedding == "hidden":
         if not meta["store_hidden"]:
-            raise DumpError(f"{path}: no hidden states stored; set analysis.embedding before extraction")
+            raise DumpError(
+                f"{path}: no hidden states stored; set analysis.embedding before extraction"
+            )
         hid = table if hidden_only else table.filter(pc.equal(table["head"], 0))
         hid = hid["hidden"].combine_chunks().flatten().to_numpy()
         hid = hid.reshape(n_pass, length, 1, -1)
-        parts["x"].append(np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1))
+        parts["x"].append(
+            np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1)
+        )
     if with_query_keys:
         keys = grid("k", dh)
         queries = grid("q", dh) if query_positions.max() < length else None
@@ -349,7 +380,9 @@ def write_batch(
 
     from attnlimits.extraction import extract_chunk
 
-    run_fingerprint = fingerprint({**provenance, "lengths": lengths, "query_row": query_row, "store_hidden": store_hidden})
+    run_fingerprint = fingerprint(
+        {**provenance, "lengths": lengths, "query_row": query_row, "store_hidden": store_hidden}
+    )
     chunk_length = len(next(iter(chunks.values())))
     writers = []
     for layer in range(adapter.n_layers):
@@ -370,7 +403,11 @@ def write_batch(
             "head_dim": adapter.head_dim,
             "d_model": adapter.n_heads * adapter.head_dim,
         }
-        writers.append(LayerDumpWriter(Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level))
+        writers.append(
+            LayerDumpWriter(
+                Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level
+            )
+        )
     try:
         for chunk, ids in chunks.items():
             start = time.perf_counter()

@@ -24,7 +24,9 @@ def job_logger(snakemake, name: str) -> logging.Logger:
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", handlers=handlers, force=True)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s %(message)s", handlers=handlers, force=True
+    )
     logging.captureWarnings(True)
     log = logging.getLogger(name)
 

@@ -36,12 +36,16 @@ def package_model_dir(package: str) -> Path:
     try:
         mod = importlib.import_module(package)
     except ImportError as exc:
-        raise ModelSourceError(f"model.package: cannot import {package!r} ({exc}); pip install it") from exc
+        raise ModelSourceError(
+            f"model.package: cannot import {package!r} ({exc}); pip install it"
+        ) from exc
     if hasattr(mod, "get_model_path"):
         return Path(mod.get_model_path())
     guess = Path(mod.__file__).parent / "model"
     if not (guess / "config.json").exists():
-        raise ModelSourceError(f"model.package: {package!r} has no get_model_path() and no model/config.json")
+        raise ModelSourceError(
+            f"model.package: {package!r} has no get_model_path() and no model/config.json"
+        )
     return guess
 
 
@@ -103,7 +107,9 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
     if model_cfg.get("random_init"):
         for key, value in (model_cfg.get("config_overrides") or {}).items():
             if not hasattr(config, key):
-                raise ModelSourceError(f"model.config_overrides: {config.model_type} config has no key {key!r}")
+                raise ModelSourceError(
+                    f"model.config_overrides: {config.model_type} config has no key {key!r}"
+                )
             setattr(config, key, value)
         torch.manual_seed(seed)
         log(f"building {config.model_type} with seeded random weights (seed {seed})")
@@ -119,7 +125,9 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
             )
         log(f"copying model files from {src}")
         for p in src.iterdir():
-            if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json" or p.name in TOKENIZER_FILES):
+            if p.is_file() and (
+                p.suffix in WEIGHT_SUFFIXES or p.name == "config.json" or p.name in TOKENIZER_FILES
+            ):
                 shutil.copy2(p, out_dir / p.name)
     else:
         log(f"downloading {hub_id}@{revision} from the hub")

@@ -9,14 +9,16 @@ rule distance:
         model=model_dir(),
     output:
         results("analysis", "distance", "L{length}_N{n}.parquet"),
-    params:
-        embedding=ANALYSIS["embedding"],
-        mc_draws=ANALYSIS["distance"]["mc_draws"],
-        seed=config["seed"],
     log:
         "logs/analysis/distance/L{length}_N{n}.log",
     benchmark:
         "benchmarks/out/analysis/distance/L{length}_N{n}.tsv"
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        embedding=ANALYSIS["embedding"],
+        mc_draws=ANALYSIS["distance"]["mc_draws"],
+        seed=config["seed"],
     script:
         "../scripts/analyse_distance.py"
 
@@ -28,15 +30,17 @@ rule critical_n:
         model=model_dir(),
     output:
         results("analysis", "critical_n", "L{length}.parquet"),
+    log:
+        "logs/analysis/critical_n/L{length}.log",
+    benchmark:
+        "benchmarks/out/analysis/critical_n/L{length}.tsv"
+    conda:
+        "../envs/attnlimits.yaml"
     params:
         embedding=ANALYSIS["embedding"],
         ks_alpha=ANALYSIS["critical_n"]["ks_alpha"],
         mc_draws=ANALYSIS["critical_n"]["mc_draws"],
         seed=config["seed"],
-    log:
-        "logs/analysis/critical_n/L{length}.log",
-    benchmark:
-        "benchmarks/out/analysis/critical_n/L{length}.tsv"
     script:
         "../scripts/analyse_critical_n.py"
 
@@ -48,11 +52,13 @@ rule pairwise_separation:
         model=model_dir(),
     output:
         results("analysis", "separation", "L{length}.parquet"),
+    log:
+        "logs/analysis/separation/L{length}.log",
+    conda:
+        "../envs/attnlimits.yaml"
     params:
         embedding=ANALYSIS["embedding"],
         radius=ANALYSIS["separability"]["radius"],
-    log:
-        "logs/analysis/separation/L{length}.log",
     script:
         "../scripts/analyse_separation.py"
 
@@ -65,12 +71,14 @@ rule separability:
         separation=results("analysis", "separation", "L{length}.parquet"),
     output:
         results("analysis", "separability", "L{length}_N{n}.parquet"),
+    log:
+        "logs/analysis/separability/L{length}_N{n}.log",
+    conda:
+        "../envs/attnlimits.yaml"
     params:
         embedding=ANALYSIS["embedding"],
         radius=ANALYSIS["separability"]["radius"],
         delta_over=ANALYSIS["separability"]["delta_over"],
-    log:
-        "logs/analysis/separability/L{length}_N{n}.log",
     script:
         "../scripts/analyse_separability.py"
 
@@ -82,14 +90,16 @@ rule gradient:
         model=model_dir(),
     output:
         results("analysis", "gradient", "T{temperature}.parquet"),
+    log:
+        "logs/analysis/gradient/T{temperature}.log",
+    conda:
+        "../envs/attnlimits.yaml"
     params:
         length=ANALYSIS["gradient"]["length"],
         epsilons=ANALYSIS["gradient"]["epsilons"],
         directions=ANALYSIS["gradient"]["directions"],
         temperature_on=ANALYSIS["gradient"]["temperature_on"],
         seed=config["seed"],
-    log:
-        "logs/analysis/gradient/T{temperature}.log",
     script:
         "../scripts/analyse_gradient.py"
 
@@ -103,6 +113,8 @@ rule vanishing:
         results("analysis", "vanishing", "L{length}.parquet"),
     log:
         "logs/analysis/vanishing/L{length}.log",
+    conda:
+        "../envs/attnlimits.yaml"
     script:
         "../scripts/analyse_vanishing.py"
 
@@ -115,10 +127,12 @@ rule summarise_distance:
         distance=results("summary", "distance.csv"),
         critical_n=results("summary", "critical_n.csv"),
         violations=results("summary", "violations_distance.csv"),
-    params:
-        kind="distance",
     log:
         "logs/summarise/distance.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        kind="distance",
     script:
         "../scripts/summarise.py"
 
@@ -129,10 +143,12 @@ rule summarise_separability:
     output:
         separability=results("summary", "separability.csv"),
         violations=results("summary", "violations_separability.csv"),
-    params:
-        kind="separability",
     log:
         "logs/summarise/separability.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        kind="separability",
     script:
         "../scripts/summarise.py"
 
@@ -143,10 +159,12 @@ rule summarise_gradient:
     output:
         gradient=results("summary", "gradient.csv"),
         violations=results("summary", "violations_gradient.csv"),
-    params:
-        kind="gradient",
     log:
         "logs/summarise/gradient.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        kind="gradient",
     script:
         "../scripts/summarise.py"
 
@@ -157,10 +175,12 @@ rule summarise_vanishing:
     output:
         vanishing=results("summary", "vanishing.csv"),
         violations=results("summary", "violations_vanishing.csv"),
-    params:
-        kind="vanishing",
     log:
         "logs/summarise/vanishing.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        kind="vanishing",
     script:
         "../scripts/summarise.py"
 
@@ -172,12 +192,14 @@ rule describe_run:
         model=model_dir(),
     output:
         results("summary", "run.json"),
+    log:
+        "logs/summarise/describe_run.log",
+    conda:
+        "../envs/attnlimits.yaml"
     params:
         corpus=CORPUS,
         model=MODEL,
         embedding=ANALYSIS["embedding"],
         query_row=config["extraction"]["query_row"],
-    log:
-        "logs/summarise/describe_run.log",
     script:
         "../scripts/describe_run.py"

@@ -3,14 +3,20 @@ import sys
 from pathlib import Path
 
 import yaml
-from attnlimits_workflow.config import ConfigError, deep_merge, validate as validate_config
+from attnlimits_workflow.config import (
+    ConfigError,
+    deep_merge,
+    validate as validate_config,
+)
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 # A --configfile replaces the configfile directive's defaults in Snakemake; we want it to overlay
 # them, so a user's file holds only what it changes.
-_defaults = yaml.safe_load((Path(workflow.basedir) / "config" / "config.yaml").read_text())
+_defaults = yaml.safe_load(
+    (Path(workflow.basedir) / "config" / "config.yaml").read_text()
+)
 _merged = deep_merge(_defaults, config)
 config.clear()
 config.update(_merged)
@@ -30,7 +36,9 @@ except (ConfigError, WorkflowError) as exc:
 ANALYSIS = config["analysis"]
 MODEL = config["model"]["name"]
 CORPUS = config["corpus"]["name"]
-N_BATCHES = math.ceil(config["chunking"]["n_chunks"] / config["extraction"]["chunks_per_batch"])
+N_BATCHES = math.ceil(
+    config["chunking"]["n_chunks"] / config["extraction"]["chunks_per_batch"]
+)
 
 
 wildcard_constraints:
@@ -61,7 +69,9 @@ def distance_targets():
     d = ANALYSIS["distance"]
     pairs = {(L, d["n_fixed"]) for L in ANALYSIS["lengths"]}
     pairs |= {(d["length_fixed"], n) for n in d["n_grid"]}
-    return [results("analysis", "distance", f"L{L}_N{n}.parquet") for L, n in sorted(pairs)]
+    return [
+        results("analysis", "distance", f"L{L}_N{n}.parquet") for L, n in sorted(pairs)
+    ]
 
 
 def separability_targets():

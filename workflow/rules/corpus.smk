@@ -1,10 +1,12 @@
 rule download_corpus:
     output:
         f"resources/corpus/{CORPUS}.txt",
-    params:
-        corpus=config["corpus"],
     log:
         f"logs/download_corpus/{CORPUS}.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        corpus=config["corpus"],
     script:
         "../scripts/download_corpus.py"
 
@@ -16,9 +18,11 @@ rule chunk_corpus:
     output:
         tokens=results("chunks", "tokens.parquet"),
         text=results("chunks", "chunks.txt"),
-    params:
-        chunking=config["chunking"],
     log:
         "logs/chunk_corpus.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        chunking=config["chunking"],
     script:
         "../scripts/chunk_corpus.py"

@@ -11,13 +11,13 @@ rule fig1:
         style=STYLE,
     output:
         pdf="figures/fig1.pdf",
-        png=report(
-            "figures/fig1.png", caption="../report/fig1.rst", category="Figures"
-        ),
-    params:
-        seed=config["seed"],
+        png=report("figures/fig1.png", caption="../report/fig1.rst", category="Figures"),
     log:
         "logs/figures/fig1.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        seed=config["seed"],
     script:
         "../scripts/plot_fig1.py"
 
@@ -30,13 +30,13 @@ rule fig2:
         run=results("summary", "run.json"),
     output:
         pdf="figures/fig2.pdf",
-        png=report(
-            "figures/fig2.png", caption="../report/fig2.rst", category="Figures"
-        ),
-    params:
-        distance=ANALYSIS["distance"],
+        png=report("figures/fig2.png", caption="../report/fig2.rst", category="Figures"),
     log:
         "logs/figures/fig2.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        distance=ANALYSIS["distance"],
     script:
         "../scripts/plot_fig2.py"
 
@@ -48,11 +48,11 @@ rule fig3:
         run=results("summary", "run.json"),
     output:
         pdf="figures/fig3.pdf",
-        png=report(
-            "figures/fig3.png", caption="../report/fig3.rst", category="Figures"
-        ),
+        png=report("figures/fig3.png", caption="../report/fig3.rst", category="Figures"),
     log:
         "logs/figures/fig3.log",
+    conda:
+        "../envs/attnlimits.yaml"
     script:
         "../scripts/plot_fig3.py"
 
@@ -64,11 +64,11 @@ rule fig4:
         run=results("summary", "run.json"),
     output:
         pdf="figures/fig4.pdf",
-        png=report(
-            "figures/fig4.png", caption="../report/fig4.rst", category="Figures"
-        ),
+        png=report("figures/fig4.png", caption="../report/fig4.rst", category="Figures"),
     log:
         "logs/figures/fig4.log",
+    conda:
+        "../envs/attnlimits.yaml"
     script:
         "../scripts/plot_fig4.py"
 
@@ -91,9 +91,11 @@ rule table1:
         ),
         md="tables/table1.md",
         tex="tables/table1.tex",
-    params:
-        analysis=ANALYSIS,
     log:
         "logs/tables/table1.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        analysis=ANALYSIS,
     script:
         "../scripts/make_table1.py"

@@ -13,7 +13,12 @@ log = job_logger(snakemake, "critical_n")
 timer = Timer()
 L = int(snakemake.wildcards.length)
 p = snakemake.params
-samples = load_samples(snakemake.input.dumps, L, p.embedding, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    p.embedding,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 log.info("L=%d: %d samples loaded in %s", L, S, timer)
 cache: dict[tuple[str, int], np.ndarray] = {}
@@ -39,9 +44,26 @@ def values(kind: str, n: int) -> np.ndarray:
 
 rows = []
 for kind in ("closed_form", "monte_carlo"):
-    result = critical_n_search(lambda n, k=kind: ks_pvalue(values("distance", n), values(k, n)), L - 1, p.ks_alpha)
-    log.info("%s: N_crit=%s after %d evaluations %s", kind, result.n_crit, len(result.evaluations), result.evaluations)
+    result = critical_n_search(
+        lambda n, k=kind: ks_pvalue(values("distance", n), values(k, n)), L - 1, p.ks_alpha
+    )
+    log.info(
+        "%s: N_crit=%s after %d evaluations %s",
+        kind,
+        result.n_crit,
+        len(result.evaluations),
+        result.evaluations,
+    )
     for n, pv in result.evaluations:
-        rows.append({"L": L, "expectation": kind, "N": n, "p_value": pv, "N_crit": result.n_crit, "evaluations": len(result.evaluations)})
+        rows.append(
+            {
+                "L": L,
+                "expectation": kind,
+                "N": n,
+                "p_value": pv,
+                "N_crit": result.n_crit,
+                "evaluations": len(result.evaluations),
+            }
+        )
 write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
 log.info("done in %s", timer)

@@ -6,25 +6,51 @@ import polars as pl
 
 from attnlimits import distance as dist
 from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, blocks, holds, job_logger, provenance, sample_keys, write_table
+from attnlimits_workflow.jobs import (
+    Timer,
+    blocks,
+    holds,
+    job_logger,
+    provenance,
+    sample_keys,
+    write_table,
+)
 
 log = job_logger(snakemake, "distance")
 timer = Timer()
 L, N = int(snakemake.wildcards.length), int(snakemake.wildcards.n)
 p = snakemake.params
-samples = load_samples(snakemake.input.dumps, L, p.embedding, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    p.embedding,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 log.info("L=%d N=%d: %d samples loaded in %s", L, N, S, timer)
 rng = np.random.default_rng([p.seed, 1, L, N])
 
-cols = {k: np.empty(S) for k in ("distance", "upper_bound", "expectation_term", "epsilon_bound", "mc_expectation", "mc_stderr", "selected_mass")}
+cols = {
+    k: np.empty(S)
+    for k in (
+        "distance",
+        "upper_bound",
+        "expectation_term",
+        "epsilon_bound",
+        "mc_expectation",
+        "mc_stderr",
+        "selected_mass",
+    )
+}
 for sl in blocks(S, L, samples.x.shape[2]):
     a, x = samples.weights[sl], samples.x[sl]
     cols["distance"][sl] = dist.distance_to_context(a, x, N)
     cols["upper_bound"][sl] = dist.fixed_set_upper_bound(a, x, N)
     cols["expectation_term"][sl] = dist.expectation_term(a, x, N)
     cols["epsilon_bound"][sl] = dist.epsilon_bound(a, x, N)
-    cols["mc_expectation"][sl], cols["mc_stderr"][sl] = dist.monte_carlo_expected_distance(a, x, N, p.mc_draws, rng)
+    cols["mc_expectation"][sl], cols["mc_stderr"][sl] = dist.monte_carlo_expected_distance(
+        a, x, N, p.mc_draws, rng
+    )
     cols["selected_mass"][sl] = np.sort(a, axis=1)[:, ::-1][:, :N].sum(axis=1)
 
 # Theorem 1.2 says E = term + eps with eps <= bound; E is known only up to Monte-Carlo error.
@@ -36,9 +62,16 @@ table = pl.DataFrame(
         "N": np.full(S, N, dtype=np.int32),
         **cols,
         "upper_bound_holds": holds(cols["distance"], cols["upper_bound"]).tolist(),
-        "epsilon_bound_holds": holds(residual - 3 * cols["mc_stderr"], cols["epsilon_bound"]).tolist(),
+        "epsilon_bound_holds": holds(
+            residual - 3 * cols["mc_stderr"], cols["epsilon_bound"]
+        ).tolist(),
     },
     strict=False,
 )
 write_table(table, snakemake.output[0])
-log.info("done in %s: fixed-set bound violated on %d of %d samples", timer, (~table["upper_bound_holds"]).sum(), S)
+log.info(
+    "done in %s: fixed-set bound violated on %d of %d samples",
+    timer,
+    (~table["upper_bound_holds"]).sum(),
+    S,
+)

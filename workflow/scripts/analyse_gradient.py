@@ -18,7 +18,13 @@ log = job_logger(snakemake, "gradient")
 timer = Timer()
 T = float(snakemake.wildcards.temperature)
 p = snakemake.params
-samples = load_samples(snakemake.input.dumps, p.length, embedding=None, with_logits=True, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    p.length,
+    embedding=None,
+    with_logits=True,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 logits = samples.logits.astype(np.float64)
 if p.temperature_on == "raw_scores":
     # T then divides q.k itself: T = 1/scale (sqrt(d_head) for GPT-2) is the model's own attention.

@@ -6,13 +6,26 @@ import polars as pl
 from attnlimits.selection import top_n_indices
 from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability
 from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, blocks, holds, job_logger, provenance, sample_keys, write_table
+from attnlimits_workflow.jobs import (
+    Timer,
+    blocks,
+    holds,
+    job_logger,
+    provenance,
+    sample_keys,
+    write_table,
+)
 
 log = job_logger(snakemake, "separability")
 timer = Timer()
 L, N = int(snakemake.wildcards.length), int(snakemake.wildcards.n)
 p = snakemake.params
-samples = load_samples(snakemake.input.dumps, L, p.embedding, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    p.embedding,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 keys = sample_keys(samples)
 
@@ -20,17 +33,35 @@ if p.delta_over == "context":
     sep = pl.read_parquet(snakemake.input.separation)
     for k, v in keys.items():  # same reader, same order; refuse a stale or reordered table
         if not np.array_equal(sep[k].to_numpy(), v):
-            raise SystemExit(f"{snakemake.input.separation}: sample order differs from the dumps; rerun pairwise_separation")
+            raise SystemExit(
+                f"{snakemake.input.separation}: sample order differs from the dumps; rerun pairwise_separation"
+            )
     delta = sep["delta"].to_numpy()
 else:
     delta = np.empty(S)
 
-fields = {k: [] for k in ("n_distinguishable", "ratio", "radius", "lower_bound", "upper_bound", "no_outside_token", "zero_radius", "negative_xi_square")}
+fields = {
+    k: []
+    for k in (
+        "n_distinguishable",
+        "ratio",
+        "radius",
+        "lower_bound",
+        "upper_bound",
+        "no_outside_token",
+        "zero_radius",
+        "negative_xi_square",
+    )
+}
 for sl in blocks(S, L, samples.x.shape[2]):
     x = project_to_sphere(samples.x[sl], p.radius)
     if p.delta_over == "selected":
         idx = top_n_indices(samples.weights[sl], N)
-        delta[sl] = min_pairwise_distance(np.take_along_axis(x, idx[:, :, None], axis=1)) if N > 1 else np.nan
+        delta[sl] = (
+            min_pairwise_distance(np.take_along_axis(x, idx[:, :, None], axis=1))
+            if N > 1
+            else np.nan
+        )
     res = separability(samples.weights[sl], x, N, delta[sl], p.radius)
     for k in fields:
         fields[k].append(getattr(res, k))
@@ -50,5 +81,10 @@ table = pl.DataFrame(
 write_table(table, snakemake.output[0])
 log.info(
     "L=%d N=%d: median N_s/N %.3f; degenerate: r=0 %d, xi^2<0 %d; done in %s",
-    L, N, np.median(cols["ratio"]), cols["zero_radius"].sum(), cols["negative_xi_square"].sum(), timer,
+    L,
+    N,
+    np.median(cols["ratio"]),
+    cols["zero_radius"].sum(),
+    cols["negative_xi_square"].sum(),
+    timer,
 )

@@ -11,11 +11,26 @@ from attnlimits_workflow.jobs import Timer, blocks, job_logger, provenance, samp
 log = job_logger(snakemake, "separation")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = load_samples(snakemake.input.dumps, L, snakemake.params.embedding, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    snakemake.params.embedding,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 delta = np.empty(S)
 for sl in blocks(S, L, L):  # the Gram block is (block, L, L)
     x = project_to_sphere(samples.x[sl], snakemake.params.radius).astype(np.float32)
     delta[sl] = min_pairwise_distance(x)
-write_table(pl.DataFrame({**sample_keys(samples), "L": np.full(S, L, dtype=np.int32), "delta": delta}), snakemake.output[0])
-log.info("L=%d: delta for %d samples in %s (median %.4g, min %.4g)", L, S, timer, np.median(delta), delta.min())
+write_table(
+    pl.DataFrame({**sample_keys(samples), "L": np.full(S, L, dtype=np.int32), "delta": delta}),
+    snakemake.output[0],
+)
+log.info(
+    "L=%d: delta for %d samples in %s (median %.4g, min %.4g)",
+    L,
+    S,
+    timer,
+    np.median(delta),
+    delta.min(),
+)

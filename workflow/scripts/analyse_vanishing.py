@@ -10,7 +10,14 @@ from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sampl
 log = job_logger(snakemake, "vanishing")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = load_samples(snakemake.input.dumps, L, embedding=None, with_logits=True, with_query_keys=True, expected=provenance(snakemake.input.model, snakemake.input.tokens))
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    embedding=None,
+    with_logits=True,
+    with_query_keys=True,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 delta = corollary1_delta(samples.query, samples.keys, 1.0) * samples.score_scale
 res = vanishing(samples.weights, samples.logits, delta)

@@ -34,7 +34,9 @@ meta = {
     "tokenizer": read_manifest(snakemake.input.model)["name"],
     **cfg,
 }
-meta["fingerprint"] = fingerprint({**meta, "token_sha256": hashlib.sha256(chunks.tobytes()).hexdigest()})
+meta["fingerprint"] = fingerprint(
+    {**meta, "token_sha256": hashlib.sha256(chunks.tobytes()).hexdigest()}
+)
 table = pa.table(
     {
         "chunk": np.repeat(chunk_index, length),

@@ -23,7 +23,9 @@ except CorpusError as exc:
 if cfg["strip_gutenberg"]:
     stripped = strip_gutenberg(text)
     if not stripped.had_markers:
-        log.warning("WARNING: no Project Gutenberg START/END markers in %s: the text is used whole", where)
+        log.warning(
+            "WARNING: no Project Gutenberg START/END markers in %s: the text is used whole", where
+        )
     text = stripped.text
 if not text.strip():
     log.error("the corpus %s is empty after stripping", where)

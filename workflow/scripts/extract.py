@@ -27,21 +27,41 @@ if not mine:
 
 device = cfg["device"]
 if device.startswith("cuda") and not torch.cuda.is_available():
-    log.error("extraction.device=%s but torch sees no CUDA device; set extraction.device: cpu", device)
+    log.error(
+        "extraction.device=%s but torch sees no CUDA device; set extraction.device: cpu", device
+    )
     raise SystemExit(1)
 manifest = read_manifest(snakemake.input.model)
 adapter = adapter_for(load_model(snakemake.input.model, device))
 if max(lengths) > adapter.max_positions or token_matrix.shape[1] > adapter.max_positions:
-    log.error("analysis.lengths / chunking.chunk_length exceed the model's %d positions", adapter.max_positions)
+    log.error(
+        "analysis.lengths / chunking.chunk_length exceed the model's %d positions",
+        adapter.max_positions,
+    )
     raise SystemExit(1)
-log.info("batch %d: chunks %s on %s with %d threads, lengths %s", batch, list(chunk_ids[mine]), device, torch.get_num_threads(), lengths)
+log.info(
+    "batch %d: chunks %s on %s with %d threads, lengths %s",
+    batch,
+    list(chunk_ids[mine]),
+    device,
+    torch.get_num_threads(),
+    lengths,
+)
 
 done = []
 
 
 def progress(chunk: int, seconds: float) -> None:
     done.append(chunk)
-    log.info("chunk %d (%d/%d of batch %d): %.2fs, %.0f tokens/s", chunk, len(done), len(mine), batch, seconds, token_matrix.shape[1] / seconds)
+    log.info(
+        "chunk %d (%d/%d of batch %d): %.2fs, %.0f tokens/s",
+        chunk,
+        len(done),
+        len(mine),
+        batch,
+        seconds,
+        token_matrix.shape[1] / seconds,
+    )
 
 
 with atomic_path(snakemake.output[0]) as tmp:
@@ -53,8 +73,15 @@ with atomic_path(snakemake.output[0]) as tmp:
         lengths,
         query_row=cfg["query_row"],
         store_hidden=bool(snakemake.params.store_hidden),
-        provenance={"weights_sha256": manifest["weights_sha256"], "tokens_fingerprint": tokens_meta["fingerprint"]},
-        extra_metadata={"model": manifest["name"], "model_type": manifest["model_type"], "corpus_sha256": tokens_meta["corpus_sha256"]},
+        provenance={
+            "weights_sha256": manifest["weights_sha256"],
+            "tokens_fingerprint": tokens_meta["fingerprint"],
+        },
+        extra_metadata={
+            "model": manifest["name"],
+            "model_type": manifest["model_type"],
+            "corpus_sha256": tokens_meta["corpus_sha256"],
+        },
         compression=None if cfg["compression"] == "none" else cfg["compression"],
         compression_level=cfg["compression_level"],
         progress=progress,

@@ -48,7 +48,14 @@ ax = axes[2]
 ax.add_patch(plt.Circle(s, r, color="tab:blue", alpha=0.15, lw=0))
 ax.scatter(*scaled[~mask].T, c="k", s=14, label="not selected (outside)")
 ax.scatter(*scaled[inside].T, c="m", marker="*", s=70, label="selected, inside $B_r(s)$")
-ax.scatter(*scaled[mask & ~inside].T, facecolors="none", edgecolors="m", marker="*", s=70, label="selected, outside")
+ax.scatter(
+    *scaled[mask & ~inside].T,
+    facecolors="none",
+    edgecolors="m",
+    marker="*",
+    s=70,
+    label="selected, outside",
+)
 ax.set_title(f"$B_r(s)$: $N_s/N$ = {res.ratio[0]:.2f}")
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
 ax.set(xlim=(-span, span), ylim=(-span, span))

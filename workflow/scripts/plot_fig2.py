@@ -25,37 +25,78 @@ def panel(ax, frame, x, xlabel, title):
     xs = frame[x].to_numpy()
     for col, label in SERIES:
         line = ax.plot(xs, frame[f"{col}_median"].to_numpy(), marker="o", label=label)[0]
-        ax.fill_between(xs, frame[f"{col}_q25"].to_numpy(), frame[f"{col}_q75"].to_numpy(), color=line.get_color(), alpha=0.18, lw=0)
+        ax.fill_between(
+            xs,
+            frame[f"{col}_q25"].to_numpy(),
+            frame[f"{col}_q75"].to_numpy(),
+            color=line.get_color(),
+            alpha=0.18,
+            lw=0,
+        )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, title=title)
     ax.set_xticks(xs, [str(v) for v in xs], minor=False)
     ax.minorticks_off()
 
 
 fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
-panel(axes[0], dist.filter(pl.col("N") == p["n_fixed"]), "L", "sequence length L", f"(a) N = {p['n_fixed']}")
-panel(axes[1], dist.filter(pl.col("L") == p["length_fixed"]), "N", "top-N", f"(b) L = {p['length_fixed']}")
+panel(
+    axes[0],
+    dist.filter(pl.col("N") == p["n_fixed"]),
+    "L",
+    "sequence length L",
+    f"(a) N = {p['n_fixed']}",
+)
+panel(
+    axes[1],
+    dist.filter(pl.col("L") == p["length_fixed"]),
+    "N",
+    "top-N",
+    f"(b) L = {p['length_fixed']}",
+)
 axes[0].set_ylabel("distance (median, IQR across heads)")
 axes[0].legend(loc="upper left")
 
 ax = axes[2]
 lengths = np.array(sorted(crit["L"].unique().to_list()))
 censored_any = False
-for kind, label, marker in (("monte_carlo", "KS vs E (Monte Carlo)", "o"), ("closed_form", "KS vs Thm 1.2 term", "s")):
+for kind, label, marker in (
+    ("monte_carlo", "KS vs E (Monte Carlo)", "o"),
+    ("closed_form", "KS vs Thm 1.2 term", "s"),
+):
     f = crit.filter(pl.col("expectation") == kind).sort("L")
     found = f.filter(pl.col("N_crit").is_not_null())
-    line = ax.plot(found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label)[0]
+    line = ax.plot(
+        found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
+    )[0]
     cens = f.filter(pl.col("N_crit").is_null())
     if cens.height:
         censored_any = True
-        ax.plot(cens["L"].to_numpy(), cens["L"].to_numpy() - 1, marker="^", ls="none", mfc="none", color=line.get_color())
+        ax.plot(
+            cens["L"].to_numpy(),
+            cens["L"].to_numpy() - 1,
+            marker="^",
+            ls="none",
+            mfc="none",
+            color=line.get_color(),
+        )
     slope = f["fitted_slope"][0]
     if slope is not None and np.isfinite(slope):
         ax.plot(lengths, slope * lengths, color=line.get_color(), lw=1, label=f"fit {slope:.3f} L")
 ax.plot(lengths, 0.06 * lengths, "k--", lw=1, label="paper: 0.06 L")
-ax.set(xscale="log", yscale="log", xlabel="sequence length L", ylabel=r"critical $N$", title=r"(c) critical N (KS, $\alpha$=0.01)")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="sequence length L",
+    ylabel=r"critical $N$",
+    title=r"(c) critical N (KS, $\alpha$=0.01)",
+)
 ax.set_xticks(lengths, [str(v) for v in lengths])
 ax.minorticks_off()
 ax.legend(loc="upper left")
-note = "Open triangles at N = L-1: still distinguishable at every N (censored)." if censored_any else ""
+note = (
+    "Open triangles at N = L-1: still distinguishable at every N (censored)."
+    if censored_any
+    else ""
+)
 save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, note))
 log.info("fig2 written")

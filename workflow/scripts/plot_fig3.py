@@ -13,12 +13,27 @@ sep = pl.read_csv(snakemake.input.separability).sort("N")
 ns = sep["N"].to_list()
 pos = np.arange(len(ns))
 stats = [
-    {"whislo": r["ratio_min"], "q1": r["ratio_q25"], "med": r["ratio_median"], "q3": r["ratio_q75"], "whishi": r["ratio_max"], "label": str(r["N"])}
+    {
+        "whislo": r["ratio_min"],
+        "q1": r["ratio_q25"],
+        "med": r["ratio_median"],
+        "q3": r["ratio_q75"],
+        "whishi": r["ratio_max"],
+        "label": str(r["N"]),
+    }
     for r in sep.iter_rows(named=True)
 ]
 fig, ax = plt.subplots(figsize=(7.0, 3.4))
 ax.axhspan(0.70, 0.85, color="0.85", alpha=0.6, lw=0, label="paper: saturation band 0.70-0.85")
-ax.bxp(stats, positions=pos, widths=0.55, patch_artist=True, boxprops={"facecolor": "#1b9e77", "alpha": 0.6}, medianprops={"color": "k"}, showfliers=False)
+ax.bxp(
+    stats,
+    positions=pos,
+    widths=0.55,
+    patch_artist=True,
+    boxprops={"facecolor": "#1b9e77", "alpha": 0.6},
+    medianprops={"color": "k"},
+    showfliers=False,
+)
 upper = sep["upper_bound_mean"].to_numpy()
 lower = sep["lower_bound_median"].to_numpy()
 ax.plot(pos, upper, "r-o", ms=3, label="Thm 2 upper bound (mean)")
@@ -26,7 +41,12 @@ clipped = np.clip(lower, -0.05, None)
 ax.plot(pos, clipped, "b-s", ms=3, label="Thm 2 lower bound (median)")
 if np.any(lower < -0.05):
     ax.plot([], [], " ", label="(lower bound < 0 shown at -0.05)")
-ax.set(xlabel="top-N", ylabel=r"$N_s / N$ across heads", ylim=(-0.07, 1.05), title="Geometric separability (Theorem 2)")
+ax.set(
+    xlabel="top-N",
+    ylabel=r"$N_s / N$ across heads",
+    ylim=(-0.07, 1.05),
+    title="Geometric separability (Theorem 2)",
+)
 ax.set_xticks(pos, [str(n) for n in ns])
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
 degenerate = int(sep["zero_radius"].sum() + sep["negative_xi_square"].sum())
@@ -34,6 +54,9 @@ save(
     fig,
     snakemake.output.pdf,
     snakemake.output.png,
-    run_caption(snakemake.input.run, f"Boxes: quartiles, whiskers: min-max across heads, layers and chunks; L = {sep['L'][0]}; {degenerate} degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds."),
+    run_caption(
+        snakemake.input.run,
+        f"Boxes: quartiles, whiskers: min-max across heads, layers and chunks; L = {sep['L'][0]}; {degenerate} degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds.",
+    ),
 )
 log.info("fig3 written")

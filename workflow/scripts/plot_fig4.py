@@ -15,14 +15,44 @@ MARKERS = iter("osD^v<>")
 fig, ax = plt.subplots(figsize=(7.0, 3.6))
 for eps in sorted(g["eps"].unique().to_list()):
     f = g.filter(pl.col("eps") == eps)
-    ax.plot(f["T"].to_numpy(), f["g_max_over_heads"].to_numpy(), label=f"max g(T, eps={eps:g})", alpha=0.85, marker=next(MARKERS))
+    ax.plot(
+        f["T"].to_numpy(),
+        f["g_max_over_heads"].to_numpy(),
+        label=f"max g(T, eps={eps:g})",
+        alpha=0.85,
+        marker=next(MARKERS),
+    )
 first = g.filter(pl.col("eps") == g["eps"].min())
 ts = first["T"].to_numpy()
-ax.plot(ts, first["jacobian_norm_max"].to_numpy(), color="0.2", marker="x", lw=1, label=r"max exact $\|J\|_2$")
+ax.plot(
+    ts,
+    first["jacobian_norm_max"].to_numpy(),
+    color="0.2",
+    marker="x",
+    lw=1,
+    label=r"max exact $\|J\|_2$",
+)
 dense = np.geomspace(ts.min(), ts.max(), 200)
-ax.plot(dense, np.minimum(1 / (4 * dense), np.sqrt(2)), "k--", lw=1.2, label=r"paper: $\min\{1/(4T), \sqrt{2}\}$")
+ax.plot(
+    dense,
+    np.minimum(1 / (4 * dense), np.sqrt(2)),
+    "k--",
+    lw=1.2,
+    label=r"paper: $\min\{1/(4T), \sqrt{2}\}$",
+)
 ax.plot(dense, 1 / (2 * dense), ":", color="0.45", lw=1.2, label=r"$1/(2T)$ (always holds)")
-ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="sensitivity", title="Gradient sensitivity of softmax attention")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="temperature T",
+    ylabel="sensitivity",
+    title="Gradient sensitivity of softmax attention",
+)
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, "Maximum across all heads, layers and chunks."))
+save(
+    fig,
+    snakemake.output.pdf,
+    snakemake.output.png,
+    run_caption(snakemake.input.run, "Maximum across all heads, layers and chunks."),
+)
 log.info("fig4 written")

@@ -40,25 +40,61 @@ def count(frame: pl.DataFrame, column: str, bound: str, where: str) -> dict:
 
 
 def write_violations(rows: list[dict]) -> None:
-    frame = pl.DataFrame(rows).with_columns((pl.col("violations") / pl.col("checked")).alias("violation_fraction"))
+    frame = pl.DataFrame(rows).with_columns(
+        (pl.col("violations") / pl.col("checked")).alias("violation_fraction")
+    )
     write_table(frame, out.violations)
 
 
 def distance() -> None:
     d = load(inp.distance)
-    cols = ("distance", "upper_bound", "expectation_term", "mc_expectation", "epsilon_bound", "selected_mass")
-    summary = d.group_by("L", "N").agg(pl.len().alias("samples"), *[e for c in cols for e in spread(c)]).sort("L", "N")
+    cols = (
+        "distance",
+        "upper_bound",
+        "expectation_term",
+        "mc_expectation",
+        "epsilon_bound",
+        "selected_mass",
+    )
+    summary = (
+        d.group_by("L", "N")
+        .agg(pl.len().alias("samples"), *[e for c in cols for e in spread(c)])
+        .sort("L", "N")
+    )
     write_table(summary, out.distance)
     crit = load(inp.critical_n)
-    crit = crit.group_by("L", "expectation").agg(pl.col("N_crit").first(), pl.col("evaluations").first(), pl.col("p_value").max().alias("max_p_value")).sort("expectation", "L")
+    crit = (
+        crit.group_by("L", "expectation")
+        .agg(
+            pl.col("N_crit").first(),
+            pl.col("evaluations").first(),
+            pl.col("p_value").max().alias("max_p_value"),
+        )
+        .sort("expectation", "L")
+    )
     crit = crit.with_columns((pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"))
-    slopes = {kind: fit_through_origin(g["L"].to_numpy(), g["N_crit"].cast(pl.Float64).to_numpy()) for (kind,), g in crit.group_by("expectation")}
-    crit = crit.with_columns(pl.col("expectation").replace_strict(slopes, return_dtype=pl.Float64).alias("fitted_slope"))
+    slopes = {
+        kind: fit_through_origin(g["L"].to_numpy(), g["N_crit"].cast(pl.Float64).to_numpy())
+        for (kind,), g in crit.group_by("expectation")
+    }
+    crit = crit.with_columns(
+        pl.col("expectation").replace_strict(slopes, return_dtype=pl.Float64).alias("fitted_slope")
+    )
     write_table(crit, out.critical_n)
     write_violations(
         [
-            count(d, "upper_bound_holds", "Theorem 1.1 fixed-set upper bound on d~", "every (L, N) sample"),
-            count(d, "epsilon_bound_holds", "Theorem 1.2 epsilon bound (Monte-Carlo E, 3 s.e. slack)", "every (L, N) sample"),
+            count(
+                d,
+                "upper_bound_holds",
+                "Theorem 1.1 fixed-set upper bound on d~",
+                "every (L, N) sample",
+            ),
+            count(
+                d,
+                "epsilon_bound_holds",
+                "Theorem 1.2 epsilon bound (Monte-Carlo E, 3 s.e. slack)",
+                "every (L, N) sample",
+            ),
         ]
     )
 
@@ -72,7 +108,10 @@ def separability() -> None:
             *spread("ratio"),
             *spread("lower_bound"),
             *spread("upper_bound"),
-            *[pl.col(c).sum().alias(c) for c in ("zero_radius", "negative_xi_square", "no_outside_token")],
+            *[
+                pl.col(c).sum().alias(c)
+                for c in ("zero_radius", "negative_xi_square", "no_outside_token")
+            ],
         )
         .sort("N")
     )
@@ -84,8 +123,18 @@ def separability() -> None:
     )
     write_violations(
         [
-            count(s, "lower_bound_holds", "Theorem 2 lower bound, per-sample N_s/N", "every (N) sample"),
-            count(s, "upper_bound_holds", "Theorem 2 upper bound, per-sample N_s/N", "every (N) sample"),
+            count(
+                s,
+                "lower_bound_holds",
+                "Theorem 2 lower bound, per-sample N_s/N",
+                "every (N) sample",
+            ),
+            count(
+                s,
+                "upper_bound_holds",
+                "Theorem 2 upper bound, per-sample N_s/N",
+                "every (N) sample",
+            ),
             count(means, "mean_lower_holds", "Theorem 2 lower bound on mean N_s/N", "each N"),
             count(means, "mean_upper_holds", "Theorem 2 upper bound on mean N_s/N", "each N"),
         ]
@@ -111,24 +160,60 @@ def gradient() -> None:
     once = g.filter(pl.col("eps") == g["eps"].min())  # the Jacobian does not depend on eps
     write_violations(
         [
-            count(once, "jacobian_holds_paper", "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||", "every (T) sample"),
-            count(g, "g_holds_paper", "Corollary 3 min{1/(4T), sqrt 2} on finite-difference g", "every (T, eps) sample"),
-            count(once, "jacobian_holds_gershgorin", "1/(2T) (Gershgorin, this project) on exact ||J||", "every (T) sample"),
+            count(
+                once,
+                "jacobian_holds_paper",
+                "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||",
+                "every (T) sample",
+            ),
+            count(
+                g,
+                "g_holds_paper",
+                "Corollary 3 min{1/(4T), sqrt 2} on finite-difference g",
+                "every (T, eps) sample",
+            ),
+            count(
+                once,
+                "jacobian_holds_gershgorin",
+                "1/(2T) (Gershgorin, this project) on exact ||J||",
+                "every (T) sample",
+            ),
         ]
     )
 
 
 def vanishing() -> None:
     v = load(inp.vanishing)
-    summary = v.group_by("L").agg(pl.len().alias("samples"), *spread("max_weight"), *spread("max_scaled"), *spread("min_scaled")).sort("L")
+    summary = (
+        v.group_by("L")
+        .agg(
+            pl.len().alias("samples"),
+            *spread("max_weight"),
+            *spread("max_scaled"),
+            *spread("min_scaled"),
+        )
+        .sort("L")
+    )
     write_table(summary, out.vanishing)
     write_violations(
         [
-            count(v, "lower_bound_holds", "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha", "every (L) sample"),
-            count(v, "upper_bound_holds", "Corollary 1 upper bound exp(2 Delta/T) on L max alpha", "every (L) sample"),
+            count(
+                v,
+                "lower_bound_holds",
+                "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha",
+                "every (L) sample",
+            ),
+            count(
+                v,
+                "upper_bound_holds",
+                "Corollary 1 upper bound exp(2 Delta/T) on L max alpha",
+                "every (L) sample",
+            ),
         ]
     )
 
 
-{"distance": distance, "separability": separability, "gradient": gradient, "vanishing": vanishing}[snakemake.params.kind]()
+{"distance": distance, "separability": separability, "gradient": gradient, "vanishing": vanishing}[
+    snakemake.params.kind
+]()
 log.info("%s summary written in %s", snakemake.params.kind, timer)
