@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -371,6 +372,7 @@ def write_batch(
     compression: str | None = "zstd",
     compression_level: int | None = 1,
     progress=None,
+    write_threads: int = 2,
 ) -> None:
     """Run the model over ``chunks`` (chunk index -> token ids) and write layerNN.parquet files
     into ``out_dir`` (which must exist). ``progress(chunk, seconds)`` is called after each chunk."""
@@ -408,14 +410,26 @@ def write_batch(
                 Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level
             )
         )
+    # Parquet encoding (zstd, in C++, without the GIL) of chunk i runs on a small pool while the
+    # model runs chunk i+1. One chunk in flight at most: memory stays at two chunks' captures, and
+    # each layer file still receives its passes in chunk order.
+    pool = ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="parquet")
+    in_flight: list = []
     try:
         for chunk, ids in chunks.items():
             start = time.perf_counter()
             tokens = torch.tensor(np.asarray(ids), dtype=torch.long)
-            for capture in extract_chunk(adapter, tokens, lengths, query_row, store_hidden):
-                writers[capture.layer].write_pass(int(chunk), tokens.numpy(), capture)
+            captures = list(extract_chunk(adapter, tokens, lengths, query_row, store_hidden))
+            for f in in_flight:
+                f.result()
+            in_flight = [
+                pool.submit(writers[c.layer].write_pass, int(chunk), tokens.numpy(), c) for c in captures
+            ]
             if progress:
                 progress(int(chunk), time.perf_counter() - start)
+        for f in in_flight:
+            f.result()
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         for w in writers:
             w.close()
