@@ -52,7 +52,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_one(method: str, n_chunks: int, device: str, threads: int) -> dict:
+def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads: int = 2) -> dict:
     import torch
 
     torch.set_num_threads(threads)
@@ -70,21 +70,29 @@ def run_one(method: str, n_chunks: int, device: str, threads: int) -> dict:
 
         adapter = adapter_for(build_model("sdpa", device))
         tmp = Path(tempfile.mkdtemp())
-        counter = iter(range(10**6))
 
-        def step(ids):
-            out = tmp / f"b{next(counter)}"
-            out.mkdir()
+        def run(batch: list) -> None:  # one call per batch of chunks, as the workflow's job does
+            out = Path(tempfile.mkdtemp(dir=tmp))
             write_batch(
                 out,
                 adapter,
-                {0: ids},
+                dict(enumerate(batch)),
                 LENGTHS,
                 query_row="last",
                 store_hidden=False,
                 provenance={},
                 extra_metadata={},
+                write_threads=write_threads,
             )
+
+    elif method == "capture":
+        # attnlimits without the Parquet write: forward + hooks + analysed rows + copy to host.
+        from attnlimits.extraction import adapter_for, extract_chunk
+
+        adapter = adapter_for(build_model("sdpa", device))
+
+        def step(ids):
+            list(extract_chunk(adapter, torch.as_tensor(ids), LENGTHS))
 
     elif method == "hf-eager":
         model = build_model("eager", device)
@@ -118,16 +126,21 @@ def run_one(method: str, n_chunks: int, device: str, threads: int) -> dict:
 
     else:
         raise ValueError(method)
-    step(data[0])
+    if method != "attnlimits":
+
+        def run(batch: list) -> None:
+            for ids in batch:
+                step(ids)
+
+    run(data[:1])  # warm-up, not timed
     sync(device)
     start = time.perf_counter()
-    for ids in data[1:]:
-        step(ids)
+    run(data[1:])
     sync(device)
     seconds = time.perf_counter() - start
     extra = {}
     if method == "attnlimits":
-        size = sum(f.stat().st_size for f in tmp.rglob("*.parquet"))
+        size = sum(f.stat().st_size for f in tmp.rglob("*.parquet"))  # warm-up chunk included
         extra["bytes_per_token_per_layer"] = size / (n_chunks + 1) / CHUNK / 12
     peak_gpu = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
     return {
@@ -146,14 +159,15 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=4)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--methods", default="floor,attnlimits,hf-eager,tlens")
+    parser.add_argument("--methods", default="floor,attnlimits,capture,hf-eager,tlens")
     parser.add_argument(
         "--repeats", type=int, default=2, help="interleaved rounds; the best is kept"
     )
+    parser.add_argument("--write-threads", type=int, default=2, help="Parquet encoding threads")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        result = run_one(args.one, args.chunks, args.device, args.threads)
+        result = run_one(args.one, args.chunks, args.device, args.threads, args.write_threads)
         result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print("RESULT " + json.dumps(result))
         return

@@ -410,9 +410,11 @@ def write_batch(
                 Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level
             )
         )
-    # Parquet encoding (zstd, in C++, without the GIL) of chunk i runs on a small pool while the
-    # model runs chunk i+1. One chunk in flight at most: memory stays at two chunks' captures, and
-    # each layer file still receives its passes in chunk order.
+    # Layer files are encoded in parallel (zstd runs in C++ without the GIL). On a GPU the encoding
+    # of chunk i also overlaps the forward of chunk i+1, with one chunk in flight so memory stays
+    # bounded and each file keeps chunk order. On a CPU the forward already uses every core, and
+    # overlapping only oversubscribes them (measured: benchmarks/extraction.py), so we wait.
+    overlap = next(adapter.model.parameters()).device.type == "cuda"
     pool = ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="parquet")
     in_flight: list = []
     try:
@@ -425,6 +427,9 @@ def write_batch(
             in_flight = [
                 pool.submit(writers[c.layer].write_pass, int(chunk), tokens.numpy(), c) for c in captures
             ]
+            if not overlap:
+                for f in in_flight:
+                    f.result()
             if progress:
                 progress(int(chunk), time.perf_counter() - start)
         for f in in_flight:
