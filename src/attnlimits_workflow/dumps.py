@@ -181,10 +181,9 @@ def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[st
         schema = pq.read_schema(path)
         pq.ParquetFile(path).metadata  # noqa: B018 - reads the footer: catches truncation
     except (OSError, pa.ArrowInvalid) as exc:
-        quarantine = path.with_name(path.name + ".corrupt")
-        os.replace(path, quarantine)
+        moved = _quarantine(path)
         raise DumpError(
-            f"{path}: not a readable Parquet dump ({exc}); moved to {quarantine.name}. "
+            f"{path}: not a readable Parquet dump ({exc}); moved aside to {moved}. "
             "Rerun the workflow to rebuild it (snakemake --rerun-incomplete ...)."
         ) from exc
     raw = (schema.metadata or {}).get(META_KEY)
@@ -207,6 +206,21 @@ def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[st
                 f"{want_value!r}); delete results/dumps and rerun"
             )
     return meta
+
+
+def _quarantine(path: Path) -> Path:
+    """Move a damaged dump out of the way so the next run rebuilds it.
+
+    The extraction rule's output is the batch directory, so that is what moves: a directory with a
+    missing file would still look complete to Snakemake.
+    """
+    target = path.parent if path.parent.name.startswith("batch") else path
+    moved = target.with_name(f"{target.name}.corrupt")
+    n = 1
+    while moved.exists():
+        moved, n = target.with_name(f"{target.name}.corrupt{n}"), n + 1
+    os.replace(target, moved)
+    return moved
 
 
 @dataclass

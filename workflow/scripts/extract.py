@@ -42,7 +42,7 @@ if max(lengths) > adapter.max_positions or token_matrix.shape[1] > adapter.max_p
 log.info(
     "batch %d: chunks %s on %s with %d threads, lengths %s",
     batch,
-    list(chunk_ids[mine]),
+    [int(c) for c in chunk_ids[mine]],
     device,
     torch.get_num_threads(),
     lengths,
