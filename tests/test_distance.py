@@ -144,3 +144,24 @@ class TestDistanceProperties:
         assert np.all(
             np.where(mask, alpha, np.inf).min(axis=1) >= np.where(mask, -np.inf, alpha).max(axis=1)
         )
+
+
+@given(st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_random_subsets_are_distinct_and_in_range(length, seed):
+    from attnlimits.selection import random_subset_indices
+
+    rng = np.random.default_rng(seed)
+    for n in {1, max(1, length // 2), length}:
+        idx = random_subset_indices((7, 3), length, n, rng)
+        assert idx.shape == (7, 3, n) and idx.min() >= 0 and idx.max() < length
+        assert all(len(set(row)) == n for row in idx.reshape(-1, n).tolist())
+
+
+@pytest.mark.parametrize("n", [2, 60])  # Floyd's algorithm and the key-ranking branch
+def test_random_subsets_are_uniform(n):
+    from attnlimits.selection import random_subset_indices
+
+    idx = random_subset_indices((40000,), 64 if n > 48 else 5, n, np.random.default_rng(5))
+    length = 64 if n > 48 else 5
+    counts = np.bincount(idx.reshape(-1), minlength=length) / len(idx)
+    np.testing.assert_allclose(counts, n / length, atol=0.01)

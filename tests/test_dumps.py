@@ -143,3 +143,23 @@ def test_metadata_is_json(dump):
     meta = read_metadata(out / "layer00.parquet")
     assert meta["causal"] is True and meta["lengths"] == [8, 32, 64]
     json.dumps(meta)
+
+
+def test_norms_match_the_vectors(dump):
+    out, _ = dump
+    full = load_samples([out], 32, "value", with_query_keys=True, with_norms=True, expected=PROV)
+    np.testing.assert_allclose(full.query_norm, np.linalg.norm(full.query, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(full.key_norm_max, np.linalg.norm(full.keys, axis=2).max(axis=1), rtol=1e-6)
+
+
+def test_pack_round_trip(dump, tmp_path):
+    from attnlimits_workflow.dumps import read_pack, write_pack
+
+    out, _ = dump
+    s = load_samples([out], 32, "value", with_logits=True, with_norms=True, expected=PROV)
+    write_pack(s, tmp_path / "pack")
+    p = read_pack(tmp_path / "pack")
+    np.testing.assert_array_equal(p.x, s.x)
+    np.testing.assert_array_equal(p.weights, s.weights)
+    np.testing.assert_array_equal(p.key_norm_max, s.key_norm_max)
+    assert p.length == 32 and p.metadata["causal"] is True

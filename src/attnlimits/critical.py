@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 
 def ks_pvalue(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> float:
@@ -18,6 +17,8 @@ def ks_pvalue(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) ->
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if a.size == 0 or b.size == 0:
         raise ValueError("KS test needs finite values in both samples")
+    from scipy import stats  # imported here: scipy.stats costs ~1 s, most callers never need it
+
     return float(stats.ks_2samp(a, b).pvalue)
 
 
@@ -79,5 +80,7 @@ def fit_through_origin(x: NDArray[np.floating], y: NDArray[np.floating]) -> floa
 
 def linear_fit(x: NDArray[np.floating], y: NDArray[np.floating]) -> tuple[float, float, float]:
     """Ordinary least squares y = a + b x; returns (intercept, slope, R^2)."""
+    from scipy import stats
+
     res = stats.linregress(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return float(res.intercept), float(res.slope), float(res.rvalue**2)

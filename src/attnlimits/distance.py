@@ -5,104 +5,169 @@ I_N the top-N set, s = sum_{i in I_N} alpha_i x_i the context vector and
 
     d~ = sum_{i not in I_N} || alpha_i x_i - s ||                                     (7)
 
-All sums are accumulated in float64: distances at L = 1024 add up ~10^3 small terms.
+Every function accepts either raw (alpha, x) or a :class:`Weighted` made once by :func:`weighted`,
+which holds the products all of them share; the critical-N search evaluates many N on the same
+samples and reuses it. Norms of differences are computed by expansion, |a - b|^2 = |a|^2 - 2 a.b +
+|b|^2, which turns (S, L, d) passes into batched mat-vecs; entries where that expansion could lose
+precision to cancellation are recomputed directly, so results match the plain formula to ~1e-12.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
-from .selection import random_subset_mask, top_n_mask
+from .selection import random_subset_indices, top_n_indices, top_n_mask
 
 FloatArray = NDArray[np.floating]
+# |a - b|^2 below this fraction of |a|^2 + |b|^2 is recomputed directly (float64 keeps ~16 digits;
+# the expansion loses up to all of them when a ~ b).
+_CANCELLATION = 1e-8
 
 
-def _as_float64(
-    alpha: FloatArray, x: FloatArray
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+@dataclass(frozen=True)
+class Weighted:
+    """Per-sample products shared by the distance functions (float64)."""
+
+    alpha: NDArray[np.float64]  # (S, L)
+    scaled: NDArray[np.float64]  # (S, L, d): a_i = alpha_i x_i
+    scaled_sq: NDArray[np.float64]  # (S, L): |a_i|^2
+    x: NDArray[np.floating]  # (S, L, d) as given (not copied)
+    x_sq: NDArray[np.float64]  # (S, L): |x_i|^2
+    xbar: NDArray[np.float64]  # (S, d): sum_i a_i
+    x_dot_xbar: NDArray[np.float64]  # (S, L): x_i . xbar
+
+
+def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
+    """Compute the shared products once for a block of samples."""
     alpha = np.asarray(alpha, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(x)
     if alpha.ndim != 2 or x.ndim != 3 or x.shape[:2] != alpha.shape:
         raise ValueError(f"expected alpha (S, L) and x (S, L, d); got {alpha.shape} and {x.shape}")
-    return alpha, x
+    x64 = x.astype(np.float64, copy=False)
+    scaled = alpha[:, :, None] * x64
+    xbar = scaled.sum(axis=1)
+    return Weighted(
+        alpha=alpha,
+        scaled=scaled,
+        scaled_sq=np.einsum("sld,sld->sl", scaled, scaled),
+        x=x,
+        x_sq=np.einsum("sld,sld->sl", x64, x64),
+        xbar=xbar,
+        x_dot_xbar=_mat_vec(x64, xbar),
+    )
+
+
+def _as_weighted(alpha_or_w, x) -> Weighted:
+    return alpha_or_w if isinstance(alpha_or_w, Weighted) else weighted(alpha_or_w, x)
+
+
+def _mat_vec(m: NDArray[np.float64], v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-sample m (S, L, d) @ v (S, d) -> (S, L)."""
+    return np.matmul(m, v[:, :, None])[:, :, 0]
+
+
+def norms_to_point(
+    p: NDArray[np.float64], q: NDArray[np.float64], p_sq: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """||p_i - q|| per sample and i, for p (S, L, d) and q (S, d), by expansion with repair."""
+    q_sq = np.einsum("sd,sd->s", q, q)[:, None]
+    d2 = p_sq - 2.0 * _mat_vec(p, q) + q_sq
+    risky = d2 <= _CANCELLATION * (p_sq + q_sq)
+    if risky.any():
+        si, li = np.nonzero(risky)
+        diff = p[si, li] - q[si]
+        d2[si, li] = np.einsum("nd,nd->n", diff, diff)
+    return np.sqrt(np.maximum(d2, 0.0))
 
 
 def context_vector(
     alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]
 ) -> NDArray[np.float64]:
     """s = sum over the masked indices of alpha_i x_i, shape (S, d)."""
-    alpha, x = _as_float64(alpha, x)
-    weights = np.where(mask, alpha, 0.0)
-    return np.einsum("sl,sld->sd", weights, x)
+    w = _as_weighted(alpha, x)
+    return np.matmul(mask[:, None, :].astype(np.float64), w.scaled)[:, 0, :]
 
 
-def distance_for_mask(
-    alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]
-) -> NDArray[np.float64]:
+def distance_for_mask(alpha, x, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
     """d~ of Eq. (7) for an arbitrary selected set given as a mask (S, L); shape (S,)."""
-    alpha, x = _as_float64(alpha, x)
-    s = context_vector(alpha, x, mask)
-    scaled = alpha[:, :, None] * x
-    dist = np.linalg.norm(scaled - s[:, None, :], axis=2)
+    w = _as_weighted(alpha, x)
+    s = context_vector(w, None, mask)
+    dist = norms_to_point(w.scaled, s, w.scaled_sq)
     return np.where(mask, 0.0, dist).sum(axis=1)
 
 
-def distance_to_context(alpha: FloatArray, x: FloatArray, n: int) -> NDArray[np.float64]:
+def distance_to_context(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """The true distance d~ (Eq. 7) for the top-``n`` set of each sample; shape (S,)."""
-    return distance_for_mask(alpha, x, top_n_mask(alpha, n))
+    w = _as_weighted(alpha, x)
+    return distance_for_mask(w, None, top_n_mask(w.alpha, n))
 
 
-def fixed_set_upper_bound(alpha: FloatArray, x: FloatArray, n: int) -> NDArray[np.float64]:
+def fixed_set_upper_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """Theorem 1.1: (1 - a_N) d1 + max_{j in I_N} ||x_j|| (a_N (L - N) - (1 - a_N)).
 
     a_N is the selected mass and d1 = max_{i not in I_N, j in I_N} ||x_i - x_j||.
     For N = L there is no non-selected token; d1 is taken as 0 and the bound is returned as is.
     """
-    alpha, x = _as_float64(alpha, x)
-    length = alpha.shape[1]
-    mask = top_n_mask(alpha, n)
-    mass = np.where(mask, alpha, 0.0).sum(axis=1)
-    norms = np.linalg.norm(x, axis=2)
-    max_selected_norm = np.where(mask, norms, -np.inf).max(axis=1)
-    d1 = _max_cross_distance(x, mask)
+    w = _as_weighted(alpha, x)
+    length = w.alpha.shape[1]
+    idx = top_n_indices(w.alpha, n)
+    mask = top_n_mask(w.alpha, n)
+    mass = np.take_along_axis(w.alpha, idx, axis=1).sum(axis=1)
+    max_selected_norm = np.sqrt(np.take_along_axis(w.x_sq, idx, axis=1).max(axis=1))
+    d1 = _max_cross_distance(w, idx, mask)
     return (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
 
 
-def _max_cross_distance(x: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+def _max_cross_distance(
+    w: Weighted, idx: NDArray[np.intp], mask: NDArray[np.bool_]
+) -> NDArray[np.float64]:
     """max over i not selected, j selected of ||x_i - x_j||, per sample (0 if a side is empty).
 
-    Uses ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j with the N selected rows only, so the
-    cost is O(L N d) rather than O(L^2 d).
+    One batched (L x d) @ (d x N) product per sample gives every cross pair's expansion.
     """
-    out = np.zeros(x.shape[0])
-    sq = np.einsum("sld,sld->sl", x, x)
-    for row in range(x.shape[0]):
-        sel = mask[row]
-        if sel.all() or not sel.any():
-            continue
-        xs, xo = x[row, sel], x[row, ~sel]
-        d2 = sq[row, ~sel][:, None] + sq[row, sel][None, :] - 2.0 * xo @ xs.T
-        out[row] = np.sqrt(max(d2.max(), 0.0))
-    return out
+    x = w.x.astype(np.float64, copy=False)
+    selected = np.take_along_axis(x, idx[:, :, None], axis=1)  # (S, N, d)
+    sel_sq = np.take_along_axis(w.x_sq, idx, axis=1)  # (S, N)
+    d2 = w.x_sq[:, :, None] + sel_sq[:, None, :] - 2.0 * np.matmul(x, np.swapaxes(selected, 1, 2))
+    d2 = np.where(mask[:, :, None], -np.inf, d2)  # only non-selected rows i
+    flat = d2.reshape(len(d2), -1).argmax(axis=1)
+    out = np.sqrt(np.maximum(d2.reshape(len(d2), -1)[np.arange(len(d2)), flat], 0.0))
+    empty = mask.all(axis=1) | ~mask.any(axis=1)
+    # The largest squared distance is far from cancellation unless every pair is (near) equal:
+    # then recompute that sample's maximum directly.
+    row_scale = w.x_sq.max(axis=1)
+    for s in np.nonzero(~empty & (out**2 <= _CANCELLATION * 4 * row_scale))[0]:
+        diff = x[s, ~mask[s]][:, None, :] - selected[s][None, :, :]
+        out[s] = np.sqrt(np.einsum("ijd,ijd->ij", diff, diff).max())
+    return np.where(empty, 0.0, out)
 
 
-def expectation_term(alpha: FloatArray, x: FloatArray, n: int) -> NDArray[np.float64]:
+def expectation_term(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """Theorem 1.2's closed-form term, exactly as printed in the paper:
 
         (L - N)/L * sum_i || (alpha_i + N/(L-1)) x_i - xbar ||,   xbar = sum_i alpha_i x_i.
 
     See docs/paper-notes.md: this term does not approach the true expectation for N << L.
     """
-    alpha, x = _as_float64(alpha, x)
-    length = alpha.shape[1]
-    xbar = np.einsum("sl,sld->sd", alpha, x)
-    coef = alpha + n / (length - 1)
-    dist = np.linalg.norm(coef[:, :, None] * x - xbar[:, None, :], axis=2)
-    return (length - n) / length * dist.sum(axis=1)
+    w = _as_weighted(alpha, x)
+    length = w.alpha.shape[1]
+    coef = w.alpha + n / (length - 1)
+    x64 = w.x.astype(np.float64, copy=False)
+    xbar_sq = np.einsum("sd,sd->s", w.xbar, w.xbar)[:, None]
+    p_sq = coef**2 * w.x_sq
+    d2 = p_sq - 2.0 * coef * w.x_dot_xbar + xbar_sq
+    risky = d2 <= _CANCELLATION * (p_sq + xbar_sq)
+    if risky.any():
+        si, li = np.nonzero(risky)
+        diff = coef[si, li, None] * x64[si, li] - w.xbar[si]
+        d2[si, li] = np.einsum("nd,nd->n", diff, diff)
+    return (length - n) / length * np.sqrt(np.maximum(d2, 0.0)).sum(axis=1)
 
 
-def epsilon_bound(alpha: FloatArray, x: FloatArray, n: int) -> NDArray[np.float64]:
+def epsilon_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """Theorem 1.2's bound on the residual epsilon, as printed:
 
         1/2 (1 - N/L) sum_i N/(L-1) * sum_{j != i} alpha_j^2 ||x_j||^2
@@ -110,47 +175,51 @@ def epsilon_bound(alpha: FloatArray, x: FloatArray, n: int) -> NDArray[np.float6
 
     A zero denominator gives +inf (the bound says nothing for that sample).
     """
-    alpha, x = _as_float64(alpha, x)
-    length = alpha.shape[1]
+    w = _as_weighted(alpha, x)
+    length = w.alpha.shape[1]
     c = n / (length - 1)
-    scaled = alpha[:, :, None] * x
-    total = scaled.sum(axis=1)  # (S, d) = xbar
-    sq = np.einsum("sld,sld->sl", scaled, scaled)  # alpha_j^2 ||x_j||^2
-    numer = sq.sum(axis=1, keepdims=True) - sq
-    denom = np.linalg.norm(scaled - c * (total[:, None, :] - scaled), axis=2)
+    numer = w.scaled_sq.sum(axis=1, keepdims=True) - w.scaled_sq
+    # a_i - c (xbar - a_i) = (1 + c) a_i - c xbar
+    p = (1.0 + c) * w.scaled
+    denom = norms_to_point(p, c * w.xbar, (1.0 + c) ** 2 * w.scaled_sq)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(denom > 0, numer / denom, np.where(numer > 0, np.inf, 0.0))
     return 0.5 * (1.0 - n / length) * c * ratio.sum(axis=1)
 
 
 def monte_carlo_expected_distance(
-    alpha: FloatArray, x: FloatArray, n: int, draws: int, rng: np.random.Generator
+    alpha, x, n: int, draws: int, rng: np.random.Generator
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The true E = E_{I_N ~ U}[d~] (Eq. 8), estimated with ``draws`` uniform subsets per sample.
 
     Returns (mean, standard error of the mean) per sample; the error is 0 for a single draw.
-
-    Distances are expanded as |a_i|^2 - 2 a_i.s + |s|^2 (a_i = alpha_i x_i) so that each draw
-    costs two batched mat-vecs instead of materialising (S, L, d) differences.
+    All draws of a sample are evaluated together: their context vectors are one (K x L) @ (L x d)
+    product and their dot products with every a_i one (L x d) @ (d x K) product. Individual
+    distances use the expansion without repair: its error (~1e-8 relative at worst) is far below
+    the Monte-Carlo error.
     """
-    alpha, x = _as_float64(alpha, x)
+    w = _as_weighted(alpha, x)
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
-    n_samples, length = alpha.shape
-    scaled = alpha[:, :, None] * x
-    sq = np.einsum("sld,sld->sl", scaled, scaled)
-    acc = np.zeros(n_samples)
-    acc2 = np.zeros(n_samples)
-    for _ in range(draws):
-        mask = random_subset_mask(n_samples, length, n, rng)
-        s = np.matmul(mask[:, None, :].astype(np.float64), scaled)[:, 0, :]  # (S, d)
-        cross = np.matmul(scaled, s[:, :, None])[:, :, 0]  # (S, L)
-        d2 = np.maximum(sq - 2.0 * cross + np.einsum("sd,sd->s", s, s)[:, None], 0.0)
-        d = np.where(mask, 0.0, np.sqrt(d2)).sum(axis=1)
-        acc += d
-        acc2 += d * d
-    mean = acc / draws
+    n_samples, length = w.alpha.shape
+    idx = random_subset_indices((n_samples, draws), length, n, rng)  # (S, K, N)
+    rows = np.arange(n_samples)[:, None, None]
+    if n <= 32:  # gathering N rows is cheapest for small subsets...
+        s = w.scaled[rows, idx].sum(axis=2)  # (S, K, d): the draws' context vectors
+    else:  # ...a (K x L) mask product for large ones (a gather would be (S, K, N, d))
+        masks = np.zeros((n_samples, draws, length))
+        np.put_along_axis(masks, idx, 1.0, axis=2)
+        s = np.matmul(masks, w.scaled)
+    d2 = np.matmul(w.scaled, np.swapaxes(s, 1, 2))  # (S, L, K), then in place to distances
+    d2 *= -2.0
+    d2 += w.scaled_sq[:, :, None]
+    d2 += np.einsum("skd,skd->sk", s, s)[:, None, :]
+    np.maximum(d2, 0.0, out=d2)
+    np.sqrt(d2, out=d2)
+    # sum over the non-selected = sum over all - sum over the selected
+    selected = d2[rows, idx, np.arange(draws)[None, :, None]].sum(axis=2)  # (S, K)
+    per_draw = d2.sum(axis=1) - selected
+    mean = per_draw.mean(axis=1)
     if draws == 1:
         return mean, np.zeros(n_samples)
-    var = np.maximum(acc2 / draws - mean**2, 0.0) * draws / (draws - 1)
-    return mean, np.sqrt(var / draws)
+    return mean, per_draw.std(axis=1, ddof=1) / np.sqrt(draws)

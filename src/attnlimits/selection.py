@@ -45,3 +45,29 @@ def random_subset_mask(
     else:
         np.put_along_axis(mask, idx, True, axis=1)
     return mask
+
+
+def random_subset_indices(
+    shape: tuple[int, ...], length: int, n: int, rng: np.random.Generator
+) -> NDArray[np.intp]:
+    """Uniformly random size-``n`` subsets of {0..L-1}, as indices of shape (*shape, n).
+
+    Small n: Floyd's algorithm (n vectorised steps; each step takes a uniform t in [0, j] and
+    falls back to j when t was already drawn), which gives every subset the same probability.
+    Large n: the n smallest of i.i.d. uniform keys, whose cost does not grow with n^2.
+    """
+    if not 1 <= n <= length:
+        raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
+    if n > 48:
+        keys = rng.random((*shape, length), dtype=np.float32)
+        return (
+            np.argpartition(keys, n - 1, axis=-1)[..., :n]
+            if n < length
+            else np.argsort(keys, axis=-1)
+        )
+    out = np.empty((*shape, n), dtype=np.intp)
+    for i, j in enumerate(range(length - n, length)):
+        t = rng.integers(0, j + 1, size=shape)
+        seen = (out[..., :i] == t[..., None]).any(axis=-1) if i else np.zeros(shape, dtype=bool)
+        out[..., i] = np.where(seen, j, t)
+    return out

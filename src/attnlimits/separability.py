@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .distance import norms_to_point
 from .selection import top_n_mask
 
 FloatArray = NDArray[np.floating]
@@ -89,8 +90,8 @@ def separability(
     n_samples, length = alpha.shape
     mask = top_n_mask(alpha, n)
     scaled = alpha[:, :, None] * x
-    s = np.einsum("sl,sld->sd", np.where(mask, alpha, 0.0), x)
-    dist = np.linalg.norm(scaled - s[:, None, :], axis=2)
+    s = np.matmul(np.where(mask, alpha, 0.0)[:, None, :], x)[:, 0, :]
+    dist = norms_to_point(scaled, s, np.einsum("sld,sld->sl", scaled, scaled))
 
     no_outside = np.full(n_samples, n >= length)
     radius = np.where(no_outside, np.nan, np.where(mask, np.inf, dist).min(axis=1))

@@ -47,7 +47,7 @@ def _arrow_type(spec: str, sizes: dict[str, int]) -> pa.DataType:
         return pa.list_(pa.float32(), sizes[spec.split("[")[1].rstrip("]")])
     if spec == "list<float32>":
         return pa.list_(pa.float32())
-    return {"int16": pa.int16(), "int32": pa.int32()}[spec]
+    return {"int16": pa.int16(), "int32": pa.int32(), "float32": pa.float32()}[spec]
 
 
 def fingerprint(parts: dict[str, Any]) -> str:
@@ -68,7 +68,7 @@ class LayerDumpWriter:
         schema = arrow_schema(self.head_dim, self.d_model).with_metadata(
             {META_KEY: json.dumps(metadata, sort_keys=True).encode()}
         )
-        float_columns = [c["name"] for c in SCHEMA_SPEC["columns"] if "float32" in c["type"]]
+        float_columns = [c["name"] for c in SCHEMA_SPEC["columns"] if "list<float32>" in c["type"]]
         self.writer = pq.ParquetWriter(
             path,
             schema,
@@ -77,7 +77,8 @@ class LayerDumpWriter:
             use_dictionary=False,
             # Byte-stream split groups the exponent bytes of neighbouring floats, which is what
             # lets zstd find redundancy in float32 activations.
-            use_byte_stream_split=[f"{c}.list.element" for c in float_columns],
+            use_byte_stream_split=[f"{c}.list.element" for c in float_columns]
+            + ["q_norm", "k_norm"],
             write_statistics=["chunk", "context_length", "position", "analysed_length"],
         )
         self.schema = schema
@@ -116,6 +117,8 @@ class LayerDumpWriter:
             "q": _fixed(per_row(capture.q)),
             "k": _fixed(per_row(capture.k)),
             "v": _fixed(per_row(capture.v)),
+            "q_norm": pa.array(capture.q.norm(dim=-1).numpy().T.reshape(n)),
+            "k_norm": pa.array(capture.k.norm(dim=-1).numpy().T.reshape(n)),
             "analysed_length": pa.array(analysed, mask=analysed < 0),
             "logits": _ragged(n, logit_rows),
             "weights": _ragged(n, weight_rows),
@@ -169,6 +172,13 @@ def layer_files(dump_dirs: list[str | os.PathLike]) -> dict[int, list[Path]]:
 
 
 def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dump's metadata, after the checks of :func:`open_dump`."""
+    return open_dump(path, expected)[0]
+
+
+def open_dump(
+    path: Path, expected: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], pq.ParquetFile]:
     """Open a dump, check its schema against dump_schema.json and its provenance; return metadata.
 
     ``expected`` maps metadata fields (e.g. weights_sha256, tokens_fingerprint) to the values of
@@ -178,8 +188,8 @@ def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[st
     sees it missing and rebuilds it, and a DumpError naming the file is raised.
     """
     try:
-        schema = pq.read_schema(path)
-        pq.ParquetFile(path).metadata  # noqa: B018 - reads the footer: catches truncation
+        handle = pq.ParquetFile(path)  # reads the footer: catches truncation
+        schema = handle.schema_arrow
     except (OSError, pa.ArrowInvalid) as exc:
         moved = _quarantine(path)
         raise DumpError(
@@ -205,7 +215,7 @@ def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[st
                 f"{path}: written for another model/corpus ({key} {meta.get(key)!r}, this run has "
                 f"{want_value!r}); delete results/dumps and rerun"
             )
-    return meta
+    return meta, handle
 
 
 def _quarantine(path: Path) -> Path:
@@ -236,6 +246,8 @@ class Samples:
     x: np.ndarray | None  # (S, L, d) float32: the configured embedding of keys 0..L-1
     query: np.ndarray | None  # (S, head_dim): the analysed row's query vector
     keys: np.ndarray | None  # (S, L, head_dim)
+    query_norm: np.ndarray | None  # (S,) |q| of the analysed row
+    key_norm_max: np.ndarray | None  # (S,) max_i |k_i| over the L keys
     score_scale: np.ndarray  # (S,) the model's q.k scale for the sample's layer
     metadata: dict[str, Any]
 
@@ -246,6 +258,8 @@ def load_samples(
     embedding: str | None = "value",
     with_logits: bool = False,
     with_query_keys: bool = False,
+    *,
+    with_norms: bool = False,
     expected: dict[str, Any] | None = None,
 ) -> Samples:
     """Read what the analyses at context length ``length`` need, and nothing more.
@@ -255,12 +269,12 @@ def load_samples(
     """
     layers = layer_files(dump_dirs)
     parts: dict[str, list] = {
-        k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "scale")
+        k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "qn", "kn", "scale")
     }
     meta0 = None
     for layer, files in layers.items():
         for path in files:
-            meta = read_metadata(path, expected)
+            meta, handle = open_dump(path, expected)
             if meta0 is None:
                 meta0 = meta
             elif meta["fingerprint"] != meta0["fingerprint"]:
@@ -271,7 +285,18 @@ def load_samples(
                 raise DumpError(
                     f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})"
                 )
-            _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys, parts)
+            _read_one(
+                path,
+                handle,
+                meta,
+                layer,
+                length,
+                embedding,
+                with_logits,
+                with_query_keys,
+                with_norms,
+                parts,
+            )
     assert meta0 is not None
     cat = lambda k: np.concatenate(parts[k]) if parts[k] else None  # noqa: E731
     return Samples(
@@ -284,20 +309,26 @@ def load_samples(
         x=cat("x"),
         query=cat("q"),
         keys=cat("k"),
+        query_norm=cat("qn"),
+        key_norm_max=cat("kn"),
         score_scale=cat("scale"),
         metadata=meta0,
     )
 
 
-def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys, parts) -> None:
+def _read_one(
+    path, handle, meta, layer, length, embedding, with_logits, with_query_keys, with_norms, parts
+) -> None:
     heads, dh, causal = int(meta["n_heads"]), int(meta["head_dim"]), bool(meta["causal"])
     context = int(meta["chunk_length"]) if causal else length
     chunks = [int(c) for c in meta["chunks"]]
     try:
-        rows = pq.read_table(
-            path,
-            columns=["chunk", "head", "position", "weights"] + (["logits"] if with_logits else []),
-            filters=[("context_length", "=", context), ("analysed_length", "=", length)],
+        rows = _read_selected(
+            handle,
+            ["chunk", "head", "position", "weights"] + (["logits"] if with_logits else []),
+            context,
+            length,
+            analysed=True,
         )
     except (OSError, pa.ArrowInvalid) as exc:
         raise DumpError(f"{path}: could not be read ({exc}); delete it and rerun") from exc
@@ -321,15 +352,16 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
         vector_cols.append(embedding[0])
     if with_query_keys:
         vector_cols += [c for c in ("q", "k") if c not in vector_cols]
+    if with_norms:
+        vector_cols += ["q_norm", "k_norm"]
     if embedding == "hidden":
         vector_cols.append("hidden")
     if not vector_cols:
         return
-    filters = [("context_length", "=", context), ("position", "<", length)]
+    table = _read_selected(handle, vector_cols + ["head"], context, length, analysed=False)
     hidden_only = vector_cols == ["hidden"]
     if hidden_only:  # hidden states sit on head-0 rows only
-        filters.append(("head", "=", 0))
-    table = pq.read_table(path, columns=vector_cols + ["head"], filters=filters)
+        table = table.filter(pc.equal(table["head"], 0))
     per_pass = length * (1 if hidden_only else heads)
     if table.num_rows != n_pass * per_pass:
         raise DumpError(
@@ -338,7 +370,10 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
 
     def grid(col: str, width: int) -> np.ndarray:
         # rows are (chunk, position, head)-sorted -> (chunk, head, position, width)
-        flat = table[col].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        column = table[col].combine_chunks()
+        flat = (
+            column.flatten() if width > 1 or pa.types.is_list(column.type) else column
+        ).to_numpy(zero_copy_only=False)
         return (
             flat.reshape(n_pass, length, heads, width)
             .transpose(0, 2, 1, 3)
@@ -358,11 +393,67 @@ def _read_one(path, meta, layer, length, embedding, with_logits, with_query_keys
         parts["x"].append(
             np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1)
         )
+    if with_norms:
+        k_norm = grid("k_norm", 1)[:, :, 0]
+        q_norm = grid("q_norm", 1)[:, :, 0]
+        parts["kn"].append(k_norm.max(axis=1))
+        parts["qn"].append(q_norm[np.arange(len(query_positions)), query_positions])
     if with_query_keys:
         keys = grid("k", dh)
         queries = grid("q", dh) if query_positions.max() < length else None
         parts["k"].append(keys)
         parts["q"].append(queries[np.arange(len(query_positions)), query_positions])
+
+
+def _row_group_stats(handle: pq.ParquetFile) -> list[dict[str, tuple]]:
+    """(min, max) of the indexed columns for every row group, from the footer alone."""
+    md = handle.metadata
+    names = [md.schema.column(i).path for i in range(md.num_columns)]
+    out = []
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        stats = {}
+        for col in ("context_length", "position", "analysed_length"):
+            st = rg.column(names.index(col)).statistics
+            stats[col] = (st.min, st.max) if st is not None and st.has_min_max else (None, None)
+        out.append(stats)
+    return out
+
+
+def _read_selected(
+    handle: pq.ParquetFile, columns: list[str], context: int, length: int, analysed: bool
+) -> pa.Table:
+    """Rows of the pass with ``context_length == context`` and, either, position < ``length``
+    (analysed=False) or ``analysed_length == length`` (analysed=True).
+
+    Row groups are chosen from footer statistics (a row group never spans two passes and starts at
+    a multiple of 128 positions), so nothing outside them is decoded; within the chosen groups the
+    rows are cut by position, not by a per-row filter, which would copy every column.
+    """
+    wanted = []
+    for g, st in enumerate(_row_group_stats(handle)):
+        lo_ctx, hi_ctx = st["context_length"]
+        if lo_ctx != context or hi_ctx != context:
+            continue
+        if analysed:
+            lo, hi = st["analysed_length"]
+            if lo is not None and lo <= length <= hi:
+                wanted.append(g)
+        elif st["position"][0] < length:
+            wanted.append(g)
+    table = handle.read_row_groups(
+        wanted,
+        columns=columns + (["analysed_length"] if analysed else ["position"]),
+        use_threads=True,
+    )
+    if analysed:
+        table = table.filter(pc.equal(table["analysed_length"], length))
+        return table.drop_columns(["analysed_length"])
+    positions = table["position"].to_numpy()
+    if positions.size and positions.max() >= length:
+        keep = positions < length
+        table = table.filter(pa.array(keep))
+    return table.drop_columns(["position"])
 
 
 def _list_matrix(col: pa.ChunkedArray, length: int) -> np.ndarray:
@@ -439,7 +530,8 @@ def write_batch(
             for f in in_flight:
                 f.result()
             in_flight = [
-                pool.submit(writers[c.layer].write_pass, int(chunk), tokens.numpy(), c) for c in captures
+                pool.submit(writers[c.layer].write_pass, int(chunk), tokens.numpy(), c)
+                for c in captures
             ]
             if not overlap:
                 for f in in_flight:
@@ -452,3 +544,69 @@ def write_batch(
         pool.shutdown(wait=True, cancel_futures=True)
         for w in writers:
             w.close()
+
+
+# ----------------------------------------------------------------------------------- sample packs
+
+PACK_ARRAYS = (
+    "layer",
+    "chunk",
+    "head",
+    "weights",
+    "logits",
+    "x",
+    "query_norm",
+    "key_norm_max",
+    "score_scale",
+)
+
+
+def write_pack(samples: Samples, out_dir: Path) -> None:
+    """Store one L's samples as .npy files that analysis jobs memory-map instead of decoding Parquet.
+
+    The query and keys enter only through what the analyses use (|q| and max_i |k_i|).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "layer": samples.layer,
+        "chunk": samples.chunk,
+        "head": samples.head,
+        "weights": samples.weights,
+        "logits": samples.logits,
+        "x": samples.x,
+        "query_norm": samples.query_norm,
+        "key_norm_max": samples.key_norm_max,
+        "score_scale": samples.score_scale,
+    }
+    for name, arr in arrays.items():
+        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(arr))
+    (out_dir / "metadata.json").write_text(
+        json.dumps({"length": samples.length, **samples.metadata}, sort_keys=True)
+    )
+
+
+@dataclass
+class Pack:
+    """Memory-mapped samples of one L, in (layer, chunk, head) order (see :func:`write_pack`)."""
+
+    length: int
+    layer: np.ndarray
+    chunk: np.ndarray
+    head: np.ndarray
+    weights: np.ndarray  # (S, L) float32
+    logits: np.ndarray  # (S, L) float32
+    x: np.ndarray  # (S, L, d) float32
+    query_norm: np.ndarray  # (S,)
+    key_norm_max: np.ndarray  # (S,)
+    score_scale: np.ndarray  # (S,)
+    metadata: dict[str, Any]
+
+
+def read_pack(pack_dir: str | os.PathLike) -> Pack:
+    d = Path(pack_dir)
+    try:
+        meta = json.loads((d / "metadata.json").read_text())
+        arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r") for name in PACK_ARRAYS}
+    except (OSError, ValueError) as exc:
+        raise DumpError(f"{d}: unreadable sample pack ({exc}); delete it and rerun") from exc
+    return Pack(length=int(meta["length"]), metadata=meta, **arrays)

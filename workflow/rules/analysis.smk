@@ -1,12 +1,30 @@
-# Per-parameter analysis jobs. Each reads only the dump columns and rows its L needs; none
-# imports torch. Results are tidy Parquet tables, one row per sample (layer, chunk, head).
+# Per-parameter analysis jobs; none imports torch. The dumps are decoded once per L into a
+# memory-mapped sample pack (temporary: removed once its jobs are done) that every job of that L
+# maps for free. Results are tidy Parquet tables, one row per sample (layer, chunk, head).
 
 
-rule distance:
+rule pack_samples:
     input:
         dumps=dump_dirs(),
         tokens=rules.chunk_corpus.output.tokens,
         model=model_dir(),
+    output:
+        temp(directory(results("samples", "L{length}"))),
+    params:
+        embedding=ANALYSIS["embedding"],
+    conda:
+        "../envs/attnlimits.yaml"
+    log:
+        "logs/analysis/pack/L{length}.log",
+    benchmark:
+        "benchmarks/out/analysis/pack/L{length}.tsv"
+    script:
+        "../scripts/pack_samples.py"
+
+
+rule distance:
+    input:
+        pack=results("samples", "L{length}"),
     output:
         results("analysis", "distance", "L{length}_N{n}.parquet"),
     log:
@@ -25,9 +43,7 @@ rule distance:
 
 rule critical_n:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", "L{length}"),
     output:
         results("analysis", "critical_n", "L{length}.parquet"),
     log:
@@ -47,13 +63,13 @@ rule critical_n:
 
 rule pairwise_separation:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", "L{length}"),
     output:
         results("analysis", "separation", "L{length}.parquet"),
     log:
         "logs/analysis/separation/L{length}.log",
+    benchmark:
+        "benchmarks/out/analysis/separation/L{length}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -65,14 +81,14 @@ rule pairwise_separation:
 
 rule separability:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", "L{length}"),
         separation=results("analysis", "separation", "L{length}.parquet"),
     output:
         results("analysis", "separability", "L{length}_N{n}.parquet"),
     log:
         "logs/analysis/separability/L{length}_N{n}.log",
+    benchmark:
+        "benchmarks/out/analysis/separability/L{length}_N{n}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -85,13 +101,13 @@ rule separability:
 
 rule gradient:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", f"L{ANALYSIS['gradient']['length']}"),
     output:
         results("analysis", "gradient", "T{temperature}.parquet"),
     log:
         "logs/analysis/gradient/T{temperature}.log",
+    benchmark:
+        "benchmarks/out/analysis/gradient/T{temperature}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -106,13 +122,13 @@ rule gradient:
 
 rule vanishing:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", "L{length}"),
     output:
         results("analysis", "vanishing", "L{length}.parquet"),
     log:
         "logs/analysis/vanishing/L{length}.log",
+    benchmark:
+        "benchmarks/out/analysis/vanishing/L{length}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     script:
@@ -129,6 +145,8 @@ rule summarise_distance:
         violations=results("summary", "violations_distance.csv"),
     log:
         "logs/summarise/distance.log",
+    benchmark:
+        "benchmarks/out/summarise/distance.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -145,6 +163,8 @@ rule summarise_separability:
         violations=results("summary", "violations_separability.csv"),
     log:
         "logs/summarise/separability.log",
+    benchmark:
+        "benchmarks/out/summarise/separability.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -161,6 +181,8 @@ rule summarise_gradient:
         violations=results("summary", "violations_gradient.csv"),
     log:
         "logs/summarise/gradient.log",
+    benchmark:
+        "benchmarks/out/summarise/gradient.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -177,6 +199,8 @@ rule summarise_vanishing:
         violations=results("summary", "violations_vanishing.csv"),
     log:
         "logs/summarise/vanishing.log",
+    benchmark:
+        "benchmarks/out/summarise/vanishing.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -194,6 +218,8 @@ rule describe_run:
         results("summary", "run.json"),
     log:
         "logs/summarise/describe_run.log",
+    benchmark:
+        "benchmarks/out/summarise/describe_run.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:

@@ -6,22 +6,23 @@ import polars as pl
 
 from attnlimits import distance as dist
 from attnlimits.critical import critical_n_search, ks_pvalue
-from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, blocks, job_logger, provenance, write_table
+from attnlimits_workflow.dumps import read_pack
+from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 
 log = job_logger(snakemake, "critical_n")
 timer = Timer()
 L = int(snakemake.wildcards.length)
 p = snakemake.params
-samples = load_samples(
-    snakemake.input.dumps,
-    L,
-    p.embedding,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
+samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 log.info("L=%d: %d samples loaded in %s", L, S, timer)
 cache: dict[tuple[str, int], np.ndarray] = {}
+# The products every evaluation shares, computed once per block of samples.
+prepared = [
+    (sl, dist.weighted(samples.weights[sl], samples.x[sl]))
+    for sl in blocks(S, L, samples.x.shape[2])
+]
+log.info("prepared %d blocks in %s", len(prepared), timer)
 
 
 def values(kind: str, n: int) -> np.ndarray:
@@ -29,14 +30,13 @@ def values(kind: str, n: int) -> np.ndarray:
         out = np.empty(S)
         # One generator per N, so a value does not depend on the order the search visits N.
         rng = np.random.default_rng([p.seed, 2, L, n])
-        for sl in blocks(S, L, samples.x.shape[2]):
-            a, x = samples.weights[sl], samples.x[sl]
+        for sl, w in prepared:
             if kind == "distance":
-                out[sl] = dist.distance_to_context(a, x, n)
+                out[sl] = dist.distance_to_context(w, n=n)
             elif kind == "closed_form":
-                out[sl] = dist.expectation_term(a, x, n)
+                out[sl] = dist.expectation_term(w, n=n)
             else:
-                out[sl] = dist.monte_carlo_expected_distance(a, x, n, p.mc_draws, rng)[0]
+                out[sl] = dist.monte_carlo_expected_distance(w, None, n, p.mc_draws, rng)[0]
         cache[(kind, n)] = out
         log.info("  computed %s at N=%d (%s)", kind, n, timer)
     return cache[(kind, n)]

@@ -5,13 +5,12 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits_workflow.dumps import load_samples
+from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import (
     Timer,
     blocks,
     holds,
     job_logger,
-    provenance,
     sample_keys,
     write_table,
 )
@@ -20,12 +19,7 @@ log = job_logger(snakemake, "distance")
 timer = Timer()
 L, N = int(snakemake.wildcards.length), int(snakemake.wildcards.n)
 p = snakemake.params
-samples = load_samples(
-    snakemake.input.dumps,
-    L,
-    p.embedding,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
+samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 log.info("L=%d N=%d: %d samples loaded in %s", L, N, S, timer)
 rng = np.random.default_rng([p.seed, 1, L, N])

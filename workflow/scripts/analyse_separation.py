@@ -5,18 +5,13 @@ import numpy as np
 import polars as pl
 
 from attnlimits.separability import min_pairwise_distance, project_to_sphere
-from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, blocks, job_logger, provenance, sample_keys, write_table
+from attnlimits_workflow.dumps import read_pack
+from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
 
 log = job_logger(snakemake, "separation")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = load_samples(
-    snakemake.input.dumps,
-    L,
-    snakemake.params.embedding,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
+samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 delta = np.empty(S)
 for sl in blocks(S, L, L):  # the Gram block is (block, L, L)
