@@ -124,3 +124,11 @@ def test_two_runs_are_identical(done_run, tmp_path):
             tmp_path / f"results/summary/{name}.csv"
         ).read_text()
     assert (tmp / "tables/table1.csv").read_text() == (tmp_path / "tables/table1.csv").read_text()
+
+
+def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
+    tmp, cfg = done_run
+    conf = yaml.safe_load(cfg.read_text())
+    conf["analysis"]["separability"]["n_grid"] = [1, 4, 8]
+    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    assert sorted(rules) == sorted(["separability", "summarise_separability", "fig3", "table1", "all"])

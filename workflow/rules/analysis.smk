@@ -1,6 +1,9 @@
-# Per-parameter analysis jobs; none imports torch. The dumps are decoded once per L into a
-# memory-mapped sample pack (temporary: removed once its jobs are done) that every job of that L
-# maps for free. Results are tidy Parquet tables, one row per sample (layer, chunk, head).
+# Per-parameter analysis jobs; none imports torch. The analyses that need embeddings share a
+# per-L sample pack: the dumps decoded once into .npy arrays that each job memory-maps. Packs
+# are kept (not temp): rebuilding one for a new job would mark every other job of its L as
+# "updated by another job" and rerun it. Gradient and vanishing read only analysed rows and
+# norms (a few MB), straight from the dumps. Results are tidy Parquet tables, one row per
+# sample (layer, chunk, head).
 
 
 rule pack_samples:
@@ -9,15 +12,15 @@ rule pack_samples:
         tokens=rules.chunk_corpus.output.tokens,
         model=model_dir(),
     output:
-        temp(directory(results("samples", "L{length}"))),
-    params:
-        embedding=ANALYSIS["embedding"],
-    conda:
-        "../envs/attnlimits.yaml"
+        directory(results("samples", "L{length}")),
     log:
         "logs/analysis/pack/L{length}.log",
     benchmark:
         "benchmarks/out/analysis/pack/L{length}.tsv"
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        embedding=ANALYSIS["embedding"],
     script:
         "../scripts/pack_samples.py"
 
@@ -101,7 +104,9 @@ rule separability:
 
 rule gradient:
     input:
-        pack=results("samples", f"L{ANALYSIS['gradient']['length']}"),
+        dumps=dump_dirs(),
+        tokens=rules.chunk_corpus.output.tokens,
+        model=model_dir(),
     output:
         results("analysis", "gradient", "T{temperature}.parquet"),
     log:
@@ -122,7 +127,9 @@ rule gradient:
 
 rule vanishing:
     input:
-        pack=results("samples", "L{length}"),
+        dumps=dump_dirs(),
+        tokens=rules.chunk_corpus.output.tokens,
+        model=model_dir(),
     output:
         results("analysis", "vanishing", "L{length}.parquet"),
     log:

@@ -4,13 +4,20 @@ import numpy as np
 import polars as pl
 
 from attnlimits.vanishing import vanishing
-from attnlimits_workflow.dumps import read_pack
-from attnlimits_workflow.jobs import Timer, holds, job_logger, sample_keys, write_table
+from attnlimits_workflow.dumps import load_samples
+from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sample_keys, write_table
 
 log = job_logger(snakemake, "vanishing")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = read_pack(snakemake.input.pack)
+samples = load_samples(
+    snakemake.input.dumps,
+    L,
+    embedding=None,
+    with_logits=True,
+    with_norms=True,
+    expected=provenance(snakemake.input.model, snakemake.input.tokens),
+)
 S = samples.weights.shape[0]
 # Delta/T = scale * |q| * max_i |k_i| (Cauchy-Schwarz bound on every logit; docs/paper-notes.md)
 delta = samples.score_scale * samples.query_norm * samples.key_norm_max

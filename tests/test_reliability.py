@@ -1,0 +1,136 @@
+"""Interrupted runs lose nothing; bad inputs get one clear line; damaged or foreign dumps are
+refused and rebuilt; analysis jobs never import torch."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from project import REPO, SNAKEMAKE, snakemake, synthetic_text, tiny_config, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def long_config(tmp):
+    """Enough chunks in one batch that the extraction job runs for a few seconds."""
+    cfg = tiny_config(tmp)
+    (tmp / "corpus.txt").write_text(synthetic_text(40000))
+    cfg["chunking"] = {"chunk_length": 64, "n_chunks": 120}
+    cfg["extraction"]["chunks_per_batch"] = 120
+    return write_config(tmp, cfg)
+
+
+def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    clean.mkdir()
+    killed.mkdir()
+    snakemake(clean, long_config(clean), "--cores", "1", "results/dumps/batch000")
+    cfg = long_config(killed)
+    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(killed), "--cores", "1", "results/dumps/batch000", "--configfile", str(cfg)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = killed / "logs/extract/batch000.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if log.exists() and "chunk 10 (" in log.read_text():
+            break
+        if proc.poll() is not None:
+            pytest.fail("the run ended before it could be interrupted")
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the job and Snakemake itself, with no chance to clean up
+    proc.wait()
+    dumps = killed / "results/dumps"
+    assert not (dumps / "batch000").exists(), "a killed job left an output that looks complete"
+    snakemake(killed, cfg, "--cores", "1", "results/dumps/batch000", "--rerun-incomplete")
+    for layer in ("layer00.parquet", "layer01.parquet"):
+        a = pq.read_table(clean / "results/dumps/batch000" / layer)
+        b = pq.read_table(killed / "results/dumps/batch000" / layer)
+        assert a.equals(b)
+    assert not [p for p in dumps.iterdir() if p.name.startswith(".")], "temporary files left behind"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "empty"),
+        (b"*** START OF THE PROJECT GUTENBERG EBOOK X ***\nprince\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n", "full chunks of 64"),
+        (b"prince andrew \xff\xfe war", "not valid utf-8 at byte 14"),
+    ],
+    ids=["empty", "shorter-than-a-chunk", "not-utf8"],
+)
+def test_bad_corpus_is_one_clear_line(tmp_path, content, message):
+    cfg = tiny_config(tmp_path)
+    (tmp_path / "corpus.txt").write_bytes(content)
+    proc = snakemake(tmp_path, write_config(tmp_path, cfg), "--cores", "1", "results/chunks/tokens.parquet", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and message in out
+    assert not (tmp_path / "results/chunks/tokens.parquet").exists()
+
+
+def test_corpus_without_markers_is_used_whole_with_a_warning(tmp_path):
+    cfg = tiny_config(tmp_path)
+    text = synthetic_text().split("***")[2].split("\n", 1)[1]  # the body only
+    (tmp_path / "corpus.txt").write_text(text)
+    snakemake(tmp_path, write_config(tmp_path, cfg), "--cores", "1", "resources/corpus/synthetic.txt")
+    assert "no Project Gutenberg START/END markers" in (tmp_path / "logs/download_corpus/synthetic.log").read_text()
+    assert (tmp_path / "resources/corpus/synthetic.txt").read_text() == text.strip()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("done")
+    cfg = write_config(tmp, tiny_config(tmp))
+    snakemake(tmp, cfg, "--cores", "2", "all")
+    return tmp, cfg
+
+
+def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
+    src, cfg = finished
+    work = tmp_path / "w"
+    shutil.copytree(src, work)
+    layer = work / "results/dumps/batch001/layer01.parquet"
+    layer.write_bytes(layer.read_bytes()[:-200])
+    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "pack_samples", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
+    snakemake(work, cfg, "--cores", "2", "all")
+    assert pq.read_table(work / "results/dumps/batch001/layer01.parquet").equals(
+        pq.read_table(src / "results/dumps/batch001/layer01.parquet")
+    )
+
+
+def test_dump_from_another_model_is_refused(finished, tmp_path):
+    src, cfg = finished
+    other = tmp_path / "other"
+    other.mkdir()
+    conf = yaml.safe_load(cfg.read_text())
+    conf["seed"] = 99  # other random weights
+    snakemake(other, write_config(other, conf), "--cores", "2", "results/dumps/batch000")
+    work = tmp_path / "w"
+    shutil.copytree(src, work)
+    shutil.rmtree(work / "results/dumps/batch000")
+    shutil.copytree(other / "results/dumps/batch000", work / "results/dumps/batch000")
+    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "pack_samples", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
+
+
+def test_analysis_code_never_imports_torch():
+    code = (
+        "import sys\n"
+        "import attnlimits.distance, attnlimits.separability, attnlimits.gradient, attnlimits.vanishing\n"
+        "import attnlimits.critical, attnlimits.selection, attnlimits.corpus\n"
+        "import attnlimits_workflow.dumps, attnlimits_workflow.jobs, attnlimits_workflow.plotting\n"
+        "import attnlimits_workflow.config\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    for script in (REPO / "workflow/scripts").glob("*.py"):
+        if script.name in ("extract.py", "fetch_model.py", "chunk_corpus.py"):
+            continue
+        assert "torch" not in script.read_text(), f"{script.name} mentions torch"
