@@ -46,6 +46,7 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     proc.wait()
     dumps = killed / "results/dumps"
     assert not (dumps / "batch000").exists(), "a killed job left an output that looks complete"
+    snakemake(killed, cfg, "--unlock")  # a killed Snakemake leaves its lock, by design
     snakemake(killed, cfg, "--cores", "1", "results/dumps/batch000", "--rerun-incomplete")
     for layer in ("layer00.parquet", "layer01.parquet"):
         a = pq.read_table(clean / "results/dumps/batch000" / layer)
@@ -95,10 +96,12 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     shutil.copytree(src, work)
     layer = work / "results/dumps/batch001/layer01.parquet"
     layer.write_bytes(layer.read_bytes()[:-200])
-    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "pack_samples", check=False)
+    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "vanishing", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
-    snakemake(work, cfg, "--cores", "2", "all")
+    assert not (work / "results/dumps/batch001").exists()  # moved aside, so it counts as missing
+    # the same command again: the damaged batch is rebuilt, then the analysis runs
+    snakemake(work, cfg, "--cores", "2", "results/summary/vanishing.csv", "--forcerun", "vanishing")
     assert pq.read_table(work / "results/dumps/batch001/layer01.parquet").equals(
         pq.read_table(src / "results/dumps/batch001/layer01.parquet")
     )
@@ -115,7 +118,7 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     shutil.copytree(src, work)
     shutil.rmtree(work / "results/dumps/batch000")
     shutil.copytree(other / "results/dumps/batch000", work / "results/dumps/batch000")
-    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "pack_samples", check=False)
+    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "vanishing", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
 

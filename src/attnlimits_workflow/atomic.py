@@ -18,6 +18,7 @@ def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(final)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     _remove(tmp)
     try:
@@ -28,6 +29,20 @@ def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _remove_stale(final: Path) -> None:
+    """Remove temporaries of ``final`` left by processes that no longer exist (a SIGKILL leaves
+    them: nothing runs at that signal). Snakemake never runs two jobs for one output, so a
+    temporary whose writer is gone cannot belong to a live job."""
+    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError):
+            _remove(tmp)
+        except PermissionError:  # alive, owned by someone else
+            pass
 
 
 def _remove(path: Path) -> None:
