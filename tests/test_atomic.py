@@ -33,7 +33,9 @@ def test_replaces_an_existing_directory(tmp_path):
 
 
 def test_stale_temporaries_of_dead_writers_are_swept(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     stale = tmp_path / f".out.tmp-{int(dead.stdout)}"
     stale.mkdir()
     with atomic_path(tmp_path / "out") as tmp:

@@ -149,7 +149,9 @@ def test_norms_match_the_vectors(dump):
     out, _ = dump
     full = load_samples([out], 32, "value", with_query_keys=True, with_norms=True, expected=PROV)
     np.testing.assert_allclose(full.query_norm, np.linalg.norm(full.query, axis=1), rtol=1e-6)
-    np.testing.assert_allclose(full.key_norm_max, np.linalg.norm(full.keys, axis=2).max(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(
+        full.key_norm_max, np.linalg.norm(full.keys, axis=2).max(axis=1), rtol=1e-6
+    )
 
 
 def test_pack_round_trip(dump, tmp_path):

@@ -11,7 +11,6 @@ import time
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from project import REPO, SNAKEMAKE, snakemake, synthetic_text, tiny_config, write_config
 
 pytestmark = pytest.mark.slow
@@ -32,8 +31,21 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     killed.mkdir()
     snakemake(clean, long_config(clean), "--cores", "1", "results/dumps/batch000")
     cfg = long_config(killed)
-    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(killed), "--cores", "1", "results/dumps/batch000", "--configfile", str(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        *SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(killed),
+        "--cores",
+        "1",
+        "results/dumps/batch000",
+        "--configfile",
+        str(cfg),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     log = killed / "logs/extract/batch000.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -59,7 +71,10 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     "content, message",
     [
         (b"", "empty"),
-        (b"*** START OF THE PROJECT GUTENBERG EBOOK X ***\nprince\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n", "full chunks of 64"),
+        (
+            b"*** START OF THE PROJECT GUTENBERG EBOOK X ***\nprince\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n",
+            "full chunks of 64",
+        ),
         (b"prince andrew \xff\xfe war", "not valid utf-8 at byte 14"),
     ],
     ids=["empty", "shorter-than-a-chunk", "not-utf8"],
@@ -67,7 +82,14 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
 def test_bad_corpus_is_one_clear_line(tmp_path, content, message):
     cfg = tiny_config(tmp_path)
     (tmp_path / "corpus.txt").write_bytes(content)
-    proc = snakemake(tmp_path, write_config(tmp_path, cfg), "--cores", "1", "results/chunks/tokens.parquet", check=False)
+    proc = snakemake(
+        tmp_path,
+        write_config(tmp_path, cfg),
+        "--cores",
+        "1",
+        "results/chunks/tokens.parquet",
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and message in out
     assert not (tmp_path / "results/chunks/tokens.parquet").exists()
@@ -77,8 +99,13 @@ def test_corpus_without_markers_is_used_whole_with_a_warning(tmp_path):
     cfg = tiny_config(tmp_path)
     text = synthetic_text().split("***")[2].split("\n", 1)[1]  # the body only
     (tmp_path / "corpus.txt").write_text(text)
-    snakemake(tmp_path, write_config(tmp_path, cfg), "--cores", "1", "resources/corpus/synthetic.txt")
-    assert "no Project Gutenberg START/END markers" in (tmp_path / "logs/download_corpus/synthetic.log").read_text()
+    snakemake(
+        tmp_path, write_config(tmp_path, cfg), "--cores", "1", "resources/corpus/synthetic.txt"
+    )
+    assert (
+        "no Project Gutenberg START/END markers"
+        in (tmp_path / "logs/download_corpus/synthetic.log").read_text()
+    )
     assert (tmp_path / "resources/corpus/synthetic.txt").read_text() == text.strip()
 
 
@@ -96,7 +123,16 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     shutil.copytree(src, work)
     layer = work / "results/dumps/batch001/layer01.parquet"
     layer.write_bytes(layer.read_bytes()[:-200])
-    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "vanishing", check=False)
+    proc = snakemake(
+        work,
+        cfg,
+        "--cores",
+        "1",
+        "results/summary/vanishing.csv",
+        "--forcerun",
+        "vanishing",
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
     assert not (work / "results/dumps/batch001").exists()  # moved aside, so it counts as missing
@@ -118,7 +154,16 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     shutil.copytree(src, work)
     shutil.rmtree(work / "results/dumps/batch000")
     shutil.copytree(other / "results/dumps/batch000", work / "results/dumps/batch000")
-    proc = snakemake(work, cfg, "--cores", "1", "results/summary/vanishing.csv", "--forcerun", "vanishing", check=False)
+    proc = snakemake(
+        work,
+        cfg,
+        "--cores",
+        "1",
+        "results/summary/vanishing.csv",
+        "--forcerun",
+        "vanishing",
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
 

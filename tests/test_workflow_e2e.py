@@ -131,4 +131,6 @@ def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
     conf = yaml.safe_load(cfg.read_text())
     conf["analysis"]["separability"]["n_grid"] = [1, 4, 8]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
-    assert sorted(rules) == sorted(["separability", "summarise_separability", "fig3", "table1", "all"])
+    assert sorted(rules) == sorted(
+        ["separability", "summarise_separability", "fig3", "table1", "all"]
+    )
