@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .selection import random_subset_indices, top_n_indices, top_n_mask
+from .selection import random_subset_indices
 
 FloatArray = NDArray[np.floating]
 # |a - b|^2 below this fraction of |a|^2 + |b|^2 is recomputed directly (float64 keeps ~16 digits;
@@ -38,6 +38,16 @@ class Weighted:
     x_sq: NDArray[np.float64]  # (S, L): |x_i|^2
     xbar: NDArray[np.float64]  # (S, d): sum_i a_i
     x_dot_xbar: NDArray[np.float64]  # (S, L): x_i . xbar
+    order: NDArray[np.intp]  # (S, L): indices by decreasing weight, ties to the lower index
+
+    def top_n(self, n: int) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """(indices, mask) of the top-n set, from the cached order (same rule as top_n_indices)."""
+        if not 1 <= n <= self.alpha.shape[1]:
+            raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={self.alpha.shape[1]}")
+        idx = self.order[:, :n]
+        mask = np.zeros(self.alpha.shape, dtype=bool)
+        np.put_along_axis(mask, idx, True, axis=1)
+        return idx, mask
 
 
 def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
@@ -57,6 +67,7 @@ def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
         x_sq=np.einsum("sld,sld->sl", x64, x64),
         xbar=xbar,
         x_dot_xbar=_mat_vec(x64, xbar),
+        order=np.argsort(-alpha, axis=1, kind="stable"),
     )
 
 
@@ -102,7 +113,7 @@ def distance_for_mask(alpha, x, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
 def distance_to_context(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """The true distance d~ (Eq. 7) for the top-``n`` set of each sample; shape (S,)."""
     w = _as_weighted(alpha, x)
-    return distance_for_mask(w, None, top_n_mask(w.alpha, n))
+    return distance_for_mask(w, None, w.top_n(n)[1])
 
 
 def fixed_set_upper_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
@@ -113,8 +124,7 @@ def fixed_set_upper_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
-    idx = top_n_indices(w.alpha, n)
-    mask = top_n_mask(w.alpha, n)
+    idx, mask = w.top_n(n)
     mass = np.take_along_axis(w.alpha, idx, axis=1).sum(axis=1)
     max_selected_norm = np.sqrt(np.take_along_axis(w.x_sq, idx, axis=1).max(axis=1))
     d1 = _max_cross_distance(w, idx, mask)

@@ -42,8 +42,10 @@ def min_pairwise_distance(x: FloatArray, block: int = 64) -> NDArray[np.float64]
     diag = np.eye(length, dtype=bool)
     for start in range(0, n_samples, block):
         xb = x[start : start + block]
-        gram = np.matmul(xb, np.swapaxes(xb, 1, 2))
-        d2 = sq[start : start + block, :, None] + sq[start : start + block, None, :] - 2.0 * gram
+        d2 = np.matmul(xb, np.swapaxes(xb, 1, 2))  # Gram, turned into squared distances in place
+        d2 *= -2.0
+        d2 += sq[start : start + block, :, None]
+        d2 += sq[start : start + block, None, :]
         d2[:, diag] = np.inf
         out[start : start + block] = np.sqrt(np.maximum(d2.min(axis=(1, 2)), 0.0))
     return out
