@@ -2,8 +2,11 @@
 # (Mudarisov et al., NeurIPS 2025). Stages: corpus -> model -> chunks -> extraction (the only
 # model pass) -> per-parameter analyses -> summaries -> figures, tables and report.
 
+import os
 
-configfile: "config/config.yaml"
+
+# Resolved against the repository, so `snakemake -d elsewhere` finds the defaults too.
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 report: "workflow/report/workflow.rst"
@@ -15,6 +18,13 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
+
+
+# Downloads need the internet, which cluster compute nodes often lack: run them where Snakemake runs.
+localrules:
+    all,
+    download_corpus,
+    fetch_model,
 
 
 rule all:
