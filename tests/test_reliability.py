@@ -117,27 +117,32 @@ def finished(tmp_path_factory):
     return tmp, cfg
 
 
+def rerun_vanishing(work, cfg, check=True):
+    """Force the vanishing analysis, which reads every dump directly."""
+    return snakemake(
+        work,
+        cfg,
+        "--cores",
+        "2",
+        "results/summary/vanishing.csv",
+        "--forcerun",
+        "vanishing",
+        check=check,
+    )
+
+
 def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     src, cfg = finished
     work = tmp_path / "w"
     shutil.copytree(src, work)
     layer = work / "results/dumps/batch001/layer01.parquet"
     layer.write_bytes(layer.read_bytes()[:-200])
-    proc = snakemake(
-        work,
-        cfg,
-        "--cores",
-        "1",
-        "results/summary/vanishing.csv",
-        "--forcerun",
-        "vanishing",
-        check=False,
-    )
+    proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
     assert not (work / "results/dumps/batch001").exists()  # moved aside, so it counts as missing
     # the same command again: the damaged batch is rebuilt, then the analysis runs
-    snakemake(work, cfg, "--cores", "2", "results/summary/vanishing.csv", "--forcerun", "vanishing")
+    rerun_vanishing(work, cfg)
     assert pq.read_table(work / "results/dumps/batch001/layer01.parquet").equals(
         pq.read_table(src / "results/dumps/batch001/layer01.parquet")
     )
@@ -154,16 +159,7 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     shutil.copytree(src, work)
     shutil.rmtree(work / "results/dumps/batch000")
     shutil.copytree(other / "results/dumps/batch000", work / "results/dumps/batch000")
-    proc = snakemake(
-        work,
-        cfg,
-        "--cores",
-        "1",
-        "results/summary/vanishing.csv",
-        "--forcerun",
-        "vanishing",
-        check=False,
-    )
+    proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
 

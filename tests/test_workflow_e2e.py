@@ -1,6 +1,9 @@
 """End-to-end: the workflow on a tiny random-init GPT-2 and a synthetic text, through chunking,
 then `all`, plus staleness, targeted builds and determinism."""
 
+import os
+import shutil
+
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
@@ -14,8 +17,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def done_run(tmp_path_factory):
     """One complete `snakemake --cores 2 all` run, shared by the read-only checks below."""
+    from project import REPO
+
     tmp = tmp_path_factory.mktemp("e2e")
-    cfg = write_config(tmp, tiny_config(tmp))
+    style = tmp / "style.mplstyle"  # a copy we may edit, standing for the user's style file
+    shutil.copy(REPO / "workflow/report/attnlimits.mplstyle", style)
+    cfg = write_config(tmp, tiny_config(tmp, **{"figures.style": str(style)}))
     snakemake(tmp, cfg, "--cores", "2", "all")
     return tmp, cfg
 
@@ -73,17 +80,16 @@ def test_noop_rerun_schedules_nothing(done_run):
     assert planned_rules(tmp, cfg, "all") == []
 
 
-def test_style_change_reruns_only_figures(done_run, tmp_path):
-    from project import REPO
-
+def test_style_change_reruns_only_figures(done_run):
     tmp, cfg = done_run
-    style = tmp_path / "style.mplstyle"
-    style.write_text(
-        (REPO / "workflow/report/attnlimits.mplstyle").read_text() + "\nlines.linewidth: 2.0\n"
-    )
-    conf = yaml.safe_load(cfg.read_text())
-    conf["figures"] = {"style": str(style)}
-    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    style = tmp / "style.mplstyle"
+    original = style.read_text()
+    try:
+        style.write_text(original + "\nlines.linewidth: 2.0\n")
+        rules = planned_rules(tmp, cfg, "all")
+    finally:
+        style.write_text(original)
+        os.utime(style, (0, 0))  # older than every figure again: the shared run stays up to date
     assert sorted(rules) == ["all", "fig1", "fig2", "fig3", "fig4"]
 
 
@@ -92,7 +98,10 @@ def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
     conf = yaml.safe_load(cfg.read_text())
     conf["analysis"]["gradient"]["temperatures"] = [0.01, 0.03, 0.1, 1.0, 20.0]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
-    assert sorted(rules) == sorted(["gradient", "summarise_gradient", "fig4", "table1", "all"])
+    # effective_config records the changed config for the report; nothing depends on it
+    assert sorted(rules) == sorted(
+        ["gradient", "summarise_gradient", "fig4", "table1", "effective_config", "all"]
+    )
 
 
 def test_model_change_reruns_everything_downstream(done_run, tmp_path):
@@ -132,5 +141,5 @@ def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
     conf["analysis"]["separability"]["n_grid"] = [1, 4, 8]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
     assert sorted(rules) == sorted(
-        ["separability", "summarise_separability", "fig3", "table1", "all"]
+        ["separability", "summarise_separability", "fig3", "table1", "effective_config", "all"]
     )

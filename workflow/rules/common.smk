@@ -102,4 +102,4 @@ TABLES = ["table1"]
 def final_outputs():
     figs = [f"figures/{f}.{ext}" for f in FIGURES for ext in ("pdf", "png")]
     tabs = [f"tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
-    return figs + tabs
+    return figs + tabs + [results("summary", "config.yaml")]

@@ -99,3 +99,20 @@ rule table1:
         analysis=ANALYSIS,
     script:
         "../scripts/make_table1.py"
+
+
+rule effective_config:
+    output:
+        report(
+            results("summary", "config.yaml"),
+            caption="../report/config.rst",
+            category="Configuration",
+        ),
+    log:
+        "logs/tables/effective_config.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        config=config,
+    script:
+        "../scripts/write_config.py"
