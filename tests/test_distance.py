@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from strategies import attention_samples
 
 from attnlimits import distance as dist
-from attnlimits.selection import random_subset_mask, top_n_indices, top_n_mask
+from attnlimits.selection import top_n_indices, top_n_mask
 
 
 def one(alpha, x):
@@ -27,12 +27,6 @@ class TestSelection:
     def test_n_out_of_range_is_refused(self, n):
         with pytest.raises(ValueError, match="1 <= N <= L"):
             top_n_indices(np.ones((1, 3)) / 3, n)
-
-    def test_random_subsets_have_size_n_and_are_uniform(self, rng):
-        masks = random_subset_mask(20000, 4, 2, rng)
-        assert (masks.sum(axis=1) == 2).all()
-        # each index is in the subset with probability N/L = 1/2
-        np.testing.assert_allclose(masks.mean(axis=0), 0.5, atol=0.02)
 
 
 class TestDistanceHandCases:

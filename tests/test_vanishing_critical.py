@@ -24,6 +24,16 @@ def test_delta_uses_the_largest_key():
     assert corollary1_delta(q, k, 0.5)[0] == pytest.approx(5.0)
 
 
+def test_delta_from_norms_equals_delta_from_vectors(rng):
+    from attnlimits.vanishing import corollary1_delta_from_norms
+
+    q, k = rng.normal(size=(5, 4)), rng.normal(size=(5, 7, 4))
+    from_norms = corollary1_delta_from_norms(
+        np.linalg.norm(q, axis=1), np.linalg.norm(k, axis=2).max(axis=1), 0.5
+    )
+    np.testing.assert_allclose(from_norms, corollary1_delta(q, k, 0.5))
+
+
 def test_corollary1_holds_for_cauchy_schwarz_logits(rng):
     q, k = rng.normal(size=(50, 4)), rng.normal(size=(50, 16, 4))
     logits = np.einsum("sd,sld->sl", q, k) * 0.5

@@ -30,23 +30,6 @@ def top_n_mask(alpha: NDArray[np.floating], n: int) -> NDArray[np.bool_]:
     return mask
 
 
-def random_subset_mask(
-    n_samples: int, length: int, n: int, rng: np.random.Generator
-) -> NDArray[np.bool_]:
-    """One uniformly random size-``n`` subset of {0..L-1} per sample, as a mask (S, L).
-
-    Ranking i.i.d. uniform keys gives every subset of size n the same probability.
-    """
-    keys = rng.random((n_samples, length))
-    idx = np.argpartition(keys, n - 1, axis=1)[:, :n] if n < length else None
-    mask = np.zeros((n_samples, length), dtype=bool)
-    if idx is None:
-        mask[:] = True
-    else:
-        np.put_along_axis(mask, idx, True, axis=1)
-    return mask
-
-
 def random_subset_indices(
     shape: tuple[int, ...], length: int, n: int, rng: np.random.Generator
 ) -> NDArray[np.intp]:

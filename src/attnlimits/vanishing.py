@@ -30,7 +30,18 @@ def corollary1_delta(query: FloatArray, keys: FloatArray, scale: float) -> NDArr
     """
     qn = np.linalg.norm(np.asarray(query, dtype=np.float64), axis=-1)
     kn = np.linalg.norm(np.asarray(keys, dtype=np.float64), axis=-1).max(axis=-1)
-    return scale * qn * kn
+    return corollary1_delta_from_norms(qn, kn, scale)
+
+
+def corollary1_delta_from_norms(
+    query_norm: FloatArray, key_norm_max: FloatArray, scale
+) -> NDArray[np.float64]:
+    """The same Delta / T from ||q|| and max_i ||k_i|| (what the dumps store per row)."""
+    return (
+        np.asarray(scale, dtype=np.float64)
+        * np.asarray(query_norm, dtype=np.float64)
+        * np.asarray(key_norm_max, dtype=np.float64)
+    )
 
 
 def vanishing(alpha: FloatArray, logits: FloatArray, delta_over_t: FloatArray) -> Vanishing:

@@ -3,7 +3,7 @@
 import numpy as np
 import polars as pl
 
-from attnlimits.vanishing import vanishing
+from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
 from attnlimits_workflow.dumps import load_samples
 from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sample_keys, write_table
 
@@ -19,8 +19,7 @@ samples = load_samples(
     expected=provenance(snakemake.input.model, snakemake.input.tokens),
 )
 S = samples.weights.shape[0]
-# Delta/T = scale * |q| * max_i |k_i| (Cauchy-Schwarz bound on every logit; docs/paper-notes.md)
-delta = samples.score_scale * samples.query_norm * samples.key_norm_max
+delta = corollary1_delta_from_norms(samples.query_norm, samples.key_norm_max, samples.score_scale)
 res = vanishing(samples.weights, samples.logits, delta)
 table = pl.DataFrame(
     {
