@@ -1,0 +1,122 @@
+"""The workflow through a real SLURM scheduler: a single-node cluster on 127.0.0.1
+(tests/slurm_cluster.py), the repository's profile, and snakemake-executor-plugin-slurm."""
+
+import re
+import subprocess
+import time
+
+import polars as pl
+import pytest
+from project import REPO, SNAKEMAKE, tiny_config, write_config
+from slurm_cluster import Cluster, missing_requirements
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+REASON = missing_requirements()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+# No accounting database on the test cluster: job states come from squeue (the cluster keeps
+# finished jobs for MinJobAge = 300 s); the first status check after 1 s instead of 40.
+PROFILE_ARGS = [
+    "--workflow-profile",
+    str(REPO / "profiles" / "slurm"),
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("slurm"))
+    c.start()
+    yield c
+    left = c.stop()
+    assert left == [], f"daemons still running after teardown: {left}"
+    assert not any(_alive_pid(pid) for pid in c.pids().values())
+
+
+def _alive_pid(pid: int) -> bool:
+    from slurm_cluster import _alive
+
+    return _alive(pid)
+
+
+def _snakemake(cluster, workdir, config, *args, **kwargs):
+    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *PROFILE_ARGS, *args]
+    cmd += ["--configfile", str(config)]
+    return subprocess.Popen(
+        cmd,
+        env=cluster.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
+
+
+def _squeue(cluster, *fields):
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "|".join(fields)],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [line.split("|") for line in out.stdout.splitlines()]
+
+
+def test_workflow_runs_through_slurm_and_equals_the_local_run(cluster, done_run, tmp_path):
+    local, _ = done_run
+    cfg = write_config(tmp_path, tiny_config(tmp_path))
+    proc = _snakemake(cluster, tmp_path, cfg, "all")
+    log, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, log[-6000:]
+
+    # Every job went to SLURM: Snakemake logged the ids, slurmctld scheduled and finished them.
+    ids = sorted(set(map(int, re.findall(r"submitted with SLURM jobid (\d+)", log))))
+    # chunking, 2 extraction batches, 2 analyses groups, 1 beyond, 1 assembly, effective_config
+    assert len(ids) == 8, log[-4000:]
+    ctld = cluster.log("slurmctld").read_text()
+    for i in ids:
+        assert re.search(rf"Allocate JobId={i}\b", ctld), i
+        assert re.search(rf"_job_complete: JobId={i} done", ctld), i
+    comments = {c for _, c in _squeue(cluster, "%i", "%k")}
+    assert {"rule_chunk_corpus", "rule_extract_batch_wildcards_000"} <= comments
+
+    # The same results as `snakemake --cores 2 all` on one machine.
+    for a in sorted((local / "results/analysis").rglob("*.parquet")):
+        b = tmp_path / a.relative_to(local)
+        assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
+    for a in sorted((local / "results/summary").glob("*.csv")):
+        assert a.read_text() == (tmp_path / a.relative_to(local)).read_text(), a
+    for t in ("table1.csv", "table2.csv", "coverage.csv", "heads.csv"):
+        assert (local / "tables" / t).read_text() == (tmp_path / "tables" / t).read_text(), t
+
+
+def test_cancelled_job_is_reported_and_a_rerun_completes(cluster, tmp_path):
+    cfg = write_config(tmp_path, tiny_config(tmp_path))
+    target = "results/dumps/batch000"
+    proc = _snakemake(cluster, tmp_path, cfg, target)
+    deadline = time.monotonic() + 300
+    cancelled = None
+    while cancelled is None and time.monotonic() < deadline and proc.poll() is None:
+        for job_id, comment, state in _squeue(cluster, "%i", "%k", "%T"):
+            if comment.startswith("rule_extract_batch") and state == "RUNNING":
+                subprocess.run(["scancel", job_id], env=cluster.env(), check=True)
+                cancelled = job_id
+        time.sleep(0.2)
+    log, _ = proc.communicate(timeout=600)
+    assert cancelled, "never saw the extraction job running\n" + log[-4000:]
+    assert proc.returncode != 0
+    assert f"SLURM-job '{cancelled}' failed" in log, log[-4000:]
+    assert not (tmp_path / target).exists()  # no half-written dump left behind
+
+    proc = _snakemake(cluster, tmp_path, cfg, target)
+    log, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, log[-4000:]
+    assert sorted(p.name for p in (tmp_path / target).glob("layer*.parquet")) == [
+        "layer00.parquet",
+        "layer01.parquet",
+    ]
