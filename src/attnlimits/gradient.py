@@ -44,29 +44,34 @@ def finite_difference_sensitivity(
     return out
 
 
-def softmax_jacobian_norm_from_weights(
-    weights: FloatArray, iterations: int = 200
+def largest_eigenvalue_diag_minus_rank_one(
+    diagonal: FloatArray, v_squared: FloatArray, iterations: int = 200
 ) -> NDArray[np.float64]:
-    """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD), per row, without forming J.
+    """Largest eigenvalue of diag(d) - v v^T per row, without forming the matrix.
 
-    The eigenvalues of a diagonal matrix minus a rank-one term interlace its diagonal, so the
-    largest lies in [a_(2), a_(1)] and is the root there of the secular equation
-        f(lam) = 1 - sum_i a_i^2 / (a_i - lam),
+    Takes d and v**2 (S, L). The eigenvalues of a diagonal matrix minus a rank-one term
+    interlace its diagonal, so the largest lies in [d_(2), d_(1)] and is the root there of the
+    secular equation
+        f(lam) = 1 - sum_i v_i^2 / (d_i - lam),
     which is strictly decreasing on that interval. Bisection in float64 finds it; a tie of the
-    two largest weights makes lam = a_(1) exactly (eigenvector e_i - e_j).
+    two largest d makes lam = d_(1) exactly. Entries with v_i = 0 drop out of f (their e_i is an
+    eigenvector with eigenvalue d_i, which is then the answer only if it is the largest).
     """
-    a = np.asarray(weights, dtype=np.float64)
-    if a.ndim == 1:
-        a = a[None, :]
+    d = np.asarray(diagonal, dtype=np.float64)
+    v2 = np.asarray(v_squared, dtype=np.float64)
+    if d.ndim == 1:
+        d, v2 = d[None, :], v2[None, :]
     top2 = (
-        -np.sort(-a, axis=1)[:, :2] if a.shape[1] > 1 else np.concatenate([a, np.zeros_like(a)], 1)
+        -np.sort(-d, axis=1)[:, :2] if d.shape[1] > 1 else np.concatenate([d, np.zeros_like(d)], 1)
     )
     lo, hi = top2[:, 1].copy(), top2[:, 0].copy()
-    a2 = a * a
+    # d_(1) with v = 0 there is itself an eigenvalue and the largest.
+    top_free = np.take_along_axis(v2, np.argmax(d, axis=1)[:, None], axis=1)[:, 0] == 0
+    lo = np.where(top_free, hi, lo)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(a2 > 0, a2 / (a - mid[:, None]), 0.0)
+            terms = np.where(v2 > 0, v2 / (d - mid[:, None]), 0.0)
         f = 1.0 - terms.sum(axis=1)
         go_up = f > 0  # root lies above mid
         lo = np.where(go_up, mid, lo)
@@ -74,6 +79,14 @@ def softmax_jacobian_norm_from_weights(
         if np.all(hi - lo <= 1e-15 * np.maximum(hi, 1e-300)):
             break
     return 0.5 * (lo + hi)
+
+
+def softmax_jacobian_norm_from_weights(
+    weights: FloatArray, iterations: int = 200
+) -> NDArray[np.float64]:
+    """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD, the softmax Jacobian at T = 1)."""
+    a = np.asarray(weights, dtype=np.float64)
+    return largest_eigenvalue_diag_minus_rank_one(a, a * a, iterations)
 
 
 def softmax_jacobian_norm(logits: FloatArray, temperature: float) -> NDArray[np.float64]:
