@@ -18,6 +18,7 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/beyond.smk"
 
 
 # Downloads need the internet, which cluster compute nodes often lack: run them where Snakemake runs.

@@ -12,3 +12,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def done_run(tmp_path_factory):
+    """One complete local `snakemake --cores 2 all` on the tiny project, shared by the read-only
+    end-to-end checks and by the SLURM test (whose outputs must equal it)."""
+    import shutil
+
+    from project import REPO, snakemake, tiny_config, write_config
+
+    tmp = tmp_path_factory.mktemp("e2e")
+    style = tmp / "style.mplstyle"  # a copy we may edit, standing for the user's style file
+    shutil.copy(REPO / "workflow/report/attnlimits.mplstyle", style)
+    cfg = write_config(tmp, tiny_config(tmp, **{"figures.style": str(style)}))
+    snakemake(tmp, cfg, "--cores", "2", "all")
+    return tmp, cfg

@@ -110,6 +110,32 @@ BAD = [
     ),
     ("bad-sha", "corpus.sha256", "xyz", "corpus.sha256:"),
     ("missing-style", "figures.style", "/nonexistent.mplstyle", "figures.style:"),
+    (
+        "unknown-normalizer",
+        "beyond.normalizers.soft",
+        {"kind": "softermax"},
+        "beyond.normalizers.soft.kind: 'softermax' is not one of",
+    ),
+    (
+        "normalizer-bad-parameter",
+        "beyond.normalizers.sparse",
+        {"kind": "sparsemax", "s": 0.5},
+        "beyond.normalizers.sparse.s: not a parameter of sparsemax; allowed: temperature",
+    ),
+    (
+        "normalizer-negative-temperature",
+        "beyond.normalizers.cold",
+        {"kind": "softmax", "temperature": -1},
+        "beyond.normalizers.cold.temperature:",
+    ),
+    (
+        "normalizer-bad-name",
+        "beyond.normalizers",
+        {"a/b": {"kind": "softmax"}},
+        "beyond.normalizers:",
+    ),
+    ("beyond-n-off-grid", "beyond.n", 3, "beyond.n: N=3 is not in analysis.separability.n_grid"),
+    ("ns-threshold-above-one", "beyond.ns_ratio_threshold", 1.5, "beyond.ns_ratio_threshold:"),
 ]
 
 

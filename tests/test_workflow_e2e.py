@@ -2,7 +2,6 @@
 then `all`, plus staleness, targeted builds and determinism."""
 
 import os
-import shutil
 
 import numpy as np
 import polars as pl
@@ -12,19 +11,6 @@ import yaml
 from project import planned_rules, snakemake, tiny_config, write_config
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def done_run(tmp_path_factory):
-    """One complete `snakemake --cores 2 all` run, shared by the read-only checks below."""
-    from project import REPO
-
-    tmp = tmp_path_factory.mktemp("e2e")
-    style = tmp / "style.mplstyle"  # a copy we may edit, standing for the user's style file
-    shutil.copy(REPO / "workflow/report/attnlimits.mplstyle", style)
-    cfg = write_config(tmp, tiny_config(tmp, **{"figures.style": str(style)}))
-    snakemake(tmp, cfg, "--cores", "2", "all")
-    return tmp, cfg
 
 
 def test_chunking_stage(tmp_path):
@@ -50,12 +36,13 @@ def test_chunking_stage(tmp_path):
 
 def test_all_outputs_exist_and_hold_data(done_run):
     tmp, _ = done_run
-    for fig in ("fig1", "fig2", "fig3", "fig4"):
+    for fig in ("fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"):
         pdf = (tmp / f"figures/{fig}.pdf").read_bytes()
         assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF") and len(pdf) > 5000
         assert (tmp / f"figures/{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for ext in ("csv", "md", "tex"):
         assert (tmp / f"tables/table1.{ext}").stat().st_size > 500
+        assert (tmp / f"tables/table2.{ext}").stat().st_size > 500
     table = pl.read_csv(tmp / "tables/table1.csv")
     assert set(table["verdict"]) <= {"reproduced", "not reproduced", "not applicable"}
     assert table.height >= 15
@@ -66,6 +53,41 @@ def test_all_outputs_exist_and_hold_data(done_run):
     assert grad.height == 5 * 3 and (grad["jacobian_norm_max"] > 0).all()
     sep = pl.read_csv(tmp / "results/summary/separability.csv")
     assert sep["ratio_median"].is_between(0, 1).all()
+
+
+def test_beyond_the_paper_outputs(done_run):
+    tmp, _ = done_run
+    table2 = pl.read_csv(tmp / "tables/table2.csv")
+    names = [
+        "softmax",
+        "softmax_T0.1",
+        "softmax_T10",
+        "sparsemax",
+        "entmax15",
+        "ssmax",
+        "sa_softmax",
+    ]
+    assert table2["normalizer"].to_list() == names
+    row = {r["normalizer"]: r for r in table2.iter_rows(named=True)}
+    assert row["softmax"]["support_fraction"] == 1.0 and row["softmax"]["row_sum"] == 1.0
+    assert row["sparsemax"]["jacobian_norm"] in (0.0, 1.0)  # a projection: 0 or 1 at T = 1
+    assert row["sa_softmax"]["row_sum"] < 1.0
+    # softmax(l/T): the Jacobian norm scales as 1/T for near-uniform random-init attention
+    assert row["softmax_T0.1"]["jacobian_norm"] > row["softmax"]["jacobian_norm"]
+    assert row["softmax_T10"]["jacobian_norm"] < row["softmax"]["jacobian_norm"]
+    by_length = pl.read_csv(tmp / "results/summary/normalizers.csv")
+    assert by_length.height == 7 * 4 and (by_length["samples"] == 16).all()
+    assert "not a retrained model" in (tmp / "tables/table2.md").read_text()
+    heads = pl.read_csv(tmp / "tables/heads.csv")
+    assert heads.height == 2 * 2 and {"entropy", "ns_ratio", "t_eff", "saturated"} <= set(
+        heads.columns
+    )
+    assert heads["ns_ratio"].is_between(0, 1).all()
+    # 4 chunks per head: the KS test cannot reach p < 0.01, so no per-head critical N
+    assert heads["N_crit"].is_null().all() and (heads["ks_min_pvalue"] > 0.01).all()
+    cov = pl.read_csv(tmp / "tables/coverage.csv")
+    assert cov.filter(pl.col("layer") == "all")["N"].to_list() == [1, 4, 16]
+    assert cov["coverage"].is_between(0, 1).all() and cov["predicted_paper"].is_between(0, 1).all()
 
 
 def test_every_rule_logged(done_run):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +21,12 @@ def ks_pvalue(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) ->
     from scipy import stats  # imported here: scipy.stats costs ~1 s, most callers never need it
 
     return float(stats.ks_2samp(a, b).pvalue)
+
+
+def ks_min_pvalue(n_a: int, n_b: int) -> float:
+    """The smallest p-value the two-sample KS test can give for these sizes (fully separated
+    samples). When it is >= alpha the test can never reject: a critical N would be meaningless."""
+    return ks_pvalue(np.arange(n_a, dtype=np.float64), n_a + np.arange(n_b, dtype=np.float64))
 
 
 @dataclass
@@ -84,3 +91,30 @@ def linear_fit(x: NDArray[np.floating], y: NDArray[np.floating]) -> tuple[float,
 
     res = stats.linregress(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
     return float(res.intercept), float(res.slope), float(res.rvalue**2)
+
+
+def critical_n_against_expectation(
+    prepared: list[tuple[slice, Any]],
+    n_samples: int,
+    max_n: int,
+    ks_alpha: float,
+    draws: int,
+    rng_for_n: Callable[[int], np.random.Generator],
+) -> CriticalN:
+    """Critical N of d~ against the Monte-Carlo expectation E over random top-N sets.
+
+    ``prepared`` holds (slice of the samples, :func:`attnlimits.distance.weighted` of that block);
+    ``rng_for_n(n)`` gives the generator of the draws at N, so a value does not depend on the
+    order in which the search visits N.
+    """
+    from . import distance as dist
+
+    def pvalue(n: int) -> float:
+        d_tilde, expected = np.empty(n_samples), np.empty(n_samples)
+        rng = rng_for_n(n)
+        for sl, w in prepared:
+            d_tilde[sl] = dist.distance_to_context(w, n=n)
+            expected[sl] = dist.monte_carlo_expected_distance(w, None, n, draws, rng)[0]
+        return ks_pvalue(d_tilde, expected)
+
+    return critical_n_search(pvalue, max_n, ks_alpha)

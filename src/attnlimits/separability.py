@@ -83,10 +83,11 @@ def xi(alpha_selected: FloatArray, delta: FloatArray, radius_m: float) -> NDArra
         return np.where(xi2 >= 0, np.sqrt(np.maximum(xi2, 0.0)), np.nan)
 
 
-def separability(
-    alpha: FloatArray, x_sphere: FloatArray, n: int, delta: FloatArray, radius_m: float
-) -> Separability:
-    """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M)."""
+def distinguishable(
+    alpha: FloatArray, x_sphere: FloatArray, n: int
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64]]:
+    """(selected, distinguishable, r) of Eq. (10): the top-``n`` mask, the mask of the selected
+    tokens with ||alpha_i x_i - s|| <= r (N_s of them per row), and r (NaN when N >= L)."""
     alpha = np.asarray(alpha, dtype=np.float64)
     x = np.asarray(x_sphere, dtype=np.float64)
     n_samples, length = alpha.shape
@@ -94,10 +95,18 @@ def separability(
     scaled = alpha[:, :, None] * x
     s = np.matmul(np.where(mask, alpha, 0.0)[:, None, :], x)[:, 0, :]
     dist = norms_to_point(scaled, s, np.einsum("sld,sld->sl", scaled, scaled))
+    radius = np.where(n >= length, np.nan, np.where(mask, np.inf, dist).min(axis=1))
+    return mask, mask & (dist <= radius[:, None]), radius
 
+
+def separability(
+    alpha: FloatArray, x_sphere: FloatArray, n: int, delta: FloatArray, radius_m: float
+) -> Separability:
+    """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    n_samples, length = alpha.shape
+    mask, inside, radius = distinguishable(alpha, x_sphere, n)
     no_outside = np.full(n_samples, n >= length)
-    radius = np.where(no_outside, np.nan, np.where(mask, np.inf, dist).min(axis=1))
-    inside = mask & (dist <= radius[:, None])
     n_s = inside.sum(axis=1).astype(np.int64)
 
     alpha_sel = np.take_along_axis(alpha, np.argsort(~mask, axis=1, kind="stable")[:, :n], axis=1)

@@ -124,6 +124,26 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     n_below("analysis.separability.n_grid", s["n_grid"], s["length"])
     in_lengths("analysis.gradient.length", a["gradient"]["length"])
 
+    b = config["beyond"]
+    if b["n"] not in s["n_grid"]:
+        errs.append(
+            f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(s['n_grid'])}"
+        )
+    from attnlimits.normalizers import KINDS, parameters
+
+    for name, entry in b["normalizers"].items():
+        if entry["kind"] not in KINDS:
+            errs.append(
+                f"beyond.normalizers.{name}.kind: {entry['kind']!r} is not one of {sorted(KINDS)}"
+            )
+            continue
+        allowed = parameters(entry["kind"])
+        for key in sorted(set(entry) - {"kind"} - set(allowed)):
+            errs.append(
+                f"beyond.normalizers.{name}.{key}: not a parameter of {entry['kind']}; "
+                f"allowed: {', '.join(allowed) or 'none'}"
+            )
+
     corpus = config["corpus"]
     if corpus.get("path") and not Path(corpus["path"]).is_file():
         errs.append(f"corpus.path: {corpus['path']} does not exist or is not a file")

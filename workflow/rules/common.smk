@@ -95,11 +95,12 @@ def per_length_targets(kind):
     ]
 
 
-FIGURES = ["fig1", "fig2", "fig3", "fig4"]
-TABLES = ["table1"]
+FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"]
+TABLES = ["table1", "table2"]
 
 
 def final_outputs():
     figs = [f"figures/{f}.{ext}" for f in FIGURES for ext in ("pdf", "png")]
     tabs = [f"tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
-    return figs + tabs + [results("summary", "config.yaml")]
+    extra = ["tables/coverage.csv", "tables/coverage.md", "tables/heads.csv"]
+    return figs + tabs + extra + [results("summary", "config.yaml")]

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 
 from attnlimits.critical import linear_fit
-from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
+from attnlimits_workflow.tables import write_csv, write_latex, write_markdown
 
 log = job_logger(snakemake, "table1")
 inp, out, a = snakemake.input, snakemake.output, snakemake.params.analysis
@@ -193,42 +193,9 @@ for r in viol.iter_rows(named=True):
         )
 
 table = pl.DataFrame(rows)
-with atomic_path(out.csv) as tmp:
-    table.write_csv(tmp)
 run = json.load(open(inp.run))
 header = f"Reproduction scorecard: {run['model']} ({run['weights']}), corpus {run['corpus']}, {run['chunks']} chunks, {run['samples_per_L']} samples per L."
-md = [header, "", "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-md += ["| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |" for r in table.iter_rows()]
-with atomic_path(out.md) as tmp:
-    tmp.write_text("\n".join(md) + "\n")
-
-
-TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "_": r"\_",
-    "#": r"\#",
-    "$": r"\$",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "{": r"\{",
-    "}": r"\}",
-}
-
-
-def tex_escape(s: str) -> str:
-    return "".join(TEX.get(ch, ch) for ch in s)
-
-
-tex = [
-    r"\begin{tabular}{p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}}",
-    r"\hline",
-    " & ".join(c.replace("_", " ") for c in table.columns) + r" \\",
-    r"\hline",
-]
-tex += [" & ".join(tex_escape(str(v)) for v in r) + r" \\" for r in table.iter_rows()]
-tex += [r"\hline", r"\end{tabular}"]
-with atomic_path(out.tex) as tmp:
-    tmp.write_text(f"% {header}\n" + "\n".join(tex) + "\n")
+write_csv(table, out.csv)
+write_markdown(table, out.md, header)
+write_latex(table, out.tex, header, "p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}")
 log.info("table1: %d claims, %d reproduced", table.height, (table["verdict"] == "reproduced").sum())

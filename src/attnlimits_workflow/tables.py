@@ -1,0 +1,62 @@
+"""Writers for the small result tables: CSV, Markdown and LaTeX, each atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .atomic import atomic_path
+
+TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "{": r"\{",
+    "}": r"\}",
+}
+
+
+def tex_escape(s: str) -> str:
+    return "".join(TEX.get(ch, ch) for ch in s)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def write_csv(table: pl.DataFrame, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        table.write_csv(tmp)
+
+
+def write_markdown(table: pl.DataFrame, path: str | Path, header: str) -> None:
+    md = [header, "", "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    md += [
+        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in r) + " |" for r in table.iter_rows()
+    ]
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text("\n".join(md) + "\n")
+
+
+def write_latex(table: pl.DataFrame, path: str | Path, header: str, columns: str) -> None:
+    """``columns`` is the tabular column spec, e.g. "lrr"."""
+    tex = [
+        rf"\begin{{tabular}}{{{columns}}}",
+        r"\hline",
+        " & ".join(tex_escape(c.replace("_", " ")) for c in table.columns) + r" \\",
+        r"\hline",
+    ]
+    tex += [" & ".join(tex_escape(_cell(v)) for v in r) + r" \\" for r in table.iter_rows()]
+    tex += [r"\hline", r"\end{tabular}"]
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(f"% {tex_escape(header)}\n" + "\n".join(tex) + "\n")

@@ -1,0 +1,108 @@
+"""One normalizer's diagnostics on the model's logits, for every L: its weights, max weight,
+support, entropy and exact Jacobian norm; d~ and the Monte-Carlo expectation at N = n_fixed and
+the critical N (KS test); N_s/N over the separability grid at its L. A what-if re-normalisation
+of logits learned under softmax, not a retrained model."""
+
+import numpy as np
+import polars as pl
+
+from attnlimits import distance as dist
+from attnlimits import normalizers as nz
+from attnlimits.critical import critical_n_against_expectation
+from attnlimits.separability import distinguishable, project_to_sphere
+from attnlimits_workflow.dumps import read_pack
+from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
+
+log = job_logger(snakemake, "normalizer")
+timer = Timer()
+name = snakemake.wildcards.normalizer
+p = snakemake.params
+entry = dict(p.entry)
+kind = entry.pop("kind")
+normalizer = nz.get(kind)
+log.info("normalizer %s = %s(%s)", name, kind, entry)
+
+sample_frames, critical_rows, separability_frames = [], [], []
+for pack_dir in snakemake.input.packs:
+    pack = read_pack(pack_dir)
+    L, S = pack.length, pack.weights.shape[0]
+    # The same seeded subset of samples for every normalizer (the seed does not involve it).
+    rng = np.random.default_rng([p.seed, 6, L])
+    keep = np.sort(rng.choice(S, size=min(S, p.max_samples), replace=False))
+    logits = np.asarray(pack.logits[keep], dtype=np.float64)
+    x = np.asarray(pack.x[keep])
+    weights = normalizer.weights(logits, L, **entry)
+    jacobian = normalizer.jacobian_norm(logits, L, **entry)
+    n = min(p.n_fixed, L - 1)
+    prepared = [(sl, dist.weighted(weights[sl], x[sl])) for sl in blocks(len(keep), L, x.shape[2])]
+    d_tilde = np.empty(len(keep))
+    expected = np.empty(len(keep))
+    draw_rng = np.random.default_rng([p.seed, 7, L, n])
+    for sl, w in prepared:
+        d_tilde[sl] = dist.distance_to_context(w, n=n)
+        expected[sl] = dist.monte_carlo_expected_distance(w, None, n, p.mc_draws, draw_rng)[0]
+    sample_frames.append(
+        pl.DataFrame(
+            {
+                "normalizer": name,
+                "kind": kind,
+                **{k: v[keep] for k, v in sample_keys(pack).items()},
+                "L": np.full(len(keep), L, dtype=np.int32),
+                "max_weight": weights.max(axis=1),
+                "row_sum": weights.sum(axis=1),
+                "support": (weights > 0).sum(axis=1).astype(np.int32),
+                "entropy": nz.entropy(weights),
+                "jacobian_norm": jacobian,
+                "N": np.full(len(keep), n, dtype=np.int32),
+                "distance": d_tilde,
+                "mc_expectation": expected,
+            }
+        )
+    )
+    result = critical_n_against_expectation(
+        prepared,
+        len(keep),
+        L - 1,
+        p.ks_alpha,
+        p.mc_draws,
+        lambda m, L=L: np.random.default_rng([p.seed, 8, L, m]),
+    )
+    critical_rows.append(
+        {
+            "normalizer": name,
+            "L": L,
+            "N_crit": result.n_crit,
+            "evaluations": len(result.evaluations),
+            "samples": len(keep),
+        }
+    )
+    if L == p.separability_length:
+        x_sphere = project_to_sphere(x, p.radius)
+        for m in p.n_grid:
+            _, inside, _ = distinguishable(weights, x_sphere, m)
+            separability_frames.append(
+                pl.DataFrame(
+                    {
+                        "normalizer": name,
+                        "L": np.full(len(keep), L, dtype=np.int32),
+                        "N": np.full(len(keep), m, dtype=np.int32),
+                        "ratio": inside.sum(axis=1) / m,
+                    }
+                )
+            )
+    log.info(
+        "L=%d: %d samples, median max weight %.3g, median ||J|| %.3g, N_crit %s (%s)",
+        L,
+        len(keep),
+        np.median(weights.max(axis=1)),
+        np.median(jacobian),
+        result.n_crit,
+        timer,
+    )
+
+write_table(pl.concat(sample_frames), snakemake.output.samples)
+write_table(
+    pl.DataFrame(critical_rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output.critical_n
+)
+write_table(pl.concat(separability_frames), snakemake.output.separability)
+log.info("done in %s", timer)
