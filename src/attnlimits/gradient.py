@@ -68,6 +68,14 @@ def largest_eigenvalue_diag_minus_rank_one(
     # d_(1) with v = 0 there is itself an eigenvalue and the largest.
     top_free = np.take_along_axis(v2, np.argmax(d, axis=1)[:, None], axis=1)[:, 0] == 0
     lo = np.where(top_free, hi, lo)
+    # One non-zero v_i: the eigenvalues are d_i - v_i^2 and the other d_j, in closed form (a
+    # one-token sparsemax/entmax support gives exactly 0, where bisection would creep towards it).
+    single = (v2 > 0).sum(axis=1) == 1
+    if single.any():
+        i = np.argmax(v2[single], axis=1)[:, None]
+        own = np.take_along_axis(d[single] - v2[single], i, axis=1)[:, 0]
+        others = np.where(v2[single] > 0, -np.inf, d[single]).max(axis=1)
+        lo[single] = hi[single] = np.maximum(own, others)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
         with np.errstate(divide="ignore", invalid="ignore"):
