@@ -214,6 +214,7 @@ def monte_carlo_expected_distance(
     n_samples, length = w.alpha.shape
     idx = random_subset_indices((n_samples, draws), length, n, rng)  # (S, K, N)
     rows = np.arange(n_samples)[:, None, None]
+    masks = None
     if n <= 32:  # gathering N rows is cheapest for small subsets...
         s = w.scaled[rows, idx].sum(axis=2)  # (S, K, d): the draws' context vectors
     else:  # ...a (K x L) mask product for large ones (a gather would be (S, K, N, d))
@@ -227,7 +228,10 @@ def monte_carlo_expected_distance(
     np.maximum(d2, 0.0, out=d2)
     np.sqrt(d2, out=d2)
     # sum over the non-selected = sum over all - sum over the selected
-    selected = d2[rows, idx, np.arange(draws)[None, :, None]].sum(axis=2)  # (S, K)
+    if masks is None:
+        selected = d2[rows, idx, np.arange(draws)[None, :, None]].sum(axis=2)  # (S, K)
+    else:  # a contraction with the masks beats gathering (S, K, N) scattered entries
+        selected = np.einsum("skl,slk->sk", masks, d2)
     per_draw = d2.sum(axis=1) - selected
     mean = per_draw.mean(axis=1)
     if draws == 1:

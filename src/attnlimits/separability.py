@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .distance import norms_to_point
-from .selection import top_n_mask
+from .distance import Weighted, norms_to_point, weighted
 
 FloatArray = NDArray[np.floating]
 
@@ -84,17 +83,19 @@ def xi(alpha_selected: FloatArray, delta: FloatArray, radius_m: float) -> NDArra
 
 
 def distinguishable(
-    alpha: FloatArray, x_sphere: FloatArray, n: int
+    alpha, x_sphere: FloatArray | None, n: int
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64]]:
     """(selected, distinguishable, r) of Eq. (10): the top-``n`` mask, the mask of the selected
-    tokens with ||alpha_i x_i - s|| <= r (N_s of them per row), and r (NaN when N >= L)."""
-    alpha = np.asarray(alpha, dtype=np.float64)
-    x = np.asarray(x_sphere, dtype=np.float64)
-    n_samples, length = alpha.shape
-    mask = top_n_mask(alpha, n)
-    scaled = alpha[:, :, None] * x
-    s = np.matmul(np.where(mask, alpha, 0.0)[:, None, :], x)[:, 0, :]
-    dist = norms_to_point(scaled, s, np.einsum("sld,sld->sl", scaled, scaled))
+    tokens with ||alpha_i x_i - s|| <= r (N_s of them per row), and r (NaN when N >= L).
+
+    ``alpha`` may be a :class:`attnlimits.distance.Weighted` of (alpha, x_sphere), made once
+    and reused across N (``x_sphere`` then None).
+    """
+    w = alpha if isinstance(alpha, Weighted) else weighted(alpha, x_sphere)
+    length = w.alpha.shape[1]
+    _, mask = w.top_n(n)
+    s = np.matmul(mask[:, None, :].astype(np.float64), w.scaled)[:, 0, :]
+    dist = norms_to_point(w.scaled, s, w.scaled_sq)
     radius = np.where(n >= length, np.nan, np.where(mask, np.inf, dist).min(axis=1))
     return mask, mask & (dist <= radius[:, None]), radius
 

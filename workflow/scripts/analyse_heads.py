@@ -31,16 +31,18 @@ weights = np.asarray(pack.weights, dtype=np.float64)[order]
 logits = np.asarray(pack.logits, dtype=np.float64)[order]
 
 # --- multi-head coverage and N_s/N per sample, for every N of the separability grid
+selected = {n: np.zeros((S, L), dtype=bool) for n in p.n_grid}
+inside = {n: np.zeros((S, L), dtype=bool) for n in p.n_grid}
+for sl in blocks(S, L, pack.x.shape[2]):
+    # Projection and alpha_i x_i once per block, shared by every N.
+    w = dist.weighted(weights[sl], project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius))
+    for n in p.n_grid:
+        selected[n][sl], inside[n][sl], _ = distinguishable(w, None, n)
+    log.info("block %d:%d of %d (%s)", sl.start, sl.stop, S, timer)
 coverage_frames = []
-ratio_at_n = None
 for n in p.n_grid:
-    selected = np.zeros((S, L), dtype=bool)
-    inside = np.zeros((S, L), dtype=bool)
-    for sl in blocks(S, L, pack.x.shape[2]):
-        x_sphere = project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius)
-        selected[sl], inside[sl], _ = distinguishable(weights[sl], x_sphere, n)
     cov = head_coverage(
-        selected.reshape(n_groups, n_heads, L), inside.reshape(n_groups, n_heads, L)
+        selected[n].reshape(n_groups, n_heads, L), inside[n].reshape(n_groups, n_heads, L)
     )
     coverage_frames.append(
         pl.DataFrame(
@@ -59,11 +61,8 @@ for n in p.n_grid:
             }
         )
     )
-    if n == p.n:
-        ratio_at_n = inside.sum(axis=1) / n
-    log.info(
-        "N=%d: mean coverage %.3f, mean p %.3f (%s)", n, cov.coverage.mean(), cov.p.mean(), timer
-    )
+    log.info("N=%d: mean coverage %.3f, mean p %.3f", n, cov.coverage.mean(), cov.p.mean())
+ratio_at_n = inside[p.n].sum(axis=1) / p.n
 write_table(pl.concat(coverage_frames), snakemake.output.coverage)
 
 # --- per-head report

@@ -77,9 +77,9 @@ for pack_dir in snakemake.input.packs:
         }
     )
     if L == p.separability_length:
-        x_sphere = project_to_sphere(x, p.radius)
+        on_sphere = dist.weighted(weights, project_to_sphere(x, p.radius))
         for m in p.n_grid:
-            _, inside, _ = distinguishable(weights, x_sphere, m)
+            _, inside, _ = distinguishable(on_sphere, None, m)
             separability_frames.append(
                 pl.DataFrame(
                     {
