@@ -2,18 +2,9 @@
 # L), multi-head coverage and the per-head saturation report (one job at the separability L),
 # then their figures and tables. See docs/normalizers.md.
 
-BEYOND = config["beyond"]
-
 
 wildcard_constraints:
     normalizer=r"[A-Za-z0-9_.-]+",
-
-
-def normalizer_outputs(kind):
-    return [
-        results("beyond", "normalizers", name, f"{kind}.parquet")
-        for name in BEYOND["normalizers"]
-    ]
 
 
 rule normalizer:

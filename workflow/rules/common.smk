@@ -95,6 +95,16 @@ def per_length_targets(kind):
     ]
 
 
+BEYOND = config["beyond"]
+
+
+def normalizer_outputs(kind):
+    return [
+        results("beyond", "normalizers", name, f"{kind}.parquet")
+        for name in BEYOND["normalizers"]
+    ]
+
+
 FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"]
 TABLES = ["table1", "table2"]
 
