@@ -112,7 +112,16 @@ def test_style_change_reruns_only_figures(done_run):
     finally:
         style.write_text(original)
         os.utime(style, (0, 0))  # older than every figure again: the shared run stays up to date
-    assert sorted(rules) == ["all", "fig1", "fig2", "fig3", "fig4"]
+    assert sorted(rules) == [
+        "all",
+        "coverage_report",
+        "fig1",
+        "fig2",
+        "fig3",
+        "fig4",
+        "fig5",
+        "head_report",
+    ]
 
 
 def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
@@ -147,21 +156,24 @@ def test_two_runs_are_identical(done_run, tmp_path):
     tmp, _ = done_run
     cfg = write_config(tmp_path, tiny_config(tmp_path))
     snakemake(tmp_path, cfg, "--cores", "2", "all")
-    for a in sorted((tmp / "results/analysis").rglob("*.parquet")):
-        b = tmp_path / a.relative_to(tmp)
-        assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
-    for name in ("distance", "critical_n", "separability", "gradient", "vanishing"):
-        assert (tmp / f"results/summary/{name}.csv").read_text() == (
-            tmp_path / f"results/summary/{name}.csv"
-        ).read_text()
-    assert (tmp / "tables/table1.csv").read_text() == (tmp_path / "tables/table1.csv").read_text()
+    for sub in ("analysis", "beyond"):
+        for a in sorted((tmp / "results" / sub).rglob("*.parquet")):
+            b = tmp_path / a.relative_to(tmp)
+            assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
+    for a in sorted((tmp / "results/summary").glob("*.csv")):
+        assert a.read_text() == (tmp_path / a.relative_to(tmp)).read_text(), a
+    for t in ("table1.csv", "table2.csv", "coverage.csv", "heads.csv"):
+        assert (tmp / "tables" / t).read_text() == (tmp_path / "tables" / t).read_text(), t
 
 
 def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
     tmp, cfg = done_run
     conf = yaml.safe_load(cfg.read_text())
-    conf["analysis"]["separability"]["n_grid"] = [1, 4, 8]
+    conf["analysis"]["separability"]["n_grid"] = [1, 4, 8, 16]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
-    assert sorted(rules) == sorted(
-        ["separability", "summarise_separability", "fig3", "table1", "effective_config", "all"]
-    )
+    # One new separability job; the normalizer and head jobs compute N_s/N over the same grid,
+    # so they rerun with everything that reads them. The other analyses stay.
+    paper = ["separability", "summarise_separability", "fig3", "table1"]
+    beyond = ["normalizer"] * 7 + ["heads", "summarise_normalizers", "fig5", "table2"]
+    beyond += ["coverage_report", "head_report"]
+    assert sorted(rules) == sorted([*paper, *beyond, "effective_config", "all"])
