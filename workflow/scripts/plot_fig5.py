@@ -18,10 +18,10 @@ marker = "osD^v<>ph*"
 
 fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.4), layout="constrained")
 panels = [
-    (axes[0, 0], "max_weight", "median max weight", "(a) Vanishing attention", True),
-    (axes[0, 1], "jacobian_norm", r"median $\|J\|_2$", "(b) Jacobian norm", True),
+    (axes[0, 0], "max_weight", "median max weight", "(a) Vanishing attention"),
+    (axes[0, 1], "jacobian_norm", r"median $\|J\|_2$", "(b) Jacobian norm"),
 ]
-for ax, metric, ylabel, title, logy in panels:
+for ax, metric, ylabel, title in panels:
     for i, name in enumerate(names):
         d = by_length.filter(pl.col("normalizer") == name).sort("L")
         ax.plot(
@@ -36,9 +36,12 @@ for ax, metric, ylabel, title, logy in panels:
             d["L"], d[f"{metric}_q25"], d[f"{metric}_q75"], color=colors[name], alpha=0.12, lw=0
         )
     ax.set(xscale="log", xlabel="context length L", ylabel=ylabel, title=title)
-    if logy:
+    if metric == "jacobian_norm":
         # symlog: a sparse normalizer's one-token rows have a Jacobian of exactly 0
         ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_ylim(bottom=0)
+    else:
+        ax.set_yscale("log")  # a maximum weight is never 0
 ax = axes[1, 0]
 for i, name in enumerate(names):
     d = by_length.filter(pl.col("normalizer") == name).sort("L")
