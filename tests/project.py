@@ -142,3 +142,18 @@ def planned_rules(workdir: Path, config: Path, *targets: str) -> list[str]:
         if started and len(parts) == 2 and parts[1].isdigit() and parts[0] != "job":
             rules += [parts[0]] * int(parts[1])
     return rules
+
+
+def assert_same_outputs(a: Path, b: Path) -> None:
+    """Two runs of the tiny project produced the same results: every analysis and beyond-the-paper
+    table, every summary CSV and the final tables."""
+    import polars as pl
+
+    for sub in ("analysis", "beyond"):
+        for left in sorted((a / "results" / sub).rglob("*.parquet")):
+            right = b / left.relative_to(a)
+            assert pl.read_parquet(left).equals(pl.read_parquet(right)), left
+    for left in sorted((a / "results/summary").glob("*.csv")):
+        assert left.read_text() == (b / left.relative_to(a)).read_text(), left
+    for t in ("table1.csv", "table2.csv", "coverage.csv", "heads.csv"):
+        assert (a / "tables" / t).read_text() == (b / "tables" / t).read_text(), t

@@ -5,10 +5,9 @@ import re
 import subprocess
 import time
 
-import polars as pl
 import pytest
-from project import REPO, SNAKEMAKE, tiny_config, write_config
-from slurm_cluster import Cluster, missing_requirements
+from project import REPO, SNAKEMAKE, assert_same_outputs, tiny_config, write_config
+from slurm_cluster import Cluster, _alive, missing_requirements
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 REASON = missing_requirements()
@@ -34,13 +33,7 @@ def cluster(tmp_path_factory):
     yield c
     left = c.stop()
     assert left == [], f"daemons still running after teardown: {left}"
-    assert not any(_alive_pid(pid) for pid in c.pids().values())
-
-
-def _alive_pid(pid: int) -> bool:
-    from slurm_cluster import _alive
-
-    return _alive(pid)
+    assert not any(_alive(pid) for pid in c.pids().values())
 
 
 def _snakemake(cluster, workdir, config, *args, **kwargs):
@@ -86,13 +79,7 @@ def test_workflow_runs_through_slurm_and_equals_the_local_run(cluster, done_run,
     assert {"rule_chunk_corpus", "rule_extract_batch_wildcards_000"} <= comments
 
     # The same results as `snakemake --cores 2 all` on one machine.
-    for a in sorted((local / "results/analysis").rglob("*.parquet")):
-        b = tmp_path / a.relative_to(local)
-        assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
-    for a in sorted((local / "results/summary").glob("*.csv")):
-        assert a.read_text() == (tmp_path / a.relative_to(local)).read_text(), a
-    for t in ("table1.csv", "table2.csv", "coverage.csv", "heads.csv"):
-        assert (local / "tables" / t).read_text() == (tmp_path / "tables" / t).read_text(), t
+    assert_same_outputs(local, tmp_path)
 
 
 def test_cancelled_job_is_reported_and_a_rerun_completes(cluster, tmp_path):

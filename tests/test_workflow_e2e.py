@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from project import planned_rules, snakemake, tiny_config, write_config
+from project import assert_same_outputs, planned_rules, snakemake, tiny_config, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -156,14 +156,7 @@ def test_two_runs_are_identical(done_run, tmp_path):
     tmp, _ = done_run
     cfg = write_config(tmp_path, tiny_config(tmp_path))
     snakemake(tmp_path, cfg, "--cores", "2", "all")
-    for sub in ("analysis", "beyond"):
-        for a in sorted((tmp / "results" / sub).rglob("*.parquet")):
-            b = tmp_path / a.relative_to(tmp)
-            assert pl.read_parquet(a).equals(pl.read_parquet(b)), a
-    for a in sorted((tmp / "results/summary").glob("*.csv")):
-        assert a.read_text() == (tmp_path / a.relative_to(tmp)).read_text(), a
-    for t in ("table1.csv", "table2.csv", "coverage.csv", "heads.csv"):
-        assert (tmp / "tables" / t).read_text() == (tmp_path / "tables" / t).read_text(), t
+    assert_same_outputs(tmp, tmp_path)
 
 
 def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):

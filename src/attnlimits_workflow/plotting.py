@@ -34,3 +34,9 @@ def save(fig, pdf: str | Path, png: str | Path, caption: str, caption_y: float =
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=fmt)
     plt.close(fig)
+
+
+def save_run_figure(fig, snakemake, extra: str = "") -> None:
+    """Save a rule's figure to its ``pdf`` and ``png`` outputs, captioned with the run description
+    (its ``run`` input) followed by ``extra``."""
+    save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, extra))

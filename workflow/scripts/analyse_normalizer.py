@@ -33,7 +33,7 @@ for pack_dir in snakemake.input.packs:
     x = np.asarray(pack.x[keep])
     weights = normalizer.weights(logits, L, **entry)
     jacobian = normalizer.jacobian_norm(logits, L, **entry)
-    n = min(p.n_fixed, L - 1)
+    n = p.n_fixed  # < every L (config check)
     prepared = [(sl, dist.weighted(weights[sl], x[sl])) for sl in blocks(len(keep), L, x.shape[2])]
     d_tilde = np.empty(len(keep))
     expected = np.empty(len(keep))

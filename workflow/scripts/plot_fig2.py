@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig2")
 use_style(snakemake.input.style)
@@ -98,5 +98,5 @@ note = (
     if censored_any
     else ""
 )
-save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, note))
+save_run_figure(fig, snakemake, note)
 log.info("fig2 written")

@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig3")
 use_style(snakemake.input.style)
@@ -50,13 +50,9 @@ ax.set(
 ax.set_xticks(pos, [str(n) for n in ns])
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
 degenerate = int(sep["zero_radius"].sum() + sep["negative_xi_square"].sum())
-save(
+save_run_figure(
     fig,
-    snakemake.output.pdf,
-    snakemake.output.png,
-    run_caption(
-        snakemake.input.run,
-        f"Boxes: quartiles, whiskers: min-max across heads, layers and chunks; L = {sep['L'][0]}; {degenerate} degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds.",
-    ),
+    snakemake,
+    f"Boxes: quartiles, whiskers: min-max across heads, layers and chunks; L = {sep['L'][0]}; {degenerate} degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds.",
 )
 log.info("fig3 written")

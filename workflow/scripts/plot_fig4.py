@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig4")
 use_style(snakemake.input.style)
@@ -49,10 +49,5 @@ ax.set(
     title="Gradient sensitivity of softmax attention",
 )
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-save(
-    fig,
-    snakemake.output.pdf,
-    snakemake.output.png,
-    run_caption(snakemake.input.run, "Maximum across all heads, layers and chunks."),
-)
+save_run_figure(fig, snakemake, "Maximum across all heads, layers and chunks.")
 log.info("fig4 written")

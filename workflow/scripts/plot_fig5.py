@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig5")
 use_style(snakemake.input.style)
@@ -68,16 +68,12 @@ ax.set(
 handles, labels = axes[0, 0].get_legend_handles_labels()
 fig.legend(handles, labels, loc="upper center", ncol=min(len(names), 4), bbox_to_anchor=(0.5, 1.08))
 censored = by_length.filter(pl.col("N_crit").is_null()).height
-save(
+save_run_figure(
     fig,
-    snakemake.output.pdf,
-    snakemake.output.png,
-    run_caption(
-        snakemake.input.run,
-        "What-if: each normalizer re-normalises the logits the model learned under softmax; this is not a retrained model. "
-        f"Bands: quartiles across samples ({by_length['samples'].max()} per L). Critical N: smallest N where a KS test "
-        f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
-        "pairs still separable at N = L-1 are not drawn. Dashed: the paper's 0.8 saturation line.",
-    ),
+    snakemake,
+    "What-if: each normalizer re-normalises the logits the model learned under softmax; this is not a retrained model. "
+    f"Bands: quartiles across samples ({by_length['samples'].max()} per L). Critical N: smallest N where a KS test "
+    f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
+    "pairs still separable at N = L-1 are not drawn. Dashed: the paper's 0.8 saturation line.",
 )
 log.info("fig5 written: %d normalizers", len(names))

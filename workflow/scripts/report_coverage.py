@@ -8,7 +8,7 @@ import polars as pl
 
 from attnlimits.coverage import heads_for_coverage
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 from attnlimits_workflow.tables import write_csv, write_markdown
 
 log = job_logger(snakemake, "coverage")
@@ -70,14 +70,10 @@ ax2.set(
     xlabel="layer", ylabel="fraction", ylim=(-0.02, 1.05), title=f"(b) Per layer at N = {n_conf}"
 )
 ax2.legend(loc="lower left", fontsize=7)
-save(
+save_run_figure(
     fig,
-    snakemake.output.pdf,
-    snakemake.output.png,
-    run_caption(
-        snakemake.input.run,
-        "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
-        "The paper's formula assumes the heads select the same tokens independently.",
-    ),
+    snakemake,
+    "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
+    "The paper's formula assumes the heads select the same tokens independently.",
 )
 log.info("coverage: mean %.3f at N=%d", by_layer["coverage"].mean(), n_conf)

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import run_caption, save, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 from attnlimits_workflow.tables import write_csv
 
 log = job_logger(snakemake, "heads")
@@ -76,14 +76,10 @@ for ax, (column, title, cmap, lim) in zip(axes.flat, panels, strict=True):
     if norm is None:
         bar.formatter.set_useOffset(False)  # entropies near log L: no "1e-5 + 4.1588" offset
 n_sat = int(heads["saturated"].sum())
-save(
+save_run_figure(
     fig,
-    snakemake.output.pdf,
-    snakemake.output.png,
-    run_caption(
-        snakemake.input.run,
-        f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated by the paper's thresholds). "
-        "Per-head critical N rests on the few chunks of one head (low KS power); blank: still separable at N = L-1, or too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha).",
-    ),
+    snakemake,
+    f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated by the paper's thresholds). "
+    "Per-head critical N rests on the few chunks of one head (low KS power); blank: still separable at N = L-1, or too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha).",
 )
 log.info("heads: %d of %d flagged", n_sat, heads.height)
