@@ -50,6 +50,12 @@ class TestDistanceHandCases:
         a, x = one([0.25] * 4, [[1.0], [2.0], [3.0], [4.0]])
         assert dist.distance_to_context(a, x, 3)[0] == pytest.approx(0.5)
 
+    def test_selected_mass_follows_the_tie_rule(self):
+        # top-2 of (0.2, 0.3, 0.3, 0.2) is {1, 2}: mass 0.6; top-3 adds index 0 (tie to the lower)
+        a, x = one([0.2, 0.3, 0.3, 0.2], [[1.0], [2.0], [3.0], [4.0]])
+        assert dist.selected_mass(a, x, 2)[0] == pytest.approx(0.6)
+        assert dist.selected_mass(a, x, 4)[0] == pytest.approx(1.0)
+
     def test_fixed_set_bound_is_tight_on_antipodal_pair(self):
         # alpha = (0.9, 0.1), x = (e, -e): d~ = |-0.1 - 0.9| = 1; d1 = 2;
         # bound = 0.1 * 2 + 1 * (0.9 * 1 - 0.1) = 1.0

@@ -116,6 +116,12 @@ def distance_to_context(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     return distance_for_mask(w, None, w.top_n(n)[1])
 
 
+def selected_mass(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
+    """a_N = sum over I_N of alpha_i, the attention mass of the top-``n`` set; shape (S,)."""
+    w = _as_weighted(alpha, x)
+    return np.take_along_axis(w.alpha, w.top_n(n)[0], axis=1).sum(axis=1)
+
+
 def fixed_set_upper_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """Theorem 1.1: (1 - a_N) d1 + max_{j in I_N} ||x_j|| (a_N (L - N) - (1 - a_N)).
 
@@ -125,7 +131,7 @@ def fixed_set_upper_bound(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
     idx, mask = w.top_n(n)
-    mass = np.take_along_axis(w.alpha, idx, axis=1).sum(axis=1)
+    mass = selected_mass(w, n=n)
     max_selected_norm = np.sqrt(np.take_along_axis(w.x_sq, idx, axis=1).max(axis=1))
     d1 = _max_cross_distance(w, idx, mask)
     return (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))

@@ -81,7 +81,7 @@ def sample_keys(samples) -> dict[str, Any]:
     }
 
 
-def blocks(n_samples: int, length: int, width: int, budget_bytes: int = 256 << 20):
+def blocks(n_samples: int, length: int, width: int, budget_bytes: int = 8 << 20):
     """Slices over the sample axis sized so one float64 (block, L, d) temporary fits the budget."""
     per_sample = max(1, length * max(width, 1) * 8)
     size = max(1, budget_bytes // per_sample)

@@ -37,15 +37,16 @@ cols = {
     )
 }
 for sl in blocks(S, L, samples.x.shape[2]):
-    a, x = samples.weights[sl], samples.x[sl]
-    cols["distance"][sl] = dist.distance_to_context(a, x, N)
-    cols["upper_bound"][sl] = dist.fixed_set_upper_bound(a, x, N)
-    cols["expectation_term"][sl] = dist.expectation_term(a, x, N)
-    cols["epsilon_bound"][sl] = dist.epsilon_bound(a, x, N)
+    # The products every quantity shares, computed once per block.
+    w = dist.weighted(samples.weights[sl], samples.x[sl])
+    cols["distance"][sl] = dist.distance_to_context(w, n=N)
+    cols["upper_bound"][sl] = dist.fixed_set_upper_bound(w, n=N)
+    cols["expectation_term"][sl] = dist.expectation_term(w, n=N)
+    cols["epsilon_bound"][sl] = dist.epsilon_bound(w, n=N)
     cols["mc_expectation"][sl], cols["mc_stderr"][sl] = dist.monte_carlo_expected_distance(
-        a, x, N, p.mc_draws, rng
+        w, None, N, p.mc_draws, rng
     )
-    cols["selected_mass"][sl] = np.sort(a, axis=1)[:, ::-1][:, :N].sum(axis=1)
+    cols["selected_mass"][sl] = dist.selected_mass(w, N)
 
 # Theorem 1.2 says E = term + eps with eps <= bound; E is known only up to Monte-Carlo error.
 residual = cols["mc_expectation"] - cols["expectation_term"]
