@@ -123,12 +123,16 @@ class TestDistanceProperties:
             atol=1e-12,
         )
 
-    @given(attention_samples(max_len=6), st.data())
-    def test_monte_carlo_is_unbiased(self, sample, data):
+    @given(attention_samples(max_len=6), st.data(), st.sampled_from(["dense", "complement"]))
+    def test_monte_carlo_is_unbiased(self, sample, data, path):
         alpha, x = sample
         n = data.draw(st.integers(1, alpha.shape[1] - 1))
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-        mean, se = dist.monte_carlo_expected_distance(alpha, x, n, 3000, rng)
+        # Both evaluation paths (small complement, products against every token) on each case.
+        threshold = -1 if path == "dense" else alpha.shape[1]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(dist, "_COMPLEMENT_DIRECT", threshold)
+            mean, se = dist.monte_carlo_expected_distance(alpha, x, n, 3000, rng)
         exact = np.array(
             [ref.exact_expected_distance(alpha[s], x[s], n) for s in range(len(alpha))]
         )

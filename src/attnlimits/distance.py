@@ -51,22 +51,28 @@ class Weighted:
 
 
 def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
-    """Compute the shared products once for a block of samples."""
+    """Compute the shared products once for a block of samples.
+
+    One float64 copy of x is made and then scaled in place (it becomes ``scaled``): every other
+    product is a reduction, so a block costs one (S, L, d) allocation, not four.
+    """
     alpha = np.asarray(alpha, dtype=np.float64)
     x = np.asarray(x)
     if alpha.ndim != 2 or x.ndim != 3 or x.shape[:2] != alpha.shape:
         raise ValueError(f"expected alpha (S, L) and x (S, L, d); got {alpha.shape} and {x.shape}")
-    x64 = x.astype(np.float64, copy=False)
-    scaled = alpha[:, :, None] * x64
-    xbar = scaled.sum(axis=1)
+    buf = x.astype(np.float64)  # always a copy: it is scaled in place below
+    x_sq = np.einsum("sld,sld->sl", buf, buf)
+    xbar = np.einsum("sl,sld->sd", alpha, buf)
+    x_dot_xbar = _mat_vec(buf, xbar)
+    buf *= alpha[:, :, None]
     return Weighted(
         alpha=alpha,
-        scaled=scaled,
-        scaled_sq=np.einsum("sld,sld->sl", scaled, scaled),
+        scaled=buf,
+        scaled_sq=np.einsum("sld,sld->sl", buf, buf),
         x=x,
-        x_sq=np.einsum("sld,sld->sl", x64, x64),
+        x_sq=x_sq,
         xbar=xbar,
-        x_dot_xbar=_mat_vec(x64, xbar),
+        x_dot_xbar=x_dot_xbar,
         order=np.argsort(-alpha, axis=1, kind="stable"),
     )
 
@@ -209,14 +215,51 @@ def monte_carlo_expected_distance(
     """The true E = E_{I_N ~ U}[d~] (Eq. 8), estimated with ``draws`` uniform subsets per sample.
 
     Returns (mean, standard error of the mean) per sample; the error is 0 for a single draw.
-    All draws of a sample are evaluated together: their context vectors are one (K x L) @ (L x d)
-    product and their dot products with every a_i one (L x d) @ (d x K) product. Individual
-    distances use the expansion without repair: its error (~1e-8 relative at worst) is far below
-    the Monte-Carlo error.
+    All draws of a sample are evaluated together. When at most ``_COMPLEMENT_DIRECT`` tokens are
+    left out, the draws pick the left-out set instead (equally uniform) and only those rows are
+    touched; otherwise every token's distance comes from batched products.
     """
     w = _as_weighted(alpha, x)
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
+    n_samples, length = w.alpha.shape
+    if not 1 <= n <= length:
+        raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
+    if length - n <= _COMPLEMENT_DIRECT:
+        per_draw = _mc_by_complement(w, n, draws, rng)
+    else:
+        per_draw = _mc_dense(w, n, draws, rng)
+    mean = per_draw.mean(axis=1)
+    if draws == 1:
+        return mean, np.zeros(n_samples)
+    return mean, per_draw.std(axis=1, ddof=1) / np.sqrt(draws)
+
+
+# Up to this many non-selected tokens, a draw's distances are computed directly from the gathered
+# complement (O((L - N) d) per draw) instead of against all L tokens by a product (O(L d)).
+_COMPLEMENT_DIRECT = 128
+
+
+def _mc_by_complement(
+    w: Weighted, n: int, draws: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """Per-draw d~ (S, K) when few tokens are left out: a uniform complement is a uniform I_N, and
+    s = xbar - sum over the complement, so only L - N rows are touched; distances are exact."""
+    n_samples, length = w.alpha.shape
+    m = length - n
+    if m == 0:  # I_N is everything: nothing left to sum over
+        return np.zeros((n_samples, draws))
+    comp = random_subset_indices((n_samples, draws), length, m, rng)  # (S, K, m)
+    left_out = w.scaled[np.arange(n_samples)[:, None, None], comp]  # (S, K, m, d)
+    s = w.xbar[:, None, :] - left_out.sum(axis=2)  # (S, K, d)
+    left_out -= s[:, :, None, :]
+    return np.sqrt(np.einsum("skmd,skmd->skm", left_out, left_out)).sum(axis=2)
+
+
+def _mc_dense(w: Weighted, n: int, draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Per-draw d~ (S, K) against every token: the draws' context vectors are one (K x L) @ (L x d)
+    product (or a gather for small N) and their dot products with every a_i one (L x d) @ (d x K)
+    product, by expansion with the same repair of cancelling entries as :func:`norms_to_point`."""
     n_samples, length = w.alpha.shape
     idx = random_subset_indices((n_samples, draws), length, n, rng)  # (S, K, N)
     rows = np.arange(n_samples)[:, None, None]
@@ -229,8 +272,13 @@ def monte_carlo_expected_distance(
         s = np.matmul(masks, w.scaled)
     d2 = np.matmul(w.scaled, np.swapaxes(s, 1, 2))  # (S, L, K), then in place to distances
     d2 *= -2.0
-    d2 += w.scaled_sq[:, :, None]
-    d2 += np.einsum("skd,skd->sk", s, s)[:, None, :]
+    scale = w.scaled_sq[:, :, None] + np.einsum("skd,skd->sk", s, s)[:, None, :]
+    d2 += scale
+    risky = d2 <= _CANCELLATION * scale  # a_i ~ s: recompute those few entries directly
+    if risky.any():
+        si, li, ki = np.nonzero(risky)
+        diff = w.scaled[si, li] - s[si, ki]
+        d2[si, li, ki] = np.einsum("nd,nd->n", diff, diff)
     np.maximum(d2, 0.0, out=d2)
     np.sqrt(d2, out=d2)
     # sum over the non-selected = sum over all - sum over the selected
@@ -238,8 +286,4 @@ def monte_carlo_expected_distance(
         selected = d2[rows, idx, np.arange(draws)[None, :, None]].sum(axis=2)  # (S, K)
     else:  # a contraction with the masks beats gathering (S, K, N) scattered entries
         selected = np.einsum("skl,slk->sk", masks, d2)
-    per_draw = d2.sum(axis=1) - selected
-    mean = per_draw.mean(axis=1)
-    if draws == 1:
-        return mean, np.zeros(n_samples)
-    return mean, per_draw.std(axis=1, ddof=1) / np.sqrt(draws)
+    return d2.sum(axis=1) - selected
