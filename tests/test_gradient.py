@@ -101,3 +101,21 @@ def test_nonpositive_temperature_and_eps_are_refused(bad):
         softmax(np.zeros((1, 2)), bad)
     with pytest.raises(ValueError):
         finite_difference_sensitivity(np.zeros((1, 2)), 1.0, bad, np.ones((1, 2)) / np.sqrt(2))
+
+
+@pytest.mark.parametrize("gap", [1e-3, 1.0, 25.78, 40.0, 800.0])
+def test_newton_solver_near_the_pole(gap):
+    # Two dominant logits `gap` apart plus a tail: the root sits ~e^-gap from the pole delta_(2),
+    # where a Newton iteration started at the wrong side would crawl (found by hypothesis at 25.78).
+    logits = np.array([[gap, 0.0, -3.0, -5.0, -5.0], [0.0, gap, -40.0, -1.0, 2.0 - gap]])
+    for t in (0.01, 0.1, 1.0):
+        want = [dense_norm(row, t) for row in logits]
+        np.testing.assert_allclose(softmax_jacobian_norm(logits, t), want, rtol=1e-7, atol=1e-12)
+
+
+def test_newton_solver_on_wide_rows(rng):
+    # Rows as long as the paper's (L = 1024 would make eigvalsh slow; 256 keeps the test quick).
+    logits = rng.normal(scale=4.0, size=(6, 256))
+    for t in (0.001, 0.1, 1.0, 100.0):
+        want = [dense_norm(row, t) for row in logits]
+        np.testing.assert_allclose(softmax_jacobian_norm(logits, t), want, rtol=1e-7, atol=1e-12)
