@@ -28,6 +28,19 @@ def test_min_pairwise_distance_on_square():
     assert min_pairwise_distance(x)[0] == pytest.approx(math.sqrt(2))
 
 
+def test_min_pairwise_distance_is_exact_below_float32_resolution(rng):
+    # Pairs 1e-7 and 3e-7 apart among 300 points on the sphere: float32 cannot tell them apart
+    # (its Gram entries round to the same value), the float64 repair must pick the closer pair.
+    x = project_to_sphere(rng.normal(size=(2, 300, 64)), 1.0)
+    x[0, 17] = project_to_sphere(x[0, 5] + 1e-7 * rng.normal(size=64), 1.0)
+    x[0, 211] = project_to_sphere(x[0, 40] + 3e-7 * rng.normal(size=64), 1.0)
+    want = [ref.min_pairwise(row) for row in x]
+    np.testing.assert_allclose(min_pairwise_distance(x), want, rtol=1e-9)
+    assert min_pairwise_distance(x)[0] == pytest.approx(
+        np.linalg.norm(x[0, 17] - x[0, 5]), rel=1e-9
+    )
+
+
 def test_xi_hand_case():
     # N = 2, alpha_sel = (0.6, 0.4), M = 1, delta = 1: the pair sum over j != k, both != i, is
     # empty for N = 2, so xi_i = alpha_other: xi = (0.4, 0.6)
@@ -73,7 +86,7 @@ def test_separability_matches_loop(sample, data):
     x = project_to_sphere(x, 1.0)
     n = data.draw(st.integers(1, alpha.shape[1] - 1))
     delta = np.array([ref.min_pairwise(x[s]) for s in range(len(alpha))])
-    np.testing.assert_allclose(min_pairwise_distance(x), delta, atol=1e-6)
+    np.testing.assert_allclose(min_pairwise_distance(x), delta, rtol=1e-12, atol=1e-15)
     res = separability(alpha, x, n, delta, 1.0)
     for s in range(len(alpha)):
         n_s, r, lower, upper = ref.separability(alpha[s], x[s], n, delta[s], 1.0)

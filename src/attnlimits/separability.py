@@ -26,27 +26,42 @@ def project_to_sphere(x: FloatArray, radius: float) -> NDArray[np.float64]:
     return radius * x / norms
 
 
-def min_pairwise_distance(x: FloatArray, block: int = 64) -> NDArray[np.float64]:
+def min_pairwise_distance(x: FloatArray) -> NDArray[np.float64]:
     """delta of Assumption 2: min_{i != j} ||x_i - x_j|| per sample; x has shape (S, L, d).
 
-    Computed from the Gram matrix (O(L^2 d) per sample, batched over ``block`` samples) in the
-    input precision: on the sphere ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j.
+    The candidates come from a float32 Gram matrix (one BLAS syrk per sample: the upper
+    triangle only, ~6x faster than a general product) through ||x_i - x_j||^2 = |x_i|^2 +
+    |x_j|^2 - 2 x_i.x_j; every pair within the float32 error bound of the smallest value is then
+    recomputed directly in float64, so the result is the exact minimum of the input, not of its
+    float32 rounding.
     """
+    from scipy.linalg import blas  # imported here: only the separability jobs need it
+
     x = np.asarray(x)
-    n_samples, length, _ = x.shape
+    n_samples, length, width = x.shape
     if length < 2:
         raise ValueError("a minimum pairwise distance needs L >= 2")
+    x64 = x.astype(np.float64, copy=False)
+    x32 = x.astype(np.float32)
+    sq = np.einsum("sld,sld->sl", x64, x64)
+    # syrk writes only the upper triangle: +inf below it (inf + finite stays inf, so it survives
+    # every sample) and on the diagonal keeps those entries out of the minimum without a mask.
+    gram = np.full((length, length), np.inf, dtype=np.float32, order="F")
+    diag = np.arange(length)
+    # |float32 d^2 - d^2| <= ~(d + 2) u (|x_i|^2 + |x_j|^2) for unit roundoff u; 4x margin.
+    tol_factor = 4.0 * (width + 2) * 2.0**-24 * 2.0
     out = np.empty(n_samples)
-    sq = np.einsum("sld,sld->sl", x, x)
-    diag = np.eye(length, dtype=bool)
-    for start in range(0, n_samples, block):
-        xb = x[start : start + block]
-        d2 = np.matmul(xb, np.swapaxes(xb, 1, 2))  # Gram, turned into squared distances in place
-        d2 *= -2.0
-        d2 += sq[start : start + block, :, None]
-        d2 += sq[start : start + block, None, :]
-        d2[:, diag] = np.inf
-        out[start : start + block] = np.sqrt(np.maximum(d2.min(axis=(1, 2)), 0.0))
+    for s in range(n_samples):
+        blas.ssyrk(-2.0, x32[s], beta=0.0, c=gram, overwrite_c=1)
+        gram[diag, diag] = np.inf
+        gram += sq[s, :, None].astype(np.float32)
+        gram += sq[s, None, :].astype(np.float32)
+        column_min = gram.min(axis=0)  # along gram's contiguous (Fortran) columns
+        threshold = column_min.min() + tol_factor * sq[s].max()
+        cols = np.nonzero(column_min <= threshold)[0]  # usually one column
+        ii, jj = np.nonzero(gram[:, cols] <= threshold)
+        diff = x64[s, ii] - x64[s, cols[jj]]
+        out[s] = np.sqrt(np.einsum("nd,nd->n", diff, diff).min())
     return out
 
 

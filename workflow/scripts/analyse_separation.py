@@ -14,9 +14,8 @@ L = int(snakemake.wildcards.length)
 samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 delta = np.empty(S)
-for sl in blocks(S, L, L):  # the Gram block is (block, L, L)
-    x = project_to_sphere(samples.x[sl], snakemake.params.radius).astype(np.float32)
-    delta[sl] = min_pairwise_distance(x)
+for sl in blocks(S, L, samples.x.shape[2]):
+    delta[sl] = min_pairwise_distance(project_to_sphere(samples.x[sl], snakemake.params.radius))
 write_table(
     pl.DataFrame({**sample_keys(samples), "L": np.full(S, L, dtype=np.int32), "delta": delta}),
     snakemake.output[0],
