@@ -1,6 +1,7 @@
 """Dump schema: round trip, enforcement, corruption and provenance checks."""
 
 import json
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -165,3 +166,23 @@ def test_pack_round_trip(dump, tmp_path):
     np.testing.assert_array_equal(p.weights, s.weights)
     np.testing.assert_array_equal(p.key_norm_max, s.key_norm_max)
     assert p.length == 32 and p.metadata["causal"] is True
+
+
+def test_streamed_pack_equals_the_loaded_one(dump, tmp_path):
+    # pack_dumps writes file by file into memory maps; the result must be byte-identical to
+    # packing everything load_samples returns, including across two batch directories.
+    from attnlimits_workflow.dumps import PACK_ARRAYS, pack_dumps, write_pack
+
+    out, _ = dump
+    second = tmp_path / "batch001"
+    shutil.copytree(out, second)
+    s = load_samples([out, second], 32, "value", with_logits=True, with_norms=True, expected=PROV)
+    write_pack(s, tmp_path / "loaded")
+    n, x_shape = pack_dumps([out, second], 32, "value", tmp_path / "streamed", expected=PROV)
+    assert n == len(s.layer) and x_shape == s.x.shape
+    for name in PACK_ARRAYS:
+        a = (tmp_path / "loaded" / f"{name}.npy").read_bytes()
+        assert a == (tmp_path / "streamed" / f"{name}.npy").read_bytes(), name
+    assert (tmp_path / "loaded" / "metadata.json").read_text() == (
+        tmp_path / "streamed" / "metadata.json"
+    ).read_text()

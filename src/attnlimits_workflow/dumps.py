@@ -252,6 +252,53 @@ class Samples:
     metadata: dict[str, Any]
 
 
+_PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "q", "k", "qn", "kn", "scale")
+
+
+def _layer_parts(
+    dump_dirs: list[str | os.PathLike],
+    length: int,
+    embedding: str | None,
+    with_logits: bool,
+    with_query_keys: bool,
+    with_norms: bool,
+    expected: dict[str, Any] | None,
+):
+    """Yield (metadata, parts) per dump file, in (layer, batch) order, after every file's checks.
+
+    ``parts`` maps the keys of ``_PART_KEYS`` to that file's arrays (None when not requested).
+    """
+    layers = layer_files(dump_dirs)
+    meta0 = None
+    for layer, files in layers.items():
+        for path in files:
+            meta, handle = open_dump(path, expected)
+            if meta0 is None:
+                meta0 = meta
+            elif meta["fingerprint"] != meta0["fingerprint"]:
+                raise DumpError(
+                    f"{path}: fingerprint differs from {layers[min(layers)][0]}: dumps from two configs are mixed"
+                )
+            if length not in meta["lengths"]:
+                raise DumpError(
+                    f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})"
+                )
+            parts: dict[str, list] = {k: [] for k in _PART_KEYS}
+            _read_one(
+                path,
+                handle,
+                meta,
+                layer,
+                length,
+                embedding,
+                with_logits,
+                with_query_keys,
+                with_norms,
+                parts,
+            )
+            yield meta, {k: (v[0] if v else None) for k, v in parts.items()}
+
+
 def load_samples(
     dump_dirs: list[str | os.PathLike],
     length: int,
@@ -267,38 +314,17 @@ def load_samples(
     Only rows with position < L of the right forward pass are read (row-group statistics skip
     the rest), and only the requested columns.
     """
-    layers = layer_files(dump_dirs)
-    parts: dict[str, list] = {
-        k: [] for k in ("layer", "chunk", "head", "w", "l", "x", "q", "k", "qn", "kn", "scale")
-    }
+    collected: dict[str, list] = {k: [] for k in _PART_KEYS}
     meta0 = None
-    for layer, files in layers.items():
-        for path in files:
-            meta, handle = open_dump(path, expected)
-            if meta0 is None:
-                meta0 = meta
-            elif meta["fingerprint"] != meta0["fingerprint"]:
-                raise DumpError(
-                    f"{path}: fingerprint differs from {layers[min(layers)][0]}: dumps from two configs are mixed"
-                )
-            if length not in meta["lengths"]:
-                raise DumpError(
-                    f"{path}: L={length} was not extracted (dumped lengths: {meta['lengths']})"
-                )
-            _read_one(
-                path,
-                handle,
-                meta,
-                layer,
-                length,
-                embedding,
-                with_logits,
-                with_query_keys,
-                with_norms,
-                parts,
-            )
+    for meta, parts in _layer_parts(
+        dump_dirs, length, embedding, with_logits, with_query_keys, with_norms, expected
+    ):
+        meta0 = meta0 or meta
+        for k, v in parts.items():
+            if v is not None:
+                collected[k].append(v)
     assert meta0 is not None
-    cat = lambda k: np.concatenate(parts[k]) if parts[k] else None  # noqa: E731
+    cat = lambda k: np.concatenate(collected[k]) if collected[k] else None  # noqa: E731
     return Samples(
         length=length,
         layer=cat("layer"),
@@ -561,28 +587,77 @@ PACK_ARRAYS = (
 )
 
 
+# pack file -> key of the per-file parts (see _layer_parts)
+_PACK_SOURCES = {
+    "layer": "layer",
+    "chunk": "chunk",
+    "head": "head",
+    "weights": "w",
+    "logits": "l",
+    "x": "x",
+    "query_norm": "qn",
+    "key_norm_max": "kn",
+    "score_scale": "scale",
+}
+
+
 def write_pack(samples: Samples, out_dir: Path) -> None:
     """Store one L's samples as .npy files that analysis jobs memory-map instead of decoding Parquet.
 
     The query and keys enter only through what the analyses use (|q| and max_i |k_i|).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    arrays = {
-        "layer": samples.layer,
-        "chunk": samples.chunk,
-        "head": samples.head,
-        "weights": samples.weights,
-        "logits": samples.logits,
-        "x": samples.x,
-        "query_norm": samples.query_norm,
-        "key_norm_max": samples.key_norm_max,
-        "score_scale": samples.score_scale,
-    }
-    for name, arr in arrays.items():
-        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(arr))
+    for name in PACK_ARRAYS:
+        np.save(out_dir / f"{name}.npy", np.ascontiguousarray(getattr(samples, name)))
     (out_dir / "metadata.json").write_text(
         json.dumps({"length": samples.length, **samples.metadata}, sort_keys=True)
     )
+
+
+def pack_dumps(
+    dump_dirs: list[str | os.PathLike],
+    length: int,
+    embedding: str,
+    out_dir: Path,
+    *,
+    expected: dict[str, Any] | None = None,
+) -> tuple[int, tuple[int, ...]]:
+    """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
+    at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
+    memory and copying them once more to concatenate. Returns (samples, shape of x).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = [p for fs in layer_files(dump_dirs).values() for p in fs]
+    total = 0
+    for path in files:  # footers only: the sample count fixes every array's first dimension
+        meta, _ = open_dump(path, expected)
+        total += len(meta["chunks"]) * int(meta["n_heads"])
+    arrays: dict[str, np.ndarray] = {}
+    offset = 0
+    meta0 = None
+    for meta, parts in _layer_parts(dump_dirs, length, embedding, True, False, True, expected):
+        meta0 = meta0 or meta
+        rows = None
+        for name, key in _PACK_SOURCES.items():
+            part = parts[key]
+            if name not in arrays:
+                arrays[name] = np.lib.format.open_memmap(
+                    out_dir / f"{name}.npy",
+                    mode="w+",
+                    dtype=part.dtype,
+                    shape=(total, *part.shape[1:]),
+                )
+            rows = len(part)
+            arrays[name][offset : offset + rows] = part
+        offset += rows
+    if offset != total:
+        raise DumpError(
+            f"{dump_dirs}: read {offset} samples for L={length}, footers promise {total}"
+        )
+    for arr in arrays.values():
+        arr.flush()
+    (out_dir / "metadata.json").write_text(json.dumps({"length": length, **meta0}, sort_keys=True))
+    return total, tuple(arrays["x"].shape)
 
 
 @dataclass

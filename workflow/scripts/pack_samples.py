@@ -3,20 +3,19 @@
 from pathlib import Path
 
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.dumps import load_samples, write_pack
+from attnlimits_workflow.dumps import pack_dumps
 from attnlimits_workflow.jobs import Timer, job_logger, provenance
 
 log = job_logger(snakemake, "pack_samples")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = load_samples(
-    snakemake.input.dumps,
-    L,
-    snakemake.params.embedding,
-    with_logits=True,
-    with_norms=True,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
 with atomic_path(snakemake.output[0]) as tmp:
-    write_pack(samples, Path(tmp))
-log.info("L=%d: %d samples, x %s, packed in %s", L, len(samples.layer), samples.x.shape, timer)
+    # Streamed one dump file at a time into the memory-mapped .npy files.
+    n_samples, x_shape = pack_dumps(
+        snakemake.input.dumps,
+        L,
+        snakemake.params.embedding,
+        Path(tmp),
+        expected=provenance(snakemake.input.model, snakemake.input.tokens),
+    )
+log.info("L=%d: %d samples, x %s, packed in %s", L, n_samples, x_shape, timer)
