@@ -31,23 +31,14 @@ from pathlib import Path
 
 import yaml
 
+from attnlimits_workflow.runner import snakemake_command
+
 REPO = Path(__file__).resolve().parents[1]
 CLEAN = ("results", "figures", "tables", "logs", "benchmarks", ".snakemake/incomplete")
 
 
 def snakemake(workdir: Path, config: Path, *args: str) -> tuple[float, str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        *args,
-        "--configfile",
-        str(config),
-    ]
+    cmd = snakemake_command(REPO / "Snakefile", workdir, config, *args)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - start

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from attnlimits_workflow.runner import snakemake_command
+
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 WORDS = (
     "prince andrew pierre natasha moscow war peace the a of and to in was he she his her that it with "
@@ -103,17 +103,7 @@ def snakemake(
     workdir: Path, config: Path, *args: str, check: bool = True, timeout: float = 600
 ) -> subprocess.CompletedProcess:
     """Run the workflow of this repository in ``workdir`` with ``config`` overlaid on the defaults."""
-    # --configfile takes several values, so it goes last, after targets and flags.
-    cmd = [
-        *SNAKEMAKE,
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        *args,
-        "--configfile",
-        str(config),
-    ]
+    cmd = snakemake_command(REPO / "Snakefile", workdir, config, *args)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:

@@ -11,7 +11,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from project import REPO, SNAKEMAKE, snakemake, synthetic_text, tiny_config, write_config
+from project import REPO, snakemake, synthetic_text, tiny_config, write_config
+
+from attnlimits_workflow.runner import snakemake_command
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +33,9 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     killed.mkdir()
     snakemake(clean, long_config(clean), "--cores", "1", "results/dumps/batch000")
     cfg = long_config(killed)
-    cmd = [
-        *SNAKEMAKE,
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(killed),
-        "--cores",
-        "1",
-        "results/dumps/batch000",
-        "--configfile",
-        str(cfg),
-    ]
+    cmd = snakemake_command(
+        REPO / "Snakefile", killed, cfg, "--cores", "1", "results/dumps/batch000"
+    )
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )

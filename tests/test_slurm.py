@@ -6,8 +6,10 @@ import subprocess
 import time
 
 import pytest
-from project import REPO, SNAKEMAKE, assert_same_outputs, tiny_config, write_config
+from project import REPO, assert_same_outputs, tiny_config, write_config
 from slurm_cluster import Cluster, _alive, missing_requirements
+
+from attnlimits_workflow.runner import snakemake_command
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 REASON = missing_requirements()
@@ -37,8 +39,7 @@ def cluster(tmp_path_factory):
 
 
 def _snakemake(cluster, workdir, config, *args, **kwargs):
-    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *PROFILE_ARGS, *args]
-    cmd += ["--configfile", str(config)]
+    cmd = snakemake_command(REPO / "Snakefile", workdir, config, *PROFILE_ARGS, *args)
     return subprocess.Popen(
         cmd,
         env=cluster.env(),

@@ -44,6 +44,7 @@ def min_pairwise_distance(x: FloatArray) -> NDArray[np.float64]:
     x64 = x.astype(np.float64, copy=False)
     x32 = x.astype(np.float32)
     sq = np.einsum("sld,sld->sl", x64, x64)
+    sq32 = sq.astype(np.float32)
     # syrk writes only the upper triangle: +inf below it (inf + finite stays inf, so it survives
     # every sample) and on the diagonal keeps those entries out of the minimum without a mask.
     gram = np.full((length, length), np.inf, dtype=np.float32, order="F")
@@ -54,8 +55,8 @@ def min_pairwise_distance(x: FloatArray) -> NDArray[np.float64]:
     for s in range(n_samples):
         blas.ssyrk(-2.0, x32[s], beta=0.0, c=gram, overwrite_c=1)
         gram[diag, diag] = np.inf
-        gram += sq[s, :, None].astype(np.float32)
-        gram += sq[s, None, :].astype(np.float32)
+        gram += sq32[s, :, None]
+        gram += sq32[s, None, :]
         column_min = gram.min(axis=0)  # along gram's contiguous (Fortran) columns
         threshold = column_min.min() + tol_factor * sq[s].max()
         cols = np.nonzero(column_min <= threshold)[0]  # usually one column
