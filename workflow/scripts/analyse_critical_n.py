@@ -1,11 +1,12 @@
 """Critical top-N at one L: smallest N where a KS test cannot tell d~ from the expected distance
-(both the paper's closed-form term and the Monte-Carlo expectation), by doubling + bisection."""
+(both the paper's closed-form term and the Monte-Carlo expectation), by a safeguarded
+regula falsi on the KS statistic (attnlimits.critical.critical_n_search)."""
 
 import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.critical import critical_n_search, ks_pvalue
+from attnlimits.critical import critical_n_search, ks_test
 from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 
@@ -45,7 +46,7 @@ def values(kind: str, n: int) -> np.ndarray:
 rows = []
 for kind in ("closed_form", "monte_carlo"):
     result = critical_n_search(
-        lambda n, k=kind: ks_pvalue(values("distance", n), values(k, n)), L - 1, p.ks_alpha
+        lambda n, k=kind: ks_test(values("distance", n), values(k, n)), L - 1, p.ks_alpha
     )
     log.info(
         "%s: N_crit=%s after %d evaluations %s",
