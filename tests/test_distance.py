@@ -129,9 +129,9 @@ class TestDistanceProperties:
         n = data.draw(st.integers(1, alpha.shape[1] - 1))
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
         # Both evaluation paths (small complement, products against every token) on each case.
-        threshold = -1 if path == "dense" else alpha.shape[1]
+        fraction = -1.0 if path == "dense" else 1.0
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(dist, "_COMPLEMENT_DIRECT", threshold)
+            mp.setattr(dist, "_COMPLEMENT_FRACTION", fraction)
             mean, se = dist.monte_carlo_expected_distance(alpha, x, n, 3000, rng)
         exact = np.array(
             [ref.exact_expected_distance(alpha[s], x[s], n) for s in range(len(alpha))]
