@@ -8,6 +8,9 @@ machine's cores, measured side by side in one invocation:
   3. no-op        the same command again, with everything up to date (DAG build + checks)
   4. one T        after changing one temperature of analysis.gradient.temperatures
   5. per stage    summed job time from Snakemake's benchmark files, and how many jobs ran
+  6. stages alone the extraction rerun on its own (--forcerun), then the paper's analyses on its
+                  fresh dumps (pack -> the four summaries and run.json) on their own: issue 4 asks
+                  the second to take less wall time than the first
 
 Usage:
   python benchmarks/workflow.py --corpus PATH/war_and_peace.txt --model-config PATH/gpt2 \\
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import shutil
 import subprocess
@@ -35,6 +39,14 @@ from attnlimits_workflow.runner import snakemake_command
 
 REPO = Path(__file__).resolve().parents[1]
 CLEAN = ("results", "figures", "tables", "logs", "benchmarks", ".snakemake/incomplete")
+# The paper's analyses (issue 4): every job from the packs to these summaries.
+PAPER_ANALYSES = [
+    "results/summary/distance.csv",
+    "results/summary/separability.csv",
+    "results/summary/gradient.csv",
+    "results/summary/vanishing.csv",
+    "results/summary/run.json",
+]
 
 
 def snakemake(workdir: Path, config: Path, *args: str) -> tuple[float, str]:
@@ -154,6 +166,16 @@ def main() -> None:
     changed.write_text(yaml.safe_dump(cfg))
     one_t, log = snakemake(work, changed, "--cores", cores, "all")
     one_t_jobs = jobs_run(log)
+    # Stages alone: new dumps (forced), then the paper's analyses on them (all stale now).
+    defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    batches = math.ceil(args.chunks / defaults["extraction"]["chunks_per_batch"])
+    dumps = [f"results/dumps/batch{b:03d}" for b in range(batches)]
+    extract_alone, log = snakemake(
+        work, config, "--cores", cores, *dumps, "--forcerun", "extract_batch"
+    )
+    extract_jobs = jobs_run(log)
+    analyses_alone, log = snakemake(work, config, "--cores", cores, *PAPER_ANALYSES)
+    analyses_jobs = jobs_run(log)
 
     floor, whole = main_case["floor"], main_case["whole"]
     print(
@@ -184,6 +206,18 @@ def main() -> None:
         f"analysis CPU-seconds / extraction seconds: {analysis / extraction:.2f} "
         f"(wall-clock share with {args.cores} cores: ~{analysis / args.cores / extraction:.2f})"
     )
+
+    print("\n6. stages on their own (snakemake wall time, start-up included)")
+    print(f"{'stage':<44} {'seconds':>9} {'x floor':>8} {'jobs':>6}")
+    print(
+        f"{'extraction (--forcerun extract_batch)':<44} {extract_alone:>9.1f} "
+        f"{extract_alone / floor:>8.2f} {extract_jobs:>6}"
+    )
+    print(
+        f"{'paper analyses on the new dumps':<44} {analyses_alone:>9.1f} "
+        f"{analyses_alone / floor:>8.2f} {analyses_jobs:>6}"
+    )
+    print(f"paper analyses / extraction, wall: {analyses_alone / extract_alone:.2f} (issue 4: < 1)")
 
     if args.scaling:
         print("\nScaling (whole workflow, fresh results/):")

@@ -19,11 +19,13 @@ FloatArray = NDArray[np.floating]
 
 def project_to_sphere(x: FloatArray, radius: float) -> NDArray[np.float64]:
     """x_i -> M x_i / ||x_i||. A zero vector has no direction and raises."""
-    x = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    out = np.array(x, dtype=np.float64)  # one copy, scaled in place (no temporaries)
+    norms = np.sqrt(np.einsum("...d,...d->...", out, out))[..., None]
     if np.any(norms == 0):
         raise ValueError("cannot project a zero embedding onto the sphere")
-    return radius * x / norms
+    out *= radius
+    out /= norms
+    return out
 
 
 def min_pairwise_distance(x: FloatArray) -> NDArray[np.float64]:

@@ -17,6 +17,7 @@ rule pack_samples:
         "logs/analysis/pack/L{length}.log",
     benchmark:
         "benchmarks/out/analysis/pack/L{length}.tsv"
+    priority: 3
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -53,6 +54,7 @@ rule critical_n:
         "logs/analysis/critical_n/L{length}.log",
     benchmark:
         "benchmarks/out/analysis/critical_n/L{length}.tsv"
+    priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -73,6 +75,7 @@ rule pairwise_separation:
         "logs/analysis/separation/L{length}.log",
     benchmark:
         "benchmarks/out/analysis/separation/L{length}.tsv"
+    priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:

@@ -48,6 +48,7 @@ rule heads:
         "logs/beyond/heads.log",
     benchmark:
         "benchmarks/out/beyond/heads.tsv"
+    priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:
