@@ -111,7 +111,7 @@ def finished(tmp_path_factory):
 
 
 def rerun_vanishing(work, cfg, check=True):
-    """Force the vanishing analysis, which reads every dump directly."""
+    """Force the sample packs (which read every dump) and the vanishing analysis on them."""
     return snakemake(
         work,
         cfg,
@@ -119,7 +119,7 @@ def rerun_vanishing(work, cfg, check=True):
         "2",
         "results/summary/vanishing.csv",
         "--forcerun",
-        "vanishing",
+        "pack_samples",
         check=check,
     )
 

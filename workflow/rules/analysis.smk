@@ -1,9 +1,9 @@
-# Per-parameter analysis jobs; none imports torch. The analyses that need embeddings share a
-# per-L sample pack: the dumps decoded once into .npy arrays that each job memory-maps. Packs
-# are kept (not temp): rebuilding one for a new job would mark every other job of its L as
-# "updated by another job" and rerun it. Gradient and vanishing read only analysed rows and
-# norms (a few MB), straight from the dumps. Results are tidy Parquet tables, one row per
-# sample (layer, chunk, head).
+# Per-parameter analysis jobs; none imports torch. Every analysis reads a per-L sample pack:
+# the dumps decoded once into .npy arrays that each job memory-maps (gradient and vanishing map
+# only the small logits/weights/norms arrays, so decoding Parquet per job is avoided). Packs are
+# kept (not temp): rebuilding one for a new job would mark every other job of its L as
+# "updated by another job" and rerun it. Results are tidy Parquet tables, one row per sample
+# (layer, chunk, head).
 
 
 rule pack_samples:
@@ -107,9 +107,7 @@ rule separability:
 
 rule gradient:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", f"L{ANALYSIS['gradient']['length']}"),
     output:
         results("analysis", "gradient", "T{temperature}.parquet"),
     log:
@@ -119,7 +117,6 @@ rule gradient:
     conda:
         "../envs/attnlimits.yaml"
     params:
-        length=ANALYSIS["gradient"]["length"],
         epsilons=ANALYSIS["gradient"]["epsilons"],
         directions=ANALYSIS["gradient"]["directions"],
         temperature_on=ANALYSIS["gradient"]["temperature_on"],
@@ -130,9 +127,7 @@ rule gradient:
 
 rule vanishing:
     input:
-        dumps=dump_dirs(),
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        pack=results("samples", "L{length}"),
     output:
         results("analysis", "vanishing", "L{length}.parquet"),
     log:

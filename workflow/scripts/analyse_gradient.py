@@ -11,20 +11,14 @@ from attnlimits.gradient import (
     random_unit_directions,
     softmax_jacobian_norm,
 )
-from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sample_keys, write_table
+from attnlimits_workflow.dumps import read_pack
+from attnlimits_workflow.jobs import Timer, holds, job_logger, sample_keys, write_table
 
 log = job_logger(snakemake, "gradient")
 timer = Timer()
 T = float(snakemake.wildcards.temperature)
 p = snakemake.params
-samples = load_samples(
-    snakemake.input.dumps,
-    p.length,
-    embedding=None,
-    with_logits=True,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
+samples = read_pack(snakemake.input.pack)  # analysis.gradient.length (config-checked to be packed)
 logits = np.asarray(samples.logits, dtype=np.float64)
 if p.temperature_on == "raw_scores":
     # T then divides q.k itself: T = 1/scale (sqrt(d_head) for GPT-2) is the model's own attention.

@@ -4,20 +4,13 @@ import numpy as np
 import polars as pl
 
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
-from attnlimits_workflow.dumps import load_samples
-from attnlimits_workflow.jobs import Timer, holds, job_logger, provenance, sample_keys, write_table
+from attnlimits_workflow.dumps import read_pack
+from attnlimits_workflow.jobs import Timer, holds, job_logger, sample_keys, write_table
 
 log = job_logger(snakemake, "vanishing")
 timer = Timer()
 L = int(snakemake.wildcards.length)
-samples = load_samples(
-    snakemake.input.dumps,
-    L,
-    embedding=None,
-    with_logits=True,
-    with_norms=True,
-    expected=provenance(snakemake.input.model, snakemake.input.tokens),
-)
+samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 delta = corollary1_delta_from_norms(samples.query_norm, samples.key_norm_max, samples.score_scale)
 res = vanishing(samples.weights, samples.logits, delta)
