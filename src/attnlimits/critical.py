@@ -146,6 +146,48 @@ def linear_fit(x: NDArray[np.floating], y: NDArray[np.floating]) -> tuple[float,
     return float(res.intercept), float(res.slope), float(res.rvalue**2)
 
 
+class BlockedDistances:
+    """d~ and the two expectation terms at any N for samples held as blocks.
+
+    ``prepared`` holds (slice of the samples, :func:`attnlimits.distance.weighted` of that block),
+    made once and shared by every N a search visits. d~ is cached per N: the searches against
+    the closed form and against the Monte-Carlo E of one L evaluate it at the same N.
+    """
+
+    def __init__(self, prepared: list[tuple[slice, Any]], n_samples: int) -> None:
+        self.prepared = prepared
+        self.n_samples = n_samples
+        self._distance: dict[int, NDArray[np.float64]] = {}
+
+    def _over_blocks(self, per_block: Callable[[Any], NDArray[np.float64]]) -> NDArray[np.float64]:
+        out = np.empty(self.n_samples)
+        for sl, w in self.prepared:
+            out[sl] = per_block(w)
+        return out
+
+    def distance(self, n: int) -> NDArray[np.float64]:
+        """d~ (Eq. 7) of every sample at N = n."""
+        from . import distance as dist
+
+        if n not in self._distance:
+            self._distance[n] = self._over_blocks(lambda w: dist.distance_to_context(w, n=n))
+        return self._distance[n]
+
+    def closed_form(self, n: int) -> NDArray[np.float64]:
+        """Theorem 1.2's printed expectation term of every sample at N = n."""
+        from . import distance as dist
+
+        return self._over_blocks(lambda w: dist.expectation_term(w, n=n))
+
+    def monte_carlo(self, n: int, draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
+        """The Monte-Carlo E of every sample at N = n; ``rng`` is consumed block by block."""
+        from . import distance as dist
+
+        return self._over_blocks(
+            lambda w: dist.monte_carlo_expected_distance(w, None, n, draws, rng)[0]
+        )
+
+
 def critical_n_against_expectation(
     prepared: list[tuple[slice, Any]],
     n_samples: int,
@@ -156,18 +198,12 @@ def critical_n_against_expectation(
 ) -> CriticalN:
     """Critical N of d~ against the Monte-Carlo expectation E over random top-N sets.
 
-    ``prepared`` holds (slice of the samples, :func:`attnlimits.distance.weighted` of that block);
-    ``rng_for_n(n)`` gives the generator of the draws at N, so a value does not depend on the
-    order in which the search visits N.
+    ``prepared`` as for :class:`BlockedDistances`; ``rng_for_n(n)`` gives the generator of the
+    draws at N, so a value does not depend on the order in which the search visits N.
     """
-    from . import distance as dist
-
-    def ks_at(n: int) -> KSResult:
-        d_tilde, expected = np.empty(n_samples), np.empty(n_samples)
-        rng = rng_for_n(n)
-        for sl, w in prepared:
-            d_tilde[sl] = dist.distance_to_context(w, n=n)
-            expected[sl] = dist.monte_carlo_expected_distance(w, None, n, draws, rng)[0]
-        return ks_test(d_tilde, expected)
-
-    return critical_n_search(ks_at, max_n, ks_alpha)
+    samples = BlockedDistances(prepared, n_samples)
+    return critical_n_search(
+        lambda n: ks_test(samples.distance(n), samples.monte_carlo(n, draws, rng_for_n(n))),
+        max_n,
+        ks_alpha,
+    )

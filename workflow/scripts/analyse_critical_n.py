@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.critical import critical_n_search, ks_test
+from attnlimits.critical import BlockedDistances, critical_n_search, ks_test
 from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 
@@ -17,36 +17,31 @@ p = snakemake.params
 samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 log.info("L=%d: %d samples loaded in %s", L, S, timer)
-cache: dict[tuple[str, int], np.ndarray] = {}
 # The products every evaluation shares, computed once per block of samples.
-prepared = [
-    (sl, dist.weighted(samples.weights[sl], samples.x[sl]))
-    for sl in blocks(S, L, samples.x.shape[2])
-]
-log.info("prepared %d blocks in %s", len(prepared), timer)
+distances = BlockedDistances(
+    [
+        (sl, dist.weighted(samples.weights[sl], samples.x[sl]))
+        for sl in blocks(S, L, samples.x.shape[2])
+    ],
+    S,
+)
+log.info("prepared %d blocks in %s", len(distances.prepared), timer)
 
 
-def values(kind: str, n: int) -> np.ndarray:
-    if (kind, n) not in cache:
-        out = np.empty(S)
+def expectation(kind: str, n: int) -> np.ndarray:
+    if kind == "closed_form":
+        out = distances.closed_form(n)
+    else:
         # One generator per N, so a value does not depend on the order the search visits N.
-        rng = np.random.default_rng([p.seed, 2, L, n])
-        for sl, w in prepared:
-            if kind == "distance":
-                out[sl] = dist.distance_to_context(w, n=n)
-            elif kind == "closed_form":
-                out[sl] = dist.expectation_term(w, n=n)
-            else:
-                out[sl] = dist.monte_carlo_expected_distance(w, None, n, p.mc_draws, rng)[0]
-        cache[(kind, n)] = out
-        log.info("  computed %s at N=%d (%s)", kind, n, timer)
-    return cache[(kind, n)]
+        out = distances.monte_carlo(n, p.mc_draws, np.random.default_rng([p.seed, 2, L, n]))
+    log.info("  computed d~ and %s at N=%d (%s)", kind, n, timer)
+    return out
 
 
 rows = []
 for kind in ("closed_form", "monte_carlo"):
     result = critical_n_search(
-        lambda n, k=kind: ks_test(values("distance", n), values(k, n)), L - 1, p.ks_alpha
+        lambda n, k=kind: ks_test(distances.distance(n), expectation(k, n)), L - 1, p.ks_alpha
     )
     log.info(
         "%s: N_crit=%s after %d evaluations %s",
