@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from .atomic import atomic_path
 from .models import read_manifest
@@ -57,6 +56,8 @@ def write_table(df: pl.DataFrame, path: str | Path) -> None:
 
 def tokens_metadata(tokens_path: str | Path) -> dict[str, Any]:
     import json
+
+    import pyarrow.parquet as pq  # here: analysis jobs that never read tokens skip pyarrow
 
     meta = pq.read_schema(tokens_path).metadata or {}
     if TOKENS_META_KEY not in meta:

@@ -7,8 +7,8 @@ import polars as pl
 
 from attnlimits import distance as dist
 from attnlimits.critical import BlockedDistances, critical_n_search, ks_test
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "critical_n")
 timer = Timer()

@@ -5,7 +5,6 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import (
     Timer,
     blocks,
@@ -14,6 +13,7 @@ from attnlimits_workflow.jobs import (
     sample_keys,
     write_table,
 )
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "distance")
 timer = Timer()

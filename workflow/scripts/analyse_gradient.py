@@ -11,8 +11,8 @@ from attnlimits.gradient import (
     random_unit_directions,
     softmax_jacobian_norm,
 )
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, holds, job_logger, sample_keys, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "gradient")
 timer = Timer()

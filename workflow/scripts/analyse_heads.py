@@ -11,8 +11,8 @@ from attnlimits import normalizers as nz
 from attnlimits.coverage import head_coverage
 from attnlimits.critical import CriticalN, critical_n_against_expectation, ks_min_pvalue
 from attnlimits.separability import distinguishable, project_to_sphere
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "heads")
 timer = Timer()

@@ -10,8 +10,8 @@ from attnlimits import distance as dist
 from attnlimits import normalizers as nz
 from attnlimits.critical import critical_n_against_expectation
 from attnlimits.separability import distinguishable, project_to_sphere
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "normalizer")
 timer = Timer()

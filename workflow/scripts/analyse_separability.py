@@ -5,7 +5,6 @@ import polars as pl
 
 from attnlimits.selection import top_n_indices
 from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import (
     Timer,
     blocks,
@@ -14,6 +13,7 @@ from attnlimits_workflow.jobs import (
     sample_keys,
     write_table,
 )
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "separability")
 timer = Timer()

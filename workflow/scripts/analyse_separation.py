@@ -5,8 +5,8 @@ import numpy as np
 import polars as pl
 
 from attnlimits.separability import min_pairwise_distance, project_to_sphere
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "separation")
 timer = Timer()

@@ -4,8 +4,8 @@ import numpy as np
 import polars as pl
 
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
-from attnlimits_workflow.dumps import read_pack
 from attnlimits_workflow.jobs import Timer, holds, job_logger, sample_keys, write_table
+from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "vanishing")
 timer = Timer()
