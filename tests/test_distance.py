@@ -169,3 +169,44 @@ def test_random_subsets_are_uniform(n):
     length = 64 if n > 48 else 5
     counts = np.bincount(idx.reshape(-1), minlength=length) / len(idx)
     np.testing.assert_allclose(counts, n / length, atol=0.01)
+
+
+class TestMaxCrossDistance:
+    """d1 is screened in float32 and decided in float64: it must equal the float64 brute force
+    exactly, including when many pairs lie within float32 rounding of the maximum."""
+
+    @staticmethod
+    def brute(x, mask):
+        out = []
+        for s in range(len(x)):
+            sel, rest = x[s, mask[s]], x[s, ~mask[s]]
+            diff = rest[:, None, :] - sel[None, :, :]
+            out.append(np.sqrt(np.einsum("ijd,ijd->ij", diff, diff).max()))
+        return np.array(out)
+
+    @pytest.mark.parametrize("magnitude", [1.0, 1e-3, 1e20])
+    def test_near_ties_are_decided_exactly(self, magnitude):
+        rng = np.random.default_rng(7)
+        s, length, d, n = 5, 64, 16, 8
+        # antipodal clusters: every cross pair's distance is 2 up to ~1e-9, far below float32's
+        # resolution, so the screening alone cannot tell the maximiser
+        base = rng.standard_normal(d)
+        base /= np.linalg.norm(base)
+        signs = np.where(np.arange(length) % 2 == 0, 1.0, -1.0)
+        x = (signs[None, :, None] * base + 1e-9 * rng.standard_normal((s, length, d))) * magnitude
+        alpha = rng.dirichlet(np.ones(length), size=s)
+        w = dist.weighted(alpha, x)
+        idx, mask = w.top_n(n)
+        got = dist._max_cross_distance(w, idx, mask)
+        # float32 alone is off by ~1e-7 here; the float64 decision agrees to the last bits
+        np.testing.assert_allclose(got, self.brute(x, mask), rtol=1e-14, atol=0)
+
+    @given(attention_samples(), st.data())
+    def test_matches_brute_force(self, sample, data):
+        alpha, x = sample
+        n = data.draw(st.integers(1, alpha.shape[1] - 1))
+        w = dist.weighted(alpha, x)
+        idx, mask = w.top_n(n)
+        np.testing.assert_allclose(
+            dist._max_cross_distance(w, idx, mask), self.brute(x, mask), rtol=1e-14, atol=0
+        )
