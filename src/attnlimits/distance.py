@@ -286,13 +286,18 @@ def _mc_dense(w: Weighted, n: int, draws: int, rng: np.random.Generator) -> NDAr
         masks = np.zeros((n_samples, draws, length))
         np.put_along_axis(masks, idx, 1.0, axis=2)
         s = np.matmul(masks, w.scaled)
-    d2 = np.matmul(w.scaled, np.swapaxes(s, 1, 2))  # (S, L, K), then in place to distances
-    d2 *= -2.0
-    scale = w.scaled_sq[:, :, None] + np.einsum("skd,skd->sk", s, s)[:, None, :]
-    d2 += scale
-    risky = d2 <= _CANCELLATION * scale  # a_i ~ s: recompute those few entries directly
-    if risky.any():
-        si, li, ki = np.nonzero(risky)
+    # (S, L, K): -2 a_i.s_k (scaling s by -2 is exact), then + |a_i|^2 + |s_k|^2 in place
+    d2 = np.matmul(w.scaled, np.swapaxes(-2.0 * s, 1, 2))
+    s_sq = np.einsum("skd,skd->sk", s, s)
+    d2 += w.scaled_sq[:, :, None]
+    d2 += s_sq[:, None, :]
+    # a_i ~ s_k cancels: recompute those few entries directly. Screen against the row's largest
+    # scale (one pass, no (S, L, K) temporary), then apply the exact per-entry test.
+    screen = d2 <= _CANCELLATION * (w.scaled_sq + s_sq.max(axis=1, keepdims=True))[:, :, None]
+    if screen.any():
+        si, li, ki = np.nonzero(screen)
+        risky = d2[si, li, ki] <= _CANCELLATION * (w.scaled_sq[si, li] + s_sq[si, ki])
+        si, li, ki = si[risky], li[risky], ki[risky]
         diff = w.scaled[si, li] - s[si, ki]
         d2[si, li, ki] = np.einsum("nd,nd->n", diff, diff)
     np.maximum(d2, 0.0, out=d2)
