@@ -4,19 +4,18 @@
 
 import os
 
-# numpy asks the kernel for transparent huge pages for every large array; where THP is in
-# "madvise" mode (Ubuntu's default) each first touch may then stall on memory compaction. Measured
-# on the 2-core development VM: the L=1024 critical-N job took 4.5-5.6 s with it, 4.0-4.2 s
-# without. Jobs inherit this; set NUMPY_MADVISE_HUGEPAGE=1 in the environment to keep numpy's
-# default.
-os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
-
-# glibc serves every allocation above 128 KiB-32 MiB with a fresh mmap and returns freed memory
-# to the kernel, so the analyses' blockwise float64 temporaries (a few MiB each, thousands per
-# job) page-fault on every reuse. Keeping them on the heap: separability L=1024 1.64 -> 0.92 s,
-# critical N L=1024 5.1 -> 4.0 s, the head report 10.3 -> 8.5 s (same outputs; peak memory is
-# unchanged, freed memory is just kept by the job until it exits). Other C libraries ignore these.
+# Memory settings the jobs inherit; each one set in the environment already wins.
+# - NUMPY_MADVISE_HUGEPAGE=0: numpy asks for transparent huge pages for every large array; where
+#   THP is in "madvise" mode (Ubuntu's default) a first touch may then stall on compaction
+#   (development VM: L=1024 critical N 4.5-5.6 s with it, 4.0-4.2 s without).
+# - MALLOC_*: glibc serves every allocation above 128 KiB-32 MiB with a fresh mmap and returns
+#   freed memory to the kernel, so the analyses' blockwise float64 temporaries (a few MiB each,
+#   thousands per job) page-fault on every reuse. Keeping them on the heap: separability L=1024
+#   1.64 -> 0.92 s, critical N L=1024 5.1 -> 4.0 s, the head report 10.3 -> 8.5 s (same outputs;
+#   peak memory unchanged, freed memory kept by the job until it exits). Other C libraries
+#   ignore these.
 for _name, _value in {
+    "NUMPY_MADVISE_HUGEPAGE": "0",
     "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
     "MALLOC_TOP_PAD_": str(64 << 20),

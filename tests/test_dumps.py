@@ -156,7 +156,8 @@ def test_norms_match_the_vectors(dump):
 
 
 def test_pack_round_trip(dump, tmp_path):
-    from attnlimits_workflow.dumps import read_pack, write_pack
+    from attnlimits_workflow.dumps import write_pack
+    from attnlimits_workflow.packs import read_pack
 
     out, _ = dump
     s = load_samples([out], 32, "value", with_logits=True, with_norms=True, expected=PROV)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .packs import PACK_ARRAYS, DumpError, Pack, read_pack  # noqa: F401 (re-exported)
+from .packs import PACK_ARRAYS, DumpError
 
 SCHEMA_SPEC: dict[str, Any] = json.loads(
     resources.files(__package__).joinpath("dump_schema.json").read_text()

@@ -199,7 +199,3 @@ class CorpusTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids)
-
-
-def load_tokenizer(model_dir: str | Path) -> CorpusTokenizer:
-    return CorpusTokenizer(model_dir)

@@ -34,7 +34,8 @@ PACK_ARRAYS = (
 
 @dataclass
 class Pack:
-    """Memory-mapped samples of one L, in (layer, chunk, head) order (see :func:`write_pack`)."""
+    """Memory-mapped samples of one L, in (layer, chunk, head) order (written by
+    :func:`attnlimits_workflow.dumps.pack_dumps`)."""
 
     length: int
     layer: np.ndarray

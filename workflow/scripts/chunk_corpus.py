@@ -11,12 +11,12 @@ from attnlimits.corpus import chunk_tokens
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.dumps import fingerprint
 from attnlimits_workflow.jobs import TOKENS_META_KEY, job_logger
-from attnlimits_workflow.models import load_tokenizer, read_manifest
+from attnlimits_workflow.models import CorpusTokenizer, read_manifest
 
 log = job_logger(snakemake, "chunk_corpus")
 cfg = snakemake.params.chunking
 text = open(snakemake.input.corpus, encoding="utf-8").read()
-tokenizer = load_tokenizer(snakemake.input.model)
+tokenizer = CorpusTokenizer(snakemake.input.model)
 ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
 log.info("%d characters -> %d tokens (%s)", len(text), ids.size, tokenizer.backend)
 try:
