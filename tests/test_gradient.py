@@ -88,6 +88,62 @@ def test_finite_difference_is_capped_by_sqrt2_over_eps(rng):
     assert np.all(g <= np.sqrt(2) / 10.0 + 1e-12)
 
 
+def sigmoid_change(y, step):
+    """sigma(y + step) - sigma(y) without cancellation: e^y expm1(step) / ((1 + e^(y+step))(1 + e^y))."""
+    return np.exp(y) * np.expm1(step) / ((1 + np.exp(y + step)) * (1 + np.exp(y)))
+
+
+@pytest.mark.parametrize(
+    "eps, t",
+    [
+        (1e-3, 1.0),  # max |d| <= 1: expm1 of the shared exponentials
+        (5.0, 1.0),  # 1 < max |d| <= 30: exp of the shared exponentials
+        (50.0, 1.0),  # max |d| > 30: every perturbed softmax evaluated directly
+    ],
+)
+def test_finite_difference_on_a_near_one_hot_pair(eps, t):
+    # L = 2, logits (0, -50), u = (1, -1)/sqrt 2: softmax is (sigma(z1 - z2), sigma(z2 - z1)), so
+    # both entries change by sigma(-50 - sqrt2 eps) - sigma(-50) (opposite signs) and
+    # g = sqrt2 |that| / eps. The larger weight is 1.0 in float64 before and after, so
+    # subtracting the two softmax vectors would lose its change and give g / sqrt 2.
+    z = -50.0 / t
+    want = np.sqrt(2) * abs(sigmoid_change(z, -np.sqrt(2) * eps / t)) / eps
+    u = np.array([[1.0, -1.0]]) / np.sqrt(2)
+    got = finite_difference_sensitivity(np.array([[0.0, -50.0]]), t, eps, u)[0, 0]
+    assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+def reference_finite_difference(logits, t, eps, directions):
+    """g(T, eps) by the definition, one sample and one direction at a time."""
+    out = np.empty((len(logits), len(directions)))
+    for s, row in enumerate(logits):
+        for k, u in enumerate(directions):
+            moved = np.exp((row + eps * u) / t - ((row + eps * u) / t).max())
+            base = np.exp(row / t - (row / t).max())
+            diff = moved / moved.sum() - base / base.sum()
+            out[s, k] = np.sqrt((diff**2).sum()) / eps
+    return out
+
+
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(1, 4), st.integers(2, 9)),
+        elements=st.floats(-4, 4, width=64),
+    ),
+    st.sampled_from([0.3, 1.0, 4.0]),
+    st.sampled_from([0.05, 1.0, 20.0, 200.0]),
+    st.integers(0, 2**32 - 1),
+)
+def test_finite_difference_matches_a_reference_loop(logits, t, eps, seed):
+    # Weights stay above e^-27 here, where subtracting the softmax vectors loses nothing that
+    # matters at this tolerance; eps spans all three evaluation regimes.
+    u = random_unit_directions(3, logits.shape[1], np.random.default_rng(seed))
+    got = finite_difference_sensitivity(logits, t, eps, u)
+    want = reference_finite_difference(logits, t, eps, u)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-14 / eps)
+
+
 def test_directions_are_unit_and_seeded():
     a = random_unit_directions(4, 7, np.random.default_rng(3))
     b = random_unit_directions(4, 7, np.random.default_rng(3))
