@@ -5,6 +5,7 @@ import pytest
 import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from strategies import attention_samples
 
 from attnlimits import distance as dist
@@ -27,6 +28,35 @@ class TestSelection:
     def test_n_out_of_range_is_refused(self, n):
         with pytest.raises(ValueError, match="1 <= N <= L"):
             top_n_indices(np.ones((1, 3)) / 3, n)
+        with pytest.raises(ValueError, match="1 <= N <= L"):
+            top_n_mask(np.ones((1, 3)) / 3, n)
+
+    def test_mask_ties_go_to_the_lower_index(self):
+        # the n-th largest weight 0.25 is tied four ways: the two lowest indices of the tie
+        alpha = np.array([[0.25, 0.05, 0.25, 0.4, 0.25, 0.25]])
+        assert top_n_mask(alpha, 3).tolist() == [[True, False, True, True, False, False]]
+        assert top_n_mask(alpha, 6).all()
+        assert top_n_mask(np.array([[0.5, np.nan, 0.5]]), 1).tolist() == [[True, False, False]]
+
+    @given(
+        st.integers(1, 40).flatmap(
+            lambda length: st.tuples(
+                arrays(
+                    np.float64,
+                    st.tuples(st.integers(1, 4), st.just(length)),
+                    elements=st.sampled_from([0.0, 0.1, 0.25, 0.3, np.nan]),
+                ),
+                st.integers(1, length),
+            )
+        )
+    )
+    def test_mask_is_the_sorted_top_n(self, case):
+        # few distinct values, so most rows have ties at the n-th weight (and some a NaN)
+        alpha, n = case
+        want = np.zeros(alpha.shape, dtype=bool)
+        for s, row in enumerate(alpha):
+            want[s, top_n_indices(row[None, :], n)[0]] = True
+        np.testing.assert_array_equal(top_n_mask(alpha, n), want)
 
 
 class TestDistanceHandCases:

@@ -23,10 +23,28 @@ def top_n_indices(alpha: NDArray[np.floating], n: int) -> NDArray[np.intp]:
 
 
 def top_n_mask(alpha: NDArray[np.floating], n: int) -> NDArray[np.bool_]:
-    """Boolean mask (S, L) that is True on the top-``n`` set I_N of each row."""
-    idx = top_n_indices(alpha, n)
-    mask = np.zeros(np.shape(alpha), dtype=bool)
-    np.put_along_axis(mask, idx, True, axis=1)
+    """Boolean mask (S, L) that is True on the top-``n`` set I_N of each row (same set as
+    :func:`top_n_indices`, ties to the lower index).
+
+    A partition finds each row's n-th largest weight v in O(L) instead of sorting the row: the
+    set is every weight above v and then the lowest-index weights equal to v until there are n.
+    Rows with a NaN (which a partition would rank as largest) take the sorting path.
+    """
+    alpha = np.asarray(alpha)
+    if alpha.ndim != 2:
+        raise ValueError(f"alpha must have shape (S, L), got {alpha.shape}")
+    length = alpha.shape[1]
+    if not 1 <= n <= length:
+        raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
+    if np.isnan(alpha).any():
+        mask = np.zeros(alpha.shape, dtype=bool)
+        np.put_along_axis(mask, top_n_indices(alpha, n), True, axis=1)
+        return mask
+    nth = np.partition(alpha, length - n, axis=1)[:, length - n, None]
+    mask = alpha > nth
+    at_nth = alpha == nth
+    missing = n - mask.sum(axis=1, keepdims=True)
+    mask |= at_nth & (np.cumsum(at_nth, axis=1) <= missing)
     return mask
 
 

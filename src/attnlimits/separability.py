@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .distance import Weighted, norms_to_point, weighted
+from .distance import Weighted, norms_to_point
+from .selection import top_n_mask
 
 FloatArray = NDArray[np.floating]
 
@@ -109,11 +110,19 @@ def distinguishable(
     ``alpha`` may be a :class:`attnlimits.distance.Weighted` of (alpha, x_sphere), made once
     and reused across N (``x_sphere`` then None).
     """
-    w = alpha if isinstance(alpha, Weighted) else weighted(alpha, x_sphere)
-    length = w.alpha.shape[1]
-    _, mask = w.top_n(n)
-    s = np.matmul(mask[:, None, :].astype(np.float64), w.scaled)[:, 0, :]
-    dist = norms_to_point(w.scaled, s, w.scaled_sq)
+    if isinstance(alpha, Weighted):
+        length = alpha.alpha.shape[1]
+        mask, scaled, scaled_sq = alpha.top_n(n)[1], alpha.scaled, alpha.scaled_sq
+    else:
+        # One N: only alpha_i x_i and its squared norm are needed, not all of weighted()'s
+        # products, and the top-n set without sorting each row.
+        alpha = np.asarray(alpha, dtype=np.float64)
+        length = alpha.shape[1]
+        mask = top_n_mask(alpha, n)
+        scaled = np.multiply(x_sphere, alpha[:, :, None])
+        scaled_sq = np.einsum("sld,sld->sl", scaled, scaled)
+    s = np.matmul(mask[:, None, :].astype(np.float64), scaled)[:, 0, :]
+    dist = norms_to_point(scaled, s, scaled_sq)
     radius = np.where(n >= length, np.nan, np.where(mask, np.inf, dist).min(axis=1))
     return mask, mask & (dist <= radius[:, None]), radius
 
@@ -128,7 +137,7 @@ def separability(
     no_outside = np.full(n_samples, n >= length)
     n_s = inside.sum(axis=1).astype(np.int64)
 
-    alpha_sel = np.take_along_axis(alpha, np.argsort(~mask, axis=1, kind="stable")[:, :n], axis=1)
+    alpha_sel = alpha[mask].reshape(n_samples, n)  # the selected weights, in index order
     xi_sel = xi(alpha_sel, delta, radius_m)
     negative = np.isnan(xi_sel).any(axis=1)
     zero_r = radius == 0
