@@ -117,9 +117,26 @@ def distance_for_mask(alpha, x, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
 
 
 def distance_to_context(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
-    """The true distance d~ (Eq. 7) for the top-``n`` set of each sample; shape (S,)."""
+    """The true distance d~ (Eq. 7) for the top-``n`` set of each sample; shape (S,).
+
+    Only the smaller side of the split is gathered: s is the sum of the n selected a_i, or
+    xbar minus the L - n others when those are fewer; and when at most _COMPLEMENT_FRACTION of
+    the tokens are left out, only their distances are computed (as for the Monte-Carlo draws)
+    instead of every token's. The critical-N search spends most of its evaluations near N = L.
+    """
     w = _as_weighted(alpha, x)
-    return distance_for_mask(w, None, w.top_n(n)[1])
+    idx, mask = w.top_n(n)
+    n_samples, length = w.alpha.shape
+    rows = np.arange(n_samples)[:, None]
+    others = w.order[:, n:]
+    if n <= length - n:
+        s = w.scaled[rows, idx].sum(axis=1)
+    else:
+        s = w.xbar - w.scaled[rows, others].sum(axis=1)
+    if length - n > _COMPLEMENT_FRACTION * length:
+        return np.where(mask, 0.0, norms_to_point(w.scaled, s, w.scaled_sq)).sum(axis=1)
+    left_out = w.scaled[rows, others] - s[:, None, :]  # (S, L - n, d)
+    return np.sqrt(np.einsum("smd,smd->sm", left_out, left_out)).sum(axis=1)
 
 
 def selected_mass(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
