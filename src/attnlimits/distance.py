@@ -100,22 +100,6 @@ def norms_to_point(
     return np.sqrt(np.maximum(d2, 0.0))
 
 
-def context_vector(
-    alpha: FloatArray, x: FloatArray, mask: NDArray[np.bool_]
-) -> NDArray[np.float64]:
-    """s = sum over the masked indices of alpha_i x_i, shape (S, d)."""
-    w = _as_weighted(alpha, x)
-    return np.matmul(mask[:, None, :].astype(np.float64), w.scaled)[:, 0, :]
-
-
-def distance_for_mask(alpha, x, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """d~ of Eq. (7) for an arbitrary selected set given as a mask (S, L); shape (S,)."""
-    w = _as_weighted(alpha, x)
-    s = context_vector(w, None, mask)
-    dist = norms_to_point(w.scaled, s, w.scaled_sq)
-    return np.where(mask, 0.0, dist).sum(axis=1)
-
-
 def distance_to_context(alpha, x=None, n: int = 1) -> NDArray[np.float64]:
     """The true distance d~ (Eq. 7) for the top-``n`` set of each sample; shape (S,).
 

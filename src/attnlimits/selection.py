@@ -6,18 +6,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 
-def top_n_indices(alpha: NDArray[np.floating], n: int) -> NDArray[np.intp]:
-    """Indices of the ``n`` largest weights of each row, ties broken towards the lower index.
-
-    ``alpha`` has shape (S, L); the result has shape (S, n), ordered by decreasing weight.
-    A stable sort of ``-alpha`` keeps equal weights in index order, which is the tie rule.
-    """
+def _checked_weights(alpha: NDArray[np.floating], n: int) -> NDArray[np.floating]:
+    """alpha as an (S, L) array, refusing any other shape and an N outside [1, L]."""
     alpha = np.asarray(alpha)
     if alpha.ndim != 2:
         raise ValueError(f"alpha must have shape (S, L), got {alpha.shape}")
     length = alpha.shape[1]
     if not 1 <= n <= length:
         raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
+    return alpha
+
+
+def top_n_indices(alpha: NDArray[np.floating], n: int) -> NDArray[np.intp]:
+    """Indices of the ``n`` largest weights of each row, ties broken towards the lower index.
+
+    ``alpha`` has shape (S, L); the result has shape (S, n), ordered by decreasing weight.
+    A stable sort of ``-alpha`` keeps equal weights in index order, which is the tie rule.
+    """
+    alpha = _checked_weights(alpha, n)
     order = np.argsort(-alpha, axis=1, kind="stable")
     return order[:, :n]
 
@@ -30,12 +36,8 @@ def top_n_mask(alpha: NDArray[np.floating], n: int) -> NDArray[np.bool_]:
     set is every weight above v and then the lowest-index weights equal to v until there are n.
     Rows with a NaN (which a partition would rank as largest) take the sorting path.
     """
-    alpha = np.asarray(alpha)
-    if alpha.ndim != 2:
-        raise ValueError(f"alpha must have shape (S, L), got {alpha.shape}")
+    alpha = _checked_weights(alpha, n)
     length = alpha.shape[1]
-    if not 1 <= n <= length:
-        raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={length}")
     if np.isnan(alpha).any():
         mask = np.zeros(alpha.shape, dtype=bool)
         np.put_along_axis(mask, top_n_indices(alpha, n), True, axis=1)
