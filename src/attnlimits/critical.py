@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import distance as dist
+
 
 @dataclass(frozen=True)
 class KSResult:
@@ -167,22 +169,16 @@ class BlockedDistances:
 
     def distance(self, n: int) -> NDArray[np.float64]:
         """d~ (Eq. 7) of every sample at N = n."""
-        from . import distance as dist
-
         if n not in self._distance:
             self._distance[n] = self._over_blocks(lambda w: dist.distance_to_context(w, n=n))
         return self._distance[n]
 
     def closed_form(self, n: int) -> NDArray[np.float64]:
         """Theorem 1.2's printed expectation term of every sample at N = n."""
-        from . import distance as dist
-
         return self._over_blocks(lambda w: dist.expectation_term(w, n=n))
 
     def monte_carlo(self, n: int, draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
         """The Monte-Carlo E of every sample at N = n; ``rng`` is consumed block by block."""
-        from . import distance as dist
-
         return self._over_blocks(
             lambda w: dist.monte_carlo_expected_distance(w, None, n, draws, rng)[0]
         )
