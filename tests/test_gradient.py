@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -175,3 +175,53 @@ def test_newton_solver_on_wide_rows(rng):
     for t in (0.001, 0.1, 1.0, 100.0):
         want = [dense_norm(row, t) for row in logits]
         np.testing.assert_allclose(softmax_jacobian_norm(logits, t), want, rtol=1e-7, atol=1e-12)
+
+
+def _mpmath_jacobian_norm(logit_row, t, digits):
+    """lambda_max(diag(a) - a a^T) / T from the logits, every step at ``digits`` digits."""
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(digits):
+        z = [mpmath.mpf(float(v)) / mpmath.mpf(t) for v in logit_row]
+        top = max(z)
+        e = [mpmath.exp(v - top) for v in z]
+        total = mpmath.fsum(e)
+        a = [v / total for v in e]
+        n = len(a)
+        jac = mpmath.matrix(n, n)
+        for i in range(n):
+            for j in range(n):
+                jac[i, j] = (a[i] if i == j else 0) - a[i] * a[j]
+        return float(max(mpmath.eigsy(jac, eigvals_only=True)) / mpmath.mpf(t))
+
+
+@pytest.mark.parametrize("t", [1.0, 0.1, 0.0316, 0.01, 0.003])
+def test_exact_norm_keeps_relative_accuracy_on_near_one_hot_rows(t):
+    # Logit gaps of ~0.1-2 at small T make rows whose norm is far below 1e-8: the shifted secular
+    # solver (lam = d_1 - tau with d_1 ~ 1) returned 0 or values 100+ decades too small on these.
+    rng = np.random.default_rng(7)
+    logits = rng.normal(0.0, 0.6, size=(6, 7))
+    logits[:, 0] += np.linspace(0.4, 2.5, 6)  # one token leads by a growing margin
+    got = softmax_jacobian_norm(logits, t)
+    want = np.array([_mpmath_jacobian_norm(row, t, digits=450) for row in logits])
+    assert np.all(want > 0)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(np.median(got), np.median(want), rtol=1e-6, atol=0)
+
+
+def test_exact_norm_of_a_two_token_row_at_the_underflow_edge():
+    # a = (1 - e, e) has ||J|| = 2 a_1 a_2 exactly; e = exp(-700) is far below float64's epsilon.
+    got = softmax_jacobian_norm_from_weights(np.array([[1.0, np.exp(-700.0)]]))[0]
+    assert got == pytest.approx(2 * np.exp(-700.0), rel=1e-14, abs=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    arrays(np.float64, st.tuples(st.just(1), st.integers(2, 6)), elements=st.floats(-3, 3)),
+    st.sampled_from([0.003, 0.01, 0.05, 1.0]),
+)
+def test_exact_norm_matches_450_digit_arithmetic(logits, t):
+    got = softmax_jacobian_norm(logits, t)[0]
+    want = _mpmath_jacobian_norm(logits[0], t, digits=450)
+    if want < 1e-300:  # below float64's range: the weights themselves underflow
+        return
+    assert got == pytest.approx(want, rel=1e-9, abs=0)

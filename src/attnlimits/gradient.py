@@ -111,117 +111,134 @@ def finite_difference_sensitivity(
 
 
 def largest_eigenvalue_diag_minus_rank_one(
-    diagonal: FloatArray, v_squared: FloatArray, iterations: int = 200
+    diagonal: FloatArray,
+    v: FloatArray,
+    *,
+    diagonal_minus_v_squared: FloatArray | None = None,
+    iterations: int = 200,
 ) -> NDArray[np.float64]:
     """Largest eigenvalue of diag(d) - v v^T per row, without forming the matrix.
 
-    Takes d and v**2 (S, L). Entries with v_i = 0 drop out (e_i is an eigenvector with
-    eigenvalue d_i). For the others the eigenvalues interlace d, so the largest lies in
-    [d_(2), d_(1)] (d_(1) at index i1, both over the v_i != 0 entries) and is the root there of
-    the secular equation 1 = sum_i v_i^2 / (d_i - lam). Written as lam = d_(1) - tau with
-    delta_i = d_(1) - d_i and multiplied by tau > 0, it is the root in (0, delta_(2)) of
+    Takes d and v (S, L; only |v_i| matters), and optionally c = d - v**2 computed by the caller without
+    cancellation (for the softmax Jacobian, c_i = a_i (1 - a_i) with 1 - a_i the sum of the
+    other weights). Entries with v_i = 0 drop out (e_i is an eigenvector with eigenvalue d_i).
+    For the others the eigenvalues interlace d, so the largest, lam, lies in [d_(2), d_(1)]
+    (d_(1) at index i1, both over the v_i != 0 entries) and is the root there of the secular
+    equation 1 = sum_i v_i^2 / (d_i - lam). Its i1 term is moved to the left and the equation
+    multiplied by d_(1) - lam > 0:
 
-        F(tau) = tau (1 + psi(tau)) - v_i1^2,   psi(tau) = sum_{i != i1} v_i^2 / (delta_i - tau),
+        g(lam) = (c_i1 - lam) - (d_(1) - lam) psi(lam) = 0,  psi(lam) = sum_{i != i1} v_i^2 / (d_i - lam).
 
-    and F is increasing and convex there (psi is positive, increasing and convex). Newton's
-    method started to the right of the root therefore decreases monotonically onto it, with no
-    overshoot to guard against and quadratic convergence: ~5-10 O(L) steps per row instead of
-    ~50 for bisection. The start is tau = v_i1^2 (F >= 0 there) when that is left of
-    delta_(2)/2; otherwise halving the distance to the pole from delta_(2)/2 until F > 0 gives a
-    start no closer to the pole than half the root's own distance, where Newton does not crawl. A tie of the two
-    largest d gives delta_(2) = 0 and lam = d_(1); a single non-zero v_i gives the closed form
-    max(d_i - v_i^2, other d).
+    Written so, no term cancels when lam << d_(1): a near one-hot softmax row has lam ~ 1e-24
+    beside d_(1) ~ 1, which the shifted form lam = d_(1) - tau cannot resolve (it returned 0 or
+    values 100 orders of magnitude too small). psi < 0 on the interval, so the root also exceeds
+    c_i1, and g is decreasing and convex there (psi increasing and concave): Newton steps from any
+    point left of the root rise monotonically onto it. The iteration keeps a bracket [lo, hi],
+    starts at lo = max(d_(2), c_i1), and takes a bisection step (geometric while hi > 2 lo, so a
+    root many decades below d_(1) is reached in a few steps) whenever Newton would leave the
+    bracket or the point lies right of the root. The plain reference is the dense eigvalsh of
+    diag(d) - v v^T (tests/test_gradient.py), checked at high precision with mpmath.
+    A tie of the two largest d gives lam = d_(1); a single non-zero v_i gives c_i.
     """
     d = np.asarray(diagonal, dtype=np.float64)
-    v2 = np.asarray(v_squared, dtype=np.float64)
+    # |v|, not v^2: a weight of 1e-193 squares to 0 in float64 but v_i / (d_i - lam) is O(1).
+    v = np.abs(np.asarray(v, dtype=np.float64))
+    c = (
+        d - v * v
+        if diagonal_minus_v_squared is None
+        else np.asarray(diagonal_minus_v_squared, float)
+    )
     if d.ndim == 1:
-        d, v2 = d[None, :], v2[None, :]
+        d, v, c = d[None, :], v[None, :], c[None, :]
     rows = np.arange(len(d))
-    active = v2 > 0
+    active = v > 0
     # The free eigenvalues: d_i where v_i = 0 (the answer when one of them is the largest).
     free_max = np.where(active, -np.inf, d).max(axis=1)
     d_act = np.where(active, d, -np.inf)
     i1 = np.argmax(d_act, axis=1)
     d1 = d_act[rows, i1]
-    v1 = v2[rows, i1]
-    delta = d1[:, None] - d  # >= 0 on the active entries
+    c1 = c[rows, i1]
     others = active.copy()
     others[rows, i1] = False
-    delta2 = np.where(others, delta, np.inf).min(axis=1)  # inf: a single non-zero v_i
-    w = np.where(others, v2, 0.0)
-    # Inactive entries get delta = inf so they add 0 to psi and psi' without masking each step.
-    delta = np.where(others, delta, np.inf)
+    d2 = np.where(others, d, -np.inf).max(axis=1)  # -inf: a single non-zero v_i
+    w = np.where(others, v, 0.0)
+    # Inactive entries get d = -inf so they add 0 to psi and psi' without masking each step.
+    d_others = np.where(others, d, -np.inf)
 
-    def f_and_slope(idx):
-        t = tau[idx]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inv = 1.0 / (delta[idx] - t[:, None])
-            w_inv = w[idx] * inv
-            psi = w_inv.sum(axis=1)
-            dpsi = (w_inv * inv).sum(axis=1)
-        return t * (1.0 + psi) - v1[idx], 1.0 + psi + t * dpsi
-
-    tau = v1.copy()
-    tie = delta2 == 0
-    # Rows whose start v_i1^2 lies in the upper half towards the pole (where Newton would crawl):
-    # start at delta_(2)/2 instead, and move halfway to the pole while F <= 0 there.
-    near_pole = ~tie & np.isfinite(delta2) & (v1 > 0.5 * delta2)
-    lo = np.zeros_like(tau)
-    settled = np.zeros(len(d), dtype=bool)
-    if near_pole.any():
-        # The start's distance to the pole is delta_(2) 2^-e. F <= 0 at e_lo, F > 0 at e_hi: the
-        # exponent first doubles (1, 2, 4, ...) until F > 0, then is bisected until e_hi - e_lo
-        # <= 1, so ~20 evaluations reach even a root 1e-300 from the pole (halving: ~1000).
-        rows_np = np.nonzero(near_pole)[0]
-        e_lo = np.zeros(len(rows_np))
-        e_hi = np.full(len(rows_np), np.inf)
-        for _ in range(64):
-            open_ = np.nonzero(e_hi - e_lo > 1)[0]
-            if not open_.size:
-                break
-            e = np.where(
-                np.isinf(e_hi[open_]),
-                np.maximum(2.0 * e_lo[open_], 1.0),
-                np.floor(0.5 * (e_lo[open_] + e_hi[open_])),
-            )
-            r = rows_np[open_]
-            tau[r] = delta2[r] - delta2[r] * 2.0**-e
-            f, _ = f_and_slope(r)
-            above = (tau[r] >= delta2[r]) | (f > 0)  # on the pole to rounding counts as above
-            e_hi[open_[above]] = e[above]
-            e_lo[open_[~above]] = e[~above]
-        lo[rows_np] = np.where(e_lo > 0, delta2[rows_np] - delta2[rows_np] * 2.0**-e_lo, 0.0)
-        tau[rows_np] = delta2[rows_np] - delta2[rows_np] * 2.0**-e_hi
-        at_pole = rows_np[tau[rows_np] >= delta2[rows_np]]  # the root is at the pole to rounding
-        settled[at_pole] = True
-        tau[at_pole] = delta2[at_pole]
-    live = ~tie & ~settled & np.isfinite(delta2)
+    # Gershgorin: lam <= max_i (c_i + |v_i| sum_{j != i} |v_j|) (2 max a_i (1 - a_i) for softmax).
+    gershgorin = np.where(active, c + v * sum_of_others(v), -np.inf).max(axis=1)
+    lo = np.where(np.isfinite(d2), np.maximum(d2, c1), c1)
+    hi = np.minimum(d1, np.maximum(gershgorin, lo))
+    live = np.isfinite(d2) & (d2 < d1) & (lo < hi)
+    # Start at c_i1 unless it is at the pole d_(2), where Newton would crawl away from it.
+    lam = np.where(lo > d2 * (1.0 + 2.0**-10), lo, _middle(lo, hi))
     for _ in range(iterations):
         todo = np.nonzero(live)[0]
         if not todo.size:
             break
-        f, slope = f_and_slope(todo)
-        step = np.where(f > 0, f / slope, 0.0)
-        new = np.maximum(tau[todo] - step, lo[todo])
-        done = (step <= 4e-16 * np.maximum(np.abs(d1[todo]), np.abs(tau[todo]))) | (
-            new >= tau[todo]
-        )
-        tau[todo] = new
+        x = lam[todo]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ratio = w[todo] / (d_others[todo] - x[:, None])  # v_i / (d_i - lam) <= 0
+            psi = (w[todo] * ratio).sum(axis=1)
+            dpsi = (ratio * ratio).sum(axis=1)
+            gap = d1[todo] - x
+            g = (c1[todo] - x) - gap * psi
+            slope = -1.0 + psi - gap * dpsi  # < 0
+            # x is left of the root, or on the pole d_(2) itself (g -> +inf from the right)
+            left = (g > 0) | (x <= d2[todo])
+            step = np.where(left & np.isfinite(g) & (g > 0), -g / slope, np.inf)
+        lo_t = np.where(left, x, lo[todo])
+        hi_t = np.where(left | (g == 0), hi[todo], x)
+        # A Newton step from the left stays left of the root (g convex); once it is below the
+        # resolution, step one resolution further, so the next point closes the bracket.
+        newton = x + np.maximum(step, 4e-16 * x)
+        new = np.where(left & (newton < hi_t), newton, _middle(lo_t, hi_t))
+        done = (g == 0) | (hi_t - lo_t <= 8e-16 * hi_t)
+        new = np.where(g == 0, x, np.where(done, 0.5 * (lo_t + hi_t), new))
+        lo[todo], hi[todo], lam[todo] = lo_t, hi_t, new
         live[todo[done]] = False
-    tau = np.where(tie, 0.0, tau)
-    lam = d1 - tau
-    single = np.isinf(delta2) & np.isfinite(d1)
-    lam = np.where(single, d1 - v1, lam)  # one non-zero v_i: the closed form d_i - v_i^2
+    lam = np.where(d2 == d1, d1, lam)  # a tie of the two largest: lam = d_(1)
     lam = np.where(np.isfinite(d1), lam, -np.inf)  # no non-zero v_i at all
     return np.maximum(lam, free_max)
 
 
+def _middle(lo: NDArray[np.float64], hi: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Bisection point of [lo, hi]: geometric while the bracket spans more than a factor 2."""
+    geometric = (lo > 0) & (hi > 2.0 * lo)
+    return np.where(geometric, np.sqrt(lo) * np.sqrt(hi), 0.5 * (lo + hi))
+
+
+def sum_of_others(values: FloatArray) -> NDArray[np.float64]:
+    """sum_{j != i} v_j for each entry of each row of non-negative v (S, L).
+
+    The largest entry's is summed from the others alone: total - v_i cancels when that entry holds
+    nearly all of the total (a near one-hot row). For every other entry, total - v_i >= the
+    largest entry >= v_i, so the subtraction loses at most one bit.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    rows = np.arange(len(v))
+    top = np.argmax(v, axis=1)
+    out = v.sum(axis=1, keepdims=True) - v
+    masked = v.copy()
+    masked[rows, top] = 0.0
+    out[rows, top] = masked.sum(axis=1)
+    return out
+
+
 def softmax_jacobian_norm_from_weights(
-    weights: FloatArray, iterations: int = 200
+    weights: FloatArray, *, iterations: int = 200
 ) -> NDArray[np.float64]:
-    """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD, the softmax Jacobian at T = 1)."""
+    """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD, the softmax Jacobian at T = 1).
+
+    The weights are taken to sum to one, so d_i - v_i^2 = a_i (1 - a_i) = a_i sum_{j != i} a_j:
+    a near one-hot row keeps the relative accuracy of its small weights.
+    """
     a = np.asarray(weights, dtype=np.float64)
-    return largest_eigenvalue_diag_minus_rank_one(a, a * a, iterations)
+    if a.ndim == 1:
+        a = a[None, :]
+    return largest_eigenvalue_diag_minus_rank_one(
+        a, a, diagonal_minus_v_squared=a * sum_of_others(a), iterations=iterations
+    )
 
 
 def softmax_jacobian_norm(logits: FloatArray, temperature: float) -> NDArray[np.float64]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .gradient import largest_eigenvalue_diag_minus_rank_one, softmax
+from . import gradient
+from .gradient import largest_eigenvalue_diag_minus_rank_one, softmax, sum_of_others
 
 FloatArray = NDArray[np.floating]
 
@@ -42,9 +43,9 @@ def softmax_weights(logits: FloatArray, length: int, temperature: float = 1.0):
 
 
 def softmax_jacobian_norm(logits: FloatArray, length: int, temperature: float = 1.0):
-    """lambda_max(diag(a) - a a^T) / T at a = softmax(l/T)."""
-    a = softmax(logits, temperature)
-    return largest_eigenvalue_diag_minus_rank_one(a, a * a) / temperature
+    """lambda_max(diag(a) - a a^T) / T at a = softmax(l/T) (the gradient module's, in the
+    normalizer signature)."""
+    return gradient.softmax_jacobian_norm(logits, temperature)
 
 
 # ------------------------------------------------------------------------- sparsemax, 1.5-entmax
@@ -68,7 +69,7 @@ def sparsemax_jacobian_norm(logits: FloatArray, length: int, temperature: float 
     p = sparsemax_weights(logits, length, temperature)
     support = (p > 0).astype(np.float64)
     k = support.sum(axis=1, keepdims=True)
-    return largest_eigenvalue_diag_minus_rank_one(support, support / k) / temperature
+    return largest_eigenvalue_diag_minus_rank_one(support, support / np.sqrt(k)) / temperature
 
 
 def entmax15_weights(logits: FloatArray, length: int, temperature: float = 1.0):
@@ -81,8 +82,13 @@ def entmax15_jacobian_norm(logits: FloatArray, length: int, temperature: float =
     support (Peters et al., 2019, Prop. 1); for alpha = 1.5, g = sqrt(p)."""
     p = entmax15_weights(logits, length, temperature)
     g = np.sqrt(p)
-    return largest_eigenvalue_diag_minus_rank_one(g, g * g / g.sum(axis=1, keepdims=True)) / (
-        temperature
+    total = g.sum(axis=1, keepdims=True)
+    # d - v^2 = g (sum g - g) / sum g, from the other entries (no cancellation when near one-hot)
+    return (
+        largest_eigenvalue_diag_minus_rank_one(
+            g, g / np.sqrt(total), diagonal_minus_v_squared=g * sum_of_others(g) / total
+        )
+        / temperature
     )
 
 
