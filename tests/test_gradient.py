@@ -72,7 +72,7 @@ def test_exact_norm_matches_eigvalsh(logits, t):
 def test_finite_difference_approaches_the_directional_derivative(rng):
     logits = rng.normal(size=(2, 6))
     u = random_unit_directions(3, 6, rng)
-    g = finite_difference_sensitivity(logits, 0.5, 1e-6, u)
+    g = finite_difference_sensitivity(logits, temperature=0.5, eps=1e-6, directions=u)
     for s in range(2):
         a = softmax(logits[s], 0.5)
         jac = (np.diag(a) - np.outer(a, a)) / 0.5
@@ -83,7 +83,10 @@ def test_finite_difference_approaches_the_directional_derivative(rng):
 def test_finite_difference_is_capped_by_sqrt2_over_eps(rng):
     # two points of the simplex are at most sqrt(2) apart
     g = finite_difference_sensitivity(
-        rng.normal(size=(4, 5)) * 50, 0.01, 10.0, random_unit_directions(8, 5, rng)
+        rng.normal(size=(4, 5)) * 50,
+        temperature=0.01,
+        eps=10.0,
+        directions=random_unit_directions(8, 5, rng),
     )
     assert np.all(g <= np.sqrt(2) / 10.0 + 1e-12)
 
@@ -109,7 +112,9 @@ def test_finite_difference_on_a_near_one_hot_pair(eps, t):
     z = -50.0 / t
     want = np.sqrt(2) * abs(sigmoid_change(z, -np.sqrt(2) * eps / t)) / eps
     u = np.array([[1.0, -1.0]]) / np.sqrt(2)
-    got = finite_difference_sensitivity(np.array([[0.0, -50.0]]), t, eps, u)[0, 0]
+    got = finite_difference_sensitivity(
+        np.array([[0.0, -50.0]]), temperature=t, eps=eps, directions=u
+    )[0, 0]
     assert got == pytest.approx(want, rel=1e-12, abs=0.0)
 
 
@@ -139,7 +144,7 @@ def test_finite_difference_matches_a_reference_loop(logits, t, eps, seed):
     # Weights stay above e^-27 here, where subtracting the softmax vectors loses nothing that
     # matters at this tolerance; eps spans all three evaluation regimes.
     u = random_unit_directions(3, logits.shape[1], np.random.default_rng(seed))
-    got = finite_difference_sensitivity(logits, t, eps, u)
+    got = finite_difference_sensitivity(logits, temperature=t, eps=eps, directions=u)
     want = reference_finite_difference(logits, t, eps, u)
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-14 / eps)
 
@@ -156,7 +161,9 @@ def test_nonpositive_temperature_and_eps_are_refused(bad):
     with pytest.raises(ValueError):
         softmax(np.zeros((1, 2)), bad)
     with pytest.raises(ValueError):
-        finite_difference_sensitivity(np.zeros((1, 2)), 1.0, bad, np.ones((1, 2)) / np.sqrt(2))
+        finite_difference_sensitivity(
+            np.zeros((1, 2)), temperature=1.0, eps=bad, directions=np.ones((1, 2)) / np.sqrt(2)
+        )
 
 
 @pytest.mark.parametrize("gap", [1e-3, 1.0, 25.78, 40.0, 800.0])

@@ -44,38 +44,42 @@ def test_min_pairwise_distance_is_exact_below_float32_resolution(rng):
 def test_xi_hand_case():
     # N = 2, alpha_sel = (0.6, 0.4), M = 1, delta = 1: the pair sum over j != k, both != i, is
     # empty for N = 2, so xi_i = alpha_other: xi = (0.4, 0.6)
-    np.testing.assert_allclose(xi(np.array([[0.6, 0.4]]), np.array([1.0]), 1.0), [[0.4, 0.6]])
+    np.testing.assert_allclose(
+        xi(np.array([[0.6, 0.4]]), np.array([1.0]), radius_m=1.0), [[0.4, 0.6]]
+    )
 
 
 def test_xi_three_selected():
     # alpha = (0.5, 0.3, 0.2), M = 1, delta = 0: xi_0^2 = 0.09 + 0.04 + (1)(2 * 0.3 * 0.2) = 0.25
-    got = xi(np.array([[0.5, 0.3, 0.2]]), np.array([0.0]), 1.0)
+    got = xi(np.array([[0.5, 0.3, 0.2]]), np.array([0.0]), radius_m=1.0)
     assert got[0, 0] == pytest.approx(0.5)
 
 
 def test_negative_xi_square_is_flagged_not_hidden():
     # delta = 2M (antipodal points) makes (M^2 - delta^2/2) = -1 and xi^2 < 0 for N >= 3
-    got = xi(np.array([[0.4, 0.3, 0.3]]), np.array([2.0]), 1.0)
+    got = xi(np.array([[0.4, 0.3, 0.3]]), np.array([2.0]), radius_m=1.0)
     assert np.isnan(got).any()
 
 
 def test_one_hot_attention_separates_the_selected_token():
     # alpha = (1, 0, 0): s = x_0, r = ||s|| = M, the selected token is at distance 0 <= r
     x = project_to_sphere(np.array([[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]]), 1.0)
-    res = separability(np.array([[1.0, 0.0, 0.0]]), x, 1, np.array([math.sqrt(2)]), 1.0)
+    res = separability(
+        np.array([[1.0, 0.0, 0.0]]), x, n=1, delta=np.array([math.sqrt(2)]), radius_m=1.0
+    )
     assert res.n_distinguishable[0] == 1 and res.radius[0] == pytest.approx(1.0)
 
 
 def test_n_equal_l_is_degenerate():
     x = project_to_sphere(np.array([[[1.0, 0.0], [0.0, 1.0]]]), 1.0)
-    res = separability(np.array([[0.5, 0.5]]), x, 2, np.array([1.0]), 1.0)
+    res = separability(np.array([[0.5, 0.5]]), x, n=2, delta=np.array([1.0]), radius_m=1.0)
     assert res.no_outside_token[0] and np.isnan(res.lower_bound[0])
 
 
 def test_zero_radius_is_flagged():
     # a non-selected token whose scaled vector equals s gives r = 0
     x = np.array([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])
-    res = separability(np.array([[0.5, 0.5, 0.0]]), x, 1, np.array([0.5]), 1.0)
+    res = separability(np.array([[0.5, 0.5, 0.0]]), x, n=1, delta=np.array([0.5]), radius_m=1.0)
     assert res.zero_radius[0] and np.isnan(res.lower_bound[0])
 
 
@@ -87,7 +91,7 @@ def test_separability_matches_loop(sample, data):
     n = data.draw(st.integers(1, alpha.shape[1] - 1))
     delta = np.array([ref.min_pairwise(x[s]) for s in range(len(alpha))])
     np.testing.assert_allclose(min_pairwise_distance(x), delta, rtol=1e-12, atol=1e-15)
-    res = separability(alpha, x, n, delta, 1.0)
+    res = separability(alpha, x, n=n, delta=delta, radius_m=1.0)
     for s in range(len(alpha)):
         n_s, r, lower, upper = ref.separability(alpha[s], x[s], n, delta[s], 1.0)
         assert res.n_distinguishable[s] == n_s

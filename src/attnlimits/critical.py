@@ -180,7 +180,7 @@ class BlockedDistances:
     def monte_carlo(self, n: int, draws: int, rng: np.random.Generator) -> NDArray[np.float64]:
         """The Monte-Carlo E of every sample at N = n; ``rng`` is consumed block by block."""
         return self._over_blocks(
-            lambda w: dist.monte_carlo_expected_distance(w, None, n, draws, rng)[0]
+            lambda w: dist.monte_carlo_expected_distance(w, n=n, draws=draws, rng=rng).mean
         )
 
 

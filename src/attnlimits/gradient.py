@@ -36,7 +36,7 @@ _EXPM1_LIMIT = 1.0
 
 
 def finite_difference_sensitivity(
-    logits: FloatArray, temperature: float, eps: float, directions: FloatArray
+    logits: FloatArray, *, temperature: float, eps: float, directions: FloatArray
 ) -> NDArray[np.float64]:
     """g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps for each sample and direction.
 

@@ -51,7 +51,7 @@ def top_n_mask(alpha: NDArray[np.floating], n: int) -> NDArray[np.bool_]:
 
 
 def random_subset_indices(
-    shape: tuple[int, ...], length: int, n: int, rng: np.random.Generator
+    shape: tuple[int, ...], *, length: int, n: int, rng: np.random.Generator
 ) -> NDArray[np.intp]:
     """Uniformly random size-``n`` subsets of {0..L-1}, as indices of shape (*shape, n).
 

@@ -83,7 +83,7 @@ class Separability:
     negative_xi_square: NDArray[np.bool_]  # Eq. (12) negative for some i: xi undefined
 
 
-def xi(alpha_selected: FloatArray, delta: FloatArray, radius_m: float) -> NDArray[np.float64]:
+def xi(alpha_selected: FloatArray, delta: FloatArray, *, radius_m: float) -> NDArray[np.float64]:
     """xi_i of Eq. (12) for each selected token; alpha_selected (S, N), delta (S,).
 
     xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2/2) sum_{j != k, j,k != i} alpha_j alpha_k,
@@ -102,7 +102,7 @@ def xi(alpha_selected: FloatArray, delta: FloatArray, radius_m: float) -> NDArra
 
 
 def distinguishable(
-    alpha, x_sphere: FloatArray | None, n: int
+    alpha, x_sphere: FloatArray | None, *, n: int
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64]]:
     """(selected, distinguishable, r) of Eq. (10): the top-``n`` mask, the mask of the selected
     tokens with ||alpha_i x_i - s|| <= r (N_s of them per row), and r (NaN when N >= L).
@@ -128,17 +128,17 @@ def distinguishable(
 
 
 def separability(
-    alpha: FloatArray, x_sphere: FloatArray, n: int, delta: FloatArray, radius_m: float
+    alpha: FloatArray, x_sphere: FloatArray, *, n: int, delta: FloatArray, radius_m: float
 ) -> Separability:
     """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M)."""
     alpha = np.asarray(alpha, dtype=np.float64)
     n_samples, length = alpha.shape
-    mask, inside, radius = distinguishable(alpha, x_sphere, n)
+    mask, inside, radius = distinguishable(alpha, x_sphere, n=n)
     no_outside = np.full(n_samples, n >= length)
     n_s = inside.sum(axis=1).astype(np.int64)
 
     alpha_sel = alpha[mask].reshape(n_samples, n)  # the selected weights, in index order
-    xi_sel = xi(alpha_sel, delta, radius_m)
+    xi_sel = xi(alpha_sel, delta, radius_m=radius_m)
     negative = np.isnan(xi_sel).any(axis=1)
     zero_r = radius == 0
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -40,6 +40,9 @@ rule distance:
     params:
         embedding=ANALYSIS["embedding"],
         mc_draws=ANALYSIS["distance"]["mc_draws"],
+        mc_strata=ANALYSIS["distance"]["mc_strata"],
+        mc_max_draws=ANALYSIS["distance"]["mc_max_draws"],
+        mc_target_rel_stderr=ANALYSIS["distance"]["mc_target_rel_stderr"],
         seed=config["seed"],
     script:
         "../scripts/analyse_distance.py"

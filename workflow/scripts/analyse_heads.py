@@ -37,7 +37,7 @@ for sl in blocks(S, L, pack.x.shape[2]):
     # Projection and alpha_i x_i once per block, shared by every N.
     w = dist.weighted(weights[sl], project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius))
     for n in p.n_grid:
-        selected[n][sl], inside[n][sl], _ = distinguishable(w, None, n)
+        selected[n][sl], inside[n][sl], _ = distinguishable(w, None, n=n)
     log.info("block %d:%d of %d (%s)", sl.start, sl.stop, S, timer)
 coverage_frames = []
 for n in p.n_grid:

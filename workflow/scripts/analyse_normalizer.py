@@ -40,7 +40,9 @@ for pack_dir in snakemake.input.packs:
     draw_rng = np.random.default_rng([p.seed, 7, L, n])
     for sl, w in prepared:
         d_tilde[sl] = dist.distance_to_context(w, n=n)
-        expected[sl] = dist.monte_carlo_expected_distance(w, None, n, p.mc_draws, draw_rng)[0]
+        expected[sl] = dist.monte_carlo_expected_distance(
+            w, n=n, draws=p.mc_draws, rng=draw_rng
+        ).mean
     sample_frames.append(
         pl.DataFrame(
             {
@@ -79,7 +81,7 @@ for pack_dir in snakemake.input.packs:
     if L == p.separability_length:
         on_sphere = dist.weighted(weights, project_to_sphere(x, p.radius))
         for m in p.n_grid:
-            _, inside, _ = distinguishable(on_sphere, None, m)
+            _, inside, _ = distinguishable(on_sphere, None, n=m)
             separability_frames.append(
                 pl.DataFrame(
                     {

@@ -18,7 +18,7 @@ angles = np.sort(rng.uniform(0, 2 * np.pi, L))
 x = np.stack([np.cos(angles), np.sin(angles)], axis=1)[None]  # (1, L, 2) on the unit circle
 alpha = softmax(rng.normal(0, 1.2, (1, L)))
 mask = top_n_mask(alpha, N)[0]
-res = separability(alpha, x, N, min_pairwise_distance(x), 1.0)
+res = separability(alpha, x, n=N, delta=min_pairwise_distance(x), radius_m=1.0)
 scaled = alpha[0][:, None] * x[0]
 s = scaled[mask].sum(axis=0)
 r = res.radius[0]
