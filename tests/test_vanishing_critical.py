@@ -21,7 +21,7 @@ from attnlimits.vanishing import corollary1_delta, vanishing
 
 
 def test_uniform_logits_give_uniform_weights():
-    res = vanishing(np.full((1, 8), 1 / 8), np.zeros((1, 8)), np.zeros(1))
+    res = vanishing(np.zeros((1, 8)), delta_over_t=np.zeros(1))
     assert res.max_scaled[0] == pytest.approx(1.0) and res.min_scaled[0] == pytest.approx(1.0)
     assert res.lower_bound[0] == 1.0 == res.upper_bound[0]
 
@@ -46,7 +46,9 @@ def test_corollary1_holds_for_cauchy_schwarz_logits(rng):
     q, k = rng.normal(size=(50, 4)), rng.normal(size=(50, 16, 4))
     logits = np.einsum("sd,sld->sl", q, k) * 0.5
     alpha = softmax(logits)
-    res = vanishing(alpha, logits, corollary1_delta(q, k, 0.5))
+    res = vanishing(logits, delta_over_t=corollary1_delta(q, k, 0.5))
+    np.testing.assert_allclose(res.max_weight, alpha.max(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(res.min_scaled, 16 * alpha.min(axis=1), rtol=1e-12)
     assert np.all(res.min_scaled >= res.lower_bound * (1 - 1e-12))
     assert np.all(res.max_scaled <= res.upper_bound * (1 + 1e-12))
     assert np.all(res.logit_span <= corollary1_delta(q, k, 0.5) + 1e-12)

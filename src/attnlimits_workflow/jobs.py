@@ -88,19 +88,3 @@ def blocks(n_samples: int, length: int, width: int, budget_bytes: int = 8 << 20)
     size = max(1, budget_bytes // per_sample)
     for start in range(0, n_samples, size):
         yield slice(start, min(start + size, n_samples))
-
-
-def holds(value, bound, upper: bool = True, rtol: float = 1e-9):
-    """Whether value <= bound (upper) or value >= bound (lower), with float rounding slack.
-
-    NaN anywhere gives None ("not applicable"), so degenerate cases are counted apart.
-    """
-    import numpy as np
-
-    value = np.asarray(value, dtype=np.float64)
-    bound = np.asarray(bound, dtype=np.float64)
-    slack = rtol * np.maximum(1.0, np.abs(np.where(np.isfinite(bound), bound, 0.0)))
-    ok = value <= bound + slack if upper else value >= bound - slack
-    out = ok.astype(object)
-    out[np.isnan(value) | np.isnan(bound)] = None
-    return out

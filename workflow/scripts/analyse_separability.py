@@ -3,12 +3,12 @@
 import numpy as np
 import polars as pl
 
+from attnlimits.checks import RTOL_FLOAT64, check_bound
 from attnlimits.selection import top_n_indices
 from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability
 from attnlimits_workflow.jobs import (
     Timer,
     blocks,
-    holds,
     job_logger,
     sample_keys,
     write_table,
@@ -56,7 +56,7 @@ for sl in blocks(S, L, samples.x.shape[2]):
             if N > 1
             else np.nan
         )
-    res = separability(samples.weights[sl], x, N, delta[sl], p.radius)
+    res = separability(samples.weights[sl], x, n=N, delta=delta[sl], radius_m=p.radius)
     for k in fields:
         fields[k].append(getattr(res, k))
 cols = {k: np.concatenate(v) for k, v in fields.items()}
@@ -67,8 +67,13 @@ table = pl.DataFrame(
         "N": np.full(S, N, dtype=np.int32),
         "delta": delta,
         **cols,
-        "lower_bound_holds": holds(cols["ratio"], cols["lower_bound"], upper=False).tolist(),
-        "upper_bound_holds": holds(cols["ratio"], cols["upper_bound"]).tolist(),
+        # N_s/N lies in [0, 1]: a lower bound <= 0 or an upper bound >= 1 cannot fail.
+        "lower_bound_check": check_bound(
+            cols["ratio"], cols["lower_bound"], upper=False, rtol=RTOL_FLOAT64, floor=0.0
+        ).tolist(),
+        "upper_bound_check": check_bound(
+            cols["ratio"], cols["upper_bound"], upper=True, rtol=RTOL_FLOAT64, ceiling=1.0
+        ).tolist(),
     },
     strict=False,
 )
