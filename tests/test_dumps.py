@@ -15,6 +15,7 @@ from attnlimits_workflow.dumps import (
     SCHEMA_SPEC,
     DumpError,
     load_samples,
+    pack_dumps,
     read_metadata,
     write_batch,
 )
@@ -169,14 +170,31 @@ def test_pack_round_trip(dump, tmp_path):
     assert p.length == 32 and p.metadata["causal"] is True
 
 
-def test_streamed_pack_equals_the_loaded_one(dump, tmp_path):
+def second_batch(tmp_path, adapter, chunks=None):
+    """batch001 of the `dump` fixture's run: chunks 5 and 6 unless told."""
+    out = tmp_path / "batch001"
+    out.mkdir()
+    chunks = chunks or {5: (np.arange(64) * 3) % 100, 6: (np.arange(64) * 5) % 100}
+    write_batch(
+        out,
+        adapter,
+        chunks,
+        [8, 32, 64],
+        query_row="last",
+        store_hidden=True,
+        provenance=PROV,
+        extra_metadata={},
+    )
+    return out
+
+
+def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, adapter):
     # pack_dumps writes file by file into memory maps; the result must be byte-identical to
     # packing everything load_samples returns, including across two batch directories.
     from attnlimits_workflow.dumps import PACK_ARRAYS, pack_dumps, write_pack
 
     out, _ = dump
-    second = tmp_path / "batch001"
-    shutil.copytree(out, second)
+    second = second_batch(tmp_path, adapter)
     s = load_samples([out, second], 32, "value", with_logits=True, with_norms=True, expected=PROV)
     write_pack(s, tmp_path / "loaded")
     n, x_shape = pack_dumps([out, second], 32, "value", tmp_path / "streamed", expected=PROV)
@@ -187,3 +205,37 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path):
     assert (tmp_path / "loaded" / "metadata.json").read_text() == (
         tmp_path / "streamed" / "metadata.json"
     ).read_text()
+
+
+def test_a_batch_missing_a_layer_file_is_refused(dump, tmp_path, adapter):
+    # Deleting one layer file once made that layer silently use half the chunks.
+    out, _ = dump
+    second = second_batch(tmp_path, adapter)
+    (second / "layer01.parquet").unlink()
+    with pytest.raises(DumpError, match=r"batch001: has layers \[0\], expected \[0, 1\].*layer01"):
+        load_samples([out, second], 8, "value", expected=PROV)
+    with pytest.raises(DumpError, match="missing: layer01.parquet"):
+        pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
+
+
+def test_a_layer_file_from_another_batch_is_refused(dump, tmp_path, adapter):
+    out, _ = dump
+    second = second_batch(tmp_path, adapter)
+    shutil.copy(out / "layer01.parquet", second / "layer01.parquet")
+    with pytest.raises(DumpError, match="batch001/layer01.parquet: chunks \\[3, 4\\] differ"):
+        pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
+
+
+def test_a_chunk_in_two_batches_is_refused(dump, tmp_path, adapter):
+    out, _ = dump
+    second = second_batch(tmp_path, adapter, chunks={4: np.arange(64) % 100})
+    with pytest.raises(DumpError, match="chunk 4 is also in"):
+        pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
+
+
+def test_the_batches_must_hold_every_chunk_of_the_run(dump, tmp_path):
+    out, _ = dump
+    with pytest.raises(DumpError, match=r"missing \[5\]"):
+        pack_dumps([out], 8, "value", tmp_path / "pack", expected=PROV, expected_chunks=[3, 4, 5])
+    n, _ = pack_dumps([out], 8, "value", tmp_path / "ok", expected=PROV, expected_chunks=[3, 4])
+    assert n == 2 * 2 * 2  # chunks x layers x heads

@@ -157,6 +157,33 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
 
 
+def test_a_batch_missing_a_layer_file_fails_and_writes_no_table(finished, tmp_path):
+    # Once a run exited 0 with that layer on half the chunks, and 45 of 46 tables changed.
+    src, cfg = finished
+    work = tmp_path / "w"
+    shutil.copytree(src, work)
+    (work / "results/dumps/batch001/layer01.parquet").unlink()
+    summary = work / "results/summary/vanishing.csv"
+    before = summary.read_bytes()
+    summary.unlink()
+    proc = snakemake(
+        work,
+        cfg,
+        "--cores",
+        "2",
+        "results/summary/vanishing.csv",
+        "--forcerun",
+        "pack_samples",
+        "--keep-going",
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "batch001: has layers [0], expected [0, 1] (missing: layer01.parquet)" in out
+    assert not summary.exists(), "a summary was written from an incomplete batch"
+    assert before  # the complete run had written it
+
+
 def test_analysis_code_never_imports_torch():
     code = (
         "import sys\n"

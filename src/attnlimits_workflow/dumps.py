@@ -155,18 +155,82 @@ def _ragged(n: int, rows: dict[int, np.ndarray]) -> pa.ListArray:
 # ----------------------------------------------------------------------------------------- read
 
 
-def layer_files(dump_dirs: list[str | os.PathLike]) -> dict[int, list[Path]]:
-    """layer -> its dump files across batches, from the batch directories."""
+def layer_files(
+    dump_dirs: list[str | os.PathLike],
+    expected: dict[str, Any] | None = None,
+    expected_chunks: list[int] | None = None,
+) -> dict[int, list[Path]]:
+    """layer -> its dump files across batches, after checking that the batches are complete and
+    consistent: every batch holds every layer (0..n_layers-1) once, its files agree on their
+    chunks and fingerprint and each names its own layer, no chunk is in two batches, and the
+    chunks together are ``expected_chunks`` when given. Reads the footers only.
+
+    A missing or foreign layer file would otherwise be read as if the batch were whole: that
+    layer would silently use fewer (or twice the same) chunks in every table.
+    """
     out: dict[int, list[Path]] = {}
+    owner: dict[int, Path] = {}  # chunk -> the batch that holds it
+    layers_seen: set[int] | None = None
+    fingerprint0 = None
     for d in dump_dirs:
         files = sorted(Path(d).glob("layer*.parquet"))
         if not files:
             raise DumpError(
                 f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it"
             )
+        batch_chunks = None
+        layers = set()
         for f in files:
-            out.setdefault(int(f.stem.removeprefix("layer")), []).append(f)
+            layer = int(f.stem.removeprefix("layer"))
+            meta = read_metadata(f, expected)
+            if int(meta["layer"]) != layer:
+                raise DumpError(f"{f}: holds layer {meta['layer']}, not {layer}: {_rebuild(d)}")
+            fingerprint0 = fingerprint0 or meta["fingerprint"]
+            if meta["fingerprint"] != fingerprint0:
+                raise DumpError(
+                    f"{f}: fingerprint differs from {dump_dirs[0]}: dumps from two configs are mixed"
+                )
+            if batch_chunks is None:
+                batch_chunks = list(meta["chunks"])
+            elif list(meta["chunks"]) != batch_chunks:
+                raise DumpError(
+                    f"{f}: chunks {meta['chunks']} differ from {files[0].name}'s {batch_chunks} "
+                    f"(a file from another batch?): {_rebuild(d)}"
+                )
+            n_layers = meta.get("n_layers")  # absent from dumps written before it was recorded
+            if n_layers is not None and not 0 <= layer < n_layers:
+                raise DumpError(f"{f}: layer {layer} outside the model's {n_layers}: {_rebuild(d)}")
+            layers.add(layer)
+            out.setdefault(layer, []).append(f)
+        want_layers = set(range(n_layers)) if n_layers is not None else layers_seen
+        if want_layers is not None and layers != want_layers:
+            missing = sorted(want_layers - layers)
+            names = ", ".join(f"layer{m:02d}.parquet" for m in missing) or "none"
+            raise DumpError(
+                f"{d}: has layers {sorted(layers)}, expected {sorted(want_layers)} "
+                f"(missing: {names}): {_rebuild(d)}"
+            )
+        layers_seen = layers if layers_seen is None else layers_seen
+        for c in batch_chunks:
+            if c in owner:
+                raise DumpError(f"{d}: chunk {c} is also in {owner[c]}: {_rebuild(d)}")
+            owner[c] = Path(d)
+    if layers_seen is not None and layers_seen != set(range(len(layers_seen))):
+        raise DumpError(
+            f"{dump_dirs}: layers {sorted(layers_seen)} are not 0..n-1: delete them and rerun"
+        )
+    if expected_chunks is not None and sorted(owner) != sorted(expected_chunks):
+        missing = sorted(set(expected_chunks) - set(owner))
+        extra = sorted(set(owner) - set(expected_chunks))
+        raise DumpError(
+            f"{dump_dirs}: the batches hold chunks {sorted(owner)}, the run expects "
+            f"{sorted(expected_chunks)} (missing {missing}, extra {extra}): delete results/dumps and rerun"
+        )
     return dict(sorted(out.items()))
+
+
+def _rebuild(batch: str | os.PathLike) -> str:
+    return f"delete {batch} and rerun to rebuild it"
 
 
 def read_metadata(path: Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -261,12 +325,13 @@ def _layer_parts(
     with_query_keys: bool,
     with_norms: bool,
     expected: dict[str, Any] | None,
+    expected_chunks: list[int] | None = None,
 ):
     """Yield (metadata, parts) per dump file, in (layer, batch) order, after every file's checks.
 
     ``parts`` maps the keys of ``_PART_KEYS`` to that file's arrays (None when not requested).
     """
-    layers = layer_files(dump_dirs)
+    layers = layer_files(dump_dirs, expected, expected_chunks)
     meta0 = None
     for layer, files in layers.items():
         for path in files:
@@ -525,6 +590,7 @@ def write_batch(
             "chunk_length": int(chunk_length),
             "chunks": [int(c) for c in chunks],
             "layer": layer,
+            "n_layers": adapter.n_layers,
             "score_scale": adapter.score_scale(layer),
             "lengths": [int(L) for L in lengths],
             "query_row": query_row,
@@ -606,13 +672,14 @@ def pack_dumps(
     out_dir: Path,
     *,
     expected: dict[str, Any] | None = None,
+    expected_chunks: list[int] | None = None,
 ) -> tuple[int, tuple[int, ...]]:
     """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
     at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
     memory and copying them once more to concatenate. Returns (samples, shape of x).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = [p for fs in layer_files(dump_dirs).values() for p in fs]
+    files = [p for fs in layer_files(dump_dirs, expected, expected_chunks).values() for p in fs]
     total = 0
     for path in files:  # footers only: the sample count fixes every array's first dimension
         meta, _ = open_dump(path, expected)
@@ -620,7 +687,9 @@ def pack_dumps(
     arrays: dict[str, np.ndarray] = {}
     offset = 0
     meta0 = None
-    for meta, parts in _layer_parts(dump_dirs, length, embedding, True, False, True, expected):
+    for meta, parts in _layer_parts(
+        dump_dirs, length, embedding, True, False, True, expected, expected_chunks
+    ):
         meta0 = meta0 or meta
         rows = None
         for name, key in _PACK_SOURCES.items():

@@ -65,6 +65,12 @@ def tokens_metadata(tokens_path: str | Path) -> dict[str, Any]:
     return json.loads(meta[TOKENS_META_KEY])
 
 
+def chunk_ids(tokens_path: str | Path) -> list[int]:
+    """The chunk indices chunk_corpus wrote, which the dump batches must hold between them."""
+    meta = tokens_metadata(tokens_path)
+    return list(range(meta["first_chunk"], meta["first_chunk"] + meta["n_chunks"]))
+
+
 def provenance(model_dir: str | Path, tokens_path: str | Path) -> dict[str, Any]:
     """The metadata every dump of this run must carry: same weights, same token chunks."""
     return {

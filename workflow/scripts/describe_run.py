@@ -3,12 +3,12 @@
 import json
 
 from attnlimits_workflow.dumps import layer_files, read_metadata
-from attnlimits_workflow.jobs import job_logger, provenance
+from attnlimits_workflow.jobs import chunk_ids, job_logger, provenance
 from attnlimits_workflow.models import read_manifest
 
 log = job_logger(snakemake, "describe_run")
-layers = layer_files(snakemake.input.dumps)
 expected = provenance(snakemake.input.model, snakemake.input.tokens)
+layers = layer_files(snakemake.input.dumps, expected, chunk_ids(snakemake.input.tokens))
 metas = [read_metadata(f, expected) for files in layers.values() for f in files]
 chunks = sorted({c for m in metas for c in m["chunks"]})
 manifest = read_manifest(snakemake.input.model)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.dumps import pack_dumps
-from attnlimits_workflow.jobs import Timer, job_logger, provenance
+from attnlimits_workflow.jobs import Timer, chunk_ids, job_logger, provenance
 
 log = job_logger(snakemake, "pack_samples")
 timer = Timer()
@@ -17,5 +17,6 @@ with atomic_path(snakemake.output[0]) as tmp:
         snakemake.params.embedding,
         Path(tmp),
         expected=provenance(snakemake.input.model, snakemake.input.tokens),
+        expected_chunks=chunk_ids(snakemake.input.tokens),
     )
 log.info("L=%d: %d samples, x %s, packed in %s", L, n_samples, x_shape, timer)
