@@ -162,6 +162,14 @@ def test_two_runs_are_identical(done_run, tmp_path):
     cfg = write_config(tmp_path, tiny_config(tmp_path))
     snakemake(tmp_path, cfg, "--cores", "2", "all")
     assert_same_outputs(tmp, tmp_path)
+    # byte for byte, PDFs included (they once embedded their creation date)
+    for folder in ("figures", "tables"):
+        names = sorted(p.name for p in (tmp / folder).iterdir())
+        assert names == sorted(p.name for p in (tmp_path / folder).iterdir())
+        for name in names:
+            assert (tmp / folder / name).read_bytes() == (tmp_path / folder / name).read_bytes(), (
+                name
+            )
 
 
 def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):

@@ -13,6 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .atomic import atomic_path  # noqa: E402
 
 
+# No creation or modification date in the files, so two runs give byte-identical figures.
+FIXED_METADATA = {"pdf": {"CreationDate": None, "ModDate": None}, "png": {}}
+
+
 def use_style(path: str | Path) -> None:
     plt.style.use(str(path))
 
@@ -32,7 +36,7 @@ def save(fig, pdf: str | Path, png: str | Path, caption: str, caption_y: float =
     fig.text(0.01, caption_y, caption, ha="left", va="top", fontsize=7, wrap=True, color="0.3")
     for path, fmt in ((pdf, "pdf"), (png, "png")):
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt)
+            fig.savefig(tmp, format=fmt, metadata=FIXED_METADATA[fmt])
     plt.close(fig)
 
 
