@@ -134,7 +134,7 @@ class Cluster:
                     "SlurmdParameters=config_overrides",
                     # Finished jobs stay visible to squeue for 5 minutes: the executor plugin
                     # reads their final state from there (no accounting database here).
-                    "MinJobAge=300",
+                    "MinJobAge=3600",  # finished jobs stay in squeue for the whole test run
                     "SchedulerParameters=sched_interval=1",
                     "KillWait=2",
                     f"NodeName={host} NodeAddr=127.0.0.1 CPUs={self.cpus} "

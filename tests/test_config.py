@@ -7,7 +7,12 @@ import pytest
 import yaml
 from project import REPO, snakemake, tiny_config, write_config
 
-from attnlimits_workflow.config import ConfigError, deep_merge, validate
+from attnlimits_workflow.config import (
+    ConfigError,
+    coerce_command_line_values,
+    deep_merge,
+    validate,
+)
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -136,6 +141,39 @@ BAD = [
     ),
     ("beyond-n-off-grid", "beyond.n", 3, "beyond.n: N=3 is not in analysis.separability.n_grid"),
     ("ns-threshold-above-one", "beyond.ns_ratio_threshold", 1.5, "beyond.ns_ratio_threshold:"),
+    (
+        "temperatures-same-job",
+        "analysis.gradient.temperatures",
+        [0.1, 0.10000000001],
+        "analysis.gradient.temperatures[1]: 0.10000000001 and 0.1 name the same job T0.1",
+    ),
+    (
+        "temperature-inf",
+        "analysis.gradient.temperatures",
+        [1.0, float("inf")],
+        "analysis.gradient.temperatures[1]: inf is not a finite number",
+    ),
+    (
+        "temperature-nan",
+        "analysis.gradient.temperatures",
+        [float("nan")],
+        "analysis.gradient.temperatures[0]: nan is not a finite number",
+    ),
+    ("radius-inf", "analysis.separability.radius", float("inf"), "is not a finite number"),
+    ("empty-normalizers", "beyond.normalizers", {}, "beyond.normalizers: {} should be non-empty"),
+    (
+        "unknown-encoding",
+        "corpus.encoding",
+        "utf-99",
+        "corpus.encoding: 'utf-99' is not an encoding Python knows",
+    ),
+    ("model-path-without-weights", "model.random_init", False, "has no weights"),
+    (
+        "unknown-override",
+        "model.config_overrides",
+        {"n_layerz": 2},
+        "model.config_overrides.n_layerz: not a setting of gpt2 configs",
+    ),
 ]
 
 
@@ -188,3 +226,49 @@ def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
 
 def test_python_version():
     assert sys.version_info >= (3, 11)
+
+
+def test_a_user_mapping_of_normalizers_replaces_the_default_one():
+    # docs/normalizers.md: a config listing one normalizer runs that one, not all seven.
+    merged = deep_merge(DEFAULTS, {"beyond": {"normalizers": {"only": {"kind": "softmax"}}}})
+    assert merged["beyond"]["normalizers"] == {"only": {"kind": "softmax"}}
+    assert merged["beyond"]["n"] == DEFAULTS["beyond"]["n"]  # settings still overlay
+    merged = deep_merge(DEFAULTS, {"analysis": {"distance": {"mc_draws": 5}}})
+    assert merged["analysis"]["distance"]["n_grid"] == DEFAULTS["analysis"]["distance"]["n_grid"]
+
+
+def test_command_line_strings_take_the_schema_types():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    user = {
+        "chunking": {"n_chunks": "2", "chunk_length": "64"},
+        "analysis": {"lengths": ["8", "16"], "gradient": {"temperatures": ["0.1", "1"]}},
+        "corpus": {"name": "2600", "strip_gutenberg": "false", "path": "null"},
+        "seed": "abc",
+    }
+    got = coerce_command_line_values(user, schema)
+    assert got["chunking"] == {"n_chunks": 2, "chunk_length": 64}
+    assert got["analysis"]["lengths"] == [8, 16]
+    assert got["analysis"]["gradient"]["temperatures"] == [0.1, 1]
+    assert got["corpus"]["name"] == "2600"  # a string key stays a string
+    assert got["corpus"]["strip_gutenberg"] is False and got["corpus"]["path"] is None
+    assert got["seed"] == "abc"  # not an integer: left for the validator to name
+
+
+def test_a_corpus_of_nuls_is_refused(base, tmp_path):
+    _, cfg = base
+    nuls = tmp_path / "nuls.txt"
+    nuls.write_bytes(b"\0" * 100_000)
+    with pytest.raises(ConfigError, match="is not text: 100% of its first 100,000 bytes"):
+        validate(deep_merge(DEFAULTS, with_value(cfg, "corpus.path", str(nuls))), SCHEMA)
+
+
+@pytest.mark.slow
+def test_nested_command_line_values_work(base, tmp_path):
+    _, cfg = base
+    config = write_config(tmp_path, cfg)
+    proc = snakemake(tmp_path, config, "-n", "all", "--config", "chunking={n_chunks: 2}")
+    assert "extract_batch" in proc.stdout and "Invalid configuration" not in proc.stdout
+    rules = [
+        line.split()[0] for line in proc.stdout.splitlines() if line.startswith("extract_batch")
+    ]
+    assert rules and proc.stdout.count("rule extract_batch:") == 1  # 2 chunks, 2 per batch

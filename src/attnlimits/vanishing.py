@@ -61,6 +61,8 @@ def vanishing(logits: FloatArray, *, delta_over_t: FloatArray) -> Vanishing:
     log_total = top + np.log(np.exp(logit - top[:, None]).sum(axis=1))  # logsumexp
     log_max = np.log(length) + top - log_total
     log_min = np.log(length) + logit.min(axis=1) - log_total
+    with np.errstate(over="ignore"):  # exp(2 Delta/T) beyond float64 is +inf: no bound at all
+        upper_bound = np.exp(2.0 * d)
     return Vanishing(
         max_scaled=np.exp(log_max),
         min_scaled=np.exp(log_min),
@@ -68,6 +70,6 @@ def vanishing(logits: FloatArray, *, delta_over_t: FloatArray) -> Vanishing:
         log_max_scaled=log_max,
         log_min_scaled=log_min,
         lower_bound=np.exp(-2.0 * d),
-        upper_bound=np.exp(2.0 * d),
+        upper_bound=upper_bound,
         logit_span=np.abs(logit).max(axis=1),
     )

@@ -5,7 +5,9 @@ Every message starts with the offending key, so a user knows what to edit.
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +22,104 @@ class ConfigError(ValueError):
     """An invalid configuration; str() holds one line per problem."""
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` laid over ``base``, recursing into nested mappings (lists are replaced)."""
+# Mappings keyed by names the user chooses: a user's mapping replaces the default one whole (a
+# config listing one normalizer runs that one), where mappings of settings are overlaid key by key.
+REPLACED_MAPPINGS = (("beyond", "normalizers"),)
+
+
+def deep_merge(
+    base: dict[str, Any], override: dict[str, Any], _path: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``override`` laid over ``base``, recursing into nested mappings, except those named in
+    REPLACED_MAPPINGS, which ``override`` replaces; lists and scalars are replaced."""
     out = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        path = (*_path, key)
+        if (
+            isinstance(value, dict)
+            and isinstance(out.get(key), dict)
+            and path not in REPLACED_MAPPINGS
+        ):
+            out[key] = deep_merge(out[key], value, path)
         else:
             out[key] = value
     return out
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if ref:
+        target = schema
+        for part in ref.removeprefix("#/").split("/"):
+            target = target[part]
+        return _resolve(schema, {**target, **{k: v for k, v in node.items() if k != "$ref"}})
+    return node
+
+
+def _types(node: dict[str, Any]) -> set[str]:
+    kind = node.get("type")
+    return set(kind) if isinstance(kind, list) else ({kind} if kind else set())
+
+
+def _typed(value: str, types: set[str]) -> Any:
+    """A command-line string as the schema's type, when it reads as one; else unchanged."""
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    if isinstance(parsed, bool):
+        ok = "boolean" in types
+    elif isinstance(parsed, int):
+        ok = bool(types & {"integer", "number"})
+    elif isinstance(parsed, float):
+        ok = "number" in types
+    elif parsed is None:
+        ok = "null" in types
+    elif isinstance(parsed, list):
+        ok = "array" in types
+    else:
+        ok = False
+    return parsed if ok else value
+
+
+def coerce_command_line_values(config: Any, schema: dict[str, Any], node=None) -> Any:
+    """Snakemake reads nested ``--config 'chunking={n_chunks: 2}'`` values as strings; give each
+    string the type the schema asks for at its key, so the command line works like a file."""
+    node = _resolve(schema, node if node is not None else schema)
+    if isinstance(config, dict):
+        props = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        out = {}
+        for key, value in config.items():
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            out[key] = value if sub is None else coerce_command_line_values(value, schema, sub)
+        return out
+    if isinstance(config, list):
+        items = node.get("items")
+        return [coerce_command_line_values(v, schema, items) if items else v for v in config]
+    if isinstance(config, str):
+        types = _types(node)
+        if "null" in types and config in ("null", "Null", "NULL", "~"):
+            return None
+        if types and "string" not in types:
+            value = _typed(config, types)
+            return (
+                coerce_command_line_values(value, schema, node)
+                if isinstance(value, list)
+                else value
+            )
+    return config
+
+
+def non_finite_errors(config: Any, path: tuple = ()) -> list[str]:
+    """Every .inf or .nan in the config, by key: no setting of this workflow means one."""
+    if isinstance(config, dict):
+        return [e for k, v in config.items() for e in non_finite_errors(v, (*path, k))]
+    if isinstance(config, list):
+        return [e for i, v in enumerate(config) for e in non_finite_errors(v, (*path, i))]
+    if isinstance(config, float) and not math.isfinite(config):
+        return [f"{_key(path)}: {config} is not a finite number"]
+    return []
 
 
 def _key(path) -> str:
@@ -59,7 +150,7 @@ def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     return lines
 
 
-def model_config(config: dict[str, Any]) -> dict[str, Any] | None:
+def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[str, Any] | None:
     """The model's config.json (with random-init overrides) when it can be read without a download."""
     from .models import ModelSourceError, package_model_dir  # local: keeps import light
 
@@ -73,13 +164,64 @@ def model_config(config: dict[str, Any]) -> dict[str, Any] | None:
     if model.get("path"):
         candidates.append(Path(model["path"]) / "config.json")
     candidates.append(Path("resources/models") / model["name"] / "config.json")
+    if not model.get("path") and not model.get("package") and model.get("hf_id"):
+        candidates += hub_cached_configs(model["hf_id"])
     for c in candidates:
         if c.is_file():
             cfg = json.loads(c.read_text())
-            if model.get("random_init"):
+            if model.get("random_init") and with_overrides:
                 cfg.update(model.get("config_overrides") or {})
             return cfg
     return None
+
+
+def hub_cached_configs(hf_id: str) -> list[Path]:
+    """config.json of ``hf_id`` in the local Hugging Face cache, if a download left one there: the
+    position checks then apply to hub models before any job, without the network."""
+    import os
+
+    roots = [os.environ.get("HF_HUB_CACHE")]
+    home = os.environ.get("HF_HOME")
+    roots.append(os.path.join(home, "hub") if home else None)
+    roots.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
+    folder = "models--" + hf_id.replace("/", "--")
+    found = []
+    for root in filter(None, roots):
+        base = Path(root) / folder
+        ref = base / "refs" / "main"
+        if ref.is_file():
+            found.append(base / "snapshots" / ref.read_text().strip() / "config.json")
+        found += sorted(base.glob("snapshots/*/config.json"))
+    return found
+
+
+def model_config_keys(model_cfg: dict[str, Any]) -> set[str]:
+    """Every setting a config of this model_type has (transformers' defaults and the file's)."""
+    from transformers import AutoConfig  # only when overrides are given: the import is slow
+
+    try:
+        defaults = AutoConfig.for_model(model_cfg.get("model_type")).to_dict()
+    except ValueError:
+        defaults = {}
+    return set(defaults) | set(model_cfg)
+
+
+# A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
+# the bytes are other control characters (or NULs) is not text.
+MAX_CONTROL_FRACTION = 0.01
+
+
+def control_fraction(data: bytes) -> float:
+    """Share of NULs and C0 control bytes other than tab, newline, carriage return, form feed."""
+    if not data:
+        return 0.0
+    control = [i for i in range(32) if i not in (9, 10, 12, 13)] + [127]
+    return sum(data.count(bytes([i])) for i in control) / len(data)
+
+
+def temperature_name(t: float) -> str:
+    """The T of a gradient job's file name (6 significant digits)."""
+    return f"{float(t):g}"
 
 
 def max_positions(model_cfg: dict[str, Any]) -> int | None:
@@ -123,6 +265,15 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     in_lengths("analysis.separability.length", s["length"])
     n_below("analysis.separability.n_grid", s["n_grid"], s["length"])
     in_lengths("analysis.gradient.length", a["gradient"]["length"])
+    named: dict[str, float] = {}
+    for i, t in enumerate(a["gradient"]["temperatures"]):
+        name = temperature_name(t)
+        if name in named:
+            errs.append(
+                f"analysis.gradient.temperatures[{i}]: {t!r} and {named[name]!r} name the same job "
+                f"T{name} (temperatures must differ in their first 6 significant digits)"
+            )
+        named.setdefault(name, t)
 
     b = config["beyond"]
     if b["n"] not in s["n_grid"]:
@@ -145,14 +296,37 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             )
 
     corpus = config["corpus"]
+    try:
+        codecs.lookup(corpus["encoding"])
+    except LookupError:
+        errs.append(
+            f"corpus.encoding: {corpus['encoding']!r} is not an encoding Python knows (e.g. utf-8, latin-1)"
+        )
     if corpus.get("path") and not Path(corpus["path"]).is_file():
         errs.append(f"corpus.path: {corpus['path']} does not exist or is not a file")
+    elif corpus.get("path"):
+        with open(corpus["path"], "rb") as fh:
+            head = fh.read(1 << 20)
+        share = control_fraction(head)
+        if share > MAX_CONTROL_FRACTION:
+            errs.append(
+                f"corpus.path: {corpus['path']} is not text: {100 * share:.0f}% of its first "
+                f"{len(head):,} bytes are NULs or control characters"
+            )
     style = config.get("figures", {}).get("style")
     if style and not Path(style).is_file():
         errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
     if model.get("path") and not (Path(model["path"]) / "config.json").is_file():
         errs.append(f"model.path: {model['path']} is not a model folder (no config.json)")
+    elif model.get("path") and not model.get("random_init"):
+        from .models import WEIGHT_SUFFIXES
+
+        if not any(p.suffix in WEIGHT_SUFFIXES for p in Path(model["path"]).iterdir()):
+            errs.append(
+                f"model.path: {model['path']} has no weights (*.safetensors / *.bin); "
+                "set model.random_init: true to use its architecture with random weights"
+            )
     if model.get("package"):
         from .models import ModelSourceError, package_model_dir
 
@@ -166,6 +340,12 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         )
 
     mcfg = model_config(config)
+    if mcfg is not None and model.get("random_init") and model.get("config_overrides"):
+        known = model_config_keys(model_config(config, with_overrides=False) or {})
+        for key in sorted(set(model["config_overrides"]) - known):
+            errs.append(
+                f"model.config_overrides.{key}: not a setting of {mcfg.get('model_type')} configs"
+            )
     if mcfg is not None:
         kind = mcfg.get("model_type")
         if kind not in SUPPORTED_MODEL_TYPES:
@@ -193,7 +373,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
     """Raise ConfigError listing every problem; schema problems first (semantics need valid types)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
-    errs = schema_errors(config, schema)
+    errs = non_finite_errors(config) + schema_errors(config, schema)
     if not errs:
         errs = semantic_errors(config)
     if errs:

@@ -12,7 +12,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .atomic import atomic_path  # noqa: E402
 
-
 # No creation or modification date in the files, so two runs give byte-identical figures.
 FIXED_METADATA = {"pdf": {"CreationDate": None, "ModDate": None}, "png": {}}
 

@@ -5,19 +5,25 @@ from pathlib import Path
 import yaml
 from attnlimits_workflow.config import (
     ConfigError,
+    coerce_command_line_values,
     deep_merge,
+    temperature_name,
     validate as validate_config,
 )
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-# A --configfile replaces the configfile directive's defaults in Snakemake; we want it to overlay
-# them, so a user's file holds only what it changes.
+# The user's --configfile and --config overlay the defaults, so a user's file holds only what it
+# changes. The overlay is taken as the user wrote it (Snakemake's own merge would keep default
+# entries of mappings the user replaces, such as beyond.normalizers: see deep_merge), and values
+# from --config get the schema's types.
+_schema = yaml.safe_load(Path(workflow.source_path("../schemas/config.schema.yaml")).read_text())
 _defaults = yaml.safe_load(
     (Path(workflow.basedir) / "config" / "config.yaml").read_text()
 )
-_merged = deep_merge(_defaults, config)
+_user = getattr(workflow.config_settings, "overwrite_config", None) or config
+_merged = coerce_command_line_values(deep_merge(_defaults, _user), _schema)
 config.clear()
 config.update(_merged)
 
@@ -54,7 +60,7 @@ def results(*parts):
 
 
 def fmt_temperature(t):
-    return f"{float(t):g}"
+    return temperature_name(t)
 
 
 def dump_dirs(wildcards=None):

@@ -2,6 +2,7 @@
 
 from attnlimits.corpus import strip_gutenberg
 from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.config import MAX_CONTROL_FRACTION, control_fraction
 from attnlimits_workflow.corpus_io import CorpusError, decode, download, read_local
 from attnlimits_workflow.jobs import job_logger
 
@@ -15,6 +16,11 @@ try:
         log.info("downloading %s", cfg["url"])
         data, where = download(cfg["url"], cfg.get("sha256")), cfg["url"]
         log.info("sha256 verified (%d bytes)", len(data))
+    share = control_fraction(data[: 1 << 20])
+    if share > MAX_CONTROL_FRACTION:
+        raise CorpusError(
+            f"{where}: not text: {100 * share:.0f}% of its first bytes are NULs or control characters"
+        )
     text = decode(data, cfg["encoding"], where)
 except CorpusError as exc:
     log.error("%s", exc)
