@@ -42,3 +42,36 @@ def test_falls_back_to_transformers_without_tokenizer_json(minilm_dir, tmp_path)
     tok = CorpusTokenizer(tmp_path)
     assert tok.backend == "transformers"
     assert tok.encode(TEXT) == CorpusTokenizer(minilm_dir).encode(TEXT)
+
+
+def test_a_prefix_gives_the_whole_texts_leading_tokens(minilm_dir, tmp_path):
+    # Chunking encodes only a prefix of the corpus; its tokens must be those of the whole text.
+    from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
+
+    text = (TEXT * 40).replace("\n", "\r\n")
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(text.encode())
+    tok = CorpusTokenizer(minilm_dir)
+    whole = tok.encode(open(path, encoding="utf-8").read())
+    for n in (1, 100, 1000, 5000, len(whole) - 10):
+        assert leading_tokens(path, tok.encode, n, chars_per_token=1) == whole[:n]
+    assert leading_tokens(path, tok.encode, 10**7) == whole  # short text: every token
+    import hashlib
+
+    assert text_sha256(path) == hashlib.sha256(text.replace("\r\n", "\n").encode()).hexdigest()
+
+
+def test_chunking_reads_a_prefix_bounded_by_the_tokens_asked_for(tmp_path):
+    # Encoding a whole corpus cost ~155 bytes of memory per character (8 GB at 52 M characters).
+    from attnlimits_workflow.corpus_io import leading_tokens
+
+    path = tmp_path / "big.txt"
+    path.write_text("word " * 2_000_000)  # 10 MB
+    seen = []
+
+    def encode(text):
+        seen.append(len(text))
+        return text.split()
+
+    assert leading_tokens(path, encode, 1000) == ["word"] * 1000
+    assert max(seen) <= 1000 * 8 + (1 << 16)

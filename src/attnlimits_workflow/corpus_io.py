@@ -47,3 +47,38 @@ def decode(data: bytes, encoding: str, where: str) -> str:
             f"{where}: not valid {encoding} at byte {exc.start} ({data[exc.start : exc.start + 4]!r}); "
             "set corpus.encoding (e.g. latin-1) or convert the file with iconv"
         ) from exc
+
+
+# Tokens at the end of an encoded prefix that are dropped: the text beyond the cut could have
+# merged with them. BPE and WordPiece pre-tokenise into words first, so a word or two is enough.
+PREFIX_MARGIN_TOKENS = 64
+
+
+def leading_tokens(path: str | Path, encode, n_tokens: int, chars_per_token: int = 8) -> list[int]:
+    """The first ``n_tokens`` ids of ``encode`` applied to the whole UTF-8 text file, reading and
+    encoding only a prefix of it: memory follows the tokens asked for, not the corpus size.
+
+    The prefix starts at ``chars_per_token`` characters per token asked for (plus 64 KiB) and
+    doubles until it yields ``n_tokens`` plus PREFIX_MARGIN_TOKENS, or holds the whole text (then
+    fewer than asked come back if the text is short). Tokens far from the cut
+    are those of the whole text (tested on War and Peace against encoding it whole).
+    """
+    size = n_tokens * chars_per_token + (1 << 16)
+    while True:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(size)
+            whole = not fh.read(1)
+        ids = encode(text)
+        if whole or len(ids) >= n_tokens + PREFIX_MARGIN_TOKENS:
+            return list(ids[:n_tokens])
+        size *= 2
+
+
+def text_sha256(path: str | Path, block: int = 1 << 20) -> str:
+    """sha256 of the UTF-8 encoding of the file's text as Python reads it (universal newlines,
+    as the tokenizer sees it), read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, encoding="utf-8") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk.encode())
+    return digest.hexdigest()

@@ -9,16 +9,18 @@ import pyarrow.parquet as pq
 
 from attnlimits.corpus import chunk_tokens
 from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
 from attnlimits_workflow.dumps import fingerprint
 from attnlimits_workflow.jobs import TOKENS_META_KEY, job_logger
 from attnlimits_workflow.models import CorpusTokenizer, read_manifest
 
 log = job_logger(snakemake, "chunk_corpus")
 cfg = snakemake.params.chunking
-text = open(snakemake.input.corpus, encoding="utf-8").read()
 tokenizer = CorpusTokenizer(snakemake.input.model)
-ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
-log.info("%d characters -> %d tokens (%s)", len(text), ids.size, tokenizer.backend)
+# Only as much of the text as the requested chunks need is read and encoded.
+wanted = (cfg["first_chunk"] + cfg["n_chunks"]) * cfg["chunk_length"]
+ids = np.asarray(leading_tokens(snakemake.input.corpus, tokenizer.encode, wanted), dtype=np.int64)
+log.info("%d tokens of the corpus encoded (%s)", ids.size, tokenizer.backend)
 try:
     chunks = chunk_tokens(ids, cfg["chunk_length"], cfg["n_chunks"], cfg["first_chunk"])
 except ValueError as exc:
@@ -28,7 +30,7 @@ except ValueError as exc:
 n, length = chunks.shape
 chunk_index = np.arange(cfg["first_chunk"], cfg["first_chunk"] + n, dtype=np.int32)
 meta = {
-    "corpus_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    "corpus_sha256": text_sha256(snakemake.input.corpus),
     "tokenizer": read_manifest(snakemake.input.model)["name"],
     **cfg,
 }
