@@ -18,7 +18,9 @@ min_version("9.0")
 # changes. The overlay is taken as the user wrote it (Snakemake's own merge would keep default
 # entries of mappings the user replaces, such as beyond.normalizers: see deep_merge), and values
 # from --config get the schema's types.
-_schema = yaml.safe_load(Path(workflow.source_path("../schemas/config.schema.yaml")).read_text())
+_schema = yaml.safe_load(
+    Path(workflow.source_path("../schemas/config.schema.yaml")).read_text()
+)
 _defaults = yaml.safe_load(
     (Path(workflow.basedir) / "config" / "config.yaml").read_text()
 )
