@@ -133,6 +133,7 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
+    assert "Traceback" not in out  # the job's own error is one line, not a traceback
     assert not (work / "results/dumps/batch001").exists()  # moved aside, so it counts as missing
     # the same command again: the damaged batch is rebuilt, then the analysis runs
     rerun_vanishing(work, cfg)

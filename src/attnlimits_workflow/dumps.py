@@ -174,6 +174,15 @@ def layer_files(
     fingerprint0 = None
     for d in dump_dirs:
         files = sorted(Path(d).glob("layer*.parquet"))
+        if (
+            not files
+            and not Path(d).exists()
+            and list(Path(d).parent.glob(f"{Path(d).name}.corrupt*"))
+        ):
+            raise DumpError(
+                f"{d}: moved aside as damaged by a job that read it (see the error naming its file); "
+                "rerun the workflow to rebuild it"
+            )
         if not files:
             raise DumpError(
                 f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it"
