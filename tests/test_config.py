@@ -169,6 +169,12 @@ BAD = [
     ),
     ("model-path-without-weights", "model.random_init", False, "has no weights"),
     (
+        "too-many-batches",
+        "chunking.n_chunks",
+        100000,
+        "extraction.chunks_per_batch: 100000 chunks in batches of 2 make 50000 extraction jobs",
+    ),
+    (
         "unknown-override",
         "model.config_overrides",
         {"n_layerz": 2},

@@ -206,6 +206,10 @@ def model_config_keys(model_cfg: dict[str, Any]) -> set[str]:
     return set(defaults) | set(model_cfg)
 
 
+# Snakemake's job graph grows with the extraction jobs: 100,000 of them kept it building for
+# minutes. The whole of War and Peace is 834 chunks of 1024 GPT-2 tokens.
+MAX_BATCHES = 2000
+
 # A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
 # the bytes are other control characters (or NULs) is not text.
 MAX_CONTROL_FRACTION = 0.01
@@ -237,6 +241,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     lengths = sorted(a["lengths"])
     chunk_length = config["chunking"]["chunk_length"]
 
+    n_chunks, per_batch = config["chunking"]["n_chunks"], config["extraction"]["chunks_per_batch"]
+    batches = -(-n_chunks // per_batch)
+    if batches > MAX_BATCHES:
+        errs.append(
+            f"extraction.chunks_per_batch: {n_chunks} chunks in batches of {per_batch} make "
+            f"{batches} extraction jobs (at most {MAX_BATCHES}); raise chunks_per_batch to "
+            f"{-(-n_chunks // MAX_BATCHES)} or more"
+        )
     for i, L in enumerate(a["lengths"]):
         if L < 2:
             errs.append(f"analysis.lengths[{i}]: L={L}; every L must be >= 2")
