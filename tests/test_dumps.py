@@ -41,10 +41,8 @@ def adapter():
     )
 
 
-@pytest.fixture
-def dump(tmp_path, adapter):
-    chunks = {3: np.arange(64) % 100, 4: (np.arange(64) * 7) % 100}
-    out = tmp_path / "batch000"
+def write_test_batch(out, adapter, chunks):
+    """One batch directory of the test model's dumps at L in {8, 32, 64}."""
     out.mkdir()
     write_batch(
         out,
@@ -56,7 +54,13 @@ def dump(tmp_path, adapter):
         provenance=PROV,
         extra_metadata={},
     )
-    return out, chunks
+    return out
+
+
+@pytest.fixture
+def dump(tmp_path, adapter):
+    chunks = {3: np.arange(64) % 100, 4: (np.arange(64) * 7) % 100}
+    return write_test_batch(tmp_path / "batch000", adapter, chunks), chunks
 
 
 def test_round_trip_equals_the_captures(dump, adapter):
@@ -172,20 +176,8 @@ def test_pack_round_trip(dump, tmp_path):
 
 def second_batch(tmp_path, adapter, chunks=None):
     """batch001 of the `dump` fixture's run: chunks 5 and 6 unless told."""
-    out = tmp_path / "batch001"
-    out.mkdir()
     chunks = chunks or {5: (np.arange(64) * 3) % 100, 6: (np.arange(64) * 5) % 100}
-    write_batch(
-        out,
-        adapter,
-        chunks,
-        [8, 32, 64],
-        query_row="last",
-        store_hidden=True,
-        provenance=PROV,
-        extra_metadata={},
-    )
-    return out
+    return write_test_batch(tmp_path / "batch001", adapter, chunks)
 
 
 def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, adapter):

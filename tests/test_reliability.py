@@ -110,7 +110,7 @@ def finished(tmp_path_factory):
     return tmp, cfg
 
 
-def rerun_vanishing(work, cfg, check=True):
+def rerun_vanishing(work, cfg, *extra, check=True):
     """Force the sample packs (which read every dump) and the vanishing analysis on them."""
     return snakemake(
         work,
@@ -120,6 +120,7 @@ def rerun_vanishing(work, cfg, check=True):
         "results/summary/vanishing.csv",
         "--forcerun",
         "pack_samples",
+        *extra,
         check=check,
     )
 
@@ -167,17 +168,7 @@ def test_a_batch_missing_a_layer_file_fails_and_writes_no_table(finished, tmp_pa
     summary = work / "results/summary/vanishing.csv"
     before = summary.read_bytes()
     summary.unlink()
-    proc = snakemake(
-        work,
-        cfg,
-        "--cores",
-        "2",
-        "results/summary/vanishing.csv",
-        "--forcerun",
-        "pack_samples",
-        "--keep-going",
-        check=False,
-    )
+    proc = rerun_vanishing(work, cfg, "--keep-going", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "batch001: has layers [0], expected [0, 1] (missing: layer01.parquet)" in out
