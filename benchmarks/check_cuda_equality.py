@@ -6,7 +6,7 @@ import sys
 import torch
 from transformers import GPT2Config, GPT2Model
 
-from attnlimits.extraction import adapter_for, extract_chunk
+from attnlimits.extraction import extract_chunk, register_capture
 
 torch.manual_seed(0)
 cfg = GPT2Config()
@@ -15,7 +15,7 @@ cpu = GPT2Model.from_pretrained(
 ).eval()
 gpu = (
     GPT2Model.from_pretrained(
-        None, config=cfg, state_dict=cpu.state_dict(), attn_implementation="sdpa"
+        None, config=cfg, state_dict=cpu.state_dict(), attn_implementation=register_capture()
     )
     .cuda()
     .eval()
@@ -24,7 +24,7 @@ ids = torch.randint(0, 50257, (1024,), generator=torch.Generator().manual_seed(1
 with torch.inference_mode():
     ref = cpu(ids[None], output_attentions=True).attentions
 worst = 0.0
-for cap in extract_chunk(adapter_for(gpu), ids, [32, 256, 1024]):
+for cap in extract_chunk(gpu, ids, [32, 256, 1024]):
     for L, (_, _, weights) in cap.rows.items():
         worst = max(worst, (weights - ref[cap.layer][0, :, L - 1, :L]).abs().max().item())
 print(

@@ -32,9 +32,11 @@ def build_model(attn: str, device: str):
     import torch
     from transformers import GPT2Config, GPT2Model
 
+    from attnlimits.extraction import register_capture
+
     torch.manual_seed(0)
     cfg = GPT2Config(n_positions=CHUNK)  # GPT-2 small: 12 layers, 12 heads, d_model 768
-    cfg._attn_implementation = attn
+    cfg._attn_implementation = register_capture() if attn == "capture" else attn
     return GPT2Model(cfg).to(device).eval()
 
 
@@ -65,17 +67,16 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
                 model(torch.as_tensor(ids, device=device)[None], use_cache=False)
 
     elif method == "attnlimits":
-        from attnlimits.extraction import adapter_for
         from attnlimits_workflow.dumps import write_batch
 
-        adapter = adapter_for(build_model("sdpa", device))
+        model = build_model("capture", device)
         tmp = Path(tempfile.mkdtemp())
 
         def run(batch: list) -> None:  # one call per batch of chunks, as the workflow's job does
             out = Path(tempfile.mkdtemp(dir=tmp))
             write_batch(
                 out,
-                adapter,
+                model,
                 dict(enumerate(batch)),
                 LENGTHS,
                 query_row="last",
@@ -86,13 +87,13 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
             )
 
     elif method == "capture":
-        # attnlimits without the Parquet write: forward + hooks + analysed rows + copy to host.
-        from attnlimits.extraction import adapter_for, extract_chunk
+        # attnlimits without the Parquet write: forward + capture + analysed rows + copy to host.
+        from attnlimits.extraction import extract_chunk
 
-        adapter = adapter_for(build_model("sdpa", device))
+        model = build_model("capture", device)
 
         def step(ids):
-            list(extract_chunk(adapter, torch.as_tensor(ids), LENGTHS))
+            list(extract_chunk(model, torch.as_tensor(ids), LENGTHS))
 
     elif method == "hf-eager":
         model = build_model("eager", device)

@@ -105,8 +105,22 @@ BAD = [
         "unknown-package",
         "model.package",
         "no_such_model_pkg",
-        "model.package: cannot import 'no_such_model_pkg'",
+        "model.package: 'no_such_model_pkg' is not installed",
     ),
+    (
+        "gguf-missing",
+        "model.gguf_file",
+        "/nonexistent/model.gguf",
+        "model.gguf_file: /nonexistent/model.gguf does not exist",
+    ),
+    ("gguf-not-gguf", "model.gguf_file", "weights.bin", "model.gguf_file:"),
+    (
+        "embedding-not-stored",
+        "extraction.vectors",
+        ["q", "k"],
+        "extraction.vectors: analysis.embedding 'value' reads v",
+    ),
+    ("vector-dtype", "extraction.vector_dtype", "int8", "extraction.vector_dtype:"),
     (
         "overrides-without-random-init",
         "model.random_init",
@@ -228,6 +242,42 @@ def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
     assert "Invalid configuration:" in output and fragment in output
     assert "Traceback" not in output
     assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+
+
+def family_folder(tmp, model_type, **settings):
+    """A model folder (config.json only) of another family, for the random-init checks."""
+    import json
+
+    folder = tmp / f"{model_type}-src"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, **settings}))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("model_type", "settings", "fragment"),
+    [
+        ("bloom", {"n_layer": 2}, "model: model_type 'bloom' is not supported"),
+        ("t5", {"num_layers": 2}, "model: model_type 't5' is not supported"),
+        (
+            "mistral",
+            {"sliding_window": 16, "num_hidden_layers": 2, "max_position_embeddings": 64},
+            "analysis.lengths: L=64 exceeds the model's sliding window of 16 keys",
+        ),
+        (
+            "llama",
+            {"num_hidden_layers": 2, "max_position_embeddings": 32},
+            "analysis.lengths[3]: L=64 exceeds the model's 32 positions",
+        ),
+    ],
+)
+def test_a_family_the_capture_cannot_serve_is_refused(base, model_type, settings, fragment):
+    tmp, cfg = base
+    cfg = with_value(cfg, "model.path", str(family_folder(tmp, model_type, **settings)))
+    cfg = with_value(cfg, "model.config_overrides", {})
+    with pytest.raises(ConfigError) as err:
+        validate(deep_merge(DEFAULTS, cfg), SCHEMA)
+    assert fragment in str(err.value)
 
 
 def test_python_version():

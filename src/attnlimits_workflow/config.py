@@ -14,8 +14,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-SUPPORTED_MODEL_TYPES = ("gpt2", "bert")
-POSITION_KEYS = ("n_positions", "max_position_embeddings")
+from attnlimits.families import UnsupportedModelError, family, sliding_windows
+from attnlimits.families import max_positions as model_positions
 
 
 class ConfigError(ValueError):
@@ -155,6 +155,15 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
     from .models import ModelSourceError, package_model_dir  # local: keeps import light
 
     model = config["model"]
+    fetched = Path("resources/models") / model["name"] / "config.json"
+    if model.get("gguf_file"):
+        from .models import gguf_config, gguf_path
+
+        try:
+            path = gguf_path(model)
+            return json.loads(fetched.read_text()) if fetched.is_file() else gguf_config(path)
+        except ModelSourceError:
+            return None
     candidates = []
     try:
         if model.get("package"):
@@ -226,13 +235,6 @@ def control_fraction(data: bytes) -> float:
 def temperature_name(t: float) -> str:
     """The T of a gradient job's file name (6 significant digits)."""
     return f"{float(t):g}"
-
-
-def max_positions(model_cfg: dict[str, Any]) -> int | None:
-    for key in POSITION_KEYS:
-        if key in model_cfg:
-            return int(model_cfg[key])
-    return None
 
 
 def semantic_errors(config: dict[str, Any]) -> list[str]:
@@ -307,6 +309,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"allowed: {', '.join(allowed) or 'none'}"
             )
 
+    vectors = config["extraction"]["vectors"]
+    needs = {"value": "v", "key": "k"}.get(a["embedding"])
+    if needs and needs not in vectors:
+        errs.append(
+            f"extraction.vectors: analysis.embedding {a['embedding']!r} reads {needs}, which "
+            f"{vectors} leaves out of the dumps; add {needs!r}"
+        )
+
     corpus = config["corpus"]
     try:
         codecs.lookup(corpus["encoding"])
@@ -339,7 +349,20 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"model.path: {model['path']} has no weights (*.safetensors / *.bin); "
                 "set model.random_init: true to use its architecture with random weights"
             )
-    if model.get("package"):
+    if model.get("gguf_file"):
+        from .models import ModelSourceError, gguf_path
+
+        try:
+            gguf = gguf_path(model)
+            if not gguf.is_file():
+                errs.append(f"model.gguf_file: {gguf} does not exist")
+        except ModelSourceError as exc:
+            errs.append(str(exc))
+        if model.get("random_init"):
+            errs.append(
+                "model.gguf_file: a GGUF file brings its weights; random_init must be false"
+            )
+    elif model.get("package"):
         from .models import ModelSourceError, package_model_dir
 
         try:
@@ -360,11 +383,23 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             )
     if mcfg is not None:
         kind = mcfg.get("model_type")
-        if kind not in SUPPORTED_MODEL_TYPES:
+        try:
+            causal = family(kind).causal
+        except UnsupportedModelError as exc:
+            errs.append(f"model: {exc}")
+            causal = None
+        if mcfg.get("position_embedding_type", "absolute") not in ("absolute", None):
             errs.append(
-                f"model: model_type {kind!r} is not supported; allowed: {', '.join(SUPPORTED_MODEL_TYPES)}"
+                f"model: position_embedding_type {mcfg['position_embedding_type']!r} adds "
+                "relative position terms the capture does not reproduce; only 'absolute'"
             )
-        limit = max_positions(mcfg)
+        windows = [w for w in sliding_windows(mcfg) if w is not None]
+        if windows and max(lengths) > min(windows):
+            errs.append(
+                f"analysis.lengths: L={max(lengths)} exceeds the model's sliding window of "
+                f"{min(windows)} keys, so that row would not see every key (allowed: 2..{min(windows)})"
+            )
+        limit = model_positions(mcfg)
         if limit is not None:
             if chunk_length > limit:
                 errs.append(
@@ -375,7 +410,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                     errs.append(
                         f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})"
                     )
-        if kind == "gpt2" and config["extraction"]["query_row"] != "last":
+        if causal and config["extraction"]["query_row"] != "last":
             errs.append(
                 "extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last"
             )

