@@ -33,10 +33,16 @@ def synthetic_text(n_words: int = 6000, seed: int = 0) -> str:
     )
 
 
-def tiny_model_folder(path: Path, text: str, vocab_size: int = 300) -> Path:
-    """config.json + a GPT-2 style tokenizer trained on ``text`` (no weights: random_init)."""
+def tiny_model_folder(
+    path: Path, text: str, vocab_size: int = 300, architecture: str = "gpt2"
+) -> Path:
+    """config.json + a GPT-2 style tokenizer trained on ``text`` (no weights: random_init).
+
+    ``architecture`` "llama": a 2-layer Llama with RoPE and grouped-query attention (4 query heads
+    sharing 2 KV heads) instead of GPT-2.
+    """
     from tokenizers import ByteLevelBPETokenizer
-    from transformers import GPT2Config, GPT2TokenizerFast
+    from transformers import GPT2Config, GPT2TokenizerFast, LlamaConfig
 
     path.mkdir(parents=True, exist_ok=True)
     bpe = ByteLevelBPETokenizer()
@@ -48,28 +54,42 @@ def tiny_model_folder(path: Path, text: str, vocab_size: int = 300) -> Path:
         tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
     )
     tok.save_pretrained(path)
-    cfg = GPT2Config(
-        n_layer=2,
-        n_head=2,
-        n_embd=16,
-        n_positions=64,
-        vocab_size=len(tok),
-        bos_token_id=0,
-        eos_token_id=0,
-    )
+    if architecture == "llama":
+        cfg = LlamaConfig(
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=64,
+            vocab_size=len(tok),
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    else:
+        cfg = GPT2Config(
+            n_layer=2,
+            n_head=2,
+            n_embd=16,
+            n_positions=64,
+            vocab_size=len(tok),
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     cfg.save_pretrained(path)
     return path
 
 
-def tiny_config(tmp: Path, **overrides) -> dict:
+def tiny_config(tmp: Path, architecture: str = "gpt2", **overrides) -> dict:
     text = synthetic_text()
     corpus = tmp / "corpus.txt"
     corpus.write_text(text)
-    model = tiny_model_folder(tmp / "tiny-gpt2-src", text)
+    model = tiny_model_folder(tmp / f"tiny-{architecture}-src", text, architecture=architecture)
     cfg = {
         "seed": 7,
         "corpus": {"name": "synthetic", "path": str(corpus)},
-        "model": {"name": "tiny-gpt2", "path": str(model), "random_init": True},
+        "model": {"name": f"tiny-{architecture}", "path": str(model), "random_init": True},
         "chunking": {"chunk_length": 64, "n_chunks": 4},
         "extraction": {"chunks_per_batch": 2, "threads": 1, "mem_mb": 1000},
         "analysis": {

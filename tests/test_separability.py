@@ -83,6 +83,17 @@ def test_zero_radius_is_flagged():
     assert res.zero_radius[0] and np.isnan(res.lower_bound[0])
 
 
+@given(attention_samples(min_len=2, max_dim=3), st.integers(1, 7), st.booleans())
+def test_blockwise_min_pairwise_distance_matches_the_loop(sample, block, duplicate):
+    """Any block size gives the brute-force minimum, duplicates (delta = 0) included."""
+    _, x = sample
+    if duplicate:
+        x = x.copy()
+        x[:, -1] = x[:, 0]
+    want = np.array([ref.min_pairwise(x[s]) for s in range(len(x))])
+    np.testing.assert_allclose(min_pairwise_distance(x, block=block), want, rtol=1e-12, atol=1e-15)
+
+
 @given(attention_samples(min_len=3, max_dim=3), st.data())
 def test_separability_matches_loop(sample, data):
     alpha, x = sample

@@ -199,3 +199,19 @@ def test_selected_mass_is_the_top_n_mass(done_run):
         np.testing.assert_allclose(table["selected_mass"].to_numpy(), want, rtol=1e-12)
     summary = pl.read_csv(tmp / "results/summary/distance.csv").filter(pl.col("L") == 64).sort("N")
     assert (summary["selected_mass_median"].diff().drop_nulls() > 0).all()
+
+
+def test_a_tiny_llama_runs_end_to_end(tmp_path):
+    """RoPE and grouped-query attention through every stage: the capture, the GQA dumps (each KV
+    head once), the packs (values resolved per query head) and every figure and table."""
+    cfg = write_config(tmp_path, tiny_config(tmp_path, architecture="llama"))
+    snakemake(tmp_path, cfg, "--cores", "2", "all")
+    meta = pq.read_schema(tmp_path / "results/dumps/batch000/layer01.parquet").metadata
+    meta = yaml.safe_load(meta[b"attnlimits"])
+    assert meta["model_type"] == "llama" and meta["n_kv_heads"] == 2
+    assert meta["kv_head_of_query"] == [0, 0, 1, 1]
+    for fig in ("fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"):
+        assert (tmp_path / f"figures/{fig}.pdf").stat().st_size > 5000
+    dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
+    assert (dist["samples"] == 4 * 2 * 4).all()  # chunks x layers x query heads
+    assert pl.read_csv(tmp_path / "tables/table1.csv").height >= 15

@@ -29,43 +29,48 @@ def project_to_sphere(x: FloatArray, radius: float) -> NDArray[np.float64]:
     return out
 
 
-def min_pairwise_distance(x: FloatArray) -> NDArray[np.float64]:
+PAIRWISE_BLOCK = 1024  # Gram columns per block: block x L float32, 32 MiB at L = 8192
+
+
+def min_pairwise_distance(x: FloatArray, *, block: int = PAIRWISE_BLOCK) -> NDArray[np.float64]:
     """delta of Assumption 2: min_{i != j} ||x_i - x_j|| per sample; x has shape (S, L, d).
 
-    The candidates come from a float32 Gram matrix (one BLAS syrk per sample: the upper
-    triangle only, ~6x faster than a general product) through ||x_i - x_j||^2 = |x_i|^2 +
-    |x_j|^2 - 2 x_i.x_j; every pair within the float32 error bound of the smallest value is then
-    recomputed directly in float64, so the result is the exact minimum of the input, not of its
-    float32 rounding.
+    The candidates come from a float32 Gram matrix through ||x_i - x_j||^2 = |x_i|^2 + |x_j|^2 -
+    2 x_i.x_j, built ``block`` columns at a time and only above the diagonal (rows i < j), so no
+    L x L array exists. Every column whose smallest candidate lies within the float32 error bound
+    of the overall smallest is then recomputed directly in float64, so the result is the exact
+    minimum of the input, not of its float32 rounding.
     """
-    from scipy.linalg import blas  # imported here: only the separability jobs need it
-
     x = np.asarray(x)
     n_samples, length, width = x.shape
     if length < 2:
         raise ValueError("a minimum pairwise distance needs L >= 2")
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
     x64 = x.astype(np.float64, copy=False)
     x32 = x.astype(np.float32)
     sq = np.einsum("sld,sld->sl", x64, x64)
     sq32 = sq.astype(np.float32)
-    # syrk writes only the upper triangle: +inf below it (inf + finite stays inf, so it survives
-    # every sample) and on the diagonal keeps those entries out of the minimum without a mask.
-    gram = np.full((length, length), np.inf, dtype=np.float32, order="F")
-    diag = np.arange(length)
     # |float32 d^2 - d^2| <= ~(d + 2) u (|x_i|^2 + |x_j|^2) for unit roundoff u; 4x margin.
     tol_factor = 4.0 * (width + 2) * 2.0**-24 * 2.0
     out = np.empty(n_samples)
+    column_min = np.empty(length, dtype=np.float32)
     for s in range(n_samples):
-        blas.ssyrk(-2.0, x32[s], beta=0.0, c=gram, overwrite_c=1)
-        gram[diag, diag] = np.inf
-        gram += sq32[s, :, None]
-        gram += sq32[s, None, :]
-        column_min = gram.min(axis=0)  # along gram's contiguous (Fortran) columns
+        for j0 in range(0, length, block):
+            j1 = min(j0 + block, length)
+            gram = x32[s, :j1] @ x32[s, j0:j1].T  # rows 0..j1-1: the pairs i < j of these columns
+            gram *= -2.0
+            gram += sq32[s, :j1, None]
+            gram += sq32[s, None, j0:j1]
+            diagonal = gram[j0:j1]
+            diagonal[np.tril_indices(j1 - j0)] = np.inf  # i >= j: the pair's other copy, or i = j
+            column_min[j0:j1] = gram.min(axis=0)
         threshold = column_min.min() + tol_factor * sq[s].max()
-        cols = np.nonzero(column_min <= threshold)[0]  # usually one column
-        ii, jj = np.nonzero(gram[:, cols] <= threshold)
-        diff = x64[s, ii] - x64[s, cols[jj]]
-        out[s] = np.sqrt(np.einsum("nd,nd->n", diff, diff).min())
+        best = np.inf
+        for j in np.nonzero(column_min <= threshold)[0]:  # usually one column
+            diff = x64[s, :j] - x64[s, j]
+            best = min(best, np.einsum("nd,nd->n", diff, diff).min())
+        out[s] = np.sqrt(best)
     return out
 
 
