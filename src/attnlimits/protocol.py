@@ -1,0 +1,281 @@
+"""The paper's protocol (its Appendix B): every query row t of a head's length-L attention, each
+statistic averaged over the rows, one value per (layer, head).
+
+A head's rows share its token vectors x (L, d); only the weights differ from row to row. So every
+per-row quantity is written with products against the shared x, one block of rows at a time:
+
+    s_t = (alpha_t * m_t) @ x           the context vector of row t's top-N set (mask m_t)
+    x_i . s_t = (s @ x^T)[t, i]         one matrix product for the block
+    ||alpha_ti x_i - s_t||^2 = alpha_ti^2 |x_i|^2 - 2 alpha_ti x_i.s_t + |s_t|^2
+
+so a block of R rows costs two (R x L x d) matrix products and O(R L) elementwise work, never an
+(R, L, d) array, and never the L x L matrix (rows are recomputed from q and k block by block).
+Entries where the expansion could lose precision to cancellation are recomputed directly.
+
+Causal rows: row t attends to keys 0..t. ``masked`` says how the other L - t - 1 keys enter:
+``non_selected`` (the paper's L x L matrices: weight-0 tokens of an L-token context, so they count
+as non-selected tokens, each adding ||s_t|| to d~) or ``prefix`` (row t is a context of its t + 1
+visible tokens; rows with t + 1 <= N have no non-selected token and are left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .critical import ks_test
+
+FloatArray = NDArray[np.floating]
+MASKED_MODES = ("non_selected", "prefix")
+_CANCELLATION = 1e-8
+
+
+def attention_rows(
+    q: FloatArray,
+    k: FloatArray,
+    scaling: float,
+    rows: NDArray[np.intp],
+    *,
+    causal: bool,
+    softcap: float | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(logits, weights) of query positions ``rows`` over keys 0..L-1, float64, (R, L) each.
+
+    q and k are one head's (L, head_dim) vectors as the model scores them; causal rows give the
+    keys after t logit -inf and weight 0.
+    """
+    q64 = np.asarray(q, dtype=np.float64)[rows]
+    k64 = np.asarray(k, dtype=np.float64)
+    logits = (q64 @ k64.T) * scaling
+    if softcap is not None:
+        logits = softcap * np.tanh(logits / softcap)
+    if causal:
+        logits[np.arange(k64.shape[0])[None, :] > np.asarray(rows)[:, None]] = -np.inf
+    top = logits.max(axis=1, keepdims=True)
+    weights = np.exp(logits - top)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return logits, weights
+
+
+def visible_lengths(rows: NDArray[np.intp], length: int, *, causal: bool, masked: str) -> NDArray:
+    """Tokens that row t's statistics run over: L, or t + 1 for a causal row under ``prefix``."""
+    if masked not in MASKED_MODES:
+        raise ValueError(f"masked must be one of {MASKED_MODES}, got {masked!r}")
+    rows = np.asarray(rows)
+    if causal and masked == "prefix":
+        return rows + 1
+    return np.full(rows.shape, length)
+
+
+@dataclass(frozen=True)
+class RowBlock:
+    """Products of a block of rows (R, L) against the head's shared vectors x (L, d), float64."""
+
+    alpha: NDArray[np.float64]  # (R, L); 0 on keys a row does not count
+    x: NDArray[np.float64]  # (L, d)
+    x_sq: NDArray[np.float64]  # (L,)
+    counted: NDArray[np.bool_]  # (R, L): keys i < visible length of the row
+    length: NDArray[np.int64]  # (R,): visible length per row
+    order: NDArray[np.intp]  # (R, L): counted keys by decreasing weight, ties to the lower index
+
+    @classmethod
+    def of(cls, alpha: FloatArray, x: FloatArray, length: NDArray) -> RowBlock:
+        alpha = np.asarray(alpha, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64)
+        length = np.asarray(length, dtype=np.int64)
+        counted = np.arange(alpha.shape[1])[None, :] < length[:, None]
+        alpha = np.where(counted, alpha, 0.0)
+        key = np.where(counted, -alpha, np.inf)  # uncounted keys sort last
+        return cls(
+            alpha=alpha,
+            x=x,
+            x_sq=np.einsum("ld,ld->l", x, x),
+            counted=counted,
+            length=length,
+            order=np.argsort(key, axis=1, kind="stable"),
+        )
+
+    def top_n(self, n: int) -> NDArray[np.bool_]:
+        """Mask of each row's top-n counted keys (rows with length < n get all of theirs)."""
+        mask = np.zeros(self.alpha.shape, dtype=bool)
+        np.put_along_axis(mask, self.order[:, :n], True, axis=1)
+        return mask & self.counted
+
+    def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
+        """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
+        p_sq = coef**2 * self.x_sq[None, :]
+        q_sq = np.einsum("rd,rd->r", point, point)[:, None]
+        d2 = p_sq - 2.0 * coef * (point @ self.x.T) + q_sq
+        risky = d2 <= _CANCELLATION * (p_sq + q_sq)
+        if risky.any():
+            ri, li = np.nonzero(risky)
+            diff = coef[ri, li, None] * self.x[li] - point[ri]
+            d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
+        return np.sqrt(np.maximum(d2, 0.0))
+
+
+def row_statistics(block: RowBlock, *, n: int) -> dict[str, NDArray[np.float64]]:
+    """Per row (R,): d~ (Eq. 7) of the top-n set, Theorem 1.1's fixed-set upper bound and
+    Theorem 1.2's closed-form expectation term as printed; NaN for rows with length <= n."""
+    mask = block.top_n(n)
+    selected_alpha = np.where(mask, block.alpha, 0.0)
+    s = selected_alpha @ block.x  # (R, d)
+    others = block.counted & ~mask
+    dist = np.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
+
+    length = block.length.astype(np.float64)
+    xbar = block.alpha @ block.x
+    coef = block.alpha + n / np.maximum(length[:, None] - 1.0, 1.0)  # length 1: invalid row
+    expectation = (
+        (length - n) / length * np.where(block.counted, block.norms_to(coef, xbar), 0.0).sum(axis=1)
+    )
+
+    mass = selected_alpha.sum(axis=1)
+    max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
+    d1 = _max_cross_distance(block, mask, others)
+    upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
+
+    valid = block.length > n
+    nan = np.nan
+    return {
+        "distance": np.where(valid, dist, nan),
+        "upper_bound": np.where(valid, upper, nan),
+        "expectation_term": np.where(valid, expectation, nan),
+        "selected_mass": np.where(valid, mass, nan),
+    }
+
+
+def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
+    """max over non-selected i, selected j of ||x_i - x_j|| per row (0 if a side is empty).
+
+    The pair distances of x do not depend on the row, so they are computed once per distinct
+    selected key of the block: (keys, L), never L x L unless every key is selected somewhere.
+    """
+    keys = np.nonzero(mask.any(axis=0))[0]
+    out = np.zeros(mask.shape[0])
+    if keys.size == 0:
+        return out
+    diff_sq = (
+        block.x_sq[keys, None] + block.x_sq[None, :] - 2.0 * (block.x[keys] @ block.x.T)
+    )  # (keys, L)
+    risky = diff_sq <= _CANCELLATION * (block.x_sq[keys, None] + block.x_sq[None, :])
+    if risky.any():
+        ki, li = np.nonzero(risky)
+        diff = block.x[keys[ki]] - block.x[li]
+        diff_sq[ki, li] = np.einsum("nd,nd->n", diff, diff)
+    dist = np.sqrt(np.maximum(diff_sq, 0.0))
+    for j_pos, j in enumerate(keys):
+        rows = np.nonzero(mask[:, j])[0]
+        candidate = np.where(others[rows], dist[j_pos][None, :], 0.0).max(axis=1)
+        out[rows] = np.maximum(out[rows], candidate)
+    return out
+
+
+def row_separability(
+    block: RowBlock, *, n: int, delta: float, radius_m: float
+) -> dict[str, NDArray[np.float64]]:
+    """Per row: N_s/N by direct counting (r = min over non-selected i of ||s - alpha_i x_i||) and
+    Theorem 2's lower and upper bounds, for x already on the sphere of radius ``radius_m``.
+    NaN where the row has no non-selected token, and bounds NaN where xi^2 < 0 or r = 0."""
+    from .separability import xi
+
+    mask = block.top_n(n)
+    s = np.where(mask, block.alpha, 0.0) @ block.x
+    dist = block.norms_to(block.alpha, s)
+    others = block.counted & ~mask
+    valid = block.length > n
+    radius = np.where(others, dist, np.inf).min(axis=1)
+    n_s = (mask & (dist <= radius[:, None])).sum(axis=1)
+    # selected weights in key order, (R, n); rows with fewer than n keys are invalid anyway
+    order = np.sort(block.order[:, :n], axis=1)
+    alpha_sel = np.take_along_axis(block.alpha, order, axis=1)
+    xi_sel = xi(alpha_sel, np.full(len(radius), delta), radius_m=radius_m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
+        upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
+    bad = ~valid | np.isnan(xi_sel).any(axis=1)
+    return {
+        "ratio": np.where(valid, n_s / n, np.nan),
+        "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
+        "upper_bound": np.where(bad, np.nan, upper),
+    }
+
+
+def row_sensitivity(
+    logits: FloatArray,
+    directions: FloatArray,
+    *,
+    temperature: float,
+    epsilon: float,
+) -> NDArray[np.float64]:
+    """Algorithm 5 per row: ||softmax((l + eps v)/T) - softmax(l/T)|| / eps for the row's unit
+    direction v; keys with logit -inf (masked) stay masked."""
+    logits = np.asarray(logits, dtype=np.float64)
+    base = _softmax(logits / temperature)
+    moved = _softmax((logits + epsilon * np.asarray(directions)) / temperature)
+    return np.linalg.norm(moved - base, axis=1) / epsilon
+
+
+def unit_directions(
+    rng: np.random.Generator, rows: int, length: NDArray | int, width: int
+) -> NDArray[np.float64]:
+    """One random unit vector per row, over the row's first ``length`` keys (0 beyond them)."""
+    v = rng.standard_normal((rows, width))
+    v[np.arange(width)[None, :] >= np.broadcast_to(length, (rows,))[:, None]] = 0.0
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _softmax(z: NDArray[np.float64]) -> NDArray[np.float64]:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> NDArray[np.float64]:
+    """Mean over rows (NaN rows left out) per head: the paper's one value per (layer, head)."""
+    values = np.asarray(values, dtype=np.float64)
+    ok = ~np.isnan(values)
+    total = np.bincount(head[ok], weights=values[ok], minlength=n_heads)
+    count = np.bincount(head[ok], minlength=n_heads)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+@dataclass(frozen=True)
+class CriticalSearch:
+    """Algorithm 3's answer: the first N whose KS test does not reject (-1 if none), and every
+    N tried with its p-value."""
+
+    critical_n: int
+    tried: list[tuple[int, float]]
+
+
+def first_passing_n(
+    per_n: Iterable[tuple[int, FloatArray, FloatArray]] | Callable,
+    *,
+    alpha: float,
+) -> CriticalSearch:
+    """Algorithm 3: for N in increasing order, a two-sample KS test between the per-head mean d~
+    and the per-head mean E; the first N where the test does not reject at ``alpha``.
+
+    ``per_n`` yields (N, head means of d~, head means of E) lazily, so the search stops at the
+    first passing N without computing the rest.
+    """
+    tried = []
+    last = -1
+    for n, d_means, e_means in per_n:
+        if n <= last:
+            raise ValueError(f"the N list must increase; {n} after {last}")
+        last = n
+        p = ks_test(np.asarray(d_means), np.asarray(e_means)).pvalue
+        tried.append((int(n), float(p)))
+        if p >= alpha:
+            return CriticalSearch(int(n), tried)
+    return CriticalSearch(-1, tried)
+
+
+def max_of_head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> float:
+    """Algorithm 5's plotted value: the maximum over heads of the mean over rows."""
+    return float(np.nanmax(head_means(values, head, n_heads)))

@@ -1,0 +1,168 @@
+"""The paper's all-rows protocol (Appendix B) against plain loops written from its pseudocode."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import reference as ref
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import ks_2samp
+
+from attnlimits.protocol import (
+    RowBlock,
+    attention_rows,
+    first_passing_n,
+    head_means,
+    max_of_head_means,
+    row_sensitivity,
+    row_separability,
+    row_statistics,
+    unit_directions,
+    visible_lengths,
+)
+from attnlimits.separability import project_to_sphere
+
+
+def loop_rows(q, k, scaling, causal):
+    """softmax(q k^T * scaling) row by row, keys after the query masked when causal."""
+    L = len(k)
+    out = np.zeros((L, L))
+    for t in range(L):
+        scores = [
+            float(q[t] @ k[i]) * scaling if (not causal or i <= t) else -math.inf for i in range(L)
+        ]
+        top = max(scores)
+        e = [math.exp(s - top) for s in scores]
+        out[t] = np.array(e) / sum(e)
+    return out
+
+
+def head(seed, length, width):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((length, 3)) * 2
+    k = rng.standard_normal((length, 3))
+    x = rng.standard_normal((length, width))
+    return q, k, x
+
+
+def test_hand_case_one_row():
+    """Three tokens, weights (0.5, 0.3, 0.2), N = 1: s = 0.5 x_0 and d~ = ||0.3 x_1 - s|| +
+    ||0.2 x_2 - s||; E as printed: (3-1)/3 sum_i ||(alpha_i + 1/2) x_i - xbar||."""
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    alpha = np.array([[0.5, 0.3, 0.2]])
+    stats = row_statistics(RowBlock.of(alpha, x, np.array([3])), n=1)
+    s = np.array([0.5, 0.0])
+    want = np.linalg.norm([-0.5, 0.3]) + np.linalg.norm([0.2 - 0.5, 0.2])
+    assert stats["distance"][0] == pytest.approx(want, rel=1e-14)
+    xbar = np.array([0.7, 0.5])
+    terms = [np.linalg.norm((a + 0.5) * xi - xbar) for a, xi in zip(alpha[0], x, strict=True)]
+    assert stats["expectation_term"][0] == pytest.approx(2 / 3 * sum(terms), rel=1e-14)
+    assert s @ s == pytest.approx(0.25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(2, 9),
+    width=st.integers(1, 3),
+    causal=st.booleans(),
+    masked=st.sampled_from(["non_selected", "prefix"]),
+    data=st.data(),
+    seed=st.integers(0, 2**16),
+)
+def test_per_row_statistics_match_the_pseudocode_loop(length, width, causal, masked, data, seed):
+    q, k, x = head(seed, length, width)
+    n = data.draw(st.integers(1, length - 1))
+    rows = np.arange(length)
+    logits, alpha = attention_rows(q, k, 0.7, rows, causal=causal)
+    np.testing.assert_allclose(alpha, loop_rows(q, k, 0.7, causal), rtol=1e-12, atol=1e-15)
+    lengths = visible_lengths(rows, length, causal=causal, masked=masked)
+    stats = row_statistics(RowBlock.of(alpha, x, lengths), n=n)
+    for t in rows:
+        visible = int(lengths[t])
+        if visible <= n:  # no non-selected token: the row is left out
+            assert np.isnan(stats["distance"][t])
+            continue
+        a, xs = alpha[t, :visible], x[:visible]
+        sel = set(ref.top_n(a, n))
+        assert stats["distance"][t] == pytest.approx(ref.distance(a, xs, sel), rel=1e-10, abs=1e-12)
+        assert stats["upper_bound"][t] == pytest.approx(
+            ref.upper_bound(a, xs, n), rel=1e-10, abs=1e-12
+        )
+        assert stats["expectation_term"][t] == pytest.approx(
+            ref.expectation_term(a, xs, n), rel=1e-10, abs=1e-12
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(length=st.integers(3, 8), causal=st.booleans(), data=st.data(), seed=st.integers(0, 999))
+def test_per_row_separability_matches_the_loop(length, causal, data, seed):
+    q, k, x = head(seed, length, 3)
+    x = project_to_sphere(x[None] + 1e-3, 1.0)[0]
+    n = data.draw(st.integers(1, length - 1))
+    rows = np.arange(length)
+    _, alpha = attention_rows(q, k, 0.9, rows, causal=causal)
+    lengths = visible_lengths(rows, length, causal=causal, masked="prefix")
+    delta = ref.min_pairwise(x)
+    got = row_separability(RowBlock.of(alpha, x, lengths), n=n, delta=delta, radius_m=1.0)
+    for t in rows:
+        visible = int(lengths[t])
+        if visible <= n:
+            assert np.isnan(got["ratio"][t])
+            continue
+        n_s, _, lower, upper = ref.separability(alpha[t, :visible], x[:visible], n, delta, 1.0)
+        assert got["ratio"][t] == n_s / n
+        for name, want in (("lower_bound", lower), ("upper_bound", upper)):
+            if math.isnan(want):
+                assert np.isnan(got[name][t])
+            else:
+                assert got[name][t] == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+def test_sensitivity_matches_the_loop():
+    rng = np.random.default_rng(3)
+    q, k, _ = head(4, 6, 2)
+    logits, _ = attention_rows(q, k, 1.0, np.arange(6), causal=True)
+    v = unit_directions(rng, 6, np.arange(6) + 1, 6)
+    got = row_sensitivity(logits, v, temperature=0.5, epsilon=0.1)
+    for t in range(6):
+        row = [x for x in logits[t] if x != -math.inf]
+        base = np.exp(np.array(row) / 0.5 - max(row) / 0.5)
+        base /= base.sum()
+        moved = np.array(row) + 0.1 * v[t, : len(row)]
+        pert = np.exp(moved / 0.5 - moved.max() / 0.5)
+        pert /= pert.sum()
+        assert got[t] == pytest.approx(np.linalg.norm(pert - base) / 0.1, rel=1e-12)
+        assert np.linalg.norm(v[t]) == pytest.approx(1.0) and not v[t, t + 1 :].any()
+
+
+def test_head_means_and_algorithm_5():
+    values = np.array([1.0, 3.0, np.nan, 10.0, 20.0, 5.0])
+    heads = np.array([0, 0, 0, 1, 1, 2])
+    np.testing.assert_allclose(head_means(values, heads, 4), [2.0, 15.0, 5.0, np.nan])
+    assert max_of_head_means(values, heads, 4) == 15.0
+
+
+def test_algorithm_3_returns_the_first_n_that_the_ks_test_does_not_reject():
+    rng = np.random.default_rng(0)
+    far = rng.normal(0, 1, 144), rng.normal(3, 1, 144)
+    near = rng.normal(0, 1, 144), rng.normal(0.05, 1, 144)
+    grid = [(1, *far), (2, *far), (5, *near), (10, *near)]
+    computed = []
+
+    def lazy():
+        for item in grid:
+            computed.append(item[0])
+            yield item
+
+    result = first_passing_n(lazy(), alpha=0.01)
+    # the pseudocode, with scipy directly
+    want = next(n for n, a, b in grid if ks_2samp(a, b).pvalue >= 0.01)
+    assert result.critical_n == want == 5
+    assert computed == [1, 2, 5]  # stopped at the first pass
+    assert [n for n, _ in result.tried] == [1, 2, 5]
+    assert first_passing_n(iter(grid[:2]), alpha=0.01).critical_n == -1
+    with pytest.raises(ValueError, match="must increase"):
+        first_passing_n(iter([grid[1], grid[0]]), alpha=1.1)
