@@ -166,3 +166,29 @@ def test_algorithm_3_returns_the_first_n_that_the_ks_test_does_not_reject():
     assert first_passing_n(iter(grid[:2]), alpha=0.01).critical_n == -1
     with pytest.raises(ValueError, match="must increase"):
         first_passing_n(iter([grid[1], grid[0]]), alpha=1.1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(length=st.integers(3, 7), causal=st.booleans(), data=st.data(), seed=st.integers(0, 999))
+def test_per_row_epsilon_bound_and_monte_carlo_match_the_loop(length, causal, data, seed):
+    from attnlimits.protocol import row_epsilon_bound, row_monte_carlo
+
+    q, k, x = head(seed, length, 2)
+    n = data.draw(st.integers(1, length - 1))
+    rows = np.arange(length)
+    _, alpha = attention_rows(q, k, 0.8, rows, causal=causal)
+    lengths = visible_lengths(rows, length, causal=causal, masked="prefix")
+    block = RowBlock.of(alpha, x, lengths)
+    bound = row_epsilon_bound(block, n=n)
+    draws = row_monte_carlo(block, n=n, draws=400, rng=np.random.default_rng(seed))
+    for t in rows:
+        visible = int(lengths[t])
+        if visible <= n:
+            assert np.isnan(bound[t]) and np.isnan(draws[:, t]).all()
+            continue
+        a, xs = alpha[t, :visible], x[:visible]
+        want = ref.epsilon_bound(a, xs, n)
+        assert bound[t] == pytest.approx(want, rel=1e-10) or (np.isinf(want) and np.isinf(bound[t]))
+        exact = ref.exact_expected_distance(a, xs, n)
+        stderr = draws[:, t].std() / math.sqrt(len(draws)) + 1e-12
+        assert abs(draws[:, t].mean() - exact) <= 5 * stderr

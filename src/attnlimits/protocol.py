@@ -148,6 +148,44 @@ def row_statistics(block: RowBlock, *, n: int) -> dict[str, NDArray[np.float64]]
     }
 
 
+def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:
+    """Theorem 1.2's bound on epsilon per row, as printed (see distance.epsilon_bound):
+    1/2 (1 - N/L) N/(L-1) sum_i sum_{j != i} alpha_j^2 |x_j|^2 / ||alpha_i x_i - N/(L-1) sum_{j != i}
+    alpha_j x_j||, over the row's counted keys; +inf where a denominator is 0 and its numerator
+    is not; NaN for rows with length <= n."""
+    length = block.length.astype(np.float64)
+    c = n / np.maximum(length - 1.0, 1.0)
+    scaled_sq = block.alpha**2 * block.x_sq[None, :]
+    numer = scaled_sq.sum(axis=1, keepdims=True) - scaled_sq
+    xbar = block.alpha @ block.x
+    # alpha_i x_i - c (xbar - alpha_i x_i) = (1 + c) alpha_i x_i - c xbar
+    denom = block.norms_to((1.0 + c)[:, None] * block.alpha, c[:, None] * xbar)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(denom > 0, numer / denom, np.where(numer > 0, np.inf, 0.0))
+    total = np.where(block.counted, ratio, 0.0).sum(axis=1)
+    return np.where(block.length > n, 0.5 * (1.0 - n / length) * c * total, np.nan)
+
+
+def row_monte_carlo(
+    block: RowBlock, *, n: int, draws: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """E (Eq. 8) per row by plain Monte Carlo: the mean d~ of ``draws`` uniform N-subsets of the
+    row's counted keys, shape (draws, R); NaN for rows with length <= n."""
+    rows, width = block.alpha.shape
+    out = np.empty((draws, rows))
+    for d in range(draws):
+        key = rng.random((rows, width))
+        key[~block.counted] = np.inf
+        mask = np.zeros((rows, width), dtype=bool)
+        np.put_along_axis(mask, np.argsort(key, axis=1)[:, :n], True, axis=1)
+        mask &= block.counted
+        s = np.where(mask, block.alpha, 0.0) @ block.x
+        others = block.counted & ~mask
+        out[d] = np.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
+    out[:, block.length <= n] = np.nan
+    return out
+
+
 def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
     """max over non-selected i, selected j of ||x_i - x_j|| per row (0 if a side is empty).
 
@@ -196,9 +234,12 @@ def row_separability(
     with np.errstate(divide="ignore", invalid="ignore"):
         lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
         upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
-    bad = ~valid | np.isnan(xi_sel).any(axis=1)
+    negative = np.isnan(xi_sel).any(axis=1)
+    bad = ~valid | negative
     return {
         "ratio": np.where(valid, n_s / n, np.nan),
+        "zero_radius": np.where(valid, radius == 0, np.nan),
+        "negative_xi_square": np.where(valid, negative, np.nan),
         "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
         "upper_bound": np.where(bad, np.nan, upper),
     }
@@ -231,6 +272,13 @@ def unit_directions(
 def _softmax(z: NDArray[np.float64]) -> NDArray[np.float64]:
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+def critical_n_list(length: int, fractions) -> list[int]:
+    """Algorithm 3's increasing N list at length L: round(f L) for each fraction, at least 1,
+    below L, without repeats. The default fractions step by 0.01 L up to 0.1 L, so an N_crit
+    near the paper's 0.06 L is resolved to 0.01 L."""
+    return sorted(n for n in {max(1, round(f * length)) for f in fractions} if n < length)
 
 
 def head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> NDArray[np.float64]:

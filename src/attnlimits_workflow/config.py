@@ -310,6 +310,16 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             )
 
     vectors = config["extraction"]["vectors"]
+    if a["protocol"] == "all_rows" and a["separability"]["delta_over"] != "context":
+        errs.append(
+            "analysis.separability.delta_over: the all_rows protocol uses the head's context "
+            "delta for every row; allowed with it: context"
+        )
+    if a["protocol"] == "all_rows" and not {"q", "k"} <= set(vectors):
+        errs.append(
+            f"extraction.vectors: analysis.protocol all_rows recomputes every row from q and k, "
+            f"which {vectors} leaves out of the dumps; add them or use protocol last_row"
+        )
     needs = {"value": "v", "key": "k"}.get(a["embedding"])
     if needs and needs not in vectors:
         errs.append(

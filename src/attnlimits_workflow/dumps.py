@@ -358,7 +358,7 @@ class Samples:
     metadata: dict[str, Any]
 
 
-_PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "q", "k", "qn", "kn", "scale")
+_PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "q", "qa", "k", "qn", "kn", "scale")
 
 
 def _layer_parts(
@@ -545,6 +545,7 @@ def _read_one(
         keys = grid("k", dh, kv=True)
         queries = grid("q", dh)
         parts["k"].append(keys)
+        parts["qa"].append(queries)
         parts["q"].append(queries[np.arange(len(query_positions)), query_positions])
 
 
@@ -743,6 +744,8 @@ _PACK_SOURCES = {
     "key_norm_max": "kn",
     "score_scale": "scale",
 }
+# with the all-rows protocol: every position's query and key (resolved to the query head)
+_ROW_SOURCES = {"q_rows": "qa", "k_rows": "k"}
 
 
 def write_pack(samples: Samples, out_dir: Path) -> None:
@@ -766,6 +769,7 @@ def pack_dumps(
     *,
     expected: dict[str, Any] | None = None,
     expected_chunks: list[int] | None = None,
+    with_rows: bool = False,
 ) -> tuple[int, tuple[int, ...]]:
     """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
     at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
@@ -780,12 +784,13 @@ def pack_dumps(
     arrays: dict[str, np.ndarray] = {}
     offset = 0
     meta0 = None
+    sources = {**_PACK_SOURCES, **(_ROW_SOURCES if with_rows else {})}
     for meta, parts in _layer_parts(
-        dump_dirs, length, embedding, True, False, True, expected, expected_chunks
+        dump_dirs, length, embedding, True, with_rows, True, expected, expected_chunks
     ):
         meta0 = meta0 or meta
         rows = None
-        for name, key in _PACK_SOURCES.items():
+        for name, key in sources.items():
             part = parts[key]
             if name not in arrays:
                 arrays[name] = np.lib.format.open_memmap(

@@ -30,6 +30,8 @@ PACK_ARRAYS = (
     "key_norm_max",
     "score_scale",
 )
+# Packed only for the all-rows protocol (analysis.protocol: all_rows).
+ROW_ARRAYS = ("q_rows", "k_rows")
 
 
 @dataclass
@@ -48,6 +50,8 @@ class Pack:
     key_norm_max: np.ndarray  # (S,)
     score_scale: np.ndarray  # (S,)
     metadata: dict[str, Any]
+    q_rows: np.ndarray | None = None  # (S, L, head_dim): every position's query
+    k_rows: np.ndarray | None = None  # (S, L, head_dim): every key, resolved to the query head
 
 
 def read_pack(pack_dir: str | os.PathLike) -> Pack:
@@ -55,6 +59,9 @@ def read_pack(pack_dir: str | os.PathLike) -> Pack:
     try:
         meta = json.loads((d / "metadata.json").read_text())
         arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r") for name in PACK_ARRAYS}
+        for name in ROW_ARRAYS:
+            if (d / f"{name}.npy").exists():
+                arrays[name] = np.load(d / f"{name}.npy", mmap_mode="r")
     except (OSError, ValueError) as exc:
         raise DumpError(f"{d}: unreadable sample pack ({exc}); delete it and rerun") from exc
     return Pack(length=int(meta["length"]), metadata=meta, **arrays)

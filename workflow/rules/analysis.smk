@@ -22,6 +22,7 @@ rule pack_samples:
         "../envs/attnlimits.yaml"
     params:
         embedding=ANALYSIS["embedding"],
+        with_rows=ANALYSIS["protocol"] == "all_rows",
     script:
         "../scripts/pack_samples.py"
 
@@ -44,6 +45,9 @@ rule distance:
         mc_max_draws=ANALYSIS["distance"]["mc_max_draws"],
         mc_target_rel_stderr=ANALYSIS["distance"]["mc_target_rel_stderr"],
         seed=config["seed"],
+        protocol=ANALYSIS["protocol"],
+        all_rows_masked=ANALYSIS["all_rows"]["masked"],
+        all_rows_mc_draws=ANALYSIS["all_rows"]["mc_draws"],
     script:
         "../scripts/analyse_distance.py"
 
@@ -65,6 +69,8 @@ rule critical_n:
         ks_alpha=ANALYSIS["critical_n"]["ks_alpha"],
         mc_draws=ANALYSIS["critical_n"]["mc_draws"],
         seed=config["seed"],
+        protocol=ANALYSIS["protocol"],
+        all_rows=ANALYSIS["all_rows"],
     script:
         "../scripts/analyse_critical_n.py"
 
@@ -104,6 +110,8 @@ rule separability:
         embedding=ANALYSIS["embedding"],
         radius=ANALYSIS["separability"]["radius"],
         delta_over=ANALYSIS["separability"]["delta_over"],
+        protocol=ANALYSIS["protocol"],
+        all_rows_masked=ANALYSIS["all_rows"]["masked"],
     script:
         "../scripts/analyse_separability.py"
 
@@ -124,6 +132,7 @@ rule gradient:
         directions=ANALYSIS["gradient"]["directions"],
         temperature_on=ANALYSIS["gradient"]["temperature_on"],
         seed=config["seed"],
+        protocol=ANALYSIS["protocol"],
     script:
         "../scripts/analyse_gradient.py"
 
