@@ -192,3 +192,58 @@ def test_per_row_epsilon_bound_and_monte_carlo_match_the_loop(length, causal, da
         exact = ref.exact_expected_distance(a, xs, n)
         stderr = draws[:, t].std() / math.sqrt(len(draws)) + 1e-12
         assert abs(draws[:, t].mean() - exact) <= 5 * stderr
+
+
+def fake_pack(causal: bool, length=6, seed=0):
+    from attnlimits_workflow.packs import Pack
+
+    rng = np.random.default_rng(seed)
+    layer = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    chunk = np.array([0, 0, 1, 1, 0, 0, 1, 1])
+    head = np.array([0, 1, 0, 1, 0, 1, 0, 1])
+    S = len(layer)
+    return Pack(
+        length=length,
+        layer=layer,
+        chunk=chunk,
+        head=head,
+        weights=np.zeros((S, length)),
+        logits=np.zeros((S, length)),
+        x=rng.standard_normal((S, length, 2)),
+        query_norm=np.zeros(S),
+        key_norm_max=np.zeros(S),
+        score_scale=np.full(S, 0.5),
+        metadata={"causal": causal, "softcap": None},
+        q_rows=rng.standard_normal((S, length, 3)),
+        k_rows=rng.standard_normal((S, length, 3)),
+    )
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("masked", ["non_selected", "prefix"])
+def test_row_means_and_chunk_pooling_match_the_loop(causal, masked, monkeypatch):
+    """Every row of every sample, mean over rows, then over chunks, per (layer, head)."""
+    import attnlimits_workflow.rows as rows_module
+    from attnlimits_workflow.rows import pool_chunks, row_means
+
+    monkeypatch.setattr(rows_module, "ROW_BLOCK", 4)  # several blocks per sample
+    pack = fake_pack(causal)
+    n = 2
+    means = row_means(
+        pack, lambda b, lg, r, s: {"d": row_statistics(b, n=n)["distance"]}, masked=masked
+    )
+    pooled = pool_chunks(pack, means)
+    want: dict[tuple, list] = {}
+    for s in range(len(pack.layer)):
+        alpha = loop_rows(pack.q_rows[s], pack.k_rows[s], 0.5, causal)
+        for t in range(pack.length):
+            visible = t + 1 if (causal and masked == "prefix") else pack.length
+            if visible <= n:
+                continue
+            a, xs = alpha[t, :visible], pack.x[s, :visible]
+            d = ref.distance(a, xs, set(ref.top_n(a, n)))
+            want.setdefault((pack.layer[s], pack.head[s]), []).append(d)
+    for i, (lay, hd) in enumerate(zip(pooled["layer"], pooled["head"], strict=True)):
+        assert pooled["d"][i] == pytest.approx(np.mean(want[(lay, hd)]), rel=1e-10)
+        assert pooled["d_rows"][i] == len(want[(lay, hd)])
+        assert pooled["chunks"][i] == 2

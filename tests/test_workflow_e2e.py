@@ -215,3 +215,20 @@ def test_a_tiny_llama_runs_end_to_end(tmp_path):
     dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
     assert (dist["samples"] == 4 * 2 * 4).all()  # chunks x layers x query heads
     assert pl.read_csv(tmp_path / "tables/table1.csv").height >= 15
+
+
+def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
+    """analysis.protocol all_rows: one value per (layer, head), every row counted, the critical N
+    from Algorithm 3's list, and every caption saying which protocol produced it."""
+    cfg = write_config(tmp_path, tiny_config(tmp_path, **{"analysis.protocol": "all_rows"}))
+    snakemake(tmp_path, cfg, "--cores", "2", "all")
+    dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
+    assert (dist["samples"] == 2 * 2).all()  # layers x heads, pooled over the 4 chunks
+    table = pl.read_parquet(tmp_path / "results/analysis/distance/L64_N2.parquet")
+    assert (table["chunk"] == -1).all() and (table["chunks"] == 4).all()
+    assert (table["rows"] == 4 * 64).all()  # non_selected: every row of every chunk counts
+    crit = pl.read_parquet(tmp_path / "results/analysis/critical_n/L64.parquet")
+    assert crit["N"].to_list()[0] == 1  # the list starts at round(0.01 L) -> 1
+    run = yaml.safe_load((tmp_path / "results/summary/run.json").read_text())
+    assert run["protocol"] == "all_rows"
+    assert "paper's protocol (Appendix B)" in (tmp_path / "tables/table1.md").read_text()

@@ -20,12 +20,27 @@ def use_style(path: str | Path) -> None:
     plt.style.use(str(path))
 
 
+def protocol_text(run: dict) -> str:
+    """Which protocol produced the numbers, in a caption's words."""
+    if run.get("protocol") == "all_rows":
+        masked = (
+            "; a causal row's masked keys count as non-selected"
+            if run["masked"] == "non_selected"
+            else "; a causal row counts only its visible keys"
+        )
+        return (
+            f"paper's protocol (Appendix B): every query row, mean over rows and the "
+            f"{run['chunks']} chunks, one value per (layer, head): {run['heads_per_L']} per L{masked}"
+        )
+    return f"last-row protocol: the analysed row of each (layer, chunk, head), {run['samples_per_L']} samples per L"
+
+
 def run_caption(run_json: str | Path, extra: str = "") -> str:
     run = json.loads(Path(run_json).read_text())
     weights = " (seeded random weights)" if run["weights"] == "random_init" else ""
     text = (
         f"{run['model']}{weights}, {run['layers']} layers x {run['heads']} heads; corpus {run['corpus']}, "
-        f"{run['chunks']} chunks of {run['chunk_length']} tokens; {run['samples_per_L']} samples per L "
+        f"{run['chunks']} chunks of {run['chunk_length']} tokens; {protocol_text(run)} "
         f"(x_i = {run['embedding']} vectors)"
     )
     return f"{text}. {extra}" if extra else text

@@ -244,5 +244,7 @@ rule describe_run:
         model=MODEL,
         embedding=ANALYSIS["embedding"],
         query_row=config["extraction"]["query_row"],
+        protocol=ANALYSIS["protocol"],
+        masked=ANALYSIS["all_rows"]["masked"],
     script:
         "../scripts/describe_run.py"

@@ -28,6 +28,9 @@ description = {
     "causal": metas[0]["causal"],
     "embedding": snakemake.params.embedding,
     "query_row": snakemake.params.query_row,
+    "protocol": snakemake.params.protocol,
+    "masked": snakemake.params.masked,
+    "heads_per_L": len(layers) * metas[0]["n_heads"],
 }
 with open(snakemake.output[0], "w") as fh:
     json.dump(description, fh, indent=2)

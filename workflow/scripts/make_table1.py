@@ -9,6 +9,7 @@ import polars as pl
 
 from attnlimits.critical import linear_fit
 from attnlimits_workflow.jobs import job_logger
+from attnlimits_workflow.plotting import protocol_text
 from attnlimits_workflow.tables import write_csv, write_latex, write_markdown
 
 log = job_logger(snakemake, "table1")
@@ -198,7 +199,7 @@ for r in viol.iter_rows(named=True):
 
 table = pl.DataFrame(rows)
 run = json.load(open(inp.run))
-header = f"Reproduction scorecard: {run['model']} ({run['weights']}), corpus {run['corpus']}, {run['chunks']} chunks, {run['samples_per_L']} samples per L."
+header = f"Reproduction scorecard: {run['model']} ({run['weights']}), corpus {run['corpus']}, {run['chunks']} chunks; {protocol_text(run)}."
 write_csv(table, out.csv)
 write_markdown(table, out.md, header)
 write_latex(table, out.tex, header, "p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}")

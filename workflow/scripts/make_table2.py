@@ -42,7 +42,8 @@ table = table.sort(pl.col("normalizer").replace_strict(order, list(range(len(ord
 run = json.load(open(inp.run))
 lmin = by_length["L"].min()
 header = (
-    f"Normalizers on {run['model']}'s logits ({run['weights']}), {run['corpus']}: medians at L = {L}; "
+    f"Normalizers on {run['model']}'s logits ({run['weights']}), {run['corpus']}, last-row protocol "
+    f"(the analysed row of each (layer, chunk, head), whatever analysis.protocol): medians at L = {L}; "
     f"max_weight_change = median max weight at L = {L} over that at L = {lmin}; ns_ratio = mean N_s/N at N = {n} "
     f"(L = {sep['L'][0]}). A what-if re-normalisation of logits learned under softmax, not a retrained model; "
     "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalised row."

@@ -40,8 +40,8 @@ table = table.with_columns(
 )
 run = json.loads(open(snakemake.input.run).read())
 header = (
-    f"Multi-head coverage, {run['model']} ({run['weights']}), {heads} heads, L = {cov['L'][0]}: means over "
-    "(layer, chunk); rows 'all' per N, then per layer at N = "
+    f"Multi-head coverage, {run['model']} ({run['weights']}), {heads} heads, L = {cov['L'][0]}, last-row "
+    "protocol (the analysed row, whatever analysis.protocol): means over (layer, chunk); rows 'all' per N, then per layer at N = "
     f"{n_conf}. coverage = |tokens distinguishable by >= 1 head| / |union of the heads' top-N|; "
     "p = mean N_s/N; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
 )
