@@ -247,3 +247,20 @@ def test_row_means_and_chunk_pooling_match_the_loop(causal, masked, monkeypatch)
         assert pooled["d"][i] == pytest.approx(np.mean(want[(lay, hd)]), rel=1e-10)
         assert pooled["d_rows"][i] == len(want[(lay, hd)])
         assert pooled["chunks"][i] == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5]), min_size=1, max_size=9),
+    data=st.data(),
+)
+def test_top_n_breaks_ties_to_the_lower_index(values, data):
+    """Ties (every masked key of a causal row weighs 0) go to the lower index, as the stable sort
+    of the reference; invisible keys are never selected."""
+    alpha = np.array([values])
+    length = data.draw(st.integers(1, len(values)))
+    n = data.draw(st.integers(1, len(values)))
+    mask = RowBlock.of(alpha, np.ones((len(values), 1)), np.array([length])).top_n(n)
+    visible = [v if i < length else -1.0 for i, v in enumerate(values)]
+    want = set(sorted(range(len(values)), key=lambda i: (-visible[i], i))[: min(n, length)])
+    assert set(np.nonzero(mask[0])[0]) == want

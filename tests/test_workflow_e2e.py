@@ -225,8 +225,9 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
     assert (dist["samples"] == 2 * 2).all()  # layers x heads, pooled over the 4 chunks
     table = pl.read_parquet(tmp_path / "results/analysis/distance/L64_N2.parquet")
-    assert (table["chunk"] == -1).all() and (table["chunks"] == 4).all()
-    assert (table["rows"] == 4 * 64).all()  # non_selected: every row of every chunk counts
+    # analysis.all_rows.chunks 1: the paper's one sequence per L
+    assert (table["chunk"] == -1).all() and (table["chunks"] == 1).all()
+    assert (table["rows"] == 64).all()  # non_selected: every row counts
     crit = pl.read_parquet(tmp_path / "results/analysis/critical_n/L64.parquet")
     assert crit["N"].to_list()[0] == 1  # the list starts at round(0.01 L) -> 1
     run = yaml.safe_load((tmp_path / "results/summary/run.json").read_text())

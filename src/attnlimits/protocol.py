@@ -79,7 +79,6 @@ class RowBlock:
     x_sq: NDArray[np.float64]  # (L,)
     counted: NDArray[np.bool_]  # (R, L): keys i < visible length of the row
     length: NDArray[np.int64]  # (R,): visible length per row
-    order: NDArray[np.intp]  # (R, L): counted keys by decreasing weight, ties to the lower index
 
     @classmethod
     def of(cls, alpha: FloatArray, x: FloatArray, length: NDArray) -> RowBlock:
@@ -88,21 +87,30 @@ class RowBlock:
         length = np.asarray(length, dtype=np.int64)
         counted = np.arange(alpha.shape[1])[None, :] < length[:, None]
         alpha = np.where(counted, alpha, 0.0)
-        key = np.where(counted, -alpha, np.inf)  # uncounted keys sort last
         return cls(
             alpha=alpha,
             x=x,
             x_sq=np.einsum("ld,ld->l", x, x),
             counted=counted,
             length=length,
-            order=np.argsort(key, axis=1, kind="stable"),
         )
 
     def top_n(self, n: int) -> NDArray[np.bool_]:
-        """Mask of each row's top-n counted keys (rows with length < n get all of theirs)."""
-        mask = np.zeros(self.alpha.shape, dtype=bool)
-        np.put_along_axis(mask, self.order[:, :n], True, axis=1)
-        return mask & self.counted
+        """Mask of each row's top-n counted keys, ties to the lower index (the stable order of
+        attnlimits.selection); rows with length < n get all of theirs.
+
+        A partition finds the n-th largest weight v in O(L); the keys above v are in, and of the
+        keys equal to v the lowest-indexed fill the rest. No row is sorted.
+        """
+        rows, width = self.alpha.shape
+        if n >= width:
+            return self.counted.copy()
+        key = np.where(self.counted, self.alpha, -1.0)  # uncounted keys rank last
+        kth = np.partition(key, width - n, axis=1)[:, width - n : width - n + 1]
+        above = key > kth
+        tied = key == kth
+        need = n - above.sum(axis=1, keepdims=True)
+        return (above | (tied & (np.cumsum(tied, axis=1) <= need))) & self.counted
 
     def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
         """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
@@ -227,9 +235,11 @@ def row_separability(
     valid = block.length > n
     radius = np.where(others, dist, np.inf).min(axis=1)
     n_s = (mask & (dist <= radius[:, None])).sum(axis=1)
-    # selected weights in key order, (R, n); rows with fewer than n keys are invalid anyway
-    order = np.sort(block.order[:, :n], axis=1)
-    alpha_sel = np.take_along_axis(block.alpha, order, axis=1)
+    # selected weights in key order, (R, n); rows with fewer than n keys are invalid (padded)
+    alpha_sel = np.zeros((len(radius), n))
+    filled = np.cumsum(mask, axis=1) - 1
+    ri, li = np.nonzero(mask)
+    alpha_sel[ri, filled[ri, li]] = block.alpha[ri, li]
     xi_sel = xi(alpha_sel, np.full(len(radius), delta), radius_m=radius_m)
     with np.errstate(divide="ignore", invalid="ignore"):
         lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)

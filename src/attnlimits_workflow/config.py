@@ -310,6 +310,11 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             )
 
     vectors = config["extraction"]["vectors"]
+    if a["all_rows"]["chunks"] > config["chunking"]["n_chunks"]:
+        errs.append(
+            f"analysis.all_rows.chunks: {a['all_rows']['chunks']} exceeds chunking.n_chunks "
+            f"{config['chunking']['n_chunks']}"
+        )
     if a["protocol"] == "all_rows" and a["separability"]["delta_over"] != "context":
         errs.append(
             "analysis.separability.delta_over: the all_rows protocol uses the head's context "

@@ -26,20 +26,23 @@ def row_means(
     stats: StatsFn,
     *,
     masked: str,
-    samples: range | None = None,
+    chunks: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
-    arrays, and each statistic's number of rows counted as "<name>__rows"."""
+    arrays, and each statistic's number of rows counted as "<name>__rows". ``chunks``: only the
+    samples of the run's first that many chunks (the paper used one sequence per L)."""
     meta = pack.metadata
     causal = bool(meta["causal"])
     softcap = meta.get("softcap")
     length = pack.length
-    chosen = samples if samples is not None else range(pack.weights.shape[0])
+    chunk = np.asarray(pack.chunk)
+    kept = np.unique(chunk)[: chunks if chunks else None]
+    chosen = np.nonzero(np.isin(chunk, kept))[0]
     sums: dict[str, NDArray] = {}
     counts: dict[str, NDArray] = {}
-    for i, s in enumerate(chosen):
+    for i, s in enumerate(chosen.tolist()):
         q, k, x = pack.q_rows[s], pack.k_rows[s], pack.x[s]
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
@@ -57,7 +60,7 @@ def row_means(
                 counts[name][i] += ok.sum()
         if progress:
             progress(i + 1, len(chosen))
-    out: dict[str, NDArray] = {}
+    out: dict[str, NDArray] = {"__samples": chosen}
     for name in sums:
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(counts[name] > 0, sums[name] / np.maximum(counts[name], 1), np.nan)
@@ -68,8 +71,9 @@ def row_means(
 def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
     """Per-sample row means -> one value per (layer, head), weighting each chunk by its rows;
     keys columns layer, head, chunks (how many were pooled) and the pooled statistics."""
-    layer = np.asarray(pack.layer)
-    head = np.asarray(pack.head)
+    chosen = means["__samples"]
+    layer = np.asarray(pack.layer)[chosen]
+    head = np.asarray(pack.head)[chosen]
     keys = np.unique(np.stack([layer, head], axis=1), axis=0)
     out: dict[str, Any] = {
         "layer": keys[:, 0].astype(np.int32),
@@ -80,7 +84,7 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
     index = np.array([group[(a, b)] for a, b in zip(layer, head, strict=True)])
     out["chunks"] = np.bincount(index, minlength=len(keys)).astype(np.int32)
     for name, values in means.items():
-        if name.endswith("__rows"):
+        if name.endswith("__rows") or name == "__samples":
             continue
         rows = means[f"{name}__rows"]
         ok = ~np.isnan(values)

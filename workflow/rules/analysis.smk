@@ -46,8 +46,7 @@ rule distance:
         mc_target_rel_stderr=ANALYSIS["distance"]["mc_target_rel_stderr"],
         seed=config["seed"],
         protocol=ANALYSIS["protocol"],
-        all_rows_masked=ANALYSIS["all_rows"]["masked"],
-        all_rows_mc_draws=ANALYSIS["all_rows"]["mc_draws"],
+        all_rows=ANALYSIS["all_rows"],
     script:
         "../scripts/analyse_distance.py"
 
@@ -111,7 +110,7 @@ rule separability:
         radius=ANALYSIS["separability"]["radius"],
         delta_over=ANALYSIS["separability"]["delta_over"],
         protocol=ANALYSIS["protocol"],
-        all_rows_masked=ANALYSIS["all_rows"]["masked"],
+        all_rows=ANALYSIS["all_rows"],
     script:
         "../scripts/analyse_separability.py"
 
@@ -133,6 +132,7 @@ rule gradient:
         temperature_on=ANALYSIS["gradient"]["temperature_on"],
         seed=config["seed"],
         protocol=ANALYSIS["protocol"],
+        all_rows=ANALYSIS["all_rows"],
     script:
         "../scripts/analyse_gradient.py"
 

@@ -41,7 +41,10 @@ if p.protocol == "all_rows":
                 "monte_carlo": draws.mean(axis=0),
             }
 
-        pooled = pool_chunks(samples, row_means(samples, per_row, masked=settings["masked"]))
+        pooled = pool_chunks(
+            samples,
+            row_means(samples, per_row, masked=settings["masked"], chunks=settings["chunks"]),
+        )
         for kind in found:
             if found[kind] is None:
                 pv = ks_test(pooled["distance"], pooled[kind]).pvalue

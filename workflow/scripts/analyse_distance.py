@@ -32,7 +32,7 @@ if p.protocol == "all_rows":
     def per_row(block, logits, rows, sample):
         out = row_statistics(block, n=N)
         out["epsilon_bound"] = row_epsilon_bound(block, n=N)
-        draws = row_monte_carlo(block, n=N, draws=p.all_rows_mc_draws, rng=rng)
+        draws = row_monte_carlo(block, n=N, draws=p.all_rows["mc_draws"], rng=rng)
         out["mc_expectation"] = draws.mean(axis=0)
         out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
         check = check_bound(
@@ -46,12 +46,13 @@ if p.protocol == "all_rows":
     means = row_means(
         samples,
         per_row,
-        masked=p.all_rows_masked,
+        masked=p.all_rows["masked"],
+        chunks=p.all_rows["chunks"],
         progress=lambda i, n: log.info("  %d/%d heads (%s)", i, n, timer) if i % 64 == 0 else None,
     )
     pooled = pool_chunks(samples, means)
     rows = pooled.pop("mc_expectation_rows")
-    draws = rows * p.all_rows_mc_draws
+    draws = rows * p.all_rows["mc_draws"]
     spread = np.sqrt(np.maximum(pooled.pop("mc_draw_sq") - pooled["mc_expectation"] ** 2, 0.0))
     stderr = spread / np.sqrt(np.maximum(draws, 1))
     violated = np.rint(pooled.pop("upper_bound_violated") * pooled["distance_rows"])

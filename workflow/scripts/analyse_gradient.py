@@ -57,7 +57,9 @@ if p.protocol == "all_rows":
             out[f"g_{eps}_not_testable"] = (c == NOT_TESTABLE).astype(float)
         return out
 
-    pooled = pool_chunks(samples, row_means(samples, per_row, masked="prefix"))
+    pooled = pool_chunks(
+        samples, row_means(samples, per_row, masked="prefix", chunks=p.all_rows["chunks"])
+    )
 
     def head_check(name):
         rows = pooled["jacobian_norm_rows"]

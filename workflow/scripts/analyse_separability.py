@@ -78,7 +78,12 @@ if p.protocol == "all_rows":
         )
         return out
 
-    pooled = pool_chunks(samples, row_means(Sphere(samples), per_row, masked=p.all_rows_masked))
+    pooled = pool_chunks(
+        samples,
+        row_means(
+            Sphere(samples), per_row, masked=p.all_rows["masked"], chunks=p.all_rows["chunks"]
+        ),
+    )
     H = len(pooled["layer"])
     rows = pooled["ratio_rows"]
 
