@@ -70,6 +70,34 @@ def visible_lengths(rows: NDArray[np.intp], length: int, *, causal: bool, masked
     return np.full(rows.shape, length)
 
 
+class HeadVectors:
+    """One head's token vectors x (L, d) in float64, with what every block of its rows shares:
+    |x_i|^2, and per key its farthest keys (computed once, on first use)."""
+
+    FARTHEST_BLOCK = 256  # keys per block of the farthest-key search: (block, L) temporaries
+
+    def __init__(self, x: FloatArray):
+        self.x = np.asarray(x, dtype=np.float64)
+        self.x_sq = np.einsum("ld,ld->l", self.x, self.x)
+        self._farthest: tuple[int, NDArray[np.intp], NDArray[np.float64]] | None = None
+
+    def farthest(self, k: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """Per key j, k keys (indices (L, k)) that include its k farthest, and their exact squared
+        distances; a call with a larger k than before recomputes."""
+        if self._farthest is None or self._farthest[0] < k:
+            length = len(self.x)
+            k = min(k, length)
+            index = np.empty((length, k), dtype=np.intp)
+            for j0 in range(0, length, self.FARTHEST_BLOCK):
+                j1 = min(j0 + self.FARTHEST_BLOCK, length)
+                d2 = self.x_sq[j0:j1, None] + self.x_sq[None, :] - 2.0 * (self.x[j0:j1] @ self.x.T)
+                index[j0:j1] = np.argpartition(-d2, k - 1, axis=1)[:, :k]
+            diff = self.x[index] - self.x[:, None, :]  # exact, (L, k, d)
+            self._farthest = (k, index, np.einsum("lkd,lkd->lk", diff, diff))
+        _, index, dist2 = self._farthest
+        return index[:, :k], dist2[:, :k]
+
+
 @dataclass(frozen=True)
 class RowBlock:
     """Products of a block of rows (R, L) against the head's shared vectors x (L, d), float64."""
@@ -79,20 +107,22 @@ class RowBlock:
     x_sq: NDArray[np.float64]  # (L,)
     counted: NDArray[np.bool_]  # (R, L): keys i < visible length of the row
     length: NDArray[np.int64]  # (R,): visible length per row
+    head: HeadVectors
 
     @classmethod
-    def of(cls, alpha: FloatArray, x: FloatArray, length: NDArray) -> RowBlock:
+    def of(cls, alpha: FloatArray, x: FloatArray | HeadVectors, length: NDArray) -> RowBlock:
+        head = x if isinstance(x, HeadVectors) else HeadVectors(x)
         alpha = np.asarray(alpha, dtype=np.float64)
-        x = np.asarray(x, dtype=np.float64)
         length = np.asarray(length, dtype=np.int64)
         counted = np.arange(alpha.shape[1])[None, :] < length[:, None]
         alpha = np.where(counted, alpha, 0.0)
         return cls(
             alpha=alpha,
-            x=x,
-            x_sq=np.einsum("ld,ld->l", x, x),
+            x=head.x,
+            x_sq=head.x_sq,
             counted=counted,
             length=length,
+            head=head,
         )
 
     def top_n(self, n: int) -> NDArray[np.bool_]:
@@ -117,7 +147,9 @@ class RowBlock:
         p_sq = coef**2 * self.x_sq[None, :]
         q_sq = np.einsum("rd,rd->r", point, point)[:, None]
         d2 = p_sq - 2.0 * coef * (point @ self.x.T) + q_sq
-        risky = d2 <= _CANCELLATION * (p_sq + q_sq)
+        # When either side is exactly zero the expansion is exact (a masked key's 0 x_i, or an
+        # empty selection's s = 0); only two nonzero, nearly equal points lose digits.
+        risky = (d2 <= _CANCELLATION * (p_sq + q_sq)) & (p_sq > 0) & (q_sq > 0)
         if risky.any():
             ri, li = np.nonzero(risky)
             diff = coef[ri, li, None] * self.x[li] - point[ri]
@@ -185,7 +217,7 @@ def row_monte_carlo(
         key = rng.random((rows, width))
         key[~block.counted] = np.inf
         mask = np.zeros((rows, width), dtype=bool)
-        np.put_along_axis(mask, np.argsort(key, axis=1)[:, :n], True, axis=1)
+        np.put_along_axis(mask, np.argpartition(key, n - 1, axis=1)[:, :n], True, axis=1)
         mask &= block.counted
         s = np.where(mask, block.alpha, 0.0) @ block.x
         others = block.counted & ~mask
@@ -197,27 +229,43 @@ def row_monte_carlo(
 def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
     """max over non-selected i, selected j of ||x_i - x_j|| per row (0 if a side is empty).
 
-    The pair distances of x do not depend on the row, so they are computed once per distinct
-    selected key of the block: (keys, L), never L x L unless every key is selected somewhere.
+    One pass per selected position: the distances of every row's p-th selected key to all keys,
+    (R, L) by one matrix product, maximised over the row's non-selected keys. Entries that the
+    expansion could get wrong by cancellation are recomputed directly.
     """
-    keys = np.nonzero(mask.any(axis=0))[0]
-    out = np.zeros(mask.shape[0])
-    if keys.size == 0:
-        return out
-    diff_sq = (
-        block.x_sq[keys, None] + block.x_sq[None, :] - 2.0 * (block.x[keys] @ block.x.T)
-    )  # (keys, L)
-    risky = diff_sq <= _CANCELLATION * (block.x_sq[keys, None] + block.x_sq[None, :])
-    if risky.any():
-        ki, li = np.nonzero(risky)
-        diff = block.x[keys[ki]] - block.x[li]
-        diff_sq[ki, li] = np.einsum("nd,nd->n", diff, diff)
-    dist = np.sqrt(np.maximum(diff_sq, 0.0))
-    for j_pos, j in enumerate(keys):
-        rows = np.nonzero(mask[:, j])[0]
-        candidate = np.where(others[rows], dist[j_pos][None, :], 0.0).max(axis=1)
-        out[rows] = np.maximum(out[rows], candidate)
-    return out
+    rows, width = mask.shape
+    counts = mask.sum(axis=1)
+    slots = int(counts.max()) if rows else 0
+    filled = np.cumsum(mask, axis=1) - 1
+    selected = np.zeros((rows, max(slots, 1)), dtype=np.intp)
+    ri, li = np.nonzero(mask)
+    selected[ri, filled[ri, li]] = li
+    out = np.zeros(rows)
+    if block.counted.all() and slots < width:
+        # Every key counts: the farthest non-selected key from x_j is among x_j's slots + 1
+        # farthest keys (at most slots - 1 others are selected), found once per head.
+        index, dist2 = block.head.farthest(slots + 1)
+        for slot in range(slots):
+            keys = selected[:, slot]
+            cand, cand_d2 = index[keys], dist2[keys]  # (R, slots + 1)
+            usable = ~np.take_along_axis(mask, cand, axis=1)
+            best = np.where(usable, cand_d2, 0.0).max(axis=1)
+            out = np.where(counts > slot, np.maximum(out, best), out)
+        return np.sqrt(out)
+    for slot in range(slots):
+        has = counts > slot
+        keys = selected[:, slot]
+        xs = block.x[keys]  # (R, d)
+        ks = block.x_sq[keys][:, None]
+        d2 = ks + block.x_sq[None, :] - 2.0 * (xs @ block.x.T)
+        risky = d2 <= _CANCELLATION * (ks + block.x_sq[None, :])
+        if risky.any():
+            r, i = np.nonzero(risky)
+            diff = xs[r] - block.x[i]
+            d2[r, i] = np.einsum("nd,nd->n", diff, diff)
+        farthest = np.where(others, d2, 0.0).max(axis=1)
+        out = np.where(has, np.maximum(out, farthest), out)
+    return np.sqrt(np.maximum(out, 0.0))
 
 
 def row_separability(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attnlimits.protocol import RowBlock, attention_rows, visible_lengths
+from attnlimits.protocol import HeadVectors, RowBlock, attention_rows, visible_lengths
 
 ROW_BLOCK = 256  # query rows per block: (block, L) float64 temporaries, 16 MiB at L = 8192
 
@@ -43,7 +43,7 @@ def row_means(
     sums: dict[str, NDArray] = {}
     counts: dict[str, NDArray] = {}
     for i, s in enumerate(chosen.tolist()):
-        q, k, x = pack.q_rows[s], pack.k_rows[s], pack.x[s]
+        q, k, x = pack.q_rows[s], pack.k_rows[s], HeadVectors(pack.x[s])
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
             rows = np.arange(start, min(start + ROW_BLOCK, length))
