@@ -11,6 +11,10 @@ machine's cores, measured side by side in one invocation:
   6. stages alone the extraction rerun on its own (--forcerun), then the paper's analyses on its
                   fresh dumps (pack -> the four summaries and run.json) on their own: issue 4 asks
                   the second to take less wall time than the first (--stage-repeats pairs)
+  7. protocols    (--protocols) the whole workflow under analysis.protocol all_rows (the paper's
+                  Appendix B) and last_row, each from clean results/, with the ratio to the paper's
+                  own runtimes (its Table 1: 24 + 37 + 1024 + 7 + 1 min on a 10-core M1 Pro);
+                  --protocols-only skips 2-6
 
 Usage:
   python benchmarks/workflow.py --corpus PATH/war_and_peace.txt --model-config PATH/gpt2 \\
@@ -153,6 +157,8 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=16)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--protocols", action="store_true")
+    parser.add_argument("--protocols-only", action="store_true")
     parser.add_argument(
         "--stage-repeats",
         type=int,
@@ -160,6 +166,9 @@ def main() -> None:
         help="pairs of (extraction alone, paper analyses alone) for item 6 (default 2)",
     )
     args = parser.parse_args()
+    if args.protocols_only:
+        protocols(args)
+        return
 
     main_case = run_case(args, "main", {})
     work, config, cores = main_case["work"], main_case["config"], str(args.cores)
@@ -236,6 +245,9 @@ def main() -> None:
         + f" (issue 4: < 1; worst {max(ratios):.2f})"
     )
 
+    if args.protocols:
+        protocols(args)
+
     if args.scaling:
         print("\nScaling (whole workflow, fresh results/):")
         print(
@@ -268,6 +280,31 @@ def main() -> None:
             ext = c["stages"].get("extract", (0, 0))[0]
             ana = sum(s for k, (s, _) in c["stages"].items() if k != "extract")
             print(f"{name:<30} {c['whole']:>11.1f} {c['floor']:>8.1f} {ext:>10.1f} {ana:>11.1f}")
+
+
+# The paper's Table 1 (its Appendix B): Algorithms 1-5 took 24 min, 37 min, 17 h 4 min, 7 min and
+# 1 min on an Apple M1 Pro with 10 cores.
+PAPER_SECONDS = (24 + 37 + 17 * 60 + 4 + 7 + 1) * 60
+
+
+def protocols(args) -> None:
+    """7. The whole workflow under each protocol, from clean results/, side by side."""
+    cases = [
+        run_case(args, protocol.replace("_", "-"), {"analysis.protocol": protocol})
+        for protocol in ("all_rows", "last_row")
+    ]
+    print(
+        f"\n7. protocols: whole workflow, GPT-2 small architecture, {args.chunks} chunks, "
+        f"--cores {args.cores} (paper: {PAPER_SECONDS / 3600:.1f} h on 10 cores)"
+    )
+    print(f"{'protocol':<12} {'workflow s':>11} {'x floor':>8} {'paper / this':>13} {'jobs':>6}")
+    for c in cases:
+        print(
+            f"{c['label']:<12} {c['whole']:>11.1f} {c['whole'] / c['floor']:>8.2f} "
+            f"{PAPER_SECONDS / c['whole']:>13.0f} {c['jobs']:>6}"
+        )
+        for stage, (seconds, n) in c["stages"].items():
+            print(f"  {stage:<20} {seconds:>9.1f} s in {n} jobs")
 
 
 if __name__ == "__main__":
