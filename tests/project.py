@@ -93,6 +93,9 @@ def tiny_config(tmp: Path, architecture: str = "gpt2", **overrides) -> dict:
         "chunking": {"chunk_length": 64, "n_chunks": 4},
         "extraction": {"chunks_per_batch": 2, "threads": 1, "mem_mb": 1000},
         "analysis": {
+            # The workflow mechanics are tested on the last-row protocol (one sample per (layer,
+            # chunk, head)); test_workflow_e2e runs the default all-rows protocol on its own.
+            "protocol": "last_row",
             "lengths": [8, 16, 32, 64],
             "distance": {"n_fixed": 2, "length_fixed": 64, "n_grid": [1, 4, 20, 30], "mc_draws": 8},
             "critical_n": {"mc_draws": 4},
