@@ -28,9 +28,11 @@ def protocol_text(run: dict) -> str:
             if run["masked"] == "non_selected"
             else "; a causal row counts only its visible keys"
         )
+        used = run.get("all_rows_chunks", run["chunks"])
+        sequences = "the first chunk" if used == 1 else f"the first {used} chunks"
         return (
-            f"paper's protocol (Appendix B): every query row, mean over rows and the "
-            f"{run['chunks']} chunks, one value per (layer, head): {run['heads_per_L']} per L{masked}"
+            f"paper's protocol (Appendix B): every query row of {sequences}, mean over rows, one "
+            f"value per (layer, head): {run['heads_per_L']} per L{masked}"
         )
     return f"last-row protocol: the analysed row of each (layer, chunk, head), {run['samples_per_L']} samples per L"
 

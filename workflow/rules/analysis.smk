@@ -246,5 +246,6 @@ rule describe_run:
         query_row=config["extraction"]["query_row"],
         protocol=ANALYSIS["protocol"],
         masked=ANALYSIS["all_rows"]["masked"],
+        all_rows_chunks=ANALYSIS["all_rows"]["chunks"],
     script:
         "../scripts/describe_run.py"

@@ -30,6 +30,7 @@ description = {
     "query_row": snakemake.params.query_row,
     "protocol": snakemake.params.protocol,
     "masked": snakemake.params.masked,
+    "all_rows_chunks": min(snakemake.params.all_rows_chunks, len(chunks)),
     "heads_per_L": len(layers) * metas[0]["n_heads"],
 }
 with open(snakemake.output[0], "w") as fh:
