@@ -80,6 +80,10 @@ def test_per_row_statistics_match_the_pseudocode_loop(length, width, causal, mas
     np.testing.assert_allclose(alpha, loop_rows(q, k, 0.7, causal), rtol=1e-12, atol=1e-15)
     lengths = visible_lengths(rows, length, causal=causal, masked=masked)
     stats = row_statistics(RowBlock.of(alpha, x, lengths), n=n)
+    light = row_statistics(RowBlock.of(alpha, x, lengths), n=n, upper_bound=False)
+    assert "upper_bound" not in light
+    np.testing.assert_array_equal(light["distance"], stats["distance"])
+    np.testing.assert_array_equal(light["expectation_term"], stats["expectation_term"])
     for t in rows:
         visible = int(lengths[t])
         if visible <= n:  # no non-selected token: the row is left out

@@ -157,9 +157,13 @@ class RowBlock:
         return np.sqrt(np.maximum(d2, 0.0))
 
 
-def row_statistics(block: RowBlock, *, n: int) -> dict[str, NDArray[np.float64]]:
+def row_statistics(
+    block: RowBlock, *, n: int, upper_bound: bool = True
+) -> dict[str, NDArray[np.float64]]:
     """Per row (R,): d~ (Eq. 7) of the top-n set, Theorem 1.1's fixed-set upper bound and
-    Theorem 1.2's closed-form expectation term as printed; NaN for rows with length <= n."""
+    Theorem 1.2's closed-form expectation term as printed; NaN for rows with length <= n.
+    ``upper_bound=False`` leaves out the bound (and its cross-distance pass, the costliest part at
+    large N): the critical-N search needs only d~ and E."""
     mask = block.top_n(n)
     selected_alpha = np.where(mask, block.alpha, 0.0)
     s = selected_alpha @ block.x  # (R, d)
@@ -174,18 +178,19 @@ def row_statistics(block: RowBlock, *, n: int) -> dict[str, NDArray[np.float64]]
     )
 
     mass = selected_alpha.sum(axis=1)
-    max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
-    d1 = _max_cross_distance(block, mask, others)
-    upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
-
     valid = block.length > n
     nan = np.nan
-    return {
+    out = {
         "distance": np.where(valid, dist, nan),
-        "upper_bound": np.where(valid, upper, nan),
         "expectation_term": np.where(valid, expectation, nan),
         "selected_mass": np.where(valid, mass, nan),
     }
+    if upper_bound:
+        max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
+        d1 = _max_cross_distance(block, mask, others)
+        upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
+        out["upper_bound"] = np.where(valid, upper, nan)
+    return out
 
 
 def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:

@@ -33,7 +33,7 @@ if p.protocol == "all_rows":
         rng = np.random.default_rng([p.seed, 2, L, n])
 
         def per_row(block, logits, rows, sample, n=n, rng=rng):
-            out = row_statistics(block, n=n)
+            out = row_statistics(block, n=n, upper_bound=False)  # d~ and E only
             draws = row_monte_carlo(block, n=n, draws=settings["mc_draws"], rng=rng)
             return {
                 "distance": out["distance"],
