@@ -27,12 +27,14 @@ def row_means(
     *,
     masked: str,
     chunks: int | None = None,
+    vectors: Callable[[NDArray], NDArray] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
     arrays, and each statistic's number of rows counted as "<name>__rows". ``chunks``: only the
-    samples of the run's first that many chunks (the paper used one sequence per L)."""
+    samples of the run's first that many chunks (the paper used one sequence per L).
+    ``vectors`` maps a sample's x (L, d) before use (e.g. onto the sphere)."""
     meta = pack.metadata
     causal = bool(meta["causal"])
     softcap = meta.get("softcap")
@@ -43,7 +45,8 @@ def row_means(
     sums: dict[str, NDArray] = {}
     counts: dict[str, NDArray] = {}
     for i, s in enumerate(chosen.tolist()):
-        q, k, x = pack.q_rows[s], pack.k_rows[s], HeadVectors(pack.x[s])
+        x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s])
+        q, k = pack.q_rows[s], pack.k_rows[s]
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
             rows = np.arange(start, min(start + ROW_BLOCK, length))

@@ -41,24 +41,6 @@ if p.protocol == "all_rows":
     from attnlimits.protocol import RowBlock, row_separability
     from attnlimits_workflow.rows import pool_chunks, row_means
 
-    class Sphere:  # the pack with x projected onto the sphere, one sample at a time
-        def __init__(self, pack):
-            self.pack = pack
-
-        def __getattr__(self, name):
-            return getattr(self.pack, name)
-
-        @property
-        def x(self):
-            return _Projected(self.pack.x)
-
-    class _Projected:
-        def __init__(self, x):
-            self.raw = x
-
-        def __getitem__(self, s):
-            return project_to_sphere(self.raw[s][None], p.radius)[0]
-
     def per_row(block: RowBlock, logits, rows, sample):
         out = row_separability(block, n=N, delta=float(delta[sample]), radius_m=p.radius)
         for name, upper, bounds in (
@@ -81,7 +63,11 @@ if p.protocol == "all_rows":
     pooled = pool_chunks(
         samples,
         row_means(
-            Sphere(samples), per_row, masked=p.all_rows["masked"], chunks=p.all_rows["chunks"]
+            samples,
+            per_row,
+            masked=p.all_rows["masked"],
+            chunks=p.all_rows["chunks"],
+            vectors=lambda x: project_to_sphere(x[None], p.radius)[0],
         ),
     )
     H = len(pooled["layer"])
