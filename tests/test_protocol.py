@@ -130,16 +130,27 @@ def test_sensitivity_matches_the_loop():
     q, k, _ = head(4, 6, 2)
     logits, _ = attention_rows(q, k, 1.0, np.arange(6), causal=True)
     v = unit_directions(rng, 6, np.arange(6) + 1, 6)
-    got = row_sensitivity(logits, v, temperature=0.5, epsilon=0.1)
-    for t in range(6):
-        row = [x for x in logits[t] if x != -math.inf]
-        base = np.exp(np.array(row) / 0.5 - max(row) / 0.5)
-        base /= base.sum()
-        moved = np.array(row) + 0.1 * v[t, : len(row)]
-        pert = np.exp(moved / 0.5 - moved.max() / 0.5)
-        pert /= pert.sum()
-        assert got[t] == pytest.approx(np.linalg.norm(pert - base) / 0.1, rel=1e-12)
-        assert np.linalg.norm(v[t]) == pytest.approx(1.0) and not v[t, t + 1 :].any()
+    epsilons = [1e-3, 0.1, 10.0]
+    got = row_sensitivity(logits, v, temperature=0.5, epsilons=epsilons)
+    for j, eps in enumerate(epsilons):
+        for t in range(6):
+            row = [x for x in logits[t] if x != -math.inf]
+            base = np.exp(np.array(row) / 0.5 - max(row) / 0.5)
+            base /= base.sum()
+            moved = np.array(row) + eps * v[t, : len(row)]
+            pert = np.exp(moved / 0.5 - moved.max() / 0.5)
+            pert /= pert.sum()
+            assert got[j, t] == pytest.approx(np.linalg.norm(pert - base) / eps, rel=1e-9)
+            assert np.linalg.norm(v[t]) == pytest.approx(1.0) and not v[t, t + 1 :].any()
+
+
+def test_sampled_rows_are_evenly_spaced_and_end_at_the_last_row():
+    from attnlimits.protocol import sampled_rows
+
+    assert sampled_rows(8, 2).tolist() == [3, 7]
+    assert sampled_rows(10, 3).tolist() == [3, 6, 9]
+    assert sampled_rows(4, 9).tolist() == [0, 1, 2, 3]
+    assert sampled_rows(1024, 256).tolist() == list(range(3, 1024, 4))
 
 
 def test_head_means_and_algorithm_5():
@@ -268,3 +279,104 @@ def test_top_n_breaks_ties_to_the_lower_index(values, data):
     visible = [v if i < length else -1.0 for i, v in enumerate(values)]
     want = set(sorted(range(len(values)), key=lambda i: (-visible[i], i))[: min(n, length)])
     assert set(np.nonzero(mask[0])[0]) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(2, 9),
+    causal=st.booleans(),
+    masked=st.sampled_from(["non_selected", "prefix"]),
+    tied=st.booleans(),
+    data=st.data(),
+    seed=st.integers(0, 2**16),
+)
+def test_critical_statistics_for_several_n_match_the_loop(length, causal, masked, tied, data, seed):
+    """The multi-N routine of the critical-N search, against the pseudocode per N: d~ of the
+    top-N set, the closed-form E, and d~ of the Monte-Carlo subsets (the keys of rank < N), on a
+    block of the first rows (a causal block leaves later keys unweighted) with random subsets
+    drawn on some of them."""
+    from attnlimits.protocol import row_critical_statistics
+
+    q, k, x = head(seed, length, 2)
+    if tied:  # equal keys: every visible weight of a row ties
+        k = np.ones_like(k)
+    ns = sorted(data.draw(st.sets(st.integers(1, length), min_size=1, max_size=4)))
+    rows = np.arange(data.draw(st.integers(1, length)))
+    drawn = np.array(sorted(data.draw(st.sets(st.sampled_from(rows.tolist()), min_size=1))))
+    _, alpha = attention_rows(q, k, 0.8, rows, causal=causal)
+    lengths = visible_lengths(rows, length, causal=causal, masked=masked)
+    block = RowBlock.of(alpha, x, lengths)
+    ranks = [block.random_ranks(np.random.default_rng(seed + d), drawn) for d in range(2)]
+    got = row_critical_statistics(block, ns, random_ranks=ranks, random_rows=drawn)
+    for j, n in enumerate(ns):
+        for t in rows:
+            visible = int(lengths[t])
+            if visible <= n:
+                assert all(np.isnan(got[name][j, t]) for name in got)
+                continue
+            a, xs = alpha[t, :visible], x[:visible]
+            tol = {"rel": 1e-10, "abs": 1e-12}
+            assert got["distance"][j, t] == pytest.approx(
+                ref.distance(a, xs, set(ref.top_n(a, n))), **tol
+            )
+            assert got["closed_form"][j, t] == pytest.approx(ref.expectation_term(a, xs, n), **tol)
+            if t not in drawn:
+                assert np.isnan(got["monte_carlo"][j, t])
+                continue
+            at = int(np.searchsorted(drawn, t))
+            subsets = [{i for i in range(visible) if r[at, i] < n} for r in ranks]
+            assert all(len(sub) == n for sub in subsets)
+            want = np.mean([ref.distance(a, xs, sub) for sub in subsets])
+            assert got["monte_carlo"][j, t] == pytest.approx(want, **tol)
+
+
+def test_random_ranks_give_uniform_subsets_of_the_counted_keys():
+    """Over many draws, every N-subset of a row's counted keys appears equally often (chi-square),
+    and no uncounted key is ever among them."""
+    import itertools
+
+    from scipy.stats import chisquare
+
+    rng = np.random.default_rng(7)
+    for counted in (5, 6):  # a sort of random keys, or a random permutation when all count
+        block = RowBlock.of(np.full((1, 6), 1 / 6), np.ones((6, 1)), np.array([counted]))
+        counts = dict.fromkeys(itertools.combinations(range(counted), 2), 0)
+        for _ in range(3000):
+            rank = block.random_ranks(rng)[0]
+            assert sorted(rank) == list(range(6)) and (counted == 6 or rank[5] == 5)
+            counts[tuple(np.nonzero(rank < 2)[0])] += 1
+        assert chisquare(list(counts.values())).pvalue > 1e-3
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    passes=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=9),
+    batch=st.integers(1, 4),
+)
+def test_batched_search_returns_each_kinds_first_pass_and_evaluates_no_further(passes, batch):
+    """Two expectations searched side by side in batches: each answer is the plain Algorithm 3 loop's
+    over its own p-values, and a kind is not evaluated after the batch of its first pass."""
+    from attnlimits.protocol import search_in_batches
+
+    rng = np.random.default_rng(1)
+    d = rng.normal(0, 1, 24)
+    near, far = d + 1e-3, d + 10.0  # KS p = 1 and p ~ 1e-13
+    grid = [2 * i + 1 for i in range(len(passes))]
+    calls = []
+
+    def evaluate(ns, pending):
+        calls.append((ns, pending))
+        out = {"distance": np.stack([d for _ in ns])}
+        for j, kind in enumerate(("a", "b")):
+            if kind in pending:
+                out[kind] = np.stack([near if passes[grid.index(n)][j] else far for n in ns])
+        return out
+
+    got = search_in_batches(grid, evaluate, ("a", "b"), alpha=0.01, batch=batch)
+    for j, kind in enumerate(("a", "b")):
+        first = next((i for i, p in enumerate(passes) if p[j]), None)  # the pseudocode's loop
+        assert got[kind].critical_n == (grid[first] if first is not None else -1)
+        assert [n for n, _ in got[kind].tried] == grid[: (first + 1 if first is not None else None)]
+        last_batch = (first if first is not None else len(grid) - 1) // batch
+        evaluated = [i for i, (ns, pending) in enumerate(calls) if kind in pending]
+        assert evaluated == list(range(last_batch + 1))

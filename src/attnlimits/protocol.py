@@ -20,7 +20,7 @@ visible tokens; rows with t + 1 <= N have no non-selected token and are left out
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,23 +41,28 @@ def attention_rows(
     *,
     causal: bool,
     softcap: float | None = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(logits, weights) of query positions ``rows`` over keys 0..L-1, float64, (R, L) each.
+    keys: int | None = None,
+    weights: bool = True,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """(logits, weights) of query positions ``rows`` over keys 0..L-1 (or the first ``keys``),
+    float64, (R, L) each; weights None when not asked for.
 
     q and k are one head's (L, head_dim) vectors as the model scores them; causal rows give the
     keys after t logit -inf and weight 0.
     """
     q64 = np.asarray(q, dtype=np.float64)[rows]
-    k64 = np.asarray(k, dtype=np.float64)
+    k64 = np.asarray(k[:keys], dtype=np.float64)
     logits = (q64 @ k64.T) * scaling
     if softcap is not None:
         logits = softcap * np.tanh(logits / softcap)
     if causal:
         logits[np.arange(k64.shape[0])[None, :] > np.asarray(rows)[:, None]] = -np.inf
+    if not weights:
+        return logits, None
     top = logits.max(axis=1, keepdims=True)
-    weights = np.exp(logits - top)
-    weights /= weights.sum(axis=1, keepdims=True)
-    return logits, weights
+    alpha = np.exp(logits - top)
+    alpha /= alpha.sum(axis=1, keepdims=True)
+    return logits, alpha
 
 
 def visible_lengths(rows: NDArray[np.intp], length: int, *, causal: bool, masked: str) -> NDArray:
@@ -125,6 +130,10 @@ class RowBlock:
             head=head,
         )
 
+    def take(self, rows: NDArray[np.intp]) -> RowBlock:
+        """The block of some of these rows."""
+        return RowBlock.of(self.alpha[rows], self.head, self.length[rows])
+
     def top_n(self, n: int) -> NDArray[np.bool_]:
         """Mask of each row's top-n counted keys, ties to the lower index (the stable order of
         attnlimits.selection); rows with length < n get all of theirs.
@@ -144,17 +153,37 @@ class RowBlock:
 
     def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
         """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
-        p_sq = coef**2 * self.x_sq[None, :]
-        q_sq = np.einsum("rd,rd->r", point, point)[:, None]
-        d2 = p_sq - 2.0 * coef * (point @ self.x.T) + q_sq
-        # When either side is exactly zero the expansion is exact (a masked key's 0 x_i, or an
-        # empty selection's s = 0); only two nonzero, nearly equal points lose digits.
-        risky = (d2 <= _CANCELLATION * (p_sq + q_sq)) & (p_sq > 0) & (q_sq > 0)
-        if risky.any():
-            ri, li = np.nonzero(risky)
-            diff = coef[ri, li, None] * self.x[li] - point[ri]
-            d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
-        return np.sqrt(np.maximum(d2, 0.0))
+        return _norms(coef, point, self.x, coef**2 * self.x_sq[None, :])
+
+    def ranks(self, order: NDArray[np.intp]) -> NDArray[np.int32]:
+        """Rank of each key in a per-row order (R, L): rank < N marks the order's first N keys."""
+        rank = np.empty(order.shape, dtype=np.int32)
+        np.put_along_axis(
+            rank, order, np.broadcast_to(np.arange(order.shape[1], dtype=np.int32), order.shape), 1
+        )
+        return rank
+
+    def top_ranks(self) -> NDArray[np.int32]:
+        """Each key's rank by weight, largest first, ties to the lower index, uncounted keys last:
+        ``ranks < n`` (and counted) is :meth:`top_n`'s mask for every n at once."""
+        key = np.where(self.counted, -self.alpha, 1.0)
+        return self.ranks(np.argsort(key, axis=1, kind="stable"))
+
+    def random_ranks(
+        self, rng: np.random.Generator, rows: NDArray[np.intp] | None = None
+    ) -> NDArray[np.int32]:
+        """Each row's (or each of ``rows``') counted keys in a uniformly random order, as ranks:
+        for every n at once, the keys of rank < n are a uniform n-subset of the row's counted
+        keys (nested in n)."""
+        counted = self.counted if rows is None else self.counted[rows]
+        if counted.all():  # a random permutation is its own uniformly random ranking
+            return rng.permuted(
+                np.broadcast_to(np.arange(counted.shape[1], dtype=np.int32), counted.shape),
+                axis=1,
+            )
+        key = rng.random(counted.shape)
+        key[~counted] = 2.0
+        return self.ranks(np.argsort(key, axis=1))
 
 
 def row_statistics(
@@ -191,6 +220,134 @@ def row_statistics(
         upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
         out["upper_bound"] = np.where(valid, upper, nan)
     return out
+
+
+def row_critical_statistics(
+    block: RowBlock,
+    ns: Sequence[int],
+    *,
+    closed_form: bool = True,
+    random_ranks: Sequence[NDArray[np.int32]] = (),
+    random_rows: NDArray[np.intp] | None = None,
+) -> dict[str, NDArray[np.float64]]:
+    """What Algorithm 3 needs, per N in ``ns`` and per row, (len(ns), R) each: d~ of the top-N
+    set ("distance"), the closed-form E term ("closed_form", as :func:`row_statistics`'s
+    expectation_term) and, given ``random_ranks`` (from :meth:`RowBlock.random_ranks`, one per
+    draw, for the block's rows ``random_rows``, default all), the Monte-Carlo E ("monte_carlo":
+    mean over draws of d~ of the keys of rank < N; NaN on rows not drawn). NaN for rows with
+    length <= N.
+
+    Equal to :func:`row_statistics` and a per-N Monte Carlo on the same subsets, but everything
+    that does not depend on N is computed once for the block: the top-N order of each row (one
+    sort serves every N), alpha_i^2 |x_i|^2, and for the closed form u_i = alpha_i x_i - xbar,
+    so that ||(alpha_i + c) x_i - xbar||^2 = |u_i|^2 + c (2 u_i . x_i + c |x_i|^2). Keys that
+    no row of the block weights (a causal block's future keys) enter d~ as ||0 - s|| = ||s||
+    each and are counted, not computed.
+    """
+    alpha, counted, length = block.alpha, block.counted, block.length
+    rows = len(length)
+    every_key_counts = bool(counted.all())
+    weighted = np.nonzero(alpha.any(axis=0))[0]
+    width = int(weighted[-1]) + 1 if weighted.size else 1
+    a_sq_x = alpha[:, :width] ** 2 * block.x_sq[None, :width]
+    a_sq_x_floor = _CANCELLATION * a_sq_x.max(axis=1, keepdims=True)
+    x_head = block.x[:width]
+
+    def subset_distance(selected: NDArray[np.bool_], at: slice | NDArray) -> NDArray[np.float64]:
+        """d~ per row of ``at`` for its selected keys (R', L)."""
+        a = alpha[at, :width]
+        s = np.where(selected[:, :width], a, 0.0) @ x_head
+        norms = _norms(a, s, x_head, a_sq_x[at], a_sq_x_floor[at])
+        np.putmask(
+            norms,
+            selected[:, :width] if every_key_counts else selected[:, :width] | ~counted[at, :width],
+            0.0,
+        )
+        total = norms.sum(axis=1)
+        if width < alpha.shape[1]:
+            rest = (
+                ~selected[:, width:]
+                if every_key_counts
+                else counted[at, width:] & ~selected[:, width:]
+            )
+            total += np.sqrt(np.einsum("rd,rd->r", s, s)) * rest.sum(axis=1)
+        return total
+
+    lengths = length.astype(np.float64)
+    out = {"distance": np.empty((len(ns), rows))}
+    top = block.top_ranks()
+    if closed_form:
+        out["closed_form"] = np.empty_like(out["distance"])
+        xbar = alpha @ block.x
+        u_sq = block.norms_to(alpha, xbar)
+        u_sq *= u_sq
+        u_sq_floor = _CANCELLATION * u_sq.max(axis=1, keepdims=True)
+        twice_u_dot_x = 2.0 * (alpha * block.x_sq[None, :] - xbar @ block.x.T)
+        x_sq_max = float(block.x_sq.max(initial=0.0))
+    if random_ranks:
+        out["monte_carlo"] = np.full_like(out["distance"], np.nan)
+        drawn = np.arange(rows) if random_rows is None else np.asarray(random_rows)
+    everywhere = slice(None)
+    for j, n in enumerate(ns):
+        top_set = top < n
+        out["distance"][j] = subset_distance(
+            top_set if every_key_counts else top_set & counted, everywhere
+        )
+        if closed_form:
+            c = (n / np.maximum(lengths - 1.0, 1.0))[:, None]
+            d2 = block.x_sq[None, :] * c
+            d2 += twice_u_dot_x
+            d2 *= c
+            d2 += u_sq
+            # (alpha_i + c) x_i and xbar nearly equal (|d|^2 small beside the row's largest
+            # |u_i|^2 + c^2 |x_i|^2, a superset of the entries at risk): recompute them directly.
+            # Every other entry is positive, so no clipping is needed before the root.
+            risky = d2 <= u_sq_floor + _CANCELLATION * x_sq_max * c * c
+            if risky.any():
+                ri, li = np.nonzero(risky)
+                diff = (alpha[ri, li] + c[ri, 0])[:, None] * block.x[li] - xbar[ri]
+                d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
+            np.sqrt(d2, out=d2)
+            if not every_key_counts:
+                np.putmask(d2, ~counted, 0.0)
+            out["closed_form"][j] = (lengths - n) / lengths * d2.sum(axis=1)
+        if random_ranks:
+            subset = counted[drawn]
+            out["monte_carlo"][j, drawn] = np.mean(
+                [
+                    subset_distance(rank < n if every_key_counts else (rank < n) & subset, drawn)
+                    for rank in random_ranks
+                ],
+                axis=0,
+            )
+        for values in out.values():
+            values[j, length <= n] = np.nan
+    return out
+
+
+def _norms(coef, point, x, coef_sq_x, coef_sq_x_floor=None) -> NDArray[np.float64]:
+    """||coef_ti x_i - point_t|| (R, L) for keys x (L, d), by expansion.
+
+    Entries whose square is small beside the row's largest |coef_ti x_i|^2 + |point_t|^2 (a
+    superset of those where two nonzero, nearly equal points lose digits to cancellation) are
+    recomputed directly; when either side is exactly zero (a masked key's 0 x_i, an empty
+    selection's s = 0) the expansion is exact and non-negative. ``coef_sq_x_floor`` is
+    _CANCELLATION * the row maxima of coef_sq_x (R, 1), for callers that share it."""
+    q_sq = np.einsum("rd,rd->r", point, point)[:, None]
+    d2 = coef * ((-2.0 * point) @ x.T)
+    d2 += coef_sq_x
+    d2 += q_sq
+    if coef_sq_x_floor is None:
+        coef_sq_x_floor = _CANCELLATION * coef_sq_x.max(axis=1, keepdims=True, initial=0.0)
+    risky = d2 <= coef_sq_x_floor + _CANCELLATION * q_sq
+    if risky.any():
+        ri, li = np.nonzero(risky)
+        keep = (coef_sq_x[ri, li] > 0) & (q_sq[ri, 0] > 0)
+        ri, li = ri[keep], li[keep]
+        diff = coef[ri, li, None] * x[li] - point[ri]
+        d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
+        np.maximum(d2, 0.0, out=d2)  # an exact zero side may have rounded below 0
+    return np.sqrt(d2, out=d2)
 
 
 def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:
@@ -313,14 +470,23 @@ def row_sensitivity(
     directions: FloatArray,
     *,
     temperature: float,
-    epsilon: float,
+    epsilons: Sequence[float],
+    base: FloatArray | None = None,
 ) -> NDArray[np.float64]:
-    """Algorithm 5 per row: ||softmax((l + eps v)/T) - softmax(l/T)|| / eps for the row's unit
-    direction v; keys with logit -inf (masked) stay masked."""
+    """Algorithm 5 per row and per eps, (len(epsilons), R): ||softmax((l + eps v)/T) -
+    softmax(l/T)|| / eps for the row's unit direction v; keys with logit -inf (masked) stay
+    masked. softmax(l/T) is computed once for every eps (or passed in as ``base``)."""
+    from .gradient import softmax
+
     logits = np.asarray(logits, dtype=np.float64)
-    base = _softmax(logits / temperature)
-    moved = _softmax((logits + epsilon * np.asarray(directions)) / temperature)
-    return np.linalg.norm(moved - base, axis=1) / epsilon
+    if base is None:
+        base = softmax(logits, temperature)
+    out = np.empty((len(epsilons), len(logits)))
+    for j, epsilon in enumerate(epsilons):
+        moved = softmax(logits + epsilon * np.asarray(directions), temperature)
+        moved -= base
+        out[j] = np.linalg.norm(moved, axis=1) / epsilon
+    return out
 
 
 def unit_directions(
@@ -332,9 +498,14 @@ def unit_directions(
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def _softmax(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+def sampled_rows(length: int, count: int) -> NDArray[np.intp]:
+    """``count`` evenly spaced query rows of a length-L context, the last row (the full context)
+    among them; every row when count >= L. The Monte-Carlo E is drawn on these: the per-head
+    mean over them estimates the mean over every row, at count / L of the cost."""
+    if count >= length:
+        return np.arange(length)
+    stride = length // count
+    return np.arange(length - 1, -1, -stride)[:count][::-1].copy()
 
 
 def critical_n_list(length: int, fractions) -> list[int]:
@@ -385,6 +556,40 @@ def first_passing_n(
         if p >= alpha:
             return CriticalSearch(int(n), tried)
     return CriticalSearch(-1, tried)
+
+
+def search_in_batches(
+    grid: Sequence[int],
+    evaluate: Callable[[list[int], list[str]], dict[str, FloatArray]],
+    kinds: Sequence[str],
+    *,
+    alpha: float,
+    batch: int,
+) -> dict[str, CriticalSearch]:
+    """Algorithm 3 for several expectations side by side, N taken ``batch`` at a time.
+
+    ``evaluate(ns, pending)`` returns per-head means for every N of the batch: "distance" and
+    each pending kind, arrays (len(ns), heads). Each kind's search is :func:`first_passing_n`
+    over the list and stops at its own first pass: later batches are evaluated only for the
+    kinds still searching, and none after every kind has passed.
+    """
+    found: dict[str, int] = {}
+    tried: dict[str, list[tuple[int, float]]] = {kind: [] for kind in kinds}
+    for first in range(0, len(grid), batch):
+        pending = [kind for kind in kinds if kind not in found]
+        if not pending:
+            break
+        ns = list(grid[first : first + batch])
+        means = evaluate(ns, pending)
+        for kind in pending:
+            result = first_passing_n(
+                ((n, means["distance"][j], means[kind][j]) for j, n in enumerate(ns)),
+                alpha=alpha,
+            )
+            tried[kind] += result.tried
+            if result.critical_n != -1:
+                found[kind] = result.critical_n
+    return {kind: CriticalSearch(found.get(kind, -1), tried[kind]) for kind in kinds}
 
 
 def max_of_head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> float:

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.critical import BlockedDistances, critical_n_search, ks_test
+from attnlimits.critical import BlockedDistances, critical_n_search, ks_smallest_p, ks_test
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
 
@@ -15,59 +15,88 @@ timer = Timer()
 L = int(snakemake.wildcards.length)
 p = snakemake.params
 samples = read_pack(snakemake.input.pack)
+# N per pass over the rows in the all-rows search: a pass costs one sort per row plus one
+# evaluation per N, so a batch amortises the sort without computing far past an early N_crit.
+CRITICAL_N_BATCH = 8
 S = samples.weights.shape[0]
 log.info("L=%d: %d samples loaded in %s", L, S, timer)
 if p.protocol == "all_rows":
     # Algorithm 3: for N in an increasing list, KS between the per-head means (over every row)
     # of d~ and of E; N_crit is the first N the test does not reject. The closed form (the
-    # paper's) and the Monte-Carlo E (ours) are searched side by side on the same rows.
-    from attnlimits.critical import ks_test
-    from attnlimits.protocol import critical_n_list, row_monte_carlo, row_statistics
+    # paper's) and the Monte-Carlo E (ours) are searched side by side on the same rows, each
+    # stopping at its own first pass. N is taken in batches: one pass over the rows serves a
+    # whole batch (one sort per row for every N), and a small N_crit does not pay for the list.
+    from attnlimits.protocol import (
+        critical_n_list,
+        row_critical_statistics,
+        sampled_rows,
+        search_in_batches,
+    )
     from attnlimits_workflow.rows import pool_chunks, row_means
 
     settings = p.all_rows
     grid = critical_n_list(L, settings["critical_n_fractions"])
-    found: dict[str, int | None] = {"closed_form": None, "monte_carlo": None}
-    tried: dict[str, list] = {"closed_form": [], "monte_carlo": []}
-    for n in grid:
-        rng = np.random.default_rng([p.seed, 2, L, n])
+    mc_rows = sampled_rows(L, settings["mc_rows"])
 
-        def per_row(block, logits, rows, sample, n=n, rng=rng):
-            out = row_statistics(block, n=n, upper_bound=False)  # d~ and E only
-            draws = row_monte_carlo(block, n=n, draws=settings["mc_draws"], rng=rng)
-            return {
-                "distance": out["distance"],
-                "closed_form": out["expectation_term"],
-                "monte_carlo": draws.mean(axis=0),
-            }
+    def evaluate(ns: list[int], pending: list[str]) -> dict[str, np.ndarray]:
+        def per_row(block, logits, rows, sample):
+            # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch:
+            # a value does not depend on which N the search visits.
+            rng = np.random.default_rng([p.seed, 2, L, int(sample), int(rows[0])])
+            drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
+            mc = "monte_carlo" in pending and drawn.size > 0
+            got = row_critical_statistics(
+                block,
+                ns,
+                closed_form="closed_form" in pending,
+                random_ranks=[block.random_ranks(rng, drawn) for _ in range(settings["mc_draws"])]
+                if mc
+                else (),
+                random_rows=drawn,
+            )
+            if "monte_carlo" in pending and not mc:
+                got["monte_carlo"] = np.full_like(got["distance"], np.nan)
+            return {f"{name}@{n}": got[name][j] for name in got for j, n in enumerate(ns)}
 
         pooled = pool_chunks(
             samples,
             row_means(samples, per_row, masked=settings["masked"], chunks=settings["chunks"]),
         )
-        for kind in found:
-            if found[kind] is None:
-                pv = ks_test(pooled["distance"], pooled[kind]).pvalue
-                tried[kind].append((n, pv))
-                if pv >= p.ks_alpha:
-                    found[kind] = n
-        log.info("  N=%d: %s (%s)", n, {k: v[-1][1] for k, v in tried.items()}, timer)
-        if all(v is not None for v in found.values()):
-            break
+        log.info("  evaluated N=%s for %s (%s)", ns, pending, timer)
+        return {
+            name: np.stack([pooled[f"{name}@{n}"] for n in ns]) for name in ("distance", *pending)
+        }
+
+    heads = len(np.unique(np.stack([samples.layer, samples.head]), axis=1)[0])
+    searches = search_in_batches(
+        grid,
+        evaluate,
+        ("closed_form", "monte_carlo"),
+        alpha=p.ks_alpha,
+        batch=CRITICAL_N_BATCH,
+    )
     rows = [
         {
             "L": L,
             "expectation": kind,
             "N": n,
             "p_value": pv,
-            "N_crit": found[kind],
-            "evaluations": len(tried[kind]),
+            "N_crit": search.critical_n if search.critical_n != -1 else None,
+            "evaluations": len(search.tried),
+            "ks_samples": heads,  # per-head means on each side
+            "ks_smallest_p": ks_smallest_p(heads, heads),
         }
-        for kind in found
-        for n, pv in tried[kind]
+        for kind, search in searches.items()
+        for n, pv in search.tried
     ]
-    for kind in found:
-        log.info("%s: N_crit=%s (Algorithm 3, N list %s)", kind, found[kind], grid)
+    for kind, search in searches.items():
+        log.info(
+            "%s: N_crit=%s (Algorithm 3, N list %s; p-values %s)",
+            kind,
+            search.critical_n,
+            grid,
+            [round(pv, 4) for _, pv in search.tried],
+        )
     write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
     log.info("done in %s", timer)
 else:
@@ -111,6 +140,8 @@ else:
                     "p_value": pv,
                     "N_crit": result.n_crit,
                     "evaluations": len(result.evaluations),
+                    "ks_samples": S,
+                    "ks_smallest_p": ks_smallest_p(S, S),
                 }
             )
     write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])

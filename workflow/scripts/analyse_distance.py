@@ -26,15 +26,47 @@ rng = np.random.default_rng([p.seed, 1, L, N])
 
 if p.protocol == "all_rows":
     # The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer, head).
-    from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics
+    from attnlimits.protocol import (
+        RowBlock,
+        row_critical_statistics,
+        row_epsilon_bound,
+        row_monte_carlo,
+        row_statistics,
+        sampled_rows,
+        visible_lengths,
+    )
     from attnlimits_workflow.rows import pool_chunks, row_means
+
+    mc_rows = sampled_rows(L, p.all_rows["mc_rows"])
+    causal = bool(samples.metadata["causal"])
+    # analysis.all_rows.masked's effect, shown in Fig. 2a: d~ and the closed-form E with a causal
+    # row's masked keys entered the other way (in an encoder both ways are the same)
+    other_masked = "prefix" if p.all_rows["masked"] == "non_selected" else "non_selected"
 
     def per_row(block, logits, rows, sample):
         out = row_statistics(block, n=N)
         out["epsilon_bound"] = row_epsilon_bound(block, n=N)
-        draws = row_monte_carlo(block, n=N, draws=p.all_rows["mc_draws"], rng=rng)
+        # the Monte-Carlo E on the drawn rows only (analysis.all_rows.mc_rows); NaN elsewhere
+        drawn = np.nonzero(np.isin(rows, mc_rows))[0]
+        draws = np.full((p.all_rows["mc_draws"], len(rows)), np.nan)
+        if drawn.size:
+            draws[:, drawn] = row_monte_carlo(
+                block.take(drawn), n=N, draws=p.all_rows["mc_draws"], rng=rng
+            )
         out["mc_expectation"] = draws.mean(axis=0)
         out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
+        if causal:
+            other = RowBlock.of(
+                block.alpha,
+                block.head,
+                visible_lengths(rows, L, causal=True, masked=other_masked),
+            )
+            got = row_critical_statistics(other, [N])
+            out["distance_other_masked"] = got["distance"][0]
+            out["expectation_term_other_masked"] = got["closed_form"][0]
+        else:
+            out["distance_other_masked"] = out["distance"]
+            out["expectation_term_other_masked"] = out["expectation_term"]
         check = check_bound(
             out["distance"], out["upper_bound"], upper=True, rtol=RTOL_FLOAT64, floor=0.0
         )
@@ -73,6 +105,8 @@ if p.protocol == "all_rows":
                     "expectation_term",
                     "epsilon_bound",
                     "mc_expectation",
+                    "distance_other_masked",
+                    "expectation_term_other_masked",
                 )
             },
             "mc_stderr": stderr,
