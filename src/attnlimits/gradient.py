@@ -177,22 +177,33 @@ def largest_eigenvalue_diag_minus_rank_one(
         if not todo.size:
             break
         x = lam[todo]
+        every = todo.size == len(live)  # no gather while every row is live
+        w_t = w if every else w[todo]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            ratio = w[todo] / (d_others[todo] - x[:, None])  # v_i / (d_i - lam) <= 0
-            psi = (w[todo] * ratio).sum(axis=1)
+            ratio = (d_others if every else d_others[todo]) - x[:, None]
+            np.divide(w_t, ratio, out=ratio)  # v_i / (d_i - lam) <= 0
+            psi = (w_t * ratio).sum(axis=1)
             dpsi = (ratio * ratio).sum(axis=1)
             gap = d1[todo] - x
             g = (c1[todo] - x) - gap * psi
             slope = -1.0 + psi - gap * dpsi  # < 0
             # x is left of the root, or on the pole d_(2) itself (g -> +inf from the right)
             left = (g > 0) | (x <= d2[todo])
-            step = np.where(left & np.isfinite(g) & (g > 0), -g / slope, np.inf)
+            step = np.where(np.isfinite(g) & (g != 0), -g / slope, np.nan)
         lo_t = np.where(left, x, lo[todo])
         hi_t = np.where(left | (g == 0), hi[todo], x)
-        # A Newton step from the left stays left of the root (g convex); once it is below the
-        # resolution, step one resolution further, so the next point closes the bracket.
-        newton = x + np.maximum(step, 4e-16 * x)
-        new = np.where(left & (newton < hi_t), newton, _middle(lo_t, hi_t))
+        # g is convex, so a Newton step from either side lands left of the root: from the left
+        # it stays left, from the right (where rounding near the root puts a step) it comes back
+        # to it at once instead of halving the bracket. A step below the resolution is taken as
+        # one resolution, so every step moves and the bracket closes.
+        with np.errstate(invalid="ignore"):
+            from_left = x + np.maximum(step, 4e-16 * x)
+            from_right = x + np.minimum(step, -4e-16 * x)
+            new = np.where(
+                left & (from_left < hi_t),
+                from_left,
+                np.where(~left & (from_right > lo_t), from_right, _middle(lo_t, hi_t)),
+            )
         done = (g == 0) | (hi_t - lo_t <= 8e-16 * hi_t)
         new = np.where(g == 0, x, np.where(done, 0.5 * (lo_t + hi_t), new))
         lo[todo], hi[todo], lam[todo] = lo_t, hi_t, new

@@ -29,12 +29,15 @@ def row_means(
     chunks: int | None = None,
     vectors: Callable[[NDArray], NDArray] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    logits_only: bool = False,
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
     arrays, and each statistic's number of rows counted as "<name>__rows". ``chunks``: only the
     samples of the run's first that many chunks (the paper used one sequence per L).
-    ``vectors`` maps a sample's x (L, d) before use (e.g. onto the sphere)."""
+    ``vectors`` maps a sample's x (L, d) before use (e.g. onto the sphere). ``logits_only``:
+    ``block`` is None and, in a causal model, the logits stop after the block's last row (the
+    later keys are masked in each of its rows), for statistics of the visible logits alone."""
     meta = pack.metadata
     causal = bool(meta["causal"])
     softcap = meta.get("softcap")
@@ -45,14 +48,28 @@ def row_means(
     sums: dict[str, NDArray] = {}
     counts: dict[str, NDArray] = {}
     for i, s in enumerate(chosen.tolist()):
-        x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s])
+        if not logits_only:
+            x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s])
         q, k = pack.q_rows[s], pack.k_rows[s]
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
             rows = np.arange(start, min(start + ROW_BLOCK, length))
-            logits, weights = attention_rows(q, k, scale, rows, causal=causal, softcap=softcap)
-            block = RowBlock.of(
-                weights, x, visible_lengths(rows, length, causal=causal, masked=masked)
+            logits, weights = attention_rows(
+                q,
+                k,
+                scale,
+                rows,
+                causal=causal,
+                softcap=softcap,
+                keys=int(rows[-1]) + 1 if causal and logits_only else None,
+                weights=not logits_only,
+            )
+            block = (
+                None
+                if logits_only
+                else RowBlock.of(
+                    weights, x, visible_lengths(rows, length, causal=causal, masked=masked)
+                )
             )
             for name, values in stats(block, logits, rows, s).items():
                 if name not in sums:

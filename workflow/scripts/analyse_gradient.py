@@ -25,6 +25,7 @@ if p.protocol == "all_rows":
     # delta = ||softmax(l'/T) - softmax(l/T)|| / eps, averaged over rows per (layer, head); Fig. 4
     # then takes the maximum over heads (summarise.py: g_max_over_heads).
     from attnlimits.checks import NOT_TESTABLE, VIOLATED
+    from attnlimits.gradient import softmax, softmax_jacobian_norm_from_weights
     from attnlimits.protocol import row_sensitivity, unit_directions
     from attnlimits_workflow.rows import pool_chunks, row_means
 
@@ -39,7 +40,8 @@ if p.protocol == "all_rows":
         rng = np.random.default_rng([p.seed, 3, samples.length, int(sample), int(rows[0])])
         v = unit_directions(rng, len(rows), visible, logits.shape[1])
         out = {}
-        jac = softmax_jacobian_norm(logits, T)
+        base = softmax(logits, T)
+        jac = softmax_jacobian_norm_from_weights(base) / T
         out["jacobian_norm"] = jac
         for check_name, value, bound in (
             ("jacobian_paper", jac, paper),
@@ -48,8 +50,10 @@ if p.protocol == "all_rows":
             c = check_bound(value, bound, upper=True, rtol=RTOL_FLOAT64)
             out[f"{check_name}_violated"] = (c == VIOLATED).astype(float)
             out[f"{check_name}_not_testable"] = (c == NOT_TESTABLE).astype(float)
-        for eps in p.epsilons:
-            g = row_sensitivity(logits, v, temperature=T, epsilon=float(eps))
+        sensitivity = row_sensitivity(
+            logits, v, temperature=T, epsilons=[float(e) for e in p.epsilons], base=base
+        )
+        for eps, g in zip(p.epsilons, sensitivity, strict=True):
             out[f"g_{eps}"] = g
             c = check_bound(g, paper, upper=True, rtol=RTOL_FLOAT64)
             out[f"g_{eps}_violated"] = (c == VIOLATED).astype(float)
@@ -57,7 +61,8 @@ if p.protocol == "all_rows":
         return out
 
     pooled = pool_chunks(
-        samples, row_means(samples, per_row, masked="prefix", chunks=p.all_rows["chunks"])
+        samples,
+        row_means(samples, per_row, masked="prefix", chunks=p.all_rows["chunks"], logits_only=True),
     )
 
     def head_check(name):
