@@ -84,18 +84,26 @@ for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 t
     f = crit.filter(pl.col("expectation") == kind)
     slope = f["fitted_slope"][0]
     found = f["N_crit"].drop_nulls().len()
+    alpha = a["critical_n"]["ks_alpha"]
+    blind = f.filter(pl.col("ks_smallest_p") >= alpha)
     ok = None if slope is None or not math.isfinite(slope) else 0.03 <= slope <= 0.12
-    measured = (
-        f"slope {slope:.3f} ({found}/{f.height} lengths found)"
-        if ok is not None
-        else f"never indistinguishable at any L ({f.height} lengths)"
-    )
+    if blind.height:
+        # The KS test cannot reject at alpha with so few samples: every N "passes".
+        measured = (
+            f"KS over {blind['ks_samples'].min()} values per side cannot reject at alpha = "
+            f"{alpha} (smallest attainable p {blind['ks_smallest_p'].max():.3g}) at "
+            f"{blind.height}/{f.height} lengths"
+        )
+    elif ok is not None:
+        measured = f"slope {slope:.3f} ({found}/{f.height} lengths found)"
+    else:
+        measured = f"never indistinguishable at any L ({f.height} lengths)"
     add(
         f"N_crit / L ~ 0.06 (KS vs {label})",
         "0.06 (Fig. 2c)",
         measured,
         "fitted slope through the origin in [0.03, 0.12]",
-        verdict(ok) if ok is not None else "not reproduced",
+        "not testable" if blind.height else (verdict(ok) if ok is not None else "not reproduced"),
     )
 
 tail = sep.filter(pl.col("N") >= 16)

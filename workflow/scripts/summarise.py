@@ -70,7 +70,11 @@ def distance() -> None:
         "mc_expectation",
         "epsilon_bound",
         "selected_mass",
+        # all_rows only: the other choice of analysis.all_rows.masked (Fig. 2a)
+        "distance_other_masked",
+        "expectation_term_other_masked",
     )
+    cols = tuple(c for c in cols if c in d.columns)
     summary = (
         d.group_by("L", "N")
         .agg(pl.len().alias("samples"), *[e for c in cols for e in spread(c)])
@@ -84,6 +88,8 @@ def distance() -> None:
             pl.col("N_crit").first(),
             pl.col("evaluations").first(),
             pl.col("p_value").max().alias("max_p_value"),
+            pl.col("ks_samples").first(),
+            pl.col("ks_smallest_p").first(),
         )
         .sort("expectation", "L")
     )
