@@ -37,6 +37,7 @@ rule fig2:
         "../envs/attnlimits.yaml"
     params:
         distance=ANALYSIS["distance"],
+        masked=ANALYSIS["all_rows"]["masked"],
     script:
         "../scripts/plot_fig2.py"
 

@@ -12,6 +12,7 @@ use_style(snakemake.input.style)
 dist = pl.read_csv(snakemake.input.distance)
 crit = pl.read_csv(snakemake.input.critical_n)
 p = snakemake.params.distance
+masked = snakemake.params.masked
 SERIES = [
     ("distance", r"true distance $\tilde d$"),
     ("mc_expectation", "E (Monte Carlo)"),
@@ -20,11 +21,17 @@ SERIES = [
 ]
 
 
-def panel(ax, frame, x, xlabel, title):
+OTHER_MASKED = {"non_selected": "prefix", "prefix": "non_selected"}
+SHORT = {"distance": r"$\tilde d$", "expectation_term": "Thm 1.2 term"}
+
+
+def panel(ax, frame, x, xlabel, title, other_masked=False):
     frame = frame.sort(x)
     xs = frame[x].to_numpy()
+    colors = {}
     for col, label in SERIES:
         line = ax.plot(xs, frame[f"{col}_median"].to_numpy(), marker="o", label=label)[0]
+        colors[col] = line.get_color()
         ax.fill_between(
             xs,
             frame[f"{col}_q25"].to_numpy(),
@@ -33,6 +40,17 @@ def panel(ax, frame, x, xlabel, title):
             alpha=0.18,
             lw=0,
         )
+    if other_masked and "distance_other_masked_median" in frame.columns:
+        # analysis.all_rows.masked the other way: the open choice's effect on d~ and on E
+        for col in ("distance", "expectation_term"):
+            ax.plot(
+                xs,
+                frame[f"{col}_other_masked_median"].to_numpy(),
+                ls="--",
+                marker="x",
+                color=colors[col],
+                label=f"{SHORT[col]}, masked keys {OTHER_MASKED[masked]}",
+            )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, title=title)
     ax.set_xticks(xs, [str(v) for v in xs], minor=False)
     ax.minorticks_off()
@@ -45,6 +63,7 @@ panel(
     "L",
     "sequence length L",
     f"(a) N = {p['n_fixed']}",
+    other_masked=True,
 )
 panel(
     axes[1],
@@ -98,5 +117,10 @@ note = (
     if censored_any
     else ""
 )
+if "distance_other_masked_median" in dist.columns:
+    note += (
+        f" (a) dashed: a causal row's masked keys entered as {OTHER_MASKED[masked]} instead of"
+        f" {masked} (analysis.all_rows.masked)."
+    )
 save_run_figure(fig, snakemake, note)
 log.info("fig2 written")
