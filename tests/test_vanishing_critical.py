@@ -163,19 +163,3 @@ def test_fits():
     ) == pytest.approx(0.06)
     intercept, slope, r2 = linear_fit(np.array([0.0, 1, 2]), np.array([1.0, 3, 5]))
     assert (intercept, slope, r2) == pytest.approx((1.0, 2.0, 1.0))
-
-
-def test_ks_smallest_p_says_when_a_ks_test_cannot_reject():
-    """Two fully separated samples of 2 and 2 give p = 2 / C(4, 2) = 1/3 (exact); of 144 and 144,
-    far below 0.01. Any other pair of samples of those sizes gives a p-value at least as large."""
-    from scipy.stats import ks_2samp
-
-    from attnlimits.critical import ks_smallest_p
-
-    assert ks_smallest_p(2, 2) == pytest.approx(1 / 3)
-    assert ks_smallest_p(4, 4) == pytest.approx(2 / 70)
-    assert ks_smallest_p(144, 144) < 1e-12
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        a, b = rng.normal(size=4), rng.normal(size=4) + 3
-        assert ks_2samp(a, b).pvalue >= ks_smallest_p(4, 4) - 1e-15

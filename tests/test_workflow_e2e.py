@@ -265,7 +265,7 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     assert crit["N"].to_list()[0] == 1  # the list starts at round(0.01 L) -> 1
     # 4 heads: a KS test of 4 against 4 values cannot reach p < 0.01 (2/70 at best), so the
     # scorecard calls Algorithm 3's N_crit not testable instead of reading the first N as a result
-    assert (crit["ks_samples"] == 4).all() and (crit["ks_smallest_p"] > 0.01).all()
+    assert (crit["ks_samples"] == 4).all() and (crit["ks_min_pvalue"] > 0.01).all()
     scorecard = pl.read_csv(tmp_path / "tables/table1.csv")
     ncrit = scorecard.filter(pl.col("claim").str.starts_with("N_crit"))
     assert ncrit.height == 2 and (ncrit["verdict"] == "not testable").all()

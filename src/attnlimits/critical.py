@@ -38,14 +38,6 @@ def ks_test(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> K
     return KSResult(float(res.statistic), float(res.pvalue), a.size, b.size)
 
 
-def ks_smallest_p(n_a: int, n_b: int) -> float:
-    """The smallest p-value a two-sample KS test of these sizes can return: that of two fully
-    separated samples (statistic 1). When it is >= alpha the test cannot reject at alpha, so
-    "the first N that does not reject" is the first N of the list whatever the data: a search
-    over 4 heads (1/35 at best) cannot resolve alpha = 0.01."""
-    return ks_test(np.arange(n_a, dtype=float), np.arange(n_b, dtype=float) + n_a).pvalue
-
-
 def ks_pvalue(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> float:
     """Two-sample Kolmogorov-Smirnov p-value (see :func:`ks_test`)."""
     return ks_test(sample_a, sample_b).pvalue

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.critical import BlockedDistances, critical_n_search, ks_smallest_p, ks_test
+from attnlimits.critical import BlockedDistances, critical_n_search, ks_min_pvalue, ks_test
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
 
@@ -84,7 +84,7 @@ if p.protocol == "all_rows":
             "N_crit": search.critical_n if search.critical_n != -1 else None,
             "evaluations": len(search.tried),
             "ks_samples": heads,  # per-head means on each side
-            "ks_smallest_p": ks_smallest_p(heads, heads),
+            "ks_min_pvalue": ks_min_pvalue(heads, heads),
         }
         for kind, search in searches.items()
         for n, pv in search.tried
@@ -141,7 +141,7 @@ else:
                     "N_crit": result.n_crit,
                     "evaluations": len(result.evaluations),
                     "ks_samples": S,
-                    "ks_smallest_p": ks_smallest_p(S, S),
+                    "ks_min_pvalue": ks_min_pvalue(S, S),
                 }
             )
     write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])

@@ -85,13 +85,13 @@ for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 t
     slope = f["fitted_slope"][0]
     found = f["N_crit"].drop_nulls().len()
     alpha = a["critical_n"]["ks_alpha"]
-    blind = f.filter(pl.col("ks_smallest_p") >= alpha)
+    blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
     ok = None if slope is None or not math.isfinite(slope) else 0.03 <= slope <= 0.12
     if blind.height:
         # The KS test cannot reject at alpha with so few samples: every N "passes".
         measured = (
             f"KS over {blind['ks_samples'].min()} values per side cannot reject at alpha = "
-            f"{alpha} (smallest attainable p {blind['ks_smallest_p'].max():.3g}) at "
+            f"{alpha} (smallest attainable p {blind['ks_min_pvalue'].max():.3g}) at "
             f"{blind.height}/{f.height} lengths"
         )
     elif ok is not None:

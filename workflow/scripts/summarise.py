@@ -89,7 +89,7 @@ def distance() -> None:
             pl.col("evaluations").first(),
             pl.col("p_value").max().alias("max_p_value"),
             pl.col("ks_samples").first(),
-            pl.col("ks_smallest_p").first(),
+            pl.col("ks_min_pvalue").first(),
         )
         .sort("expectation", "L")
     )
