@@ -87,18 +87,29 @@ class HeadVectors:
         self._farthest: tuple[int, NDArray[np.intp], NDArray[np.float64]] | None = None
 
     def farthest(self, k: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
-        """Per key j, k keys (indices (L, k)) that include its k farthest, and their exact squared
-        distances; a call with a larger k than before recomputes."""
+        """Per key j, its k farthest keys (indices (L, k)) and their squared distances, farthest
+        first; a call with a larger k than before recomputes. The distances come from the
+        expansion |x_i|^2 + |x_j|^2 - 2 x_i.x_j, recomputed directly where it could have lost
+        digits (a square small beside |x_i|^2 + |x_j|^2)."""
         if self._farthest is None or self._farthest[0] < k:
             length = len(self.x)
             k = min(k, length)
             index = np.empty((length, k), dtype=np.intp)
+            dist2 = np.empty((length, k))
             for j0 in range(0, length, self.FARTHEST_BLOCK):
                 j1 = min(j0 + self.FARTHEST_BLOCK, length)
                 d2 = self.x_sq[j0:j1, None] + self.x_sq[None, :] - 2.0 * (self.x[j0:j1] @ self.x.T)
-                index[j0:j1] = np.argpartition(-d2, k - 1, axis=1)[:, :k]
-            diff = self.x[index] - self.x[:, None, :]  # exact, (L, k, d)
-            self._farthest = (k, index, np.einsum("lkd,lkd->lk", diff, diff))
+                part = np.argpartition(-d2, k - 1, axis=1)[:, :k]
+                index[j0:j1] = part
+                dist2[j0:j1] = np.take_along_axis(d2, part, axis=1)
+            ri, ci = np.nonzero(dist2 <= _CANCELLATION * (self.x_sq[:, None] + self.x_sq[index]))
+            if ri.size:
+                diff = self.x[index[ri, ci]] - self.x[ri]
+                dist2[ri, ci] = np.einsum("nd,nd->n", diff, diff)
+            np.maximum(dist2, 0.0, out=dist2)
+            order = np.argsort(-dist2, axis=1, kind="stable")
+            index = np.take_along_axis(index, order, axis=1)
+            self._farthest = (k, index, np.take_along_axis(dist2, order, axis=1))
         _, index, dist2 = self._farthest
         return index[:, :k], dist2[:, :k]
 
@@ -206,20 +217,36 @@ def row_statistics(
         (length - n) / length * np.where(block.counted, block.norms_to(coef, xbar), 0.0).sum(axis=1)
     )
 
-    mass = selected_alpha.sum(axis=1)
     valid = block.length > n
-    nan = np.nan
     out = {
-        "distance": np.where(valid, dist, nan),
-        "expectation_term": np.where(valid, expectation, nan),
-        "selected_mass": np.where(valid, mass, nan),
+        "distance": np.where(valid, dist, np.nan),
+        "expectation_term": np.where(valid, expectation, np.nan),
     }
     if upper_bound:
-        max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
-        d1 = _max_cross_distance(block, mask, others)
-        upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
-        out["upper_bound"] = np.where(valid, upper, nan)
+        out |= row_fixed_set_bound(block, n=n, mask=mask)
+    else:
+        out["selected_mass"] = np.where(valid, selected_alpha.sum(axis=1), np.nan)
     return out
+
+
+def row_fixed_set_bound(
+    block: RowBlock, *, n: int, mask: NDArray[np.bool_] | None = None
+) -> dict[str, NDArray[np.float64]]:
+    """Per row: Theorem 1.1's fixed-set upper bound on d~ as printed, (1 - m) D + max_j |x_j|
+    (m (L - N) - (1 - m)) with m the top-n mass ("selected_mass") and D the largest distance
+    between a selected and a non-selected key; NaN for rows with length <= n. ``mask``: the
+    top-n mask when the caller has it."""
+    mask = block.top_n(n) if mask is None else mask
+    length = block.length.astype(np.float64)
+    mass = np.where(mask, block.alpha, 0.0).sum(axis=1)
+    max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
+    d1 = _max_cross_distance(block, mask, block.counted & ~mask)
+    upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
+    valid = block.length > n
+    return {
+        "upper_bound": np.where(valid, upper, np.nan),
+        "selected_mass": np.where(valid, mass, np.nan),
+    }
 
 
 def row_critical_statistics(
@@ -405,14 +432,23 @@ def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
     out = np.zeros(rows)
     if block.counted.all() and slots < width:
         # Every key counts: the farthest non-selected key from x_j is among x_j's slots + 1
-        # farthest keys (at most slots - 1 others are selected), found once per head.
+        # farthest keys (at most slots - 1 others are selected), found once per head, farthest
+        # first. For each (row, selected key) the answer is its first candidate the row did not
+        # select: most are found at the first candidate, so few pairs stay for the next.
         index, dist2 = block.head.farthest(slots + 1)
-        for slot in range(slots):
-            keys = selected[:, slot]
-            cand, cand_d2 = index[keys], dist2[keys]  # (R, slots + 1)
-            usable = ~np.take_along_axis(mask, cand, axis=1)
-            best = np.where(usable, cand_d2, 0.0).max(axis=1)
-            out = np.where(counts > slot, np.maximum(out, best), out)
+        pair_row, pair_slot = np.nonzero(counts[:, None] > np.arange(slots)[None, :])
+        keys = selected[pair_row, pair_slot]
+        best = np.zeros((rows, slots))
+        todo = np.arange(len(keys))
+        for rank in range(slots + 1):
+            cand = index[keys[todo], rank]
+            free = ~mask[pair_row[todo], cand]
+            done = todo[free]
+            best[pair_row[done], pair_slot[done]] = dist2[keys[done], rank]
+            todo = todo[~free]
+            if not todo.size:
+                break
+        out = best.max(axis=1)
         return np.sqrt(out)
     for slot in range(slots):
         has = counts > slot

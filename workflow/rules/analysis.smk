@@ -47,6 +47,7 @@ rule distance:
         seed=config["seed"],
         protocol=ANALYSIS["protocol"],
         all_rows=ANALYSIS["all_rows"],
+        n_fixed=ANALYSIS["distance"]["n_fixed"],
     script:
         "../scripts/analyse_distance.py"
 

@@ -28,7 +28,6 @@ if p.protocol == "all_rows":
     # The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer, head).
     from attnlimits.protocol import (
         RowBlock,
-        row_critical_statistics,
         row_epsilon_bound,
         row_monte_carlo,
         row_statistics,
@@ -39,9 +38,11 @@ if p.protocol == "all_rows":
 
     mc_rows = sampled_rows(L, p.all_rows["mc_rows"])
     causal = bool(samples.metadata["causal"])
-    # analysis.all_rows.masked's effect, shown in Fig. 2a: d~ and the closed-form E with a causal
-    # row's masked keys entered the other way (in an encoder both ways are the same)
+    # analysis.all_rows.masked's effect, shown in Fig. 2a (N = analysis.distance.n_fixed): d~ and
+    # the closed-form E with a causal row's masked keys entered the other way (in an encoder both
+    # ways are the same)
     other_masked = "prefix" if p.all_rows["masked"] == "non_selected" else "non_selected"
+    with_other_masked = N == p.n_fixed
 
     def per_row(block, logits, rows, sample):
         out = row_statistics(block, n=N)
@@ -55,16 +56,16 @@ if p.protocol == "all_rows":
             )
         out["mc_expectation"] = draws.mean(axis=0)
         out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
-        if causal:
+        if with_other_masked and causal:
             other = RowBlock.of(
                 block.alpha,
                 block.head,
                 visible_lengths(rows, L, causal=True, masked=other_masked),
             )
-            got = row_critical_statistics(other, [N])
-            out["distance_other_masked"] = got["distance"][0]
-            out["expectation_term_other_masked"] = got["closed_form"][0]
-        else:
+            got = row_statistics(other, n=N, upper_bound=False)
+            out["distance_other_masked"] = got["distance"]
+            out["expectation_term_other_masked"] = got["expectation_term"]
+        elif with_other_masked:
             out["distance_other_masked"] = out["distance"]
             out["expectation_term_other_masked"] = out["expectation_term"]
         check = check_bound(
@@ -105,9 +106,11 @@ if p.protocol == "all_rows":
                     "expectation_term",
                     "epsilon_bound",
                     "mc_expectation",
-                    "distance_other_masked",
-                    "expectation_term_other_masked",
                 )
+            },
+            **{
+                k: pooled[k] if with_other_masked else np.full(H, np.nan)
+                for k in ("distance_other_masked", "expectation_term_other_masked")
             },
             "mc_stderr": stderr,
             "mc_draws_used": draws.astype(np.float64),
