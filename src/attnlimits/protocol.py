@@ -160,7 +160,11 @@ class RowBlock:
         above = key > kth
         tied = key == kth
         need = n - above.sum(axis=1, keepdims=True)
-        return (above | (tied & (np.cumsum(tied, axis=1) <= need))) & self.counted
+        # Only rows with more tied keys than places left choose among them (lowest index first).
+        split = np.nonzero(tied.sum(axis=1) > need[:, 0])[0]
+        if split.size:
+            tied[split] &= np.cumsum(tied[split], axis=1) <= need[split]
+        return (above | tied) & self.counted
 
     def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
         """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
