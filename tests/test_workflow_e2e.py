@@ -271,6 +271,16 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     assert ncrit.height == 2 and (ncrit["verdict"] == "not testable").all()
     assert ncrit["measured"].str.contains("cannot reject").all()
     assert_pack_rows_are_the_models_attention(tmp_path, length=32)
+    # Algorithm 5's plotted value: the maximum over heads of each head's mean over rows
+    per_head = pl.concat(
+        pl.read_parquet(f) for f in (tmp_path / "results/analysis/gradient").glob("*.parquet")
+    )
+    assert (per_head["rows"] == 64).all()
+    want = per_head.group_by("T", "eps").agg(pl.col("g_mean").max().alias("want"))
+    got = pl.read_csv(tmp_path / "results/summary/gradient.csv").join(want, on=["T", "eps"])
+    assert got.height == 5 * 3
+    np.testing.assert_allclose(got["g_max_over_heads"], got["want"], rtol=1e-12)
+    assert per_head.group_by("T", "eps").len()["len"].to_list() == [4] * 15  # 2 x 2 heads
     run = yaml.safe_load((tmp_path / "results/summary/run.json").read_text())
     assert run["protocol"] == "all_rows"
     assert "paper's protocol (Appendix B)" in (tmp_path / "tables/table1.md").read_text()
