@@ -328,3 +328,23 @@ def test_nested_command_line_values_work(base, tmp_path):
         line.split()[0] for line in proc.stdout.splitlines() if line.startswith("extract_batch")
     ]
     assert rules and proc.stdout.count("rule extract_batch:") == 1  # 2 chunks, 2 per batch
+
+
+def test_a_model_whose_config_arrives_with_the_fetch_is_checked_before_its_weights(tmp_path):
+    """A hub model that was not cached cannot be checked before any job: the fetch job runs the
+    same checks on its config.json as soon as it arrives, before any weights. Here a local folder
+    stands in for the hub (the same code path after the config is read); chunk_length 128 is
+    beyond the tiny model's 64 positions."""
+    from attnlimits_workflow.config import model_errors
+    from attnlimits_workflow.models import ModelSourceError, fetch_model
+
+    cfg = deep_merge(DEFAULTS, tiny_config(tmp_path, **{"chunking.chunk_length": 128}))
+    out = tmp_path / "fetched"
+    with pytest.raises(ModelSourceError) as err:
+        fetch_model(
+            cfg["model"], 0, out, check=lambda settings, base: model_errors(cfg, settings, base)
+        )
+    assert "chunking.chunk_length: 128 exceeds the model's 64 positions" in str(err.value)
+    assert not list(out.glob("*.safetensors"))  # stopped before any weights
+    ok = deep_merge(DEFAULTS, tiny_config(tmp_path))
+    assert model_errors(ok, {"model_type": "gpt2", "n_positions": 64}) == []

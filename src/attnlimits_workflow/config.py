@@ -390,45 +390,61 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         )
 
     mcfg = model_config(config)
-    if mcfg is not None and model.get("random_init") and model.get("config_overrides"):
-        known = model_config_keys(model_config(config, with_overrides=False) or {})
+    if mcfg is not None:
+        errs += model_errors(config, mcfg)
+    return errs
+
+
+def model_errors(
+    config: dict[str, Any], mcfg: dict[str, Any], base: dict[str, Any] | None = None
+) -> list[str]:
+    """The checks that need the model's config.json (``mcfg``, with any random-init overrides;
+    ``base`` without them): family, positions, sliding window, query row, config_overrides keys.
+    Run before any job when the config can be read without a download, and by the fetch job as
+    soon as a hub model's config arrives, before its weights."""
+    errs: list[str] = []
+    model = config["model"]
+    a = config["analysis"]
+    lengths = sorted(a["lengths"])
+    chunk_length = config["chunking"]["chunk_length"]
+    if model.get("random_init") and model.get("config_overrides"):
+        known = model_config_keys(base or model_config(config, with_overrides=False) or mcfg)
         for key in sorted(set(model["config_overrides"]) - known):
             errs.append(
                 f"model.config_overrides.{key}: not a setting of {mcfg.get('model_type')} configs"
             )
-    if mcfg is not None:
-        kind = mcfg.get("model_type")
-        try:
-            causal = family(kind).causal
-        except UnsupportedModelError as exc:
-            errs.append(f"model: {exc}")
-            causal = None
-        if mcfg.get("position_embedding_type", "absolute") not in ("absolute", None):
+    kind = mcfg.get("model_type")
+    try:
+        causal = family(kind).causal
+    except UnsupportedModelError as exc:
+        errs.append(f"model: {exc}")
+        causal = None
+    if mcfg.get("position_embedding_type", "absolute") not in ("absolute", None):
+        errs.append(
+            f"model: position_embedding_type {mcfg['position_embedding_type']!r} adds "
+            "relative position terms the capture does not reproduce; only 'absolute'"
+        )
+    windows = [w for w in sliding_windows(mcfg) if w is not None]
+    if windows and max(lengths) > min(windows):
+        errs.append(
+            f"analysis.lengths: L={max(lengths)} exceeds the model's sliding window of "
+            f"{min(windows)} keys, so that row would not see every key (allowed: 2..{min(windows)})"
+        )
+    limit = model_positions(mcfg)
+    if limit is not None:
+        if chunk_length > limit:
             errs.append(
-                f"model: position_embedding_type {mcfg['position_embedding_type']!r} adds "
-                "relative position terms the capture does not reproduce; only 'absolute'"
+                f"chunking.chunk_length: {chunk_length} exceeds the model's {limit} positions"
             )
-        windows = [w for w in sliding_windows(mcfg) if w is not None]
-        if windows and max(lengths) > min(windows):
-            errs.append(
-                f"analysis.lengths: L={max(lengths)} exceeds the model's sliding window of "
-                f"{min(windows)} keys, so that row would not see every key (allowed: 2..{min(windows)})"
-            )
-        limit = model_positions(mcfg)
-        if limit is not None:
-            if chunk_length > limit:
+        for i, L in enumerate(a["lengths"]):
+            if L > limit:
                 errs.append(
-                    f"chunking.chunk_length: {chunk_length} exceeds the model's {limit} positions"
+                    f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})"
                 )
-            for i, L in enumerate(a["lengths"]):
-                if L > limit:
-                    errs.append(
-                        f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})"
-                    )
-        if causal and config["extraction"]["query_row"] != "last":
-            errs.append(
-                "extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last"
-            )
+    if causal and config["extraction"]["query_row"] != "last":
+        errs.append(
+            "extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last"
+        )
     return errs
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -126,8 +127,18 @@ def sha256_files(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) -> dict[str, Any]:
-    """Materialise the configured model into ``out_dir`` (which must not exist); return its manifest."""
+def fetch_model(
+    model_cfg: dict[str, Any],
+    seed: int,
+    out_dir: Path,
+    log=print,
+    check: Callable[[dict[str, Any], dict[str, Any]], list[str]] | None = None,
+) -> dict[str, Any]:
+    """Materialise the configured model into ``out_dir`` (which must not exist); return its manifest.
+
+    ``check(model_config, base_config)`` runs as soon as the model's config is known, before its
+    weights are fetched: the checks a hub model's config allows, which could not run before any job
+    when it was not cached. Its errors raise ModelSourceError, one per line."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -164,6 +175,12 @@ def fetch_model(model_cfg: dict[str, Any], seed: int, out_dir: Path, log=print) 
         kwargs = {} if src is not None else {"revision": revision}
         log(f"loading config and tokenizer from {where}")
         config = AutoConfig.from_pretrained(where, **kwargs)
+        if check is not None:
+            base = config.to_dict()
+            settings = {**base, **(model_cfg.get("config_overrides") or {})}
+            errors = check(settings if model_cfg.get("random_init") else base, base)
+            if errors:
+                raise ModelSourceError("\n".join(errors))
         tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
         source = "random_init" if model_cfg.get("random_init") else ("local" if src else "hub")
     if gguf is None and model_cfg.get("random_init"):
