@@ -135,7 +135,10 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
     assert "Traceback" not in out  # the job's own error is one line, not a traceback
-    assert not (work / "results/dumps/batch001").exists()  # moved aside, so it counts as missing
+    # The batch stays (other jobs of the run fail on it with the same error, instead of waiting
+    # for a missing directory) but is set aside and aged, so the next run rebuilds it.
+    assert "Missing files" not in out and "set aside as damaged" in out
+    assert (work / "results/dumps/batch001/layer01.parquet.corrupt").exists()
     # the same command again: the damaged batch is rebuilt, then the analysis runs
     rerun_vanishing(work, cfg)
     assert pq.read_table(work / "results/dumps/batch001/layer01.parquet").equals(

@@ -207,14 +207,11 @@ def layer_files(
     fingerprint0 = None
     for d in dump_dirs:
         files = sorted(Path(d).glob("layer*.parquet"))
-        if (
-            not files
-            and not Path(d).exists()
-            and list(Path(d).parent.glob(f"{Path(d).name}.corrupt*"))
-        ):
+        damaged = sorted(p.name for p in Path(d).glob("layer*.parquet.corrupt*"))
+        if damaged:
             raise DumpError(
-                f"{d}: moved aside as damaged by a job that read it (see the error naming its file); "
-                "rerun the workflow to rebuild it"
+                f"{d}: {', '.join(damaged)} set aside as damaged by a job that read it (see the "
+                "error naming its file); rerun the workflow to rebuild the batch"
             )
         if not files:
             raise DumpError(
@@ -297,7 +294,7 @@ def open_dump(
     except (OSError, pa.ArrowInvalid) as exc:
         moved = _quarantine(path)
         raise DumpError(
-            f"{path}: not a readable Parquet dump ({exc}); moved aside to {moved}. "
+            f"{path}: not a readable Parquet dump ({exc}); set aside as {moved.name}. "
             "Rerun the workflow to rebuild it (snakemake --rerun-incomplete ...)."
         ) from exc
     raw = (schema.metadata or {}).get(META_KEY)
@@ -325,17 +322,26 @@ def open_dump(
 
 
 def _quarantine(path: Path) -> Path:
-    """Move a damaged dump out of the way so the next run rebuilds it.
+    """Rename a damaged dump file to <name>.corrupt and mark its batch stale, so the next run
+    rebuilds it.
 
-    The extraction rule's output is the batch directory, so that is what moves: a directory with a
-    missing file would still look complete to Snakemake.
+    The batch directory stays where it is: jobs of this run already scheduled on it then fail on
+    the missing file with the same clear error, where a missing directory would make Snakemake
+    wait for it and end in a "Missing files" error. It is made older than its inputs (its
+    .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970): the
+    next run sees it outdated and rebuilds it.
     """
-    target = path.parent if path.parent.name.startswith("batch") else path
-    moved = target.with_name(f"{target.name}.corrupt")
+    moved = path.with_name(f"{path.name}.corrupt")
     n = 1
     while moved.exists():
-        moved, n = target.with_name(f"{target.name}.corrupt{n}"), n + 1
-    os.replace(target, moved)
+        moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
+    os.replace(path, moved)
+    batch = path.parent
+    if batch.name.startswith("batch"):
+        stamp = batch / ".snakemake_timestamp"
+        stamp.touch()
+        os.utime(stamp, (0, 0))
+        os.utime(batch, (0, 0))
     return moved
 
 
