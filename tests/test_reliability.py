@@ -193,3 +193,23 @@ def test_analysis_code_never_imports_torch():
         if script.name in ("extract.py", "fetch_model.py"):
             continue
         assert "torch" not in script.read_text(), f"{script.name} mentions torch"
+
+
+def test_a_fatal_signal_leaves_a_line_in_the_job_log(tmp_path):
+    """Native code that aborts (tokenizers' 'memory allocation of N bytes failed') ends the process
+    past Python's error handling; the job log must still say so, not end in silence."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "job.log"
+    code = (
+        "import os, types\n"
+        "from attnlimits_workflow.jobs import job_logger\n"
+        f"log = job_logger(types.SimpleNamespace(log=[{str(log)!r}]), 'chunk_corpus')\n"
+        "log.info('tokenizing')\n"
+        "os.abort()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    text = log.read_text()
+    assert "chunk_corpus tokenizing" in text and "Fatal Python error: Aborted" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import sys
 import time
@@ -37,7 +38,17 @@ def job_logger(snakemake, name: str) -> logging.Logger:
             sys.__excepthook__(kind, exc, tb)
 
     sys.excepthook = excepthook
+    if log_file:
+        # A fatal signal (abort on a failed allocation in native code, a segfault) ends the
+        # process without Python's error handling: faulthandler still writes "Fatal Python error:
+        # Aborted" and where each thread was to the log, so the log never ends in silence.
+        global _FATAL_LOG
+        _FATAL_LOG = open(log_file, "a")  # noqa: SIM115 (kept open for the process's life)
+        faulthandler.enable(file=_FATAL_LOG, all_threads=True)
     return log
+
+
+_FATAL_LOG = None
 
 
 class Timer:
