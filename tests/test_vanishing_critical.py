@@ -163,3 +163,33 @@ def test_fits():
     ) == pytest.approx(0.06)
     intercept, slope, r2 = linear_fit(np.array([0.0, 1, 2]), np.array([1.0, 3, 5]))
     assert (intercept, slope, r2) == pytest.approx((1.0, 2.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    "sizes, shift", [((4, 4), 0.1), ((144, 144), 0.1), ((144, 144), 0.0), ((12_000, 50), 0.1)]
+)
+def test_ks_test_gives_scipys_auto_p_value_without_a_warning(sizes, shift):
+    """The explicit method rule (exact up to 10,000 values, asymptotic beyond or where exact does
+    not converge: two samples of 144 a hair apart, p ~ 1) gives scipy's method="auto" p-value,
+    and never warns."""
+    import warnings
+
+    from scipy.stats import ks_2samp
+
+    from attnlimits.critical import ks_test
+
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=sizes[0]), rng.normal(shift, 1, size=sizes[1])
+    if shift == 0.0:
+        b = a + 1e-3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ks_2samp(a, b)
+    assert bool(caught) == (shift == 0.0)  # the case scipy warns about is among these
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = ks_2samp(a, b).pvalue
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ks_test(a, b).pvalue
+    assert got == want
