@@ -213,3 +213,23 @@ def test_a_fatal_signal_leaves_a_line_in_the_job_log(tmp_path):
     assert proc.returncode != 0
     text = log.read_text()
     assert "chunk_corpus tokenizing" in text and "Fatal Python error: Aborted" in text
+
+
+def test_job_logs_keep_the_jobs_lines_and_drop_third_party_info(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "job.log"
+    code = (
+        "import logging, types\n"
+        "from attnlimits_workflow.jobs import job_logger\n"
+        f"log = job_logger(types.SimpleNamespace(log=[{str(log)!r}]), 'fig2')\n"
+        "log.info('fig2 written')\n"
+        "logging.getLogger('fontTools.subset').info('MATH subsetted')\n"
+        "logging.getLogger('fontTools.subset').warning('a real warning')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for text in (log.read_text(), proc.stderr):
+        assert "fig2 fig2 written" in text and "a real warning" in text
+        assert "MATH subsetted" not in text
