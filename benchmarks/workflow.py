@@ -42,7 +42,7 @@ import yaml
 from attnlimits_workflow.runner import snakemake_command
 
 REPO = Path(__file__).resolve().parents[1]
-CLEAN = ("results", "figures", "tables", "logs", "benchmarks", ".snakemake/incomplete")
+CLEAN = ("results", "figures", "tables", "logs", ".snakemake/incomplete")
 # The paper's analyses (issue 4): every job from the packs to these summaries.
 PAPER_ANALYSES = [
     "results/summary/distance.csv",
@@ -93,8 +93,8 @@ def floor_seconds(workdir: Path, n_chunks: int, threads: int) -> float:
 
 def stage_times(workdir: Path) -> dict[str, tuple[float, int]]:
     out: dict[str, list] = defaultdict(lambda: [0.0, 0])
-    for tsv in sorted((workdir / "benchmarks/out").rglob("*.tsv")):
-        rel = tsv.relative_to(workdir / "benchmarks/out")
+    for tsv in sorted((workdir / "results/benchmarks").rglob("*.tsv")):
+        rel = tsv.relative_to(workdir / "results/benchmarks")
         stage = rel.parts[1] if rel.parts[0] == "analysis" else rel.parts[0]
         with open(tsv) as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))

@@ -43,6 +43,9 @@ def test_all_outputs_exist_and_hold_data(done_run):
     for ext in ("csv", "md", "tex"):
         assert (tmp / f"tables/table1.{ext}").stat().st_size > 500
         assert (tmp / f"tables/table2.{ext}").stat().st_size > 500
+    # Snakemake's per-job benchmark files are run output, kept under results/
+    assert not (tmp / "benchmarks").exists()
+    assert len(list((tmp / "results/benchmarks").rglob("*.tsv"))) > 20
     table = pl.read_csv(tmp / "tables/table1.csv")
     assert set(table["verdict"]) <= {
         "reproduced",

@@ -16,7 +16,7 @@ rule pack_samples:
     log:
         "logs/analysis/pack/L{length}.log",
     benchmark:
-        "benchmarks/out/analysis/pack/L{length}.tsv"
+        "results/benchmarks/analysis/pack/L{length}.tsv"
     priority: 3
     conda:
         "../envs/attnlimits.yaml"
@@ -35,7 +35,7 @@ rule distance:
     log:
         "logs/analysis/distance/L{length}_N{n}.log",
     benchmark:
-        "benchmarks/out/analysis/distance/L{length}_N{n}.tsv"
+        "results/benchmarks/analysis/distance/L{length}_N{n}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -60,7 +60,7 @@ rule critical_n:
     log:
         "logs/analysis/critical_n/L{length}.log",
     benchmark:
-        "benchmarks/out/analysis/critical_n/L{length}.tsv"
+        "results/benchmarks/analysis/critical_n/L{length}.tsv"
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
@@ -83,7 +83,7 @@ rule pairwise_separation:
     log:
         "logs/analysis/separation/L{length}.log",
     benchmark:
-        "benchmarks/out/analysis/separation/L{length}.tsv"
+        "results/benchmarks/analysis/separation/L{length}.tsv"
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
@@ -103,7 +103,7 @@ rule separability:
     log:
         "logs/analysis/separability/L{length}_N{n}.log",
     benchmark:
-        "benchmarks/out/analysis/separability/L{length}_N{n}.tsv"
+        "results/benchmarks/analysis/separability/L{length}_N{n}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -124,7 +124,7 @@ rule gradient:
     log:
         "logs/analysis/gradient/T{temperature}.log",
     benchmark:
-        "benchmarks/out/analysis/gradient/T{temperature}.tsv"
+        "results/benchmarks/analysis/gradient/T{temperature}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -146,7 +146,7 @@ rule vanishing:
     log:
         "logs/analysis/vanishing/L{length}.log",
     benchmark:
-        "benchmarks/out/analysis/vanishing/L{length}.tsv"
+        "results/benchmarks/analysis/vanishing/L{length}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     script:
@@ -164,7 +164,7 @@ rule summarise_distance:
     log:
         "logs/summarise/distance.log",
     benchmark:
-        "benchmarks/out/summarise/distance.tsv"
+        "results/benchmarks/summarise/distance.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -182,7 +182,7 @@ rule summarise_separability:
     log:
         "logs/summarise/separability.log",
     benchmark:
-        "benchmarks/out/summarise/separability.tsv"
+        "results/benchmarks/summarise/separability.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -200,7 +200,7 @@ rule summarise_gradient:
     log:
         "logs/summarise/gradient.log",
     benchmark:
-        "benchmarks/out/summarise/gradient.tsv"
+        "results/benchmarks/summarise/gradient.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -218,7 +218,7 @@ rule summarise_vanishing:
     log:
         "logs/summarise/vanishing.log",
     benchmark:
-        "benchmarks/out/summarise/vanishing.tsv"
+        "results/benchmarks/summarise/vanishing.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -237,7 +237,7 @@ rule describe_run:
     log:
         "logs/summarise/describe_run.log",
     benchmark:
-        "benchmarks/out/summarise/describe_run.tsv"
+        "results/benchmarks/summarise/describe_run.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:

@@ -21,7 +21,7 @@ rule normalizer:
     log:
         "logs/beyond/normalizer/{normalizer}.log",
     benchmark:
-        "benchmarks/out/beyond/normalizer/{normalizer}.tsv"
+        "results/benchmarks/beyond/normalizer/{normalizer}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -47,7 +47,7 @@ rule heads:
     log:
         "logs/beyond/heads.log",
     benchmark:
-        "benchmarks/out/beyond/heads.tsv"
+        "results/benchmarks/beyond/heads.tsv"
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
@@ -73,7 +73,7 @@ rule summarise_normalizers:
     log:
         "logs/summarise/normalizers.log",
     benchmark:
-        "benchmarks/out/summarise/normalizers.tsv"
+        "results/benchmarks/summarise/normalizers.tsv"
     conda:
         "../envs/attnlimits.yaml"
     params:

@@ -7,7 +7,7 @@ rule extract_batch:
     log:
         "logs/extract/batch{batch}.log",
     benchmark:
-        "benchmarks/out/extract/batch{batch}.tsv"
+        "results/benchmarks/extract/batch{batch}.tsv"
     conda:
         "../envs/attnlimits.yaml"
     threads: config["extraction"]["threads"]
