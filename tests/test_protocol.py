@@ -385,3 +385,18 @@ def test_batched_search_returns_each_kinds_first_pass_and_evaluates_no_further(p
         last_batch = (first if first is not None else len(grid) - 1) // batch
         evaluated = [i for i, (ns, pending) in enumerate(calls) if kind in pending]
         assert evaluated == list(range(last_batch + 1))
+
+
+def test_captions_say_which_rows_a_figure_used():
+    """Under the all-rows protocol the paper's figures say every query row; the beyond-the-paper
+    figures, which always use the analysed rows, say that instead."""
+    from attnlimits_workflow.plotting import protocol_text
+
+    run = {"protocol": "all_rows", "masked": "non_selected", "chunks": 16, "heads_per_L": 144}
+    assert protocol_text(run).startswith("paper's protocol (Appendix B): every query row of the")
+    assert "144 per L" in protocol_text(run)
+    beyond = protocol_text(run, analysed_rows=True)
+    assert beyond.startswith("the analysed row of each (layer, chunk, head)")
+    last = {"protocol": "last_row", "samples_per_L": 2304}
+    assert protocol_text(last) == protocol_text(last, analysed_rows=True)
+    assert "2304 samples per L" in protocol_text(last)

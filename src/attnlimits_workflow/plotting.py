@@ -20,8 +20,14 @@ def use_style(path: str | Path) -> None:
     plt.style.use(str(path))
 
 
-def protocol_text(run: dict) -> str:
-    """Which protocol produced the numbers, in a caption's words."""
+def protocol_text(run: dict, analysed_rows: bool = False) -> str:
+    """Which protocol produced the numbers, in a caption's words. ``analysed_rows``: the figure
+    is one of those that always use the analysed rows (beyond the paper, Lemma 1)."""
+    if analysed_rows and run.get("protocol") == "all_rows":
+        return (
+            "the analysed row of each (layer, chunk, head), as every beyond-the-paper analysis "
+            "uses whatever analysis.protocol (this run's paper analyses: every query row)"
+        )
     if run.get("protocol") == "all_rows":
         masked = (
             "; a causal row's masked keys count as non-selected"
@@ -37,12 +43,12 @@ def protocol_text(run: dict) -> str:
     return f"last-row protocol: the analysed row of each (layer, chunk, head), {run['samples_per_L']} samples per L"
 
 
-def run_caption(run_json: str | Path, extra: str = "") -> str:
+def run_caption(run_json: str | Path, extra: str = "", analysed_rows: bool = False) -> str:
     run = json.loads(Path(run_json).read_text())
     weights = " (seeded random weights)" if run["weights"] == "random_init" else ""
     text = (
         f"{run['model']}{weights}, {run['layers']} layers x {run['heads']} heads; corpus {run['corpus']}, "
-        f"{run['chunks']} chunks of {run['chunk_length']} tokens; {protocol_text(run)} "
+        f"{run['chunks']} chunks of {run['chunk_length']} tokens; {protocol_text(run, analysed_rows)} "
         f"(x_i = {run['embedding']} vectors)"
     )
     return f"{text}. {extra}" if extra else text
@@ -56,7 +62,8 @@ def save(fig, pdf: str | Path, png: str | Path, caption: str, caption_y: float =
     plt.close(fig)
 
 
-def save_run_figure(fig, snakemake, extra: str = "") -> None:
+def save_run_figure(fig, snakemake, extra: str = "", analysed_rows: bool = False) -> None:
     """Save a rule's figure to its ``pdf`` and ``png`` outputs, captioned with the run description
-    (its ``run`` input) followed by ``extra``."""
-    save(fig, snakemake.output.pdf, snakemake.output.png, run_caption(snakemake.input.run, extra))
+    (its ``run`` input) followed by ``extra``; ``analysed_rows`` as in :func:`protocol_text`."""
+    caption = run_caption(snakemake.input.run, extra, analysed_rows)
+    save(fig, snakemake.output.pdf, snakemake.output.png, caption)

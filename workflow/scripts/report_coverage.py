@@ -75,5 +75,6 @@ save_run_figure(
     snakemake,
     "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
     "The paper's formula assumes the heads select the same tokens independently.",
+    analysed_rows=True,
 )
 log.info("coverage: mean %.3f at N=%d", by_layer["coverage"].mean(), n_conf)
