@@ -75,6 +75,13 @@ for ax, (column, title, cmap, lim) in zip(axes.flat, panels, strict=True):
     bar = fig.colorbar(im, ax=ax, shrink=0.85)
     if norm is None:
         bar.formatter.set_useOffset(False)  # entropies near log L: no "1e-5 + 4.1588" offset
+    else:
+        # a log scale spanning less than a decade gets ticks written as plain numbers, major and
+        # minor alike, instead of a lone "4x10^0"
+        from matplotlib.ticker import FormatStrFormatter
+
+        bar.ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        bar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
 n_sat = int(heads["saturated"].sum())
 save_run_figure(
     fig,
