@@ -5,8 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnlimits.gradient import softmax
-from attnlimits.selection import top_n_mask
-from attnlimits.separability import min_pairwise_distance, separability
+from attnlimits.separability import distinguishable, min_pairwise_distance, separability
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
 
@@ -17,12 +16,12 @@ L, N = 12, 4
 angles = np.sort(rng.uniform(0, 2 * np.pi, L))
 x = np.stack([np.cos(angles), np.sin(angles)], axis=1)[None]  # (1, L, 2) on the unit circle
 alpha = softmax(rng.normal(0, 1.2, (1, L)))
-mask = top_n_mask(alpha, N)[0]
 res = separability(alpha, x, n=N, delta=min_pairwise_distance(x), radius_m=1.0)
+# Eq. (10) from the core: the top-N mask, the selected tokens inside B_r(s), and r
+selected, distinct, radius = distinguishable(alpha, x, n=N)
+mask, inside, r = selected[0], distinct[0], float(radius[0])
 scaled = alpha[0][:, None] * x[0]
-s = scaled[mask].sum(axis=0)
-r = res.radius[0]
-inside = mask & (np.linalg.norm(scaled - s, axis=1) <= r)
+s = scaled[mask].sum(axis=0)  # the context vector of the top-N set, for drawing
 
 fig, axes = plt.subplots(1, 3, figsize=(7.6, 3.0))
 circle = plt.Circle((0, 0), 1, fill=False, color="0.6", lw=0.8)

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from attnlimits.gradient import corollary3_bound, gershgorin_bound
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save_run_figure, use_style
 
@@ -37,12 +38,12 @@ ax.plot(
 dense = np.geomspace(ts.min(), ts.max(), 200)
 ax.plot(
     dense,
-    np.minimum(1 / (4 * dense), np.sqrt(2)),
+    corollary3_bound(dense),
     "k--",
     lw=1.2,
     label=r"paper: $\min\{1/(4T), \sqrt{2}\}$",
 )
-ax.plot(dense, 1 / (2 * dense), ":", color="0.45", lw=1.2, label=r"$1/(2T)$ (always holds)")
+ax.plot(dense, gershgorin_bound(dense), ":", color="0.45", lw=1.2, label=r"$1/(2T)$ (always holds)")
 ax.set(
     xscale="log",
     yscale="log",
