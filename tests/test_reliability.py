@@ -233,3 +233,16 @@ def test_job_logs_keep_the_jobs_lines_and_drop_third_party_info(tmp_path):
     for text in (log.read_text(), proc.stderr):
         assert "fig2 fig2 written" in text and "a real warning" in text
         assert "MATH subsetted" not in text
+
+
+def test_random_streams_are_distinct_and_seed_as_before():
+    """Each analysis draws from its own stream; stream_rng(seed, id, keys) is the generator the
+    scripts used to build inline, so results did not move when the ids got names."""
+    import numpy as np
+
+    from attnlimits_workflow.streams import Stream, stream_rng
+
+    assert len({int(s) for s in Stream}) == len(Stream)
+    want = np.random.default_rng([2025, 3, 1024, 7, 256]).random(4)
+    got = stream_rng(2025, Stream.GRADIENT_DIRECTIONS, 1024, np.int64(7), 256).random(4)
+    assert (got == want).all()

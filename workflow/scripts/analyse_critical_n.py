@@ -9,6 +9,7 @@ from attnlimits import distance as dist
 from attnlimits.critical import BlockedDistances, critical_n_search, ks_min_pvalue, ks_test
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "critical_n")
 timer = Timer()
@@ -42,7 +43,7 @@ if p.protocol == "all_rows":
         def per_row(block, logits, rows, sample):
             # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch:
             # a value does not depend on which N the search visits.
-            rng = np.random.default_rng([p.seed, 2, L, int(sample), int(rows[0])])
+            rng = stream_rng(p.seed, Stream.CRITICAL_N_MONTE_CARLO, L, sample, rows[0])
             drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
             mc = "monte_carlo" in pending and drawn.size > 0
             got = row_critical_statistics(
@@ -115,7 +116,9 @@ else:
             out = distances.closed_form(n)
         else:
             # One generator per N, so a value does not depend on the order the search visits N.
-            out = distances.monte_carlo(n, p.mc_draws, np.random.default_rng([p.seed, 2, L, n]))
+            out = distances.monte_carlo(
+                n, p.mc_draws, stream_rng(p.seed, Stream.CRITICAL_N_MONTE_CARLO, L, n)
+            )
         log.info("  computed d~ and %s at N=%d (%s)", kind, n, timer)
         return out
 

@@ -14,6 +14,7 @@ from attnlimits_workflow.jobs import (
     write_table,
 )
 from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "distance")
 timer = Timer()
@@ -22,7 +23,7 @@ p = snakemake.params
 samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 log.info("L=%d N=%d: %d samples loaded in %s", L, N, S, timer)
-rng = np.random.default_rng([p.seed, 1, L, N])
+rng = stream_rng(p.seed, Stream.DISTANCE_MONTE_CARLO, L, N)
 
 if p.protocol == "all_rows":
     # The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer, head).

@@ -14,6 +14,7 @@ from attnlimits.gradient import (
 )
 from attnlimits_workflow.jobs import Timer, job_logger, sample_keys, write_table
 from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "gradient")
 timer = Timer()
@@ -37,7 +38,7 @@ if p.protocol == "all_rows":
             logits = logits / float(samples.score_scale[0])
         visible = np.isfinite(logits).sum(axis=1)
         # seeded by sample and row, not T: every T sees the same directions
-        rng = np.random.default_rng([p.seed, 3, samples.length, int(sample), int(rows[0])])
+        rng = stream_rng(p.seed, Stream.GRADIENT_DIRECTIONS, samples.length, sample, rows[0])
         v = unit_directions(rng, len(rows), visible, logits.shape[1])
         out = {}
         base = softmax(logits, T)
@@ -110,7 +111,9 @@ else:
         logits = logits / samples.score_scale[:, None]
     S, L = logits.shape
     # The same directions for every T (seed does not involve T), so the curves over T are comparable.
-    directions = random_unit_directions(p.directions, L, np.random.default_rng([p.seed, 3, L]))
+    directions = random_unit_directions(
+        p.directions, L, stream_rng(p.seed, Stream.GRADIENT_DIRECTIONS, L)
+    )
     jac = softmax_jacobian_norm(logits, T)
     paper = float(corollary3_bound(T))
     frames = []

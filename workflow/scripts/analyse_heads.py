@@ -13,6 +13,7 @@ from attnlimits.critical import CriticalN, critical_n_against_expectation, ks_mi
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "heads")
 timer = Timer()
@@ -91,7 +92,7 @@ for lay in np.unique(layer):
                 L - 1,
                 p.ks_alpha,
                 p.mc_draws,
-                lambda m, lay=lay, h=h: np.random.default_rng([p.seed, 9, int(lay), int(h), m]),
+                lambda m, lay=lay, h=h: stream_rng(p.seed, Stream.HEAD_CRITICAL_N, lay, h, m),
             )
         )
         t_eff = nz.effective_temperature(logits[idx])

@@ -12,6 +12,7 @@ from attnlimits.critical import critical_n_against_expectation
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
 from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "normalizer")
 timer = Timer()
@@ -27,7 +28,7 @@ for pack_dir in snakemake.input.packs:
     pack = read_pack(pack_dir)
     L, S = pack.length, pack.weights.shape[0]
     # The same seeded subset of samples for every normalizer (the seed does not involve it).
-    rng = np.random.default_rng([p.seed, 6, L])
+    rng = stream_rng(p.seed, Stream.NORMALIZER_SAMPLES, L)
     keep = np.sort(rng.choice(S, size=min(S, p.max_samples), replace=False))
     logits = np.asarray(pack.logits[keep], dtype=np.float64)
     x = np.asarray(pack.x[keep])
@@ -37,7 +38,7 @@ for pack_dir in snakemake.input.packs:
     prepared = [(sl, dist.weighted(weights[sl], x[sl])) for sl in blocks(len(keep), L, x.shape[2])]
     d_tilde = np.empty(len(keep))
     expected = np.empty(len(keep))
-    draw_rng = np.random.default_rng([p.seed, 7, L, n])
+    draw_rng = stream_rng(p.seed, Stream.NORMALIZER_MONTE_CARLO, L, n)
     for sl, w in prepared:
         d_tilde[sl] = dist.distance_to_context(w, n=n)
         expected[sl] = dist.monte_carlo_expected_distance(
@@ -67,7 +68,7 @@ for pack_dir in snakemake.input.packs:
         L - 1,
         p.ks_alpha,
         p.mc_draws,
-        lambda m, L=L: np.random.default_rng([p.seed, 8, L, m]),
+        lambda m, L=L: stream_rng(p.seed, Stream.NORMALIZER_CRITICAL_N, L, m),
     )
     critical_rows.append(
         {

@@ -8,10 +8,11 @@ from attnlimits.gradient import softmax
 from attnlimits.separability import distinguishable, min_pairwise_distance, separability
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
+from attnlimits_workflow.streams import Stream, stream_rng
 
 log = job_logger(snakemake, "fig1")
 use_style(snakemake.input.style)
-rng = np.random.default_rng([snakemake.params.seed, 10])
+rng = stream_rng(snakemake.params.seed, Stream.FIG1_ILLUSTRATION)
 L, N = 12, 4
 angles = np.sort(rng.uniform(0, 2 * np.pi, L))
 x = np.stack([np.cos(angles), np.sin(angles)], axis=1)[None]  # (1, L, 2) on the unit circle
