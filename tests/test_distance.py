@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from strategies import attention_samples
 
 from attnlimits import distance as dist
+from attnlimits import reference as ref
 from attnlimits.selection import top_n_indices, top_n_mask
 
 

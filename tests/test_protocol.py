@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
+from attnlimits import reference as ref
 from attnlimits.protocol import (
     RowBlock,
     attention_rows,

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import attention_samples
 
+from attnlimits import reference as ref
 from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability, xi
 
 

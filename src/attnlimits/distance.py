@@ -109,6 +109,8 @@ def distance_to_context(alpha, x=None, *, n: int) -> NDArray[np.float64]:
     xbar minus the L - n others when those are fewer; and when at most _COMPLEMENT_FRACTION of
     the tokens are left out, only their distances are computed (as for the Monte-Carlo draws)
     instead of every token's. The critical-N search spends most of its evaluations near N = L.
+
+    Plain reference: attnlimits.reference.distance.
     """
     w = _as_weighted(alpha, x)
     idx, mask = w.top_n(n)
@@ -136,6 +138,8 @@ def fixed_set_upper_bound(alpha, x=None, *, n: int) -> NDArray[np.float64]:
 
     a_N is the selected mass and d1 = max_{i not in I_N, j in I_N} ||x_i - x_j||.
     For N = L there is no non-selected token; d1 is taken as 0 and the bound is returned as is.
+
+    Plain reference: attnlimits.reference.upper_bound.
     """
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
@@ -192,6 +196,8 @@ def expectation_term(alpha, x=None, *, n: int) -> NDArray[np.float64]:
         (L - N)/L * sum_i || (alpha_i + N/(L-1)) x_i - xbar ||,   xbar = sum_i alpha_i x_i.
 
     See docs/paper-notes.md: this term does not approach the true expectation for N << L.
+
+    Plain reference: attnlimits.reference.expectation_term.
     """
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
@@ -214,6 +220,8 @@ def epsilon_bound(alpha, x=None, *, n: int) -> NDArray[np.float64]:
                                    / || alpha_i x_i - N/(L-1) sum_{j != i} alpha_j x_j ||.
 
     A zero denominator gives +inf (the bound says nothing for that sample).
+
+    Plain reference: attnlimits.reference.epsilon_bound.
     """
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
@@ -267,6 +275,8 @@ def monte_carlo_expected_distance(
     whose standard error exceeds ``target_rel_stderr`` times their mean get further rounds
     until ``max_draws`` (default ``draws``: one round). The plain reference is the enumeration
     of every subset (tests/reference.py: exact_expected_distance).
+
+    Plain reference: attnlimits.reference.exact_expected_distance (the estimate converges to it).
     """
     w = _as_weighted(alpha, x)
     if draws < 1:

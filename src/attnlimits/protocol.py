@@ -207,7 +207,9 @@ def row_statistics(
     """Per row (R,): d~ (Eq. 7) of the top-n set, Theorem 1.1's fixed-set upper bound and
     Theorem 1.2's closed-form expectation term as printed; NaN for rows with length <= n.
     ``upper_bound=False`` leaves out the bound (and its cross-distance pass, the costliest part at
-    large N): the critical-N search needs only d~ and E."""
+    large N): the critical-N search needs only d~ and E.
+
+    Plain reference: attnlimits.reference.distance, upper_bound and expectation_term."""
     mask = block.top_n(n)
     selected_alpha = np.where(mask, block.alpha, 0.0)
     s = selected_alpha @ block.x  # (R, d)
@@ -239,7 +241,9 @@ def row_fixed_set_bound(
     """Per row: Theorem 1.1's fixed-set upper bound on d~ as printed, (1 - m) D + max_j |x_j|
     (m (L - N) - (1 - m)) with m the top-n mass ("selected_mass") and D the largest distance
     between a selected and a non-selected key; NaN for rows with length <= n. ``mask``: the
-    top-n mask when the caller has it."""
+    top-n mask when the caller has it.
+
+    Plain reference: attnlimits.reference.upper_bound."""
     mask = block.top_n(n) if mask is None else mask
     length = block.length.astype(np.float64)
     mass = np.where(mask, block.alpha, 0.0).sum(axis=1)
@@ -274,7 +278,9 @@ def row_critical_statistics(
     so that ||(alpha_i + c) x_i - xbar||^2 = |u_i|^2 + c (2 u_i . x_i + c |x_i|^2). Keys that
     no row of the block weights (a causal block's future keys) enter d~ as ||0 - s|| = ||s||
     each and are counted, not computed.
-    """
+
+    Plain reference: attnlimits.reference.distance (of the top-N set and of each Monte-Carlo
+    subset) and expectation_term."""
     alpha, counted, length = block.alpha, block.counted, block.length
     rows = len(length)
     every_key_counts = bool(counted.all())
@@ -385,7 +391,9 @@ def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:
     """Theorem 1.2's bound on epsilon per row, as printed (see distance.epsilon_bound):
     1/2 (1 - N/L) N/(L-1) sum_i sum_{j != i} alpha_j^2 |x_j|^2 / ||alpha_i x_i - N/(L-1) sum_{j != i}
     alpha_j x_j||, over the row's counted keys; +inf where a denominator is 0 and its numerator
-    is not; NaN for rows with length <= n."""
+    is not; NaN for rows with length <= n.
+
+    Plain reference: attnlimits.reference.epsilon_bound."""
     length = block.length.astype(np.float64)
     c = n / np.maximum(length - 1.0, 1.0)
     scaled_sq = block.alpha**2 * block.x_sq[None, :]
@@ -403,7 +411,10 @@ def row_monte_carlo(
     block: RowBlock, *, n: int, draws: int, rng: np.random.Generator
 ) -> NDArray[np.float64]:
     """E (Eq. 8) per row by plain Monte Carlo: the mean d~ of ``draws`` uniform N-subsets of the
-    row's counted keys, shape (draws, R); NaN for rows with length <= n."""
+    row's counted keys, shape (draws, R); NaN for rows with length <= n.
+
+    Plain reference: attnlimits.reference.exact_expected_distance (which the mean over draws
+    estimates)."""
     rows, width = block.alpha.shape
     out = np.empty((draws, rows))
     for d in range(draws):
@@ -475,7 +486,9 @@ def row_separability(
 ) -> dict[str, NDArray[np.float64]]:
     """Per row: N_s/N by direct counting (r = min over non-selected i of ||s - alpha_i x_i||) and
     Theorem 2's lower and upper bounds, for x already on the sphere of radius ``radius_m``.
-    NaN where the row has no non-selected token, and bounds NaN where xi^2 < 0 or r = 0."""
+    NaN where the row has no non-selected token, and bounds NaN where xi^2 < 0 or r = 0.
+
+    Plain reference: attnlimits.reference.separability."""
     from .separability import xi
 
     mask = block.top_n(n)

@@ -40,6 +40,8 @@ def min_pairwise_distance(x: FloatArray, *, block: int = PAIRWISE_BLOCK) -> NDAr
     L x L array exists. Every column whose smallest candidate lies within the float32 error bound
     of the overall smallest is then recomputed directly in float64, so the result is the exact
     minimum of the input, not of its float32 rounding.
+
+    Plain reference: attnlimits.reference.min_pairwise.
     """
     x = np.asarray(x)
     n_samples, length, width = x.shape
@@ -135,7 +137,9 @@ def distinguishable(
 def separability(
     alpha: FloatArray, x_sphere: FloatArray, *, n: int, delta: FloatArray, radius_m: float
 ) -> Separability:
-    """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M)."""
+    """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M).
+
+    Plain reference: attnlimits.reference.separability."""
     alpha = np.asarray(alpha, dtype=np.float64)
     n_samples, length = alpha.shape
     mask, inside, radius = distinguishable(alpha, x_sphere, n=n)

@@ -1,4 +1,8 @@
-"""Plain-loop reference implementations, written straight from the paper's formulas."""
+"""Plain-loop reference implementations, written straight from the paper's formulas, one row at a
+time. The fast, vectorised routines of attnlimits.distance, .separability and .protocol name the
+function here that they must equal, and the tests hold them against each other (as the entmax
+package keeps each fast routine beside its plain reference). Slow by design: never call these on
+real data."""
 
 import itertools
 import math
