@@ -42,9 +42,9 @@ def softmax_weights(logits: FloatArray, length: int, temperature: float = 1.0):
     return softmax(logits, temperature)
 
 
-def softmax_jacobian_norm(logits: FloatArray, length: int, temperature: float = 1.0):
-    """lambda_max(diag(a) - a a^T) / T at a = softmax(l/T) (the gradient module's, in the
-    normalizer signature)."""
+def softmax_normalizer_jacobian_norm(logits: FloatArray, length: int, temperature: float = 1.0):
+    """lambda_max(diag(a) - a a^T) / T at a = softmax(l/T): gradient.softmax_jacobian_norm in the
+    normalizers' (logits, length, **settings) signature."""
     return gradient.softmax_jacobian_norm(logits, temperature)
 
 
@@ -99,7 +99,7 @@ def scalable_softmax_weights(logits: FloatArray, length: int, s: float = 0.43):
 
 
 def scalable_softmax_jacobian_norm(logits: FloatArray, length: int, s: float = 0.43):
-    return softmax_jacobian_norm(logits, length, 1.0 / (s * np.log(length)))
+    return softmax_normalizer_jacobian_norm(logits, length, 1.0 / (s * np.log(length)))
 
 
 # ---------------------------------------------------------------------------- Self-Adjust Softmax
@@ -180,7 +180,7 @@ def self_adjust_softmax_jacobian_norm(
 
 
 KINDS: dict[str, Normalizer] = {
-    "softmax": Normalizer(softmax_weights, softmax_jacobian_norm),
+    "softmax": Normalizer(softmax_weights, softmax_normalizer_jacobian_norm),
     "sparsemax": Normalizer(sparsemax_weights, sparsemax_jacobian_norm),
     "entmax15": Normalizer(entmax15_weights, entmax15_jacobian_norm),
     "scalable_softmax": Normalizer(scalable_softmax_weights, scalable_softmax_jacobian_norm),
