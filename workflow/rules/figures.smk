@@ -86,6 +86,7 @@ rule table1:
             for kind in ("distance", "separability", "gradient", "vanishing")
         ],
         run=results("summary", "run.json"),
+        claims=workflow.source_path("../resources/paper_claims.yaml"),
     output:
         csv=report(
             "tables/table1.csv", caption="../report/table1.rst", category="Tables"
