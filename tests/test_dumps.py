@@ -96,8 +96,12 @@ def test_truncated_dump_is_refused_and_quarantined(dump):
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(DumpError, match="layer01.parquet: not a readable Parquet dump"):
         load_samples([out], 8, "value")
-    # the whole batch directory (the rule's output) moves aside, so the next run rebuilds it
-    assert not out.exists() and (out.parent / "batch000.corrupt" / "layer01.parquet").exists()
+    # the file is set aside and the batch (the rule's output) aged, so the next run rebuilds it
+    assert not path.exists() and (out / "layer01.parquet.corrupt").exists()
+    assert (out / ".snakemake_timestamp").stat().st_mtime == 0 and out.stat().st_mtime == 0
+    # and every later reader of the batch names what happened
+    with pytest.raises(DumpError, match="layer01.parquet.corrupt set aside as damaged"):
+        load_samples([out], 8, "value")
 
 
 def test_dump_from_another_model_is_refused(dump):
