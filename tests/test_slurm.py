@@ -88,7 +88,7 @@ def test_workflow_runs_through_slurm_and_equals_the_local_run(cluster, done_run,
 
 def test_cancelled_job_is_reported_and_a_rerun_completes(cluster, tmp_path):
     cfg = write_config(tmp_path, tiny_config(tmp_path))
-    target = "results/dumps/batch000"
+    target = "results/tiny-gpt2/dumps/batch000"
     proc = _snakemake(cluster, tmp_path, cfg, target)
     deadline = time.monotonic() + 300
     cancelled = None

@@ -4,7 +4,9 @@ same ids as transformers' AutoTokenizer, including where tokenizer.json carries 
 import json
 import shutil
 
+import numpy as np
 import pytest
+from project import REPO
 
 from attnlimits_workflow.models import CorpusTokenizer
 
@@ -42,6 +44,7 @@ def test_falls_back_to_transformers_without_tokenizer_json(minilm_dir, tmp_path)
     tok = CorpusTokenizer(tmp_path)
     assert tok.backend == "transformers"
     assert tok.encode(TEXT) == CorpusTokenizer(minilm_dir).encode(TEXT)
+    assert tok.special_tokens() == CorpusTokenizer(minilm_dir).special_tokens()
 
 
 def test_a_prefix_gives_the_whole_texts_leading_tokens(minilm_dir, tmp_path):
@@ -75,3 +78,25 @@ def test_chunking_reads_a_prefix_bounded_by_the_tokens_asked_for(tmp_path):
 
     assert leading_tokens(path, encode, 1000) == ["word"] * 1000
     assert max(seen) <= 1000 * 8 + (1 << 16)
+
+
+def test_special_tokens_are_what_the_tokenizer_puts_around_one_sequence(minilm_dir):
+    from transformers import AutoTokenizer
+
+    tok = CorpusTokenizer(minilm_dir)
+    opening, closing = tok.special_tokens()
+    reference = AutoTokenizer.from_pretrained(minilm_dir)
+    assert opening == [reference.cls_token_id] and closing == [reference.sep_token_id]
+    gpt2 = CorpusTokenizer(REPO / ".test/data/tiny-gpt2")
+    assert gpt2.special_tokens() == ([], [])  # byte-level BPE adds none
+
+
+def test_wrapped_chunks_hold_the_special_tokens_around_the_text():
+    from attnlimits.corpus import wrap_chunks
+
+    chunks = np.arange(12).reshape(3, 4)
+    wrapped = wrap_chunks(chunks, [101], [102])
+    assert wrapped.shape == (3, 6)
+    assert (wrapped[:, 0] == 101).all() and (wrapped[:, -1] == 102).all()
+    np.testing.assert_array_equal(wrapped[:, 1:-1], chunks)
+    np.testing.assert_array_equal(wrap_chunks(chunks, [], []), chunks)

@@ -8,15 +8,22 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from project import assert_same_outputs, planned_rules, snakemake, tiny_config, write_config
+from project import (
+    assert_same_outputs,
+    planned_outputs,
+    planned_rules,
+    snakemake,
+    tiny_config,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
 
 def test_chunking_stage(tmp_path):
     cfg = write_config(tmp_path, tiny_config(tmp_path))
-    snakemake(tmp_path, cfg, "--cores", "2", "results/chunks/tokens.parquet")
-    table = pq.read_table(tmp_path / "results/chunks/tokens.parquet")
+    snakemake(tmp_path, cfg, "--cores", "2", "results/tiny-gpt2/chunks/tokens.parquet")
+    table = pq.read_table(tmp_path / "results/tiny-gpt2/chunks/tokens.parquet")
     assert table.column_names[:3] == ["chunk", "position", "token_id"]
     assert table.num_rows == 4 * 64
     chunks = table["chunk"].to_numpy()
@@ -30,8 +37,11 @@ def test_chunking_stage(tmp_path):
     assert "START OF" not in text and "Licence" not in text
     ids = tok(text, add_special_tokens=False)["input_ids"][: 4 * 64]
     assert table["token_id"].to_pylist() == ids
-    assert "===== chunk 0 (64 tokens) =====" in (tmp_path / "results/chunks/chunks.txt").read_text()
-    assert not (tmp_path / "results/dumps").exists()  # nothing beyond the target ran
+    assert (
+        "===== chunk 0 (64 tokens) ====="
+        in (tmp_path / "results/tiny-gpt2/chunks/chunks.txt").read_text()
+    )
+    assert not (tmp_path / "results/tiny-gpt2/dumps").exists()  # nothing beyond the target ran
 
 
 def test_all_outputs_exist_and_hold_data(done_run):
@@ -45,7 +55,7 @@ def test_all_outputs_exist_and_hold_data(done_run):
         assert (tmp / f"tables/table2.{ext}").stat().st_size > 500
     # Snakemake's per-job benchmark files are run output, kept under results/
     assert not (tmp / "benchmarks").exists()
-    assert len(list((tmp / "results/benchmarks").rglob("*.tsv"))) > 20
+    assert len(list((tmp / "results/tiny-gpt2/benchmarks").rglob("*.tsv"))) > 20
     table = pl.read_csv(tmp / "tables/table1.csv")
     assert set(table["verdict"]) <= {
         "reproduced",
@@ -54,12 +64,12 @@ def test_all_outputs_exist_and_hold_data(done_run):
         "not testable",
     }
     assert table.height >= 15
-    dist = pl.read_csv(tmp / "results/summary/distance.csv")
+    dist = pl.read_csv(tmp / "results/tiny-gpt2/summary/distance.csv")
     assert dist.height == 4 + 4 and dist["distance_median"].is_finite().all()
     assert (dist["samples"] == 4 * 2 * 2).all()  # chunks x layers x heads
-    grad = pl.read_csv(tmp / "results/summary/gradient.csv")
+    grad = pl.read_csv(tmp / "results/tiny-gpt2/summary/gradient.csv")
     assert grad.height == 5 * 3 and (grad["jacobian_norm_max"] > 0).all()
-    sep = pl.read_csv(tmp / "results/summary/separability.csv")
+    sep = pl.read_csv(tmp / "results/tiny-gpt2/summary/separability.csv")
     assert sep["ratio_median"].is_between(0, 1).all()
 
 
@@ -83,7 +93,7 @@ def test_beyond_the_paper_outputs(done_run):
     # softmax(l/T): the Jacobian norm scales as 1/T for near-uniform random-init attention
     assert row["softmax_T0.1"]["jacobian_norm"] > row["softmax"]["jacobian_norm"]
     assert row["softmax_T10"]["jacobian_norm"] < row["softmax"]["jacobian_norm"]
-    by_length = pl.read_csv(tmp / "results/summary/normalizers.csv")
+    by_length = pl.read_csv(tmp / "results/tiny-gpt2/summary/normalizers.csv")
     assert by_length.height == 7 * 4 and (by_length["samples"] == 16).all()
     assert "not a retrained model" in (tmp / "tables/table2.md").read_text()
     heads = pl.read_csv(tmp / "tables/heads.csv")
@@ -102,7 +112,7 @@ def test_every_rule_logged(done_run):
     tmp, _ = done_run
     logs = list((tmp / "logs").rglob("*.log"))
     assert len(logs) >= 30
-    assert "tokens/s" in (tmp / "logs/extract/batch000.log").read_text()
+    assert "tokens/s" in (tmp / "logs/tiny-gpt2/extract/batch000.log").read_text()
 
 
 def test_noop_rerun_schedules_nothing(done_run):
@@ -120,16 +130,11 @@ def test_style_change_reruns_only_figures(done_run):
     finally:
         style.write_text(original)
         os.utime(style, (0, 0))  # older than every figure again: the shared run stays up to date
-    assert sorted(rules) == [
-        "all",
-        "coverage_report",
-        "fig1",
-        "fig2",
-        "fig3",
-        "fig4",
-        "fig5",
-        "head_report",
-    ]
+    figures = ["coverage_report", "fig1", "fig2", "fig3", "fig4", "fig5", "head_report"]
+    # the default model's copies at figures/<figure>.{pdf,png} (6 figures), and the tables the
+    # coverage and head reports write with their figures (coverage.csv/md, heads.csv)
+    copies = ["default_model_figure"] * 12 + ["default_model_table"] * 3
+    assert sorted(rules) == sorted(["all", *figures, *copies, *["compare_figure"] * 5])
 
 
 def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
@@ -138,9 +143,10 @@ def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
     conf["analysis"]["gradient"]["temperatures"] = [0.01, 0.03, 0.1, 1.0, 20.0]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
     # effective_config records the changed config for the report; nothing depends on it
-    assert sorted(rules) == sorted(
-        ["gradient", "summarise_gradient", "fig4", "table1", "effective_config", "all"]
-    )
+    jobs = ["gradient", "summarise_gradient", "fig4", "table1", "effective_config", "all"]
+    # fig4's and table1's default-model copies, the cross-model gradient figure and scorecard
+    jobs += ["default_model_figure"] * 2 + ["default_model_table"] * 3
+    assert sorted(rules) == sorted([*jobs, "compare_figure", "scorecard"])
 
 
 def test_model_change_reruns_everything_downstream(done_run, tmp_path):
@@ -167,12 +173,12 @@ def test_two_runs_are_identical(done_run, tmp_path):
     assert_same_outputs(tmp, tmp_path)
     # byte for byte, PDFs included (they once embedded their creation date)
     for folder in ("figures", "tables"):
-        names = sorted(p.name for p in (tmp / folder).iterdir())
-        assert names == sorted(p.name for p in (tmp_path / folder).iterdir())
+        names = sorted(p.relative_to(tmp) for p in (tmp / folder).rglob("*") if p.is_file())
+        assert names == sorted(
+            p.relative_to(tmp_path) for p in (tmp_path / folder).rglob("*") if p.is_file()
+        )
         for name in names:
-            assert (tmp / folder / name).read_bytes() == (tmp_path / folder / name).read_bytes(), (
-                name
-            )
+            assert (tmp / name).read_bytes() == (tmp_path / name).read_bytes(), name
 
 
 def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
@@ -185,7 +191,11 @@ def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
     paper = ["separability", "summarise_separability", "fig3", "table1"]
     beyond = ["normalizer"] * 7 + ["heads", "summarise_normalizers", "fig5", "table2"]
     beyond += ["coverage_report", "head_report"]
-    assert sorted(rules) == sorted([*paper, *beyond, "effective_config", "all"])
+    # default-model copies: fig3, fig5, coverage, heads (pdf+png); table1, table2 (csv, md,
+    # tex), coverage (csv, md), heads (csv); the cross-model separability figure and scorecard
+    copies = ["default_model_figure"] * 8 + ["default_model_table"] * 9
+    compare = ["compare_figure", "scorecard"]
+    assert sorted(rules) == sorted([*paper, *beyond, *copies, *compare, "effective_config", "all"])
 
 
 def test_selected_mass_is_the_top_n_mass(done_run):
@@ -195,29 +205,73 @@ def test_selected_mass_is_the_top_n_mass(done_run):
 
     tmp, _ = done_run
     for length, n in ((16, 2), (64, 1), (64, 4), (64, 20), (64, 30)):
-        pack = read_pack(tmp / f"results/samples/L{length}")
-        table = pl.read_parquet(tmp / f"results/analysis/distance/L{length}_N{n}.parquet")
+        pack = read_pack(tmp / f"results/tiny-gpt2/samples/L{length}")
+        table = pl.read_parquet(tmp / f"results/tiny-gpt2/analysis/distance/L{length}_N{n}.parquet")
         weights = np.asarray(pack.weights, dtype=np.float64)
         want = -np.sort(-weights, axis=1)[:, :n].sum(axis=1)
         np.testing.assert_allclose(table["selected_mass"].to_numpy(), want, rtol=1e-12)
-    summary = pl.read_csv(tmp / "results/summary/distance.csv").filter(pl.col("L") == 64).sort("N")
+    summary = (
+        pl.read_csv(tmp / "results/tiny-gpt2/summary/distance.csv")
+        .filter(pl.col("L") == 64)
+        .sort("N")
+    )
     assert (summary["selected_mass_median"].diff().drop_nulls() > 0).all()
 
 
-def test_a_tiny_llama_runs_end_to_end(tmp_path):
-    """RoPE and grouped-query attention through every stage: the capture, the GQA dumps (each KV
-    head once), the packs (values resolved per query head) and every figure and table."""
-    cfg = write_config(tmp_path, tiny_config(tmp_path, architecture="llama"))
-    snakemake(tmp_path, cfg, "--cores", "2", "all")
-    meta = pq.read_schema(tmp_path / "results/dumps/batch000/layer01.parquet").metadata
+def test_two_models_side_by_side(tmp_path):
+    """Two models in one run (a `models:` mapping): a tiny GPT-2 and a tiny Llama (RoPE and
+    grouped-query attention through every stage: the capture, the GQA dumps with each KV head
+    once, the packs with values resolved per query head). Each model's results, figures and
+    tables are its own; the cross-model figures and scorecard hold both; changing one model's
+    setting reruns only that model's jobs and the cross-model assembly."""
+    cfg = tiny_config(tmp_path)
+    llama = tiny_config(tmp_path, architecture="llama")
+    cfg["models"] = {
+        "tiny-gpt2": None,
+        "tiny-llama": {"model": llama["model"], "analysis": {"lengths": [8, 16, 64]}},
+    }
+    cfg_path = write_config(tmp_path, cfg)
+    snakemake(tmp_path, cfg_path, "--cores", "2", "all")
+    meta = pq.read_schema(tmp_path / "results/tiny-llama/dumps/batch000/layer01.parquet").metadata
     meta = yaml.safe_load(meta[b"attnlimits"])
     assert meta["model_type"] == "llama" and meta["n_kv_heads"] == 2
     assert meta["kv_head_of_query"] == [0, 0, 1, 1]
-    for fig in ("fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"):
-        assert (tmp_path / f"figures/{fig}.pdf").stat().st_size > 5000
-    dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
-    assert (dist["samples"] == 4 * 2 * 4).all()  # chunks x layers x query heads
-    assert pl.read_csv(tmp_path / "tables/table1.csv").height >= 15
+    for model, layers_x_heads in (("tiny-gpt2", 2 * 2), ("tiny-llama", 2 * 4)):
+        for fig in ("fig2", "fig3", "fig4", "fig5", "coverage", "heads"):
+            assert (tmp_path / f"figures/{model}/{fig}.pdf").stat().st_size > 5000
+        dist = pl.read_csv(tmp_path / f"results/{model}/summary/distance.csv")
+        assert (dist["samples"] == 4 * layers_x_heads).all()  # chunks x layers x query heads
+        assert pl.read_csv(tmp_path / f"tables/{model}/table1.csv").height >= 15
+        run = yaml.safe_load((tmp_path / f"results/{model}/summary/config.yaml").read_text())
+        assert run["model"]["name"] == model and "models" not in run
+    assert sorted(pl.read_csv(tmp_path / "results/tiny-llama/summary/vanishing.csv")["L"]) == [
+        8,
+        16,
+        64,
+    ]
+    recorded = yaml.safe_load((tmp_path / "results/tiny-llama/summary/config.yaml").read_text())
+    assert recorded["model"]["path"] == llama["model"]["path"]
+    assert recorded["analysis"]["lengths"] == [8, 16, 64]
+    # the paper's paths hold the default model's (the first entry's) figures and tables
+    for path in ("figures/fig3.pdf", "tables/table1.csv"):
+        parts = path.split("/")
+        assert (tmp_path / path).read_bytes() == (
+            tmp_path / parts[0] / "tiny-gpt2" / parts[1]
+        ).read_bytes()
+    for claim in ("critical_n", "separability", "gradient", "vanishing", "distance"):
+        assert (tmp_path / f"figures/compare/{claim}.pdf").stat().st_size > 5000
+    scorecard = pl.read_csv(tmp_path / "tables/compare/scorecard.csv")
+    assert {"tiny-gpt2", "tiny-llama"} <= set(scorecard.columns)
+    assert scorecard.height >= 15 and scorecard["claim_id"].n_unique() == scorecard.height
+    assert "tiny-llama" in (tmp_path / "tables/compare/scorecard.md").read_text()
+
+    cfg["models"]["tiny-llama"]["analysis"]["gradient"] = {"temperatures": [0.01, 0.1, 1.0, 10.0]}
+    planned = planned_outputs(tmp_path, write_config(tmp_path, cfg), "all")
+    assert planned and any("/tiny-llama/" in path for path in planned)
+    assert not [
+        p for p in planned if "tiny-gpt2" in p or p.startswith(("figures/fig", "tables/table"))
+    ]
+    assert "figures/compare/gradient.pdf" in planned and "tables/compare/scorecard.csv" in planned
 
 
 def assert_pack_rows_are_the_models_attention(work, length):
@@ -229,10 +283,12 @@ def assert_pack_rows_are_the_models_attention(work, length):
     from attnlimits.protocol import attention_rows
     from attnlimits_workflow.packs import read_pack
 
-    pack = read_pack(work / f"results/samples/L{length}")
+    pack = read_pack(work / f"results/tiny-gpt2/samples/L{length}")
     model_dir = next((work / "resources/models").iterdir())
     eager = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    tokens = pl.read_parquet(work / "results/chunks/tokens.parquet")["token_id"].to_numpy()
+    tokens = pl.read_parquet(work / "results/tiny-gpt2/chunks/tokens.parquet")[
+        "token_id"
+    ].to_numpy()
     chunk_length = len(tokens) // 4
     checked = 0
     for chunk in (0, 3):
@@ -258,13 +314,13 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     from Algorithm 3's list, and every caption saying which protocol produced it."""
     cfg = write_config(tmp_path, tiny_config(tmp_path, **{"analysis.protocol": "all_rows"}))
     snakemake(tmp_path, cfg, "--cores", "2", "all")
-    dist = pl.read_csv(tmp_path / "results/summary/distance.csv")
+    dist = pl.read_csv(tmp_path / "results/tiny-gpt2/summary/distance.csv")
     assert (dist["samples"] == 2 * 2).all()  # layers x heads, pooled over the 4 chunks
-    table = pl.read_parquet(tmp_path / "results/analysis/distance/L64_N2.parquet")
+    table = pl.read_parquet(tmp_path / "results/tiny-gpt2/analysis/distance/L64_N2.parquet")
     # analysis.all_rows.chunks 1: the paper's one sequence per L
     assert (table["chunk"] == -1).all() and (table["chunks"] == 1).all()
     assert (table["rows"] == 64).all()  # non_selected: every row counts
-    crit = pl.read_parquet(tmp_path / "results/analysis/critical_n/L64.parquet")
+    crit = pl.read_parquet(tmp_path / "results/tiny-gpt2/analysis/critical_n/L64.parquet")
     assert crit["N"].to_list()[0] == 1  # the list starts at round(0.01 L) -> 1
     # 4 heads: a KS test of 4 against 4 values cannot reach p < 0.01 (2/70 at best), so the
     # scorecard calls Algorithm 3's N_crit not testable instead of reading the first N as a result
@@ -276,14 +332,17 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     assert_pack_rows_are_the_models_attention(tmp_path, length=32)
     # Algorithm 5's plotted value: the maximum over heads of each head's mean over rows
     per_head = pl.concat(
-        pl.read_parquet(f) for f in (tmp_path / "results/analysis/gradient").glob("*.parquet")
+        pl.read_parquet(f)
+        for f in (tmp_path / "results/tiny-gpt2/analysis/gradient").glob("*.parquet")
     )
     assert (per_head["rows"] == 64).all()
     want = per_head.group_by("T", "eps").agg(pl.col("g_mean").max().alias("want"))
-    got = pl.read_csv(tmp_path / "results/summary/gradient.csv").join(want, on=["T", "eps"])
+    got = pl.read_csv(tmp_path / "results/tiny-gpt2/summary/gradient.csv").join(
+        want, on=["T", "eps"]
+    )
     assert got.height == 5 * 3
     np.testing.assert_allclose(got["g_max_over_heads"], got["want"], rtol=1e-12)
     assert per_head.group_by("T", "eps").len()["len"].to_list() == [4] * 15  # 2 x 2 heads
-    run = yaml.safe_load((tmp_path / "results/summary/run.json").read_text())
+    run = yaml.safe_load((tmp_path / "results/tiny-gpt2/summary/run.json").read_text())
     assert run["protocol"] == "all_rows"
     assert "paper's protocol (Appendix B)" in (tmp_path / "tables/table1.md").read_text()

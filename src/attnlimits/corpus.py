@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,3 +57,15 @@ def chunk_tokens(
         )
     start = first_chunk * chunk_length
     return ids[start : start + n_chunks * chunk_length].reshape(n_chunks, chunk_length)
+
+
+def wrap_chunks(
+    chunks: NDArray[np.integer], opening: Sequence[int], closing: Sequence[int]
+) -> NDArray[np.int64]:
+    """Each chunk between the tokenizer's special tokens, as a model saw one sequence in training
+    (BERT: [CLS] chunk [SEP]); shape (n_chunks, len(opening) + chunk_length + len(closing))."""
+    chunks = np.asarray(chunks, dtype=np.int64)
+    n = chunks.shape[0]
+    head = np.broadcast_to(np.asarray(opening, dtype=np.int64), (n, len(opening)))
+    tail = np.broadcast_to(np.asarray(closing, dtype=np.int64), (n, len(closing)))
+    return np.concatenate([head, chunks, tail], axis=1)

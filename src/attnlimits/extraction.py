@@ -290,12 +290,16 @@ def extract_chunk(
     lengths: Sequence[int],
     query_row: str = "last",
     store_hidden: bool = False,
+    closing_tokens: Sequence[int] = (),
 ) -> Iterator[LayerCapture]:
     """Yield one :class:`LayerCapture` per (forward pass, layer) for a 1-D chunk of token ids.
 
     ``model`` must be loaded with ``attn_implementation=register_capture()``.
     Causal models: one forward over the whole chunk, analysed rows at L-1 for every L.
     Encoders: one forward per L over the first L tokens, analysed row chosen by ``query_row``.
+    ``closing_tokens``: the tokens that end the chunk (an encoder's [SEP], see
+    attnlimits.corpus.wrap_chunks); each encoder pass of length L then ends with them too:
+    the chunk's first L - len(closing_tokens) tokens, then the closing tokens.
     """
     shape = model_shape(model)
     if model.config._attn_implementation != CAPTURE:
@@ -307,8 +311,15 @@ def extract_chunk(
         raise ValueError("a causal model's prefix of length L is only complete at its last row")
     device = next(model.parameters()).device
     passes = [int(token_ids.numel())] if shape.causal else sorted(int(L) for L in lengths)
+    closing = torch.as_tensor(list(closing_tokens), dtype=token_ids.dtype)
+    if closing.numel() and not shape.causal and min(passes) <= closing.numel():
+        raise ValueError(f"every L must exceed the {closing.numel()} closing tokens")
     for context in passes:
-        ids = token_ids[:context].to(device)[None, :]
+        if closing.numel() and not shape.causal and context < token_ids.numel():
+            ids = torch.cat([token_ids[: context - closing.numel()], closing])
+        else:
+            ids = token_ids[:context]
+        ids = ids.to(device)[None, :]
         wanted = [L for L in lengths if L <= context] if shape.causal else [context]
         recorder = _Recorder(wanted, query_row, shape.kv_head_of_query)
         token = _ACTIVE.set(recorder)

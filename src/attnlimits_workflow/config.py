@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 # Mappings keyed by names the user chooses: a user's mapping replaces the default one whole (a
 # config listing one normalizer runs that one), where mappings of settings are overlaid key by key.
-REPLACED_MAPPINGS = (("beyond", "normalizers"),)
+REPLACED_MAPPINGS = (("beyond", "normalizers"), ("models",))
 
 
 def deep_merge(
@@ -44,6 +44,145 @@ def deep_merge(
         else:
             out[key] = value
     return out
+
+
+# Where a model comes from, in the order the fetch rule tries them (config/README.md: model).
+MODEL_SOURCES = ("gguf_file", "package", "path", "hf_id")
+
+# What a `models:` entry may set; the corpus, the seed and the figure style are shared by the run.
+MODEL_SECTIONS = ("model", "chunking", "extraction", "analysis", "beyond")
+
+
+def overlay(
+    base: dict[str, Any], user: dict[str, Any], model_defaults: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``user`` laid over ``base`` (deep_merge), except that a ``model`` section naming a source
+    (MODEL_SOURCES) describes another model: it is laid over ``model_defaults`` (else ``base``'s
+    model) with every other source dropped. A model from a package then records no ``hf_id: gpt2``
+    from the defaults, nor another model's ``random_init`` or ``config_overrides``."""
+    merged = deep_merge(base, user)
+    named = user.get("model")
+    if isinstance(named, dict) and any(key in named for key in MODEL_SOURCES):
+        start = model_defaults if model_defaults is not None else base.get("model") or {}
+        merged["model"] = {
+            **start,
+            **{key: None for key in MODEL_SOURCES},
+            **named,
+        }
+    return merged
+
+
+def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """One ``models:`` entry as an overlay: a file name (an overlay such as config/minilm.yaml,
+    relative to the working directory or else to the repository), or a mapping of sections, which
+    may name such a file under ``configfile`` and then add to it."""
+    key = f"models.{name}"
+    if entry is None:
+        return {}, []
+    if isinstance(entry, str):
+        entry = {"configfile": entry}
+    if not isinstance(entry, dict):
+        return {}, [f"{key}: expected a file name or a mapping of {', '.join(MODEL_SECTIONS)}"]
+    entry = dict(entry)
+    errs: list[str] = []
+    layers: list[dict[str, Any]] = []
+    if "configfile" in entry:
+        ref = entry.pop("configfile")
+        path = Path(ref) if Path(ref).is_file() else base_dir / ref
+        if not isinstance(ref, str) or not path.is_file():
+            return {}, [
+                f"{key}.configfile: {ref} does not exist (relative paths: to the working "
+                f"directory, then to {base_dir})"
+            ]
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            return {}, [f"{key}.configfile: {ref} is not YAML ({str(exc).splitlines()[0]})"]
+        if not isinstance(loaded, dict):
+            return {}, [f"{key}.configfile: {ref} does not hold a mapping"]
+        for section in sorted(set(loaded) - set(MODEL_SECTIONS)):
+            errs.append(
+                f"{key}.configfile: {ref} sets {section}, which every model of a run shares; "
+                f"set it at the top level (a models entry may set {', '.join(MODEL_SECTIONS)})"
+            )
+        layers.append(loaded)
+    for section in sorted(set(entry) - set(MODEL_SECTIONS)):
+        errs.append(
+            f"{key}.{section}: unknown key; a models entry may set "
+            f"{', '.join(MODEL_SECTIONS)} and configfile"
+        )
+    layers.append(entry)
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = overlay(merged, {k: v for k, v in layer.items() if k in MODEL_SECTIONS})
+        if isinstance(layer.get("model"), dict) and any(s in layer["model"] for s in MODEL_SOURCES):
+            merged.setdefault("model", {})
+            for s in MODEL_SOURCES:
+                merged["model"].setdefault(s, None)
+    return merged, errs
+
+
+def model_runs(
+    config: dict[str, Any], base_dir: str | Path, model_defaults: dict[str, Any] | None = None
+) -> tuple[dict[str, dict], str, list[str]]:
+    """Every configured model's own full config, the default model's name, and the problems.
+
+    Without ``models:`` the run has one model, ``model.name``, with the config as given. With it,
+    each entry's sections are laid over the shared config (every key outside ``models``), its key
+    becomes its ``model.name``, and its config holds no other model's settings: an entry whose
+    ``model`` names a source starts from ``model_defaults`` (config/config.yaml's)."""
+    shared = {k: v for k, v in config.items() if k not in ("models", "default_model")}
+    entries = config.get("models") or {}
+    if not entries:
+        name = shared["model"]["name"]
+        default = config.get("default_model") or name
+        errs = (
+            [f"default_model: {default!r} is not the configured model {name!r}"]
+            if default != name
+            else []
+        )
+        return {name: shared}, name, errs
+    runs: dict[str, dict] = {}
+    errs = []
+    for name, entry in entries.items():
+        over, problems = model_overlay(name, entry, Path(base_dir))
+        errs += problems
+        cfg = overlay(shared, over, model_defaults)
+        cfg["model"] = {**cfg["model"], "name": name}
+        runs[name] = cfg
+    default = config.get("default_model") or next(iter(entries))
+    if default not in runs:
+        errs.append(f"default_model: {default!r} is not one of models {list(runs)}")
+    return runs, default, errs
+
+
+def load_config(
+    defaults: dict[str, Any],
+    user: dict[str, Any],
+    schema_path: str | Path,
+    base_dir: str | Path,
+) -> tuple[dict[str, Any], dict[str, dict], str]:
+    """The run's config (defaults, then the user's overlay with the schema's types), each model's
+    own config, and the default model. The one validation pass: raises ConfigError with one line
+    per problem, each naming its key (``models.<name>: ...`` for a problem of one model)."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    config = coerce_command_line_values(overlay(defaults, user), schema)
+    errs = non_finite_errors(config) + schema_errors(config, schema)
+    if errs:
+        raise ConfigError("\n".join(errs))
+    runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
+    if errs:
+        raise ConfigError("\n".join(errs))
+    several = bool(config.get("models"))
+    for name, cfg in runs.items():
+        try:
+            validate_run(cfg, schema)
+        except ConfigError as exc:
+            lines = str(exc).splitlines()
+            errs += [f"models.{name} -> {line}" for line in lines] if several else lines
+    if errs:
+        raise ConfigError("\n".join(errs))
+    return config, runs, default
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -354,6 +493,10 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     if style and not Path(style).is_file():
         errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
+    if not any(model.get(key) for key in MODEL_SOURCES):
+        errs.append(
+            f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
+        )
     if model.get("path") and not (Path(model["path"]) / "config.json").is_file():
         errs.append(f"model.path: {model['path']} is not a model folder (no config.json)")
     elif model.get("path") and not model.get("random_init"):
@@ -441,6 +584,11 @@ def model_errors(
                 errs.append(
                     f"analysis.lengths[{i}]: L={L} exceeds the model's {limit} positions (allowed: 2..{limit})"
                 )
+    if causal is False and config["chunking"]["special_tokens"] == "auto" and lengths[0] < 3:
+        errs.append(
+            f"analysis.lengths: L={lengths[0]} leaves no text between an encoder's special tokens "
+            "([CLS] ... [SEP], chunking.special_tokens: auto); every L must be >= 3"
+        )
     if causal and config["extraction"]["query_row"] != "last":
         errs.append(
             "extraction.query_row: a causal model's length-L prefix ends at its last row; allowed: last"
@@ -449,8 +597,12 @@ def model_errors(
 
 
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
-    """Raise ConfigError listing every problem; schema problems first (semantics need valid types)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    """Raise ConfigError listing every problem of one model's config; schema problems first
+    (semantics need valid types)."""
+    validate_run(config, yaml.safe_load(Path(schema_path).read_text()))
+
+
+def validate_run(config: dict[str, Any], schema: dict[str, Any]) -> None:
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if not errs:
         errs = semantic_errors(config)

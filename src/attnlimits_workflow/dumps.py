@@ -630,10 +630,12 @@ def write_batch(
     compression_level: int | None = 1,
     progress=None,
     write_threads: int = 2,
+    closing_tokens: tuple[int, ...] = (),
 ) -> None:
     """Run the model (loaded with the capture attention) over ``chunks`` (chunk index -> token
     ids) and write layerNN.parquet files into ``out_dir`` (which must exist).
-    ``progress(chunk, seconds)`` is called after each chunk."""
+    ``progress(chunk, seconds)`` is called after each chunk; ``closing_tokens`` as in
+    attnlimits.extraction.extract_chunk."""
     import time
 
     import torch
@@ -703,7 +705,9 @@ def write_batch(
         for chunk, ids in chunks.items():
             start = time.perf_counter()
             tokens = torch.tensor(np.asarray(ids), dtype=torch.long)
-            captures = list(extract_chunk(model, tokens, lengths, query_row, store_hidden))
+            captures = list(
+                extract_chunk(model, tokens, lengths, query_row, store_hidden, closing_tokens)
+            )
             for f in in_flight:
                 f.result()
             # One task per layer file, writing its passes in order: an encoder makes one pass per

@@ -287,4 +287,18 @@ class CorpusTokenizer:
         return self._tok(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(ids)
+        return self._tok.decode(ids, skip_special_tokens=False)
+
+    def special_tokens(self) -> tuple[list[int], list[int]]:
+        """The special tokens the tokenizer puts before and after one sequence (BERT: [CLS] and
+        [SEP]; GPT-2: none), read by encoding a probe text with and without them."""
+        probe = "attention"
+        plain = self.encode(probe)
+        if self.backend == "tokenizers":
+            full = self._tok.encode(probe, add_special_tokens=True).ids
+        else:
+            full = self._tok(probe, add_special_tokens=True)["input_ids"]
+        for start in range(len(full) - len(plain) + 1):
+            if full[start : start + len(plain)] == plain:
+                return full[:start], full[start + len(plain) :]
+        raise ValueError("the tokenizer's special tokens change the text's own tokens")

@@ -8,145 +8,149 @@
 
 rule pack_samples:
     input:
-        dumps=dump_dirs(),
+        dumps=dump_dirs,
         tokens=rules.chunk_corpus.output.tokens,
         model=model_dir(),
     output:
-        directory(results("samples", "L{length}")),
+        directory(results("{model}", "samples", "L{length}")),
     log:
-        "logs/analysis/pack/L{length}.log",
+        "logs/{model}/analysis/pack/L{length}.log",
     benchmark:
-        "results/benchmarks/analysis/pack/L{length}.tsv"
+        results("{model}", "benchmarks", "analysis", "pack", "L{length}.tsv")
     priority: 3
     conda:
         "../envs/attnlimits.yaml"
     params:
-        embedding=ANALYSIS["embedding"],
-        with_rows=ANALYSIS["protocol"] == "all_rows",
+        embedding=model_setting("analysis", "embedding"),
+        with_rows=lambda wildcards: analysis_of(wildcards)["protocol"] == "all_rows",
     script:
         "../scripts/pack_samples.py"
 
 
 rule distance:
     input:
-        pack=results("samples", "L{length}"),
+        pack=results("{model}", "samples", "L{length}"),
     output:
-        results("analysis", "distance", "L{length}_N{n}.parquet"),
+        results("{model}", "analysis", "distance", "L{length}_N{n}.parquet"),
     log:
-        "logs/analysis/distance/L{length}_N{n}.log",
+        "logs/{model}/analysis/distance/L{length}_N{n}.log",
     benchmark:
-        "results/benchmarks/analysis/distance/L{length}_N{n}.tsv"
+        results("{model}", "benchmarks", "analysis", "distance", "L{length}_N{n}.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
-        embedding=ANALYSIS["embedding"],
-        mc_draws=ANALYSIS["distance"]["mc_draws"],
-        mc_strata=ANALYSIS["distance"]["mc_strata"],
-        mc_max_draws=ANALYSIS["distance"]["mc_max_draws"],
-        mc_target_rel_stderr=ANALYSIS["distance"]["mc_target_rel_stderr"],
+        embedding=model_setting("analysis", "embedding"),
+        mc_draws=model_setting("analysis", "distance", "mc_draws"),
+        mc_strata=model_setting("analysis", "distance", "mc_strata"),
+        mc_max_draws=model_setting("analysis", "distance", "mc_max_draws"),
+        mc_target_rel_stderr=model_setting(
+            "analysis", "distance", "mc_target_rel_stderr"
+        ),
         seed=config["seed"],
-        protocol=ANALYSIS["protocol"],
-        all_rows=ANALYSIS["all_rows"],
-        n_fixed=ANALYSIS["distance"]["n_fixed"],
+        protocol=model_setting("analysis", "protocol"),
+        all_rows=model_setting("analysis", "all_rows"),
+        n_fixed=model_setting("analysis", "distance", "n_fixed"),
     script:
         "../scripts/analyse_distance.py"
 
 
 rule critical_n:
     input:
-        pack=results("samples", "L{length}"),
+        pack=results("{model}", "samples", "L{length}"),
     output:
-        results("analysis", "critical_n", "L{length}.parquet"),
+        results("{model}", "analysis", "critical_n", "L{length}.parquet"),
     log:
-        "logs/analysis/critical_n/L{length}.log",
+        "logs/{model}/analysis/critical_n/L{length}.log",
     benchmark:
-        "results/benchmarks/analysis/critical_n/L{length}.tsv"
+        results("{model}", "benchmarks", "analysis", "critical_n", "L{length}.tsv")
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:
-        embedding=ANALYSIS["embedding"],
-        ks_alpha=ANALYSIS["critical_n"]["ks_alpha"],
-        mc_draws=ANALYSIS["critical_n"]["mc_draws"],
+        embedding=model_setting("analysis", "embedding"),
+        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
+        mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
         seed=config["seed"],
-        protocol=ANALYSIS["protocol"],
-        all_rows=ANALYSIS["all_rows"],
+        protocol=model_setting("analysis", "protocol"),
+        all_rows=model_setting("analysis", "all_rows"),
     script:
         "../scripts/analyse_critical_n.py"
 
 
 rule pairwise_separation:
     input:
-        pack=results("samples", "L{length}"),
+        pack=results("{model}", "samples", "L{length}"),
     output:
-        results("analysis", "separation", "L{length}.parquet"),
+        results("{model}", "analysis", "separation", "L{length}.parquet"),
     log:
-        "logs/analysis/separation/L{length}.log",
+        "logs/{model}/analysis/separation/L{length}.log",
     benchmark:
-        "results/benchmarks/analysis/separation/L{length}.tsv"
+        results("{model}", "benchmarks", "analysis", "separation", "L{length}.tsv")
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:
-        embedding=ANALYSIS["embedding"],
-        radius=ANALYSIS["separability"]["radius"],
+        embedding=model_setting("analysis", "embedding"),
+        radius=model_setting("analysis", "separability", "radius"),
     script:
         "../scripts/analyse_separation.py"
 
 
 rule separability:
     input:
-        pack=results("samples", "L{length}"),
-        separation=results("analysis", "separation", "L{length}.parquet"),
+        pack=results("{model}", "samples", "L{length}"),
+        separation=results("{model}", "analysis", "separation", "L{length}.parquet"),
     output:
-        results("analysis", "separability", "L{length}_N{n}.parquet"),
+        results("{model}", "analysis", "separability", "L{length}_N{n}.parquet"),
     log:
-        "logs/analysis/separability/L{length}_N{n}.log",
+        "logs/{model}/analysis/separability/L{length}_N{n}.log",
     benchmark:
-        "results/benchmarks/analysis/separability/L{length}_N{n}.tsv"
+        results(
+            "{model}", "benchmarks", "analysis", "separability", "L{length}_N{n}.tsv"
+        )
     conda:
         "../envs/attnlimits.yaml"
     params:
-        embedding=ANALYSIS["embedding"],
-        radius=ANALYSIS["separability"]["radius"],
-        delta_over=ANALYSIS["separability"]["delta_over"],
-        protocol=ANALYSIS["protocol"],
-        all_rows=ANALYSIS["all_rows"],
+        embedding=model_setting("analysis", "embedding"),
+        radius=model_setting("analysis", "separability", "radius"),
+        delta_over=model_setting("analysis", "separability", "delta_over"),
+        protocol=model_setting("analysis", "protocol"),
+        all_rows=model_setting("analysis", "all_rows"),
     script:
         "../scripts/analyse_separability.py"
 
 
 rule gradient:
     input:
-        pack=results("samples", f"L{ANALYSIS['gradient']['length']}"),
+        pack=pack_at("gradient"),
     output:
-        results("analysis", "gradient", "T{temperature}.parquet"),
+        results("{model}", "analysis", "gradient", "T{temperature}.parquet"),
     log:
-        "logs/analysis/gradient/T{temperature}.log",
+        "logs/{model}/analysis/gradient/T{temperature}.log",
     benchmark:
-        "results/benchmarks/analysis/gradient/T{temperature}.tsv"
+        results("{model}", "benchmarks", "analysis", "gradient", "T{temperature}.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
-        epsilons=ANALYSIS["gradient"]["epsilons"],
-        directions=ANALYSIS["gradient"]["directions"],
-        temperature_on=ANALYSIS["gradient"]["temperature_on"],
+        epsilons=model_setting("analysis", "gradient", "epsilons"),
+        directions=model_setting("analysis", "gradient", "directions"),
+        temperature_on=model_setting("analysis", "gradient", "temperature_on"),
         seed=config["seed"],
-        protocol=ANALYSIS["protocol"],
-        all_rows=ANALYSIS["all_rows"],
+        protocol=model_setting("analysis", "protocol"),
+        all_rows=model_setting("analysis", "all_rows"),
     script:
         "../scripts/analyse_gradient.py"
 
 
 rule vanishing:
     input:
-        pack=results("samples", "L{length}"),
+        pack=results("{model}", "samples", "L{length}"),
     output:
-        results("analysis", "vanishing", "L{length}.parquet"),
+        results("{model}", "analysis", "vanishing", "L{length}.parquet"),
     log:
-        "logs/analysis/vanishing/L{length}.log",
+        "logs/{model}/analysis/vanishing/L{length}.log",
     benchmark:
-        "results/benchmarks/analysis/vanishing/L{length}.tsv"
+        results("{model}", "benchmarks", "analysis", "vanishing", "L{length}.tsv")
     conda:
         "../envs/attnlimits.yaml"
     script:
@@ -155,16 +159,16 @@ rule vanishing:
 
 rule summarise_distance:
     input:
-        distance=distance_targets(),
+        distance=distance_targets,
         critical_n=per_length_targets("critical_n"),
     output:
-        distance=results("summary", "distance.csv"),
-        critical_n=results("summary", "critical_n.csv"),
-        violations=results("summary", "violations_distance.csv"),
+        distance=results("{model}", "summary", "distance.csv"),
+        critical_n=results("{model}", "summary", "critical_n.csv"),
+        violations=results("{model}", "summary", "violations_distance.csv"),
     log:
-        "logs/summarise/distance.log",
+        "logs/{model}/summarise/distance.log",
     benchmark:
-        "results/benchmarks/summarise/distance.tsv"
+        results("{model}", "benchmarks", "summarise", "distance.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -175,14 +179,14 @@ rule summarise_distance:
 
 rule summarise_separability:
     input:
-        separability=separability_targets(),
+        separability=separability_targets,
     output:
-        separability=results("summary", "separability.csv"),
-        violations=results("summary", "violations_separability.csv"),
+        separability=results("{model}", "summary", "separability.csv"),
+        violations=results("{model}", "summary", "violations_separability.csv"),
     log:
-        "logs/summarise/separability.log",
+        "logs/{model}/summarise/separability.log",
     benchmark:
-        "results/benchmarks/summarise/separability.tsv"
+        results("{model}", "benchmarks", "summarise", "separability.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -193,14 +197,14 @@ rule summarise_separability:
 
 rule summarise_gradient:
     input:
-        gradient=gradient_targets(),
+        gradient=gradient_targets,
     output:
-        gradient=results("summary", "gradient.csv"),
-        violations=results("summary", "violations_gradient.csv"),
+        gradient=results("{model}", "summary", "gradient.csv"),
+        violations=results("{model}", "summary", "violations_gradient.csv"),
     log:
-        "logs/summarise/gradient.log",
+        "logs/{model}/summarise/gradient.log",
     benchmark:
-        "results/benchmarks/summarise/gradient.tsv"
+        results("{model}", "benchmarks", "summarise", "gradient.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -213,12 +217,12 @@ rule summarise_vanishing:
     input:
         vanishing=per_length_targets("vanishing"),
     output:
-        vanishing=results("summary", "vanishing.csv"),
-        violations=results("summary", "violations_vanishing.csv"),
+        vanishing=results("{model}", "summary", "vanishing.csv"),
+        violations=results("{model}", "summary", "violations_vanishing.csv"),
     log:
-        "logs/summarise/vanishing.log",
+        "logs/{model}/summarise/vanishing.log",
     benchmark:
-        "results/benchmarks/summarise/vanishing.tsv"
+        results("{model}", "benchmarks", "summarise", "vanishing.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
@@ -229,24 +233,24 @@ rule summarise_vanishing:
 
 rule describe_run:
     input:
-        dumps=dump_dirs(),
+        dumps=dump_dirs,
         tokens=rules.chunk_corpus.output.tokens,
         model=model_dir(),
     output:
-        results("summary", "run.json"),
+        results("{model}", "summary", "run.json"),
     log:
-        "logs/summarise/describe_run.log",
+        "logs/{model}/summarise/describe_run.log",
     benchmark:
-        "results/benchmarks/summarise/describe_run.tsv"
+        results("{model}", "benchmarks", "summarise", "describe_run.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
         corpus=CORPUS,
-        model=MODEL,
-        embedding=ANALYSIS["embedding"],
-        query_row=config["extraction"]["query_row"],
-        protocol=ANALYSIS["protocol"],
-        masked=ANALYSIS["all_rows"]["masked"],
-        all_rows_chunks=ANALYSIS["all_rows"]["chunks"],
+        model=lambda wildcards: wildcards.model,
+        embedding=model_setting("analysis", "embedding"),
+        query_row=model_setting("extraction", "query_row"),
+        protocol=model_setting("analysis", "protocol"),
+        masked=model_setting("analysis", "all_rows", "masked"),
+        all_rows_chunks=model_setting("analysis", "all_rows", "chunks"),
     script:
         "../scripts/describe_run.py"

@@ -9,30 +9,36 @@ wildcard_constraints:
 
 rule normalizer:
     input:
-        packs=[results("samples", f"L{L}") for L in sorted(ANALYSIS["lengths"])],
+        packs=packs_of,
     output:
-        samples=results("beyond", "normalizers", "{normalizer}", "samples.parquet"),
+        samples=results(
+            "{model}", "beyond", "normalizers", "{normalizer}", "samples.parquet"
+        ),
         critical_n=results(
-            "beyond", "normalizers", "{normalizer}", "critical_n.parquet"
+            "{model}", "beyond", "normalizers", "{normalizer}", "critical_n.parquet"
         ),
         separability=results(
-            "beyond", "normalizers", "{normalizer}", "separability.parquet"
+            "{model}", "beyond", "normalizers", "{normalizer}", "separability.parquet"
         ),
     log:
-        "logs/beyond/normalizer/{normalizer}.log",
+        "logs/{model}/beyond/normalizer/{normalizer}.log",
     benchmark:
-        "results/benchmarks/beyond/normalizer/{normalizer}.tsv"
+        results("{model}", "benchmarks", "beyond", "normalizer", "{normalizer}.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
-        entry=lambda wc: BEYOND["normalizers"][wc.normalizer],
-        max_samples=BEYOND["max_samples"],
-        n_fixed=ANALYSIS["distance"]["n_fixed"],
-        ks_alpha=ANALYSIS["critical_n"]["ks_alpha"],
-        mc_draws=ANALYSIS["critical_n"]["mc_draws"],
-        separability_length=ANALYSIS["separability"]["length"],
-        n_grid=sorted(ANALYSIS["separability"]["n_grid"]),
-        radius=ANALYSIS["separability"]["radius"],
+        entry=lambda wildcards: MODELS[wildcards.model]["beyond"]["normalizers"][
+            wildcards.normalizer
+        ],
+        max_samples=model_setting("beyond", "max_samples"),
+        n_fixed=model_setting("analysis", "distance", "n_fixed"),
+        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
+        mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
+        separability_length=model_setting("analysis", "separability", "length"),
+        n_grid=lambda wildcards: sorted(
+            analysis_of(wildcards)["separability"]["n_grid"]
+        ),
+        radius=model_setting("analysis", "separability", "radius"),
         seed=config["seed"],
     script:
         "../scripts/analyse_normalizer.py"
@@ -40,23 +46,25 @@ rule normalizer:
 
 rule heads:
     input:
-        pack=results("samples", f"L{ANALYSIS['separability']['length']}"),
+        pack=pack_at("separability"),
     output:
-        coverage=results("beyond", "coverage.parquet"),
-        heads=results("beyond", "heads.parquet"),
+        coverage=results("{model}", "beyond", "coverage.parquet"),
+        heads=results("{model}", "beyond", "heads.parquet"),
     log:
-        "logs/beyond/heads.log",
+        "logs/{model}/beyond/heads.log",
     benchmark:
-        "results/benchmarks/beyond/heads.tsv"
+        results("{model}", "benchmarks", "beyond", "heads.tsv")
     priority: 2
     conda:
         "../envs/attnlimits.yaml"
     params:
-        n=BEYOND["n"],
-        n_grid=sorted(ANALYSIS["separability"]["n_grid"]),
-        radius=ANALYSIS["separability"]["radius"],
-        ks_alpha=ANALYSIS["critical_n"]["ks_alpha"],
-        mc_draws=ANALYSIS["critical_n"]["mc_draws"],
+        n=model_setting("beyond", "n"),
+        n_grid=lambda wildcards: sorted(
+            analysis_of(wildcards)["separability"]["n_grid"]
+        ),
+        radius=model_setting("analysis", "separability", "radius"),
+        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
+        mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
         seed=config["seed"],
     script:
         "../scripts/analyse_heads.py"
@@ -68,16 +76,16 @@ rule summarise_normalizers:
         critical_n=normalizer_outputs("critical_n"),
         separability=normalizer_outputs("separability"),
     output:
-        by_length=results("summary", "normalizers.csv"),
-        separability=results("summary", "normalizers_separability.csv"),
+        by_length=results("{model}", "summary", "normalizers.csv"),
+        separability=results("{model}", "summary", "normalizers_separability.csv"),
     log:
-        "logs/summarise/normalizers.log",
+        "logs/{model}/summarise/normalizers.log",
     benchmark:
-        "results/benchmarks/summarise/normalizers.tsv"
+        results("{model}", "benchmarks", "summarise", "normalizers.tsv")
     conda:
         "../envs/attnlimits.yaml"
     params:
-        normalizers=BEYOND["normalizers"],
+        normalizers=model_setting("beyond", "normalizers"),
     script:
         "../scripts/summarise_normalizers.py"
 
@@ -85,41 +93,49 @@ rule summarise_normalizers:
 rule fig5:
     input:
         style=STYLE,
-        by_length=results("summary", "normalizers.csv"),
-        separability=results("summary", "normalizers_separability.csv"),
-        run=results("summary", "run.json"),
+        by_length=results("{model}", "summary", "normalizers.csv"),
+        separability=results("{model}", "summary", "normalizers_separability.csv"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/fig5.pdf",
-        png=report("figures/fig5.png", caption="../report/fig5.rst", category="Figures"),
+        pdf="figures/{model}/fig5.pdf",
+        png=report(
+            "figures/{model}/fig5.png",
+            caption="../report/fig5.rst",
+            category="{model}",
+            subcategory="Figures",
+        ),
     log:
-        "logs/figures/fig5.log",
+        "logs/{model}/figures/fig5.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        n_fixed=ANALYSIS["distance"]["n_fixed"],
-        n=BEYOND["n"],
+        n_fixed=model_setting("analysis", "distance", "n_fixed"),
+        n=model_setting("beyond", "n"),
     script:
         "../scripts/plot_fig5.py"
 
 
 rule table2:
     input:
-        by_length=results("summary", "normalizers.csv"),
-        separability=results("summary", "normalizers_separability.csv"),
-        run=results("summary", "run.json"),
+        by_length=results("{model}", "summary", "normalizers.csv"),
+        separability=results("{model}", "summary", "normalizers_separability.csv"),
+        run=results("{model}", "summary", "run.json"),
     output:
         csv=report(
-            "tables/table2.csv", caption="../report/table2.rst", category="Tables"
+            "tables/{model}/table2.csv",
+            caption="../report/table2.rst",
+            category="{model}",
+            subcategory="Tables",
         ),
-        md="tables/table2.md",
-        tex="tables/table2.tex",
+        md="tables/{model}/table2.md",
+        tex="tables/{model}/table2.tex",
     log:
-        "logs/tables/table2.log",
+        "logs/{model}/tables/table2.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        normalizers=BEYOND["normalizers"],
-        n=BEYOND["n"],
+        normalizers=model_setting("beyond", "normalizers"),
+        n=model_setting("beyond", "n"),
     script:
         "../scripts/make_table2.py"
 
@@ -127,23 +143,24 @@ rule table2:
 rule coverage_report:
     input:
         style=STYLE,
-        coverage=results("beyond", "coverage.parquet"),
-        run=results("summary", "run.json"),
+        coverage=results("{model}", "beyond", "coverage.parquet"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/coverage.pdf",
+        pdf="figures/{model}/coverage.pdf",
         png=report(
-            "figures/coverage.png",
+            "figures/{model}/coverage.png",
             caption="../report/coverage.rst",
-            category="Figures",
+            category="{model}",
+            subcategory="Figures",
         ),
-        csv="tables/coverage.csv",
-        md="tables/coverage.md",
+        csv="tables/{model}/coverage.csv",
+        md="tables/{model}/coverage.md",
     log:
-        "logs/figures/coverage.log",
+        "logs/{model}/figures/coverage.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        n=BEYOND["n"],
+        n=model_setting("beyond", "n"),
     script:
         "../scripts/report_coverage.py"
 
@@ -151,20 +168,28 @@ rule coverage_report:
 rule head_report:
     input:
         style=STYLE,
-        heads=results("beyond", "heads.parquet"),
-        run=results("summary", "run.json"),
+        heads=results("{model}", "beyond", "heads.parquet"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        csv=report("tables/heads.csv", caption="../report/heads.rst", category="Tables"),
-        pdf="figures/heads.pdf",
+        csv=report(
+            "tables/{model}/heads.csv",
+            caption="../report/heads.rst",
+            category="{model}",
+            subcategory="Tables",
+        ),
+        pdf="figures/{model}/heads.pdf",
         png=report(
-            "figures/heads.png", caption="../report/heads.rst", category="Figures"
+            "figures/{model}/heads.png",
+            caption="../report/heads.rst",
+            category="{model}",
+            subcategory="Figures",
         ),
     log:
-        "logs/figures/heads.log",
+        "logs/{model}/figures/heads.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        ns_ratio_threshold=BEYOND["ns_ratio_threshold"],
-        temperature_threshold=BEYOND["temperature_threshold"],
+        ns_ratio_threshold=model_setting("beyond", "ns_ratio_threshold"),
+        temperature_threshold=model_setting("beyond", "temperature_threshold"),
     script:
         "../scripts/report_heads.py"

@@ -1,16 +1,11 @@
 import math
+import re
 import sys
 from pathlib import Path
 
 import yaml
-from attnlimits_workflow.config import (
-    ConfigError,
-    coerce_command_line_values,
-    deep_merge,
-    temperature_name,
-    validate as validate_config,
-)
-from snakemake.utils import min_version, validate
+from attnlimits_workflow.config import ConfigError, load_config, temperature_name
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -18,38 +13,33 @@ min_version("9.0")
 # changes. The overlay is taken as the user wrote it (Snakemake's own merge would keep default
 # entries of mappings the user replaces, such as beyond.normalizers: see deep_merge), and values
 # from --config get the schema's types.
-_schema = yaml.safe_load(
-    Path(workflow.source_path("../schemas/config.schema.yaml")).read_text()
-)
 _defaults = yaml.safe_load(
     (Path(workflow.basedir) / "config" / "config.yaml").read_text()
 )
 _user = getattr(workflow.config_settings, "overwrite_config", None) or config
-_merged = coerce_command_line_values(deep_merge(_defaults, _user), _schema)
+
+# One validation pass (attnlimits_workflow.config.load_config): the JSON schema, one line per
+# problem naming the key, then the cross-key rules a schema cannot say (N < L, L within the model's
+# positions, files that must exist), for every configured model. Any problem stops the run here,
+# before a single job starts, without a traceback.
+try:
+    _merged, MODELS, DEFAULT_MODEL = load_config(
+        _defaults,
+        _user,
+        workflow.source_path("../schemas/config.schema.yaml"),
+        workflow.basedir,
+    )
+except ConfigError as exc:
+    sys.stderr.write(f"Invalid configuration:\n{exc}\n")
+    sys.exit(1)
 config.clear()
 config.update(_merged)
 
-# The JSON schema (types, ranges, unknown keys) is applied by snakemake.utils.validate; our own
-# pass turns its verdict into one line per problem naming the key, then checks cross-key rules
-# (N < L, L within the model's positions, files that must exist). Any problem stops the run here,
-# before a single job starts, without a traceback.
-try:
-    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
-    validate(config, "../schemas/config.schema.yaml")
-except (ConfigError, WorkflowError) as exc:
-    sys.stderr.write(f"Invalid configuration:\n{exc}\n")
-    sys.exit(1)
-
-
-ANALYSIS = config["analysis"]
-MODEL = config["model"]["name"]
 CORPUS = config["corpus"]["name"]
-N_BATCHES = math.ceil(
-    config["chunking"]["n_chunks"] / config["extraction"]["chunks_per_batch"]
-)
 
 
 wildcard_constraints:
+    model="|".join(re.escape(name) for name in MODELS),
     batch=r"\d{3}",
     length=r"\d+",
     n=r"\d+",
@@ -57,68 +47,150 @@ wildcard_constraints:
 
 
 def results(*parts):
-    """Every results path is built here, so the layout lives in one place."""
+    """Every results path is built here, so the layout lives in one place: results/<model>/..."""
     return str(Path("results", *map(str, parts)))
+
+
+def model_setting(*keys):
+    """An input or params function: one setting of the job's own model (wildcards.model)."""
+
+    def lookup(wildcards):
+        node = MODELS[wildcards.model]
+        for key in keys:
+            node = node[key]
+        return node
+
+    return lookup
+
+
+def analysis_of(wildcards):
+    return MODELS[wildcards.model]["analysis"]
 
 
 def fmt_temperature(t):
     return temperature_name(t)
 
 
-def dump_dirs(wildcards=None):
-    return [results("dumps", f"batch{b:03d}") for b in range(N_BATCHES)]
+def n_batches(model):
+    c = MODELS[model]
+    return math.ceil(c["chunking"]["n_chunks"] / c["extraction"]["chunks_per_batch"])
 
 
-def model_dir(wildcards=None):
-    return f"resources/models/{MODEL}"
-
-
-def distance_targets():
-    d = ANALYSIS["distance"]
-    pairs = {(L, d["n_fixed"]) for L in ANALYSIS["lengths"]}
-    pairs |= {(d["length_fixed"], n) for n in d["n_grid"]}
+def dump_dirs(wildcards):
     return [
-        results("analysis", "distance", f"L{L}_N{n}.parquet") for L, n in sorted(pairs)
+        results(wildcards.model, "dumps", f"batch{b:03d}")
+        for b in range(n_batches(wildcards.model))
     ]
 
 
-def separability_targets():
-    s = ANALYSIS["separability"]
+def model_dir(model="{model}"):
+    return f"resources/models/{model}"
+
+
+def distance_targets(wildcards):
+    a = analysis_of(wildcards)
+    d = a["distance"]
+    pairs = {(L, d["n_fixed"]) for L in a["lengths"]}
+    pairs |= {(d["length_fixed"], n) for n in d["n_grid"]}
     return [
-        results("analysis", "separability", f"L{s['length']}_N{n}.parquet")
+        results(wildcards.model, "analysis", "distance", f"L{L}_N{n}.parquet")
+        for L, n in sorted(pairs)
+    ]
+
+
+def separability_targets(wildcards):
+    s = analysis_of(wildcards)["separability"]
+    return [
+        results(
+            wildcards.model, "analysis", "separability", f"L{s['length']}_N{n}.parquet"
+        )
         for n in sorted(s["n_grid"])
     ]
 
 
-def gradient_targets():
+def gradient_targets(wildcards):
     return [
-        results("analysis", "gradient", f"T{fmt_temperature(t)}.parquet")
-        for t in ANALYSIS["gradient"]["temperatures"]
+        results(
+            wildcards.model, "analysis", "gradient", f"T{fmt_temperature(t)}.parquet"
+        )
+        for t in analysis_of(wildcards)["gradient"]["temperatures"]
     ]
+
+
+def pack_at(key):
+    """Input function: the sample pack at the L of analysis.<key>.length."""
+
+    def pack(wildcards):
+        length = analysis_of(wildcards)[key]["length"]
+        return results(wildcards.model, "samples", f"L{length}")
+
+    return pack
 
 
 def per_length_targets(kind):
+    def targets(wildcards):
+        return [
+            results(wildcards.model, "analysis", kind, f"L{L}.parquet")
+            for L in sorted(analysis_of(wildcards)["lengths"])
+        ]
+
+    return targets
+
+
+def packs_of(wildcards):
     return [
-        results("analysis", kind, f"L{L}.parquet") for L in sorted(ANALYSIS["lengths"])
+        results(wildcards.model, "samples", f"L{L}")
+        for L in sorted(analysis_of(wildcards)["lengths"])
     ]
-
-
-BEYOND = config["beyond"]
 
 
 def normalizer_outputs(kind):
-    return [
-        results("beyond", "normalizers", name, f"{kind}.parquet")
-        for name in BEYOND["normalizers"]
+    def outputs(wildcards):
+        return [
+            results(wildcards.model, "beyond", "normalizers", name, f"{kind}.parquet")
+            for name in MODELS[wildcards.model]["beyond"]["normalizers"]
+        ]
+
+    return outputs
+
+
+# Per-model figures and tables land in figures/<model>/ and tables/<model>/; the default model's
+# are also copied to figures/<name>.pdf and tables/<name>.csv, the paths the paper's commands use.
+MODEL_FIGURES = ["fig2", "fig3", "fig4", "fig5", "coverage", "heads"]
+MODEL_TABLES = {
+    "table1": ["csv", "md", "tex"],
+    "table2": ["csv", "md", "tex"],
+    "coverage": ["csv", "md"],
+    "heads": ["csv"],
+}
+# One cross-model figure per claim of the paper (figures/compare/<claim>.pdf), and the scorecard.
+COMPARE_CLAIMS = ["critical_n", "separability", "gradient", "vanishing", "distance"]
+
+
+def model_outputs(model):
+    figs = [
+        f"figures/{model}/{f}.{ext}" for f in MODEL_FIGURES for ext in ("pdf", "png")
     ]
+    tabs = [
+        f"tables/{model}/{t}.{ext}" for t, exts in MODEL_TABLES.items() for ext in exts
+    ]
+    return figs + tabs + [results(model, "summary", "config.yaml")]
 
 
-FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig5", "coverage", "heads"]
-TABLES = ["table1", "table2"]
+def default_model_copies():
+    figs = [f"figures/{f}.{ext}" for f in MODEL_FIGURES for ext in ("pdf", "png")]
+    tabs = [f"tables/{t}.{ext}" for t, exts in MODEL_TABLES.items() for ext in exts]
+    return figs + tabs
+
+
+def compare_outputs():
+    figs = [
+        f"figures/compare/{c}.{ext}" for c in COMPARE_CLAIMS for ext in ("pdf", "png")
+    ]
+    return figs + [f"tables/compare/scorecard.{ext}" for ext in ("csv", "md")]
 
 
 def final_outputs():
-    figs = [f"figures/{f}.{ext}" for f in FIGURES for ext in ("pdf", "png")]
-    tabs = [f"tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
-    extra = ["tables/coverage.csv", "tables/coverage.md", "tables/heads.csv"]
-    return figs + tabs + extra + [results("summary", "config.yaml")]
+    per_model = [path for model in MODELS for path in model_outputs(model)]
+    fig1 = [f"figures/fig1.{ext}" for ext in ("pdf", "png")]
+    return fig1 + per_model + default_model_copies() + compare_outputs()

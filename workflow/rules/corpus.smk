@@ -11,18 +11,19 @@ rule download_corpus:
         "../scripts/download_corpus.py"
 
 
+# Each model reads the corpus with its own tokenizer.
 rule chunk_corpus:
     input:
         corpus=rules.download_corpus.output[0],
         model=model_dir(),
     output:
-        tokens=results("chunks", "tokens.parquet"),
-        text=results("chunks", "chunks.txt"),
+        tokens=results("{model}", "chunks", "tokens.parquet"),
+        text=results("{model}", "chunks", "chunks.txt"),
     log:
-        "logs/chunk_corpus.log",
+        "logs/{model}/chunk_corpus.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        chunking=config["chunking"],
+        chunking=model_setting("chunking"),
     script:
         "../scripts/chunk_corpus.py"

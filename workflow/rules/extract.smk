@@ -3,21 +3,23 @@ rule extract_batch:
         tokens=rules.chunk_corpus.output.tokens,
         model=model_dir(),
     output:
-        directory(results("dumps", "batch{batch}")),
+        directory(results("{model}", "dumps", "batch{batch}")),
     log:
-        "logs/extract/batch{batch}.log",
+        "logs/{model}/extract/batch{batch}.log",
     benchmark:
-        "results/benchmarks/extract/batch{batch}.tsv"
+        results("{model}", "benchmarks", "extract", "batch{batch}.tsv")
     conda:
         "../envs/attnlimits.yaml"
-    threads: config["extraction"]["threads"]
+    threads: lambda wildcards: MODELS[wildcards.model]["extraction"]["threads"]
     resources:
-        mem_mb=config["extraction"]["mem_mb"],
-        gpu=1 if config["extraction"]["device"].startswith("cuda") else 0,
+        mem_mb=lambda wildcards: MODELS[wildcards.model]["extraction"]["mem_mb"],
+        gpu=lambda wildcards: int(
+            MODELS[wildcards.model]["extraction"]["device"].startswith("cuda")
+        ),
     params:
-        extraction=config["extraction"],
-        lengths=sorted(ANALYSIS["lengths"]),
-        store_hidden=ANALYSIS["embedding"] == "hidden",
-        chunks_per_batch=config["extraction"]["chunks_per_batch"],
+        extraction=model_setting("extraction"),
+        lengths=lambda wildcards: sorted(analysis_of(wildcards)["lengths"]),
+        store_hidden=lambda wildcards: analysis_of(wildcards)["embedding"] == "hidden",
+        chunks_per_batch=model_setting("extraction", "chunks_per_batch"),
     script:
         "../scripts/extract.py"

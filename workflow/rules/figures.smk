@@ -11,7 +11,9 @@ rule fig1:
         style=STYLE,
     output:
         pdf="figures/fig1.pdf",
-        png=report("figures/fig1.png", caption="../report/fig1.rst", category="Figures"),
+        png=report(
+            "figures/fig1.png", caption="../report/fig1.rst", category="Illustration"
+        ),
     log:
         "logs/figures/fig1.log",
     conda:
@@ -25,19 +27,24 @@ rule fig1:
 rule fig2:
     input:
         style=STYLE,
-        distance=results("summary", "distance.csv"),
-        critical_n=results("summary", "critical_n.csv"),
-        run=results("summary", "run.json"),
+        distance=results("{model}", "summary", "distance.csv"),
+        critical_n=results("{model}", "summary", "critical_n.csv"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/fig2.pdf",
-        png=report("figures/fig2.png", caption="../report/fig2.rst", category="Figures"),
+        pdf="figures/{model}/fig2.pdf",
+        png=report(
+            "figures/{model}/fig2.png",
+            caption="../report/fig2.rst",
+            category="{model}",
+            subcategory="Figures",
+        ),
     log:
-        "logs/figures/fig2.log",
+        "logs/{model}/figures/fig2.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        distance=ANALYSIS["distance"],
-        masked=ANALYSIS["all_rows"]["masked"],
+        distance=model_setting("analysis", "distance"),
+        masked=model_setting("analysis", "all_rows", "masked"),
     script:
         "../scripts/plot_fig2.py"
 
@@ -45,13 +52,18 @@ rule fig2:
 rule fig3:
     input:
         style=STYLE,
-        separability=results("summary", "separability.csv"),
-        run=results("summary", "run.json"),
+        separability=results("{model}", "summary", "separability.csv"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/fig3.pdf",
-        png=report("figures/fig3.png", caption="../report/fig3.rst", category="Figures"),
+        pdf="figures/{model}/fig3.pdf",
+        png=report(
+            "figures/{model}/fig3.png",
+            caption="../report/fig3.rst",
+            category="{model}",
+            subcategory="Figures",
+        ),
     log:
-        "logs/figures/fig3.log",
+        "logs/{model}/figures/fig3.log",
     conda:
         "../envs/attnlimits.yaml"
     script:
@@ -61,13 +73,18 @@ rule fig3:
 rule fig4:
     input:
         style=STYLE,
-        gradient=results("summary", "gradient.csv"),
-        run=results("summary", "run.json"),
+        gradient=results("{model}", "summary", "gradient.csv"),
+        run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/fig4.pdf",
-        png=report("figures/fig4.png", caption="../report/fig4.rst", category="Figures"),
+        pdf="figures/{model}/fig4.pdf",
+        png=report(
+            "figures/{model}/fig4.png",
+            caption="../report/fig4.rst",
+            category="{model}",
+            subcategory="Figures",
+        ),
     log:
-        "logs/figures/fig4.log",
+        "logs/{model}/figures/fig4.log",
     conda:
         "../envs/attnlimits.yaml"
     script:
@@ -76,29 +93,32 @@ rule fig4:
 
 rule table1:
     input:
-        distance=results("summary", "distance.csv"),
-        critical_n=results("summary", "critical_n.csv"),
-        separability=results("summary", "separability.csv"),
-        gradient=results("summary", "gradient.csv"),
-        vanishing=results("summary", "vanishing.csv"),
+        distance=results("{model}", "summary", "distance.csv"),
+        critical_n=results("{model}", "summary", "critical_n.csv"),
+        separability=results("{model}", "summary", "separability.csv"),
+        gradient=results("{model}", "summary", "gradient.csv"),
+        vanishing=results("{model}", "summary", "vanishing.csv"),
         violations=[
-            results("summary", f"violations_{kind}.csv")
+            results("{model}", "summary", f"violations_{kind}.csv")
             for kind in ("distance", "separability", "gradient", "vanishing")
         ],
-        run=results("summary", "run.json"),
+        run=results("{model}", "summary", "run.json"),
         claims=workflow.source_path("../resources/paper_claims.yaml"),
     output:
         csv=report(
-            "tables/table1.csv", caption="../report/table1.rst", category="Tables"
+            "tables/{model}/table1.csv",
+            caption="../report/table1.rst",
+            category="{model}",
+            subcategory="Tables",
         ),
-        md="tables/table1.md",
-        tex="tables/table1.tex",
+        md="tables/{model}/table1.md",
+        tex="tables/{model}/table1.tex",
     log:
-        "logs/tables/table1.log",
+        "logs/{model}/tables/table1.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        analysis=ANALYSIS,
+        analysis=model_setting("analysis"),
     script:
         "../scripts/make_table1.py"
 
@@ -106,15 +126,97 @@ rule table1:
 rule effective_config:
     output:
         report(
-            results("summary", "config.yaml"),
+            results("{model}", "summary", "config.yaml"),
             caption="../report/config.rst",
-            category="Configuration",
+            category="{model}",
+            subcategory="Configuration",
         ),
     log:
-        "logs/tables/effective_config.log",
+        "logs/{model}/tables/effective_config.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        config=config,
+        config=lambda wildcards: MODELS[wildcards.model],
     script:
         "../scripts/write_config.py"
+
+
+# The paper's commands (`snakemake figures/fig3.pdf`) build the default model's figure.
+rule default_model_figure:
+    input:
+        f"figures/{DEFAULT_MODEL}/{{figure}}.{{ext}}",
+    output:
+        "figures/{figure}.{ext}",
+    log:
+        "logs/default_model/figures/{figure}.{ext}.log",
+    wildcard_constraints:
+        figure="|".join(MODEL_FIGURES),
+        ext="pdf|png",
+    conda:
+        "../envs/attnlimits.yaml"
+    shell:
+        "cp {input} {output} 2> {log}"
+
+
+rule default_model_table:
+    input:
+        f"tables/{DEFAULT_MODEL}/{{table}}.{{ext}}",
+    output:
+        "tables/{table}.{ext}",
+    log:
+        "logs/default_model/tables/{table}.{ext}.log",
+    wildcard_constraints:
+        table="|".join(MODEL_TABLES),
+        ext="csv|md|tex",
+    conda:
+        "../envs/attnlimits.yaml"
+    shell:
+        "cp {input} {output} 2> {log}"
+
+
+# Every configured model side by side: one figure per claim, and the scorecard.
+rule compare_figure:
+    input:
+        style=STYLE,
+        summaries=[results(model, "summary", "{claim}.csv") for model in MODELS],
+        runs=[results(model, "summary", "run.json") for model in MODELS],
+    output:
+        pdf="figures/compare/{claim}.pdf",
+        png=report(
+            "figures/compare/{claim}.png",
+            caption="../report/compare.rst",
+            category="Models side by side",
+        ),
+    log:
+        "logs/compare/{claim}.log",
+    wildcard_constraints:
+        claim="|".join(COMPARE_CLAIMS),
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=list(MODELS),
+        n_fixed={m: c["analysis"]["distance"]["n_fixed"] for m, c in MODELS.items()},
+        ks_alpha={m: c["analysis"]["critical_n"]["ks_alpha"] for m, c in MODELS.items()},
+    script:
+        "../scripts/plot_compare.py"
+
+
+rule scorecard:
+    input:
+        tables=[f"tables/{model}/table1.csv" for model in MODELS],
+        runs=[results(model, "summary", "run.json") for model in MODELS],
+    output:
+        csv=report(
+            "tables/compare/scorecard.csv",
+            caption="../report/scorecard.rst",
+            category="Models side by side",
+        ),
+        md="tables/compare/scorecard.md",
+    log:
+        "logs/compare/scorecard.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=list(MODELS),
+    script:
+        "../scripts/make_scorecard.py"

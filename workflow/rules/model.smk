@@ -2,11 +2,11 @@ rule fetch_model:
     output:
         directory(model_dir()),
     log:
-        f"logs/fetch_model/{MODEL}.log",
+        "logs/{model}/fetch_model.log",
     conda:
         "../envs/attnlimits.yaml"
     params:
-        model=config["model"],
+        model=model_setting("model"),
         seed=config["seed"],
     script:
         "../scripts/fetch_model.py"

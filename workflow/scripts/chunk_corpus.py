@@ -2,12 +2,14 @@
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnlimits.corpus import chunk_tokens
+from attnlimits.corpus import chunk_tokens, wrap_chunks
+from attnlimits.families import family
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
 from attnlimits_workflow.dumps import fingerprint
@@ -17,15 +19,24 @@ from attnlimits_workflow.models import CorpusTokenizer, read_manifest
 log = job_logger(snakemake, "chunk_corpus")
 cfg = snakemake.params.chunking
 tokenizer = CorpusTokenizer(snakemake.input.model)
+model_type = json.loads((Path(snakemake.input.model) / "config.json").read_text())["model_type"]
+# An encoder sees each chunk as it saw a sequence in training, between its special tokens
+# (chunking.special_tokens: auto); a causal LM's chunk from mid-book gets none.
+opening, closing = [], []
+if cfg["special_tokens"] == "auto" and not family(model_type).causal:
+    opening, closing = tokenizer.special_tokens()
+    log.info("special tokens around each chunk: %s ... %s", opening, closing)
+content_length = cfg["chunk_length"] - len(opening) - len(closing)
 # Only as much of the text as the requested chunks need is read and encoded.
-wanted = (cfg["first_chunk"] + cfg["n_chunks"]) * cfg["chunk_length"]
+wanted = (cfg["first_chunk"] + cfg["n_chunks"]) * content_length
 ids = np.asarray(leading_tokens(snakemake.input.corpus, tokenizer.encode, wanted), dtype=np.int64)
 log.info("%d tokens of the corpus encoded (%s)", ids.size, tokenizer.backend)
 try:
-    chunks = chunk_tokens(ids, cfg["chunk_length"], cfg["n_chunks"], cfg["first_chunk"])
+    chunks = chunk_tokens(ids, content_length, cfg["n_chunks"], cfg["first_chunk"])
 except ValueError as exc:
     log.error("chunking: %s", exc)
     raise SystemExit(1) from None
+chunks = wrap_chunks(chunks, opening, closing)
 
 n, length = chunks.shape
 chunk_index = np.arange(cfg["first_chunk"], cfg["first_chunk"] + n, dtype=np.int32)
@@ -33,6 +44,8 @@ meta = {
     "corpus_sha256": text_sha256(snakemake.input.corpus),
     "tokenizer": read_manifest(snakemake.input.model)["name"],
     **cfg,
+    "opening_tokens": [int(t) for t in opening],
+    "closing_tokens": [int(t) for t in closing],
 }
 meta["fingerprint"] = fingerprint(
     {**meta, "token_sha256": hashlib.sha256(chunks.tobytes()).hexdigest()}

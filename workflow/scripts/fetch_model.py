@@ -1,11 +1,20 @@
 """Materialise the configured model (hub, local folder, package, or seeded random weights)."""
 
+from pathlib import Path
+
+import yaml
+
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.config import model_errors
+from attnlimits_workflow.config import model_errors, model_runs
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.models import ModelSourceError, fetch_model
 
 log = job_logger(snakemake, "fetch_model")
+# This model's settings, for the checks (not a param: a param would refetch on every analysis change).
+repo = Path(snakemake.scriptdir).resolve().parents[1]
+defaults = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+runs, _, _ = model_runs(snakemake.config, repo, defaults["model"])
+settings_of_run = runs[snakemake.wildcards.model]
 try:
     with atomic_path(snakemake.output[0]) as tmp:
         manifest = fetch_model(
@@ -14,7 +23,7 @@ try:
             tmp,
             log=log.info,
             # a hub model's config is known only now: its checks run before the weights come
-            check=lambda settings, base: model_errors(snakemake.config, settings, base),
+            check=lambda settings, base: model_errors(settings_of_run, settings, base),
         )
 except (ModelSourceError, OSError) as exc:
     for line in str(exc).splitlines():

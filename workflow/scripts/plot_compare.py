@@ -1,0 +1,128 @@
+"""One claim of the paper with every configured model side by side (figures/compare/<claim>.pdf).
+
+Each model's line comes from its own summary table and is labelled from its own recorded run
+description (results/<model>/summary/run.json), so the figure says what each run was."""
+
+import json
+
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+import polars as pl
+
+from attnlimits_workflow.jobs import job_logger
+from attnlimits_workflow.plotting import save, use_style
+
+log = job_logger(snakemake, "compare")
+use_style(snakemake.input.style)
+claim = snakemake.wildcards.claim
+models = list(snakemake.params.models)
+tables = {m: pl.read_csv(p) for m, p in zip(models, snakemake.input.summaries, strict=True)}
+runs = {m: json.load(open(p)) for m, p in zip(models, snakemake.input.runs, strict=True)}
+colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def label(model: str) -> str:
+    run = runs[model]
+    weights = "random weights" if run["weights"] == "random_init" else "trained"
+    rows = "every row" if run["protocol"] == "all_rows" else "last row"
+    return f"{model} ({weights}; {run['layers']}x{run['heads']} heads; {rows})"
+
+
+fig, ax = plt.subplots(figsize=(6.4, 3.8))
+notes = []
+for i, model in enumerate(models):
+    t, colour = tables[model], colours[i % len(colours)]
+    if claim == "critical_n":
+        for kind, style in (("monte_carlo", "-o"), ("closed_form", "--s")):
+            f = t.filter(pl.col("expectation") == kind).sort("L")
+            # Where KS over so few values cannot reject at alpha, every N "passes": no N_crit.
+            blind = f.filter(pl.col("ks_min_pvalue") >= snakemake.params.ks_alpha[model])
+            if blind.height:
+                notes.append(
+                    f"{model} ({kind}): KS cannot reject at {blind.height} of {f.height} L (not testable, not drawn)"
+                )
+            f = f.filter(pl.col("ks_min_pvalue") < snakemake.params.ks_alpha[model])
+            found = f.filter(pl.col("N_crit_over_L").is_not_null())
+            if found.height:
+                ax.plot(
+                    found["L"],
+                    found["N_crit_over_L"],
+                    style,
+                    color=colour,
+                    ms=4,
+                    label=f"{label(model)}: {'MC E' if kind == 'monte_carlo' else 'Thm 1.2 term'}",
+                )
+            if found.height < f.height:
+                notes.append(
+                    f"{model} ({kind}): no N_crit at {f.height - found.height} of {f.height} L"
+                )
+        ax.axhline(0.06, color="0.5", lw=0.8, ls=":", label="paper: 0.06")
+        ax.set(xscale="log", xlabel="L", ylabel="N_crit / L")
+        title = "Critical N (Theorem 1, KS test)"
+    elif claim == "separability":
+        t = t.sort("N")
+        ax.plot(t["N"], t["ratio_median"], "-o", color=colour, ms=4, label=label(model))
+        ax.fill_between(t["N"], t["ratio_q25"], t["ratio_q75"], color=colour, alpha=0.15, lw=0)
+        ax.axhspan(0.70, 0.85, color="0.85", alpha=0.5, lw=0, label="paper: 0.70-0.85")
+        ax.set(xscale="log", xlabel="N (top-N selected)", ylabel="N_s / N (median, IQR band)")
+        title = "Geometric separability (Theorem 2)"
+    elif claim == "gradient":
+        eps = t["eps"].min()
+        t = t.filter(pl.col("eps") == eps).sort("T")
+        ax.plot(
+            t["T"],
+            t["g_max_over_heads"],
+            "-o",
+            color=colour,
+            ms=4,
+            label=f"{label(model)}, eps {eps:g}",
+        )
+        ax.plot(t["T"], t["jacobian_norm_max"], ":", color=colour, lw=1)
+        ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="max g over heads")
+        title = "Gradient sensitivity (Lemma 2, Corollary 3); dotted: max exact ||J||"
+    elif claim == "vanishing":
+        t = t.sort("L")
+        ax.plot(t["L"], t["max_weight_median"], "-o", color=colour, ms=4, label=label(model))
+        ax.fill_between(
+            t["L"], t["max_weight_q25"], t["max_weight_q75"], color=colour, alpha=0.15, lw=0
+        )
+        ax.set(xscale="log", yscale="log", xlabel="L", ylabel="largest attention weight (median)")
+        title = "Vanishing attention (Lemma 1)"
+    elif claim == "distance":
+        n_fixed = snakemake.params.n_fixed[model]
+        t = t.filter(pl.col("N") == n_fixed).sort("L")
+        ax.plot(
+            t["L"],
+            t["distance_median"],
+            "-o",
+            color=colour,
+            ms=4,
+            label=f"{label(model)}, N = {n_fixed}",
+        )
+        ax.fill_between(
+            t["L"], t["distance_q25"], t["distance_q75"], color=colour, alpha=0.15, lw=0
+        )
+        ax.set(xscale="log", yscale="log", xlabel="L", ylabel="distance d~ (median)")
+        title = "Distance of the selected set (Theorem 1)"
+    else:
+        raise SystemExit(f"unknown claim {claim!r}")
+if claim == "vanishing":
+    lengths = np.array(sorted({L for t in tables.values() for L in t["L"].to_list()}), dtype=float)
+    ax.plot(lengths, 1 / lengths, color="0.5", lw=0.8, ls=":", label="1/L (uniform attention)")
+# Plain numbers on the log axes (the L and N grids are powers of two or round numbers).
+for axis in (ax.xaxis, ax.yaxis):
+    if axis.get_scale() == "log":
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+ax.set_title(title, fontsize=9)
+ax.legend(fontsize=6, loc="best")
+fig.tight_layout()
+caption = (
+    "Models side by side; lines: medians, bands: interquartile ranges, from each model's own run."
+)
+if notes:
+    caption += " " + "; ".join(notes) + "."
+save(fig, snakemake.output.pdf, snakemake.output.png, caption)
+log.info("%s: %d models", claim, len(models))
