@@ -37,13 +37,17 @@ include: "workflow/rules/extract.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/beyond.smk"
+include: "workflow/rules/compare.smk"
 
 
-# Downloads need the internet, which cluster compute nodes often lack: run them where Snakemake runs.
+# Downloads need the internet, which cluster compute nodes often lack, and the default model's
+# copies are one cp each: run them where Snakemake runs.
 localrules:
     all,
     download_corpus,
     fetch_model,
+    default_model_figure,
+    default_model_table,
 
 
 rule all:

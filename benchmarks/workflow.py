@@ -45,11 +45,11 @@ REPO = Path(__file__).resolve().parents[1]
 CLEAN = ("results", "figures", "tables", "logs", ".snakemake/incomplete")
 # The paper's analyses (issue 4): every job from the packs to these summaries.
 PAPER_ANALYSES = [
-    "results/summary/distance.csv",
-    "results/summary/separability.csv",
-    "results/summary/gradient.csv",
-    "results/summary/vanishing.csv",
-    "results/summary/run.json",
+    "results/gpt2-random/summary/distance.csv",
+    "results/gpt2-random/summary/separability.csv",
+    "results/gpt2-random/summary/gradient.csv",
+    "results/gpt2-random/summary/vanishing.csv",
+    "results/gpt2-random/summary/run.json",
 ]
 
 
@@ -81,7 +81,9 @@ def floor_seconds(workdir: Path, n_chunks: int, threads: int) -> float:
 
     torch.set_num_threads(threads)
     model = load_model(next((workdir / "resources/models").iterdir()))
-    tokens = pq.read_table(workdir / "results/chunks/tokens.parquet")["token_id"].to_numpy()
+    tokens = pq.read_table(workdir / "results/gpt2-random/chunks/tokens.parquet")[
+        "token_id"
+    ].to_numpy()
     chunks = tokens.reshape(n_chunks, -1).astype(np.int64)
     with torch.inference_mode():
         model(torch.as_tensor(chunks[0])[None])  # warm-up
@@ -93,8 +95,8 @@ def floor_seconds(workdir: Path, n_chunks: int, threads: int) -> float:
 
 def stage_times(workdir: Path) -> dict[str, tuple[float, int]]:
     out: dict[str, list] = defaultdict(lambda: [0.0, 0])
-    for tsv in sorted((workdir / "results/benchmarks").rglob("*.tsv")):
-        rel = tsv.relative_to(workdir / "results/benchmarks")
+    for tsv in sorted((workdir / "results/gpt2-random/benchmarks").rglob("*.tsv")):
+        rel = tsv.relative_to(workdir / "results/gpt2-random/benchmarks")
         stage = rel.parts[1] if rel.parts[0] == "analysis" else rel.parts[0]
         with open(tsv) as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
@@ -184,7 +186,7 @@ def main() -> None:
     # Stages alone: new dumps (forced), then the paper's analyses on them (all stale now).
     defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     batches = math.ceil(args.chunks / defaults["extraction"]["chunks_per_batch"])
-    dumps = [f"results/dumps/batch{b:03d}" for b in range(batches)]
+    dumps = [f"results/gpt2-random/dumps/batch{b:03d}" for b in range(batches)]
     # Repeated in pairs (extraction, then the analyses on its dumps): on a shared machine one pair
     # moves by ~10%, and issue 4's verdict should not rest on one draw.
     pairs = []

@@ -117,6 +117,7 @@ def tiny_config(tmp: Path, architecture: str = "gpt2", **overrides) -> dict:
 
 
 def write_config(tmp: Path, cfg: dict) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -416,7 +416,7 @@ def test_a_single_model_records_no_source_it_does_not_use():
             {},
             "models.b -> analysis.lengths[1]: L=128 exceeds",
         ),
-        ({"a": {"model": {"hf_id": None}}}, {}, "models.a -> model: no source"),
+        ({"a": {"model": {"hf_id": None, "path": None}}}, {}, "models.a -> model: no source"),
         ({"bad name": None}, {}, "models: 'bad name' does not match"),
     ],
 )

@@ -244,7 +244,9 @@ def rewrite_metadata(path, **changes):
 def test_a_dump_of_an_older_schema_is_refused_with_rebuild_advice(dump):
     out, _ = dump
     rewrite_metadata(out / "layer00.parquet", schema_version=SCHEMA_SPEC["schema_version"] - 1)
-    with pytest.raises(DumpError, match="delete results/dumps and results/packs and rerun"):
+    with pytest.raises(
+        DumpError, match="delete results/<model>/dumps and results/<model>/samples and rerun"
+    ):
         read_metadata(out / "layer00.parquet")
 
 

@@ -265,6 +265,18 @@ def test_two_models_side_by_side(tmp_path):
     assert scorecard.height >= 15 and scorecard["claim_id"].n_unique() == scorecard.height
     assert "tiny-llama" in (tmp_path / "tables/compare/scorecard.md").read_text()
 
+    # The report: one section per model, every label from the run's recorded files
+    snakemake(tmp_path, cfg_path, "--report", "report.html")
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    assert "tiny-llama" in html and "Models side by side" in html
+    # A --report call naming models this run did not make refuses, rather than mislabel
+    other = {**cfg, "models": {"tiny-gpt2": None, "tiny-llama-2": cfg["models"]["tiny-llama"]}}
+    proc = snakemake(
+        tmp_path, write_config(tmp_path / "other", other), "--report", "r2.html", check=False
+    )
+    assert proc.returncode != 0 and not (tmp_path / "r2.html").exists()
+    assert "figures/tiny-llama-2/" in proc.stdout + proc.stderr
+
     cfg["models"]["tiny-llama"]["analysis"]["gradient"] = {"temperatures": [0.01, 0.1, 1.0, 10.0]}
     planned = planned_outputs(tmp_path, write_config(tmp_path, cfg), "all")
     assert planned and any("/tiny-llama/" in path for path in planned)

@@ -62,7 +62,7 @@ def overlay(
     from the defaults, nor another model's ``random_init`` or ``config_overrides``."""
     merged = deep_merge(base, user)
     named = user.get("model")
-    if isinstance(named, dict) and any(key in named for key in MODEL_SOURCES):
+    if isinstance(named, dict) and any(named.get(key) for key in MODEL_SOURCES):
         start = model_defaults if model_defaults is not None else base.get("model") or {}
         merged["model"] = {
             **start,
@@ -115,7 +115,9 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = overlay(merged, {k: v for k, v in layer.items() if k in MODEL_SECTIONS})
-        if isinstance(layer.get("model"), dict) and any(s in layer["model"] for s in MODEL_SOURCES):
+        if isinstance(layer.get("model"), dict) and any(
+            layer["model"].get(s) for s in MODEL_SOURCES
+        ):
             merged.setdefault("model", {})
             for s in MODEL_SOURCES:
                 merged["model"].setdefault(s, None)

@@ -263,7 +263,7 @@ def layer_files(
         extra = sorted(set(owner) - set(expected_chunks))
         raise DumpError(
             f"{dump_dirs}: the batches hold chunks {sorted(owner)}, the run expects "
-            f"{sorted(expected_chunks)} (missing {missing}, extra {extra}): delete results/dumps and rerun"
+            f"{sorted(expected_chunks)} (missing {missing}, extra {extra}): delete results/<model>/dumps and rerun"
         )
     return dict(sorted(out.items()))
 
@@ -304,8 +304,8 @@ def open_dump(
     if meta.get("schema_version") != SCHEMA_SPEC["schema_version"]:
         raise DumpError(
             f"{path}: dump schema_version {meta.get('schema_version')}, this version of the "
-            f"workflow reads {SCHEMA_SPEC['schema_version']} (docs/dumps.md): delete results/dumps "
-            "and results/packs and rerun to rebuild them"
+            f"workflow reads {SCHEMA_SPEC['schema_version']} (docs/dumps.md): delete results/<model>/dumps "
+            "and results/<model>/samples and rerun to rebuild them"
         )
     want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]), meta["vector_dtype"])
     if not schema.remove_metadata().equals(want):
@@ -316,7 +316,7 @@ def open_dump(
         if meta.get(key) != want_value:
             raise DumpError(
                 f"{path}: written for another model/corpus ({key} {meta.get(key)!r}, this run has "
-                f"{want_value!r}); delete results/dumps and rerun"
+                f"{want_value!r}); delete results/<model>/dumps and rerun"
             )
     return meta, handle
 

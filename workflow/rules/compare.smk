@@ -1,0 +1,72 @@
+# Models side by side: one figure per claim of the paper, the scorecard, and the findings page.
+
+
+# Every configured model side by side: one figure per claim, and the scorecard.
+rule compare_figure:
+    input:
+        style=STYLE,
+        summaries=[results(model, "summary", "{claim}.csv") for model in MODELS],
+        runs=[results(model, "summary", "run.json") for model in MODELS],
+    output:
+        pdf="figures/compare/{claim}.pdf",
+        png=report(
+            "figures/compare/{claim}.png",
+            caption="../report/compare.rst",
+            category="Models side by side",
+        ),
+    log:
+        "logs/compare/{claim}.log",
+    wildcard_constraints:
+        claim="|".join(COMPARE_CLAIMS),
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=list(MODELS),
+        n_fixed={m: c["analysis"]["distance"]["n_fixed"] for m, c in MODELS.items()},
+        ks_alpha={m: c["analysis"]["critical_n"]["ks_alpha"] for m, c in MODELS.items()},
+    script:
+        "../scripts/plot_compare.py"
+
+
+rule scorecard:
+    input:
+        tables=[f"tables/{model}/table1.csv" for model in MODELS],
+        runs=[results(model, "summary", "run.json") for model in MODELS],
+    output:
+        csv=report(
+            "tables/compare/scorecard.csv",
+            caption="../report/scorecard.rst",
+            category="Models side by side",
+        ),
+        md="tables/compare/scorecard.md",
+    log:
+        "logs/compare/scorecard.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=list(MODELS),
+    script:
+        "../scripts/make_scorecard.py"
+
+
+# docs/findings.md: the paper's claims on the configured models (config/findings.yaml), every
+# number from this run. Not part of `all`: it writes into docs/.
+rule findings:
+    input:
+        template=workflow.source_path("../resources/findings_template.md"),
+        scorecard="tables/compare/scorecard.csv",
+        figures=[f"figures/compare/{claim}.png" for claim in COMPARE_CLAIMS],
+        runs=[results(model, "summary", "run.json") for model in MODELS],
+        configs=[results(model, "summary", "config.yaml") for model in MODELS],
+    output:
+        page="docs/findings.md",
+        figures=directory("docs/findings"),
+    log:
+        "logs/compare/findings.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=list(MODELS),
+        command="snakemake --cores 2 docs/findings.md --configfile config/findings.yaml",
+    script:
+        "../scripts/write_findings.py"
