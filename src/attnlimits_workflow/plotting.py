@@ -30,7 +30,9 @@ def protocol_text(run: dict, analysed_rows: bool = False) -> str:
         )
     if run.get("protocol") == "all_rows":
         masked = (
-            "; a causal row's masked keys count as non-selected"
+            ""  # an encoder's rows see every key
+            if not run.get("causal", True)
+            else "; a causal row's masked keys count as non-selected"
             if run["masked"] == "non_selected"
             else "; a causal row counts only its visible keys"
         )
