@@ -26,7 +26,9 @@ colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 def label(model: str) -> str:
     run = runs[model]
     weights = "random weights" if run["weights"] == "random_init" else "trained"
-    rows = "every row" if run["protocol"] == "all_rows" else "last row"
+    # Lemma 1's check reads the analysed row under either protocol (docs/protocols.md)
+    every_row = run["protocol"] == "all_rows" and claim != "vanishing"
+    rows = "every row" if every_row else "analysed row"
     return f"{model} ({weights}; {run['layers']}x{run['heads']} heads; {rows})"
 
 
@@ -122,6 +124,11 @@ fig.tight_layout()
 caption = (
     "Models side by side; lines: medians, bands: interquartile ranges, from each model's own run."
 )
+if claim == "vanishing":
+    caption += (
+        " Lemma 1 is checked on each (layer, chunk, head)'s analysed row under either protocol, so"
+        " two entries of one model coincide."
+    )
 if notes:
     caption += " " + "; ".join(notes) + "."
 save(fig, snakemake.output.pdf, snakemake.output.png, caption)

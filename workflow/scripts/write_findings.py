@@ -32,7 +32,8 @@ figures = Path(out.figures)
 
 
 def field(match: re.Match) -> str:
-    kind, claim_id, model = match.group(1).split("|")
+    kind, rest = match.group(1).split("|", 1)
+    claim_id, model = rest.rsplit("|", 1)  # claim ids may hold "|" (||J||)
     if (claim_id, model) not in cells:
         raise SystemExit(f"findings template: no scorecard cell {claim_id!r} x {model!r}")
     verdict, measured = cells[(claim_id, model)]
@@ -96,16 +97,18 @@ figures.mkdir(parents=True, exist_ok=True)
 for png in inp.figures:
     shutil.copyfile(png, figures / Path(png).name)
 
-template = Path(inp.template).read_text()
-page = template.format(
-    command=snakemake.params.command,
-    models_table=models_table,
-    summary_table=summary_table,
-    scorecard_table=scorecard_table,
-    measured="\n\n".join(measured_sections),
-    figures_dir=figures.name,
-)
-page = re.sub(r"\[\[([^\]]+)\]\]", field, page)
+# Fields first (claim ids hold braces, such as Corollary 3's min{1/(4T), sqrt 2}), then the blocks
+# by plain replacement, so no text of the run is read as a format string.
+page = re.sub(r"\[\[(.+?)\]\]", field, Path(inp.template).read_text())
+blocks = {
+    "command": snakemake.params.command,
+    "models_table": models_table,
+    "summary_table": summary_table,
+    "scorecard_table": scorecard_table,
+    "measured": "\n\n".join(measured_sections),
+}
+for name, text in blocks.items():
+    page = page.replace("{" + name + "}", text)
 with atomic_path(out.page) as tmp:
     Path(tmp).write_text(page)
 log.info("findings page: %d models, %d claims", len(models), score.height)
