@@ -432,3 +432,10 @@ def test_an_overlay_file_may_not_set_what_models_share(base, tmp_path):
     overlay.write_text(yaml.safe_dump({"seed": 3, "chunking": {"n_chunks": 2}}))
     with pytest.raises(ConfigError, match="sets seed, which every model of a run shares"):
         load_config(DEFAULTS, several(base, tmp_path, a=str(overlay)), SCHEMA, REPO)
+
+
+def test_command_line_strings_in_a_models_entry_take_the_schema_types(base, tmp_path):
+    # Snakemake hands --config 'models={a: {analysis: {gradient: {directions: 8}}}}' as strings
+    user = several(base, tmp_path, a={"analysis": {"gradient": {"directions": "8"}}})
+    _, runs, _ = load_config(DEFAULTS, user, SCHEMA, REPO)
+    assert runs["a"]["analysis"]["gradient"]["directions"] == 8

@@ -176,6 +176,9 @@ def load_config(
     if errs:
         raise ConfigError("\n".join(errs))
     several = bool(config.get("models"))
+    # An entry's sections get the schema's types too (--config 'models={a: {analysis: ...}}'
+    # arrives as strings): the schema of models says only "a mapping", the full config says more.
+    runs = {name: coerce_command_line_values(cfg, schema) for name, cfg in runs.items()}
     for name, cfg in runs.items():
         try:
             validate_run(cfg, schema)
