@@ -33,6 +33,14 @@ def label(model: str) -> str:
 
 
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
+
+
+def median_band(t: pl.DataFrame, x: str, value: str, colour: str, text: str) -> None:
+    """One model's median line with its interquartile band."""
+    ax.plot(t[x], t[f"{value}_median"], "-o", color=colour, ms=4, label=text)
+    ax.fill_between(t[x], t[f"{value}_q25"], t[f"{value}_q75"], color=colour, alpha=0.15, lw=0)
+
+
 notes = []
 for i, model in enumerate(models):
     t, colour = tables[model], colours[i % len(colours)]
@@ -64,9 +72,7 @@ for i, model in enumerate(models):
         ax.set(xscale="log", xlabel="L", ylabel="N_crit / L")
         title = "Critical N (Theorem 1, KS test)"
     elif claim == "separability":
-        t = t.sort("N")
-        ax.plot(t["N"], t["ratio_median"], "-o", color=colour, ms=4, label=label(model))
-        ax.fill_between(t["N"], t["ratio_q25"], t["ratio_q75"], color=colour, alpha=0.15, lw=0)
+        median_band(t.sort("N"), "N", "ratio", colour, label(model))
         ax.axhspan(0.70, 0.85, color="0.85", alpha=0.5, lw=0, label="paper: 0.70-0.85")
         ax.set(xscale="log", xlabel="N (top-N selected)", ylabel="N_s / N (median, IQR band)")
         title = "Geometric separability (Theorem 2)"
@@ -85,27 +91,13 @@ for i, model in enumerate(models):
         ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="max g over heads")
         title = "Gradient sensitivity (Lemma 2, Corollary 3); dotted: max exact ||J||"
     elif claim == "vanishing":
-        t = t.sort("L")
-        ax.plot(t["L"], t["max_weight_median"], "-o", color=colour, ms=4, label=label(model))
-        ax.fill_between(
-            t["L"], t["max_weight_q25"], t["max_weight_q75"], color=colour, alpha=0.15, lw=0
-        )
+        median_band(t.sort("L"), "L", "max_weight", colour, label(model))
         ax.set(xscale="log", yscale="log", xlabel="L", ylabel="largest attention weight (median)")
         title = "Vanishing attention (Lemma 1)"
     elif claim == "distance":
         n_fixed = snakemake.params.n_fixed[model]
         t = t.filter(pl.col("N") == n_fixed).sort("L")
-        ax.plot(
-            t["L"],
-            t["distance_median"],
-            "-o",
-            color=colour,
-            ms=4,
-            label=f"{label(model)}, N = {n_fixed}",
-        )
-        ax.fill_between(
-            t["L"], t["distance_q25"], t["distance_q75"], color=colour, alpha=0.15, lw=0
-        )
+        median_band(t, "L", "distance", colour, f"{label(model)}, N = {n_fixed}")
         ax.set(xscale="log", yscale="log", xlabel="L", ylabel="distance d~ (median)")
         title = "Distance of the selected set (Theorem 1)"
     else:
