@@ -115,12 +115,6 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = overlay(merged, {k: v for k, v in layer.items() if k in MODEL_SECTIONS})
-        if isinstance(layer.get("model"), dict) and any(
-            layer["model"].get(s) for s in MODEL_SOURCES
-        ):
-            merged.setdefault("model", {})
-            for s in MODEL_SOURCES:
-                merged["model"].setdefault(s, None)
     return merged, errs
 
 
@@ -158,16 +152,16 @@ def model_runs(
     return runs, default, errs
 
 
-def load_config(
+def resolve_runs(
     defaults: dict[str, Any],
     user: dict[str, Any],
-    schema_path: str | Path,
+    schema: dict[str, Any],
     base_dir: str | Path,
 ) -> tuple[dict[str, Any], dict[str, dict], str]:
     """The run's config (defaults, then the user's overlay with the schema's types), each model's
-    own config, and the default model. The one validation pass: raises ConfigError with one line
-    per problem, each naming its key (``models.<name>: ...`` for a problem of one model)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    own config (typed the same way: --config 'models={a: {analysis: ...}}' arrives as strings,
+    and the schema of models says only "a mapping") and the default model. Raises ConfigError on
+    schema problems and bad models entries; each model's own rules are load_config's."""
     config = coerce_command_line_values(overlay(defaults, user), schema)
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if errs:
@@ -175,10 +169,23 @@ def load_config(
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
     if errs:
         raise ConfigError("\n".join(errs))
-    several = bool(config.get("models"))
-    # An entry's sections get the schema's types too (--config 'models={a: {analysis: ...}}'
-    # arrives as strings): the schema of models says only "a mapping", the full config says more.
     runs = {name: coerce_command_line_values(cfg, schema) for name, cfg in runs.items()}
+    return config, runs, default
+
+
+def load_config(
+    defaults: dict[str, Any],
+    user: dict[str, Any],
+    schema_path: str | Path,
+    base_dir: str | Path,
+) -> tuple[dict[str, Any], dict[str, dict], str]:
+    """resolve_runs, then every model's checks: the one validation pass, run before any job.
+    Raises ConfigError with one line per problem, each naming its key (``models.<name> -> ...``
+    for a problem of one model of several)."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    config, runs, default = resolve_runs(defaults, user, schema, base_dir)
+    errs: list[str] = []
+    several = bool(config.get("models"))
     for name, cfg in runs.items():
         try:
             validate_run(cfg, schema)

@@ -39,13 +39,17 @@ def write_csv(table: pl.DataFrame, path: str | Path) -> None:
         table.write_csv(tmp)
 
 
+def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table of text cells ("|" inside a cell escaped)."""
+    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(md)
+
+
 def write_markdown(table: pl.DataFrame, path: str | Path, header: str) -> None:
-    md = [header, "", "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    md += [
-        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in r) + " |" for r in table.iter_rows()
-    ]
+    rows = [[_cell(v) for v in r] for r in table.iter_rows()]
     with atomic_path(path) as tmp:
-        Path(tmp).write_text("\n".join(md) + "\n")
+        Path(tmp).write_text(f"{header}\n\n{markdown_table(table.columns, rows)}\n")
 
 
 def write_latex(table: pl.DataFrame, path: str | Path, header: str, columns: str) -> None:

@@ -5,15 +5,20 @@ from pathlib import Path
 import yaml
 
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.config import model_errors, model_runs
+from attnlimits_workflow.config import model_errors, resolve_runs
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.models import ModelSourceError, fetch_model
 
 log = job_logger(snakemake, "fetch_model")
-# This model's settings, for the checks (not a param: a param would refetch on every analysis change).
+# This model's settings, for the checks, resolved as the workflow did (not a param: a param would
+# refetch the model on every analysis change).
 repo = Path(snakemake.scriptdir).resolve().parents[1]
-defaults = yaml.safe_load((repo / "config" / "config.yaml").read_text())
-runs, _, _ = model_runs(snakemake.config, repo, defaults["model"])
+_, runs, _ = resolve_runs(
+    yaml.safe_load((repo / "config" / "config.yaml").read_text()),
+    snakemake.config,
+    yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text()),
+    repo,
+)
 settings_of_run = runs[snakemake.wildcards.model]
 try:
     with atomic_path(snakemake.output[0]) as tmp:

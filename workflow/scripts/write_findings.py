@@ -16,6 +16,7 @@ import yaml
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import protocol_text
+from attnlimits_workflow.tables import markdown_table
 
 log = job_logger(snakemake, "findings")
 inp, out = snakemake.input, snakemake.output
@@ -40,12 +41,6 @@ def field(match: re.Match) -> str:
     return {"verdict": verdict, "measured": measured}[kind]
 
 
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 model_rows = []
 for m in models:
     run, cfg = runs[m], configs[m]
@@ -63,12 +58,12 @@ for m in models:
             protocol_text(run),
         ]
     )
-models_table = md_table(
+models_table = markdown_table(
     ["model", "type", "weights", "layers x heads", "L", "chunks", "protocol"], model_rows
 )
 
 verdict_rows = [[r["claim"], *[r[m] for m in models]] for r in score.iter_rows(named=True)]
-scorecard_table = md_table(["claim", *models], verdict_rows)
+scorecard_table = markdown_table(["claim", *models], verdict_rows)
 
 summary_rows = []
 for r in score.iter_rows(named=True):
@@ -84,13 +79,13 @@ for r in score.iter_rows(named=True):
             ", ".join(other) or "-",
         ]
     )
-summary_table = md_table(["claim", "holds on", "fails on", "cannot be decided"], summary_rows)
+summary_table = markdown_table(["claim", "holds on", "fails on", "cannot be decided"], summary_rows)
 
 measured_sections = []
 for r in score.iter_rows(named=True):
     rows = [[m, r[m], r[f"{m} measured"] or ""] for m in models]
     measured_sections.append(
-        f"**{r['claim']}**\n\n" + md_table(["model", "verdict", "measured"], rows)
+        f"**{r['claim']}**\n\n" + markdown_table(["model", "verdict", "measured"], rows)
     )
 
 figures.mkdir(parents=True, exist_ok=True)
