@@ -38,6 +38,7 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/beyond.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/study.smk"
 
 
 # Downloads need the internet, which cluster compute nodes often lack, and the default model's

@@ -23,9 +23,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import attention_rules
 from .families import Family, family
 
 CAPTURE = "attnlimits_capture"
+# The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
+# {"kind": "sparsemax"}); Scalable-Softmax's learned per-head s is the parameter SCALE_PARAMETER of
+# each attention module.
+RULE_ATTENTION = "attnlimits_rule"
+RULE_KEY = "attnlimits_attention"
+SCALE_PARAMETER = "attention_scale"
 # Keyword arguments that add terms to the scores which the capture does not reproduce.
 _UNREPRODUCED = ("s_aux", "sinks", "position_bias", "alibi", "attention_bias")
 # Query rows per block when the capture computes attention itself (soft-capped models).
@@ -173,6 +180,7 @@ class _Recorder:
         q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
         context = q.shape[1]
         softcap = kwargs.get("softcap")
+        rule = model_rule(module)
         rows = {}
         for L in self.lengths:
             if L > context:
@@ -182,6 +190,11 @@ class _Recorder:
             logits, weights = score_row(
                 q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible
             )
+            if rule is not None:  # the model's own normaliser, on the same logits
+                seen = torch.isfinite(logits)[:, None, :]
+                weights = attention_rules.normalize(
+                    logits[:, None, :], seen, rule, rule_scale(module)
+                )[:, 0, :]
             rows[L] = (pos, logits.cpu(), weights.cpu())
         self.layers[layer] = {
             "q": q.cpu(),
@@ -235,6 +248,53 @@ def blockwise_attention(
     return out.transpose(1, 2).contiguous()
 
 
+def model_rule(module: nn.Module) -> dict[str, Any] | None:
+    """The normaliser a trained model's attention uses (None: the family's own softmax)."""
+    config = getattr(module, "config", None)
+    return getattr(config, RULE_KEY, None) if config is not None else None
+
+
+def rule_scale(module: nn.Module) -> torch.Tensor | None:
+    scale = getattr(module, SCALE_PARAMETER, None)
+    return None if scale is None else scale.detach().float()
+
+
+def rule_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    """Attention under the model's own normaliser (attnlimits.attention_rules): weights =
+    rule(q k^T * scaling) over the keys the mask lets each query see, then weights @ v.
+    Materialises queries x keys per head: meant for the study's small models. Registered as
+    RULE_ATTENTION for training; the capture delegates here for such models."""
+    rule = model_rule(module)
+    if rule is None:
+        raise ValueError(f"{RULE_ATTENTION} attention needs config.{RULE_KEY} (a normaliser)")
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    is_causal = kwargs.get("is_causal")
+    is_causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    group = query.shape[1] // key.shape[1]
+    keys = key.repeat_interleave(group, dim=1) if group > 1 else key
+    values = value.repeat_interleave(group, dim=1) if group > 1 else value
+    scores = query @ keys.transpose(-1, -2) * scaling
+    visible = attention_rules.visible_from_mask(
+        attention_mask, is_causal, query.shape[2], keys.shape[2], query.device
+    )
+    weights = attention_rules.normalize(
+        scores, visible, rule, getattr(module, SCALE_PARAMETER, None)
+    )
+    if dropout and module.training:
+        weights = nn.functional.dropout(weights, p=dropout)
+    return (weights @ values).transpose(1, 2).contiguous(), weights
+
+
 def capture_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -255,6 +315,10 @@ def capture_attention(
     recorder = _ACTIVE.get()
     if recorder is not None:
         recorder.record(module, query, key, value, attention_mask, scaling, is_causal, kwargs)
+    if model_rule(module) is not None:
+        return rule_attention(
+            module, query, key, value, attention_mask, scaling, dropout, is_causal=is_causal
+        )
     softcap = kwargs.pop("softcap", None)
     if softcap is not None:
         causal_here = is_causal and attention_mask is None and query.shape[2] > 1
@@ -282,6 +346,16 @@ def register_capture() -> str:
     AttentionInterface.register(CAPTURE, capture_attention)
     AttentionMaskInterface.register(CAPTURE, sdpa_mask)
     return CAPTURE
+
+
+def register_rule_attention() -> str:
+    """Register :func:`rule_attention` (SDPA's mask format) with transformers; return its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(RULE_ATTENTION, rule_attention)
+    AttentionMaskInterface.register(RULE_ATTENTION, sdpa_mask)
+    return RULE_ATTENTION
 
 
 def extract_chunk(

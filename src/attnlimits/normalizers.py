@@ -93,16 +93,43 @@ def entmax15_jacobian_norm(logits: FloatArray, length: int, temperature: float =
 
 
 # ------------------------------------------------------------------------------ Scalable-Softmax
-def scalable_softmax_weights(logits: FloatArray, length: int, s: float = 0.43):
-    """SSMax (Nakanishi, 2025): softmax(s log(L) l), L the row's context length."""
-    return softmax(logits, 1.0 / (s * np.log(length)))
+def scalable_softmax_weights(logits: FloatArray, length: int, s: float | FloatArray = 0.43):
+    """SSMax (Nakanishi, 2025): softmax(s log(L) l), L the row's context length. ``s`` is one
+    number or one per row, shape (rows, 1) (a trained model's per-head scales). One key (L = 1)
+    gets weight 1: the scale log(1) = 0 makes every logit 0."""
+    return softmax(np.asarray(s) * np.log(length) * np.asarray(logits, dtype=np.float64))
 
 
-def scalable_softmax_jacobian_norm(logits: FloatArray, length: int, s: float = 0.43):
-    return softmax_normalizer_jacobian_norm(logits, length, 1.0 / (s * np.log(length)))
+def scalable_softmax_jacobian_norm(logits: FloatArray, length: int, s: float | FloatArray = 0.43):
+    """||d softmax(s log(L) l) / d l|| = s log(L) ||J_softmax|| at the scaled logits."""
+    scale = np.asarray(s, dtype=np.float64) * np.log(length)
+    norm = gradient.softmax_jacobian_norm(scale * np.asarray(logits, dtype=np.float64), 1.0)
+    return (scale.reshape(-1) if scale.ndim else scale) * norm
 
 
 # ---------------------------------------------------------------------------- Self-Adjust Softmax
+def _largest_singular_value(jv, jtu, shape, iterations: int, rtol: float):
+    """Per row, the largest singular value of J (given as v -> J v and u -> J^T u, row-wise) by
+    power iteration on J^T J; stops when every estimate changes by less than ``rtol`` relative."""
+    n_rows, n = shape
+    # A fixed start with every component non-zero (deterministic, not orthogonal to the answer
+    # except on a measure-zero set).
+    v = 1.0 + np.arange(n, dtype=np.float64)[None, :].repeat(n_rows, axis=0) / n
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    sigma = np.zeros(n_rows)
+    for _ in range(iterations):
+        u = jv(v)
+        new_sigma = np.linalg.norm(u, axis=1)
+        v = jtu(u)
+        norm = np.linalg.norm(v, axis=1, keepdims=True)
+        v = np.where(norm > 0, v / np.where(norm > 0, norm, 1.0), v)
+        done = np.abs(new_sigma - sigma) <= rtol * np.maximum(new_sigma, 1e-300)
+        sigma = new_sigma
+        if done.all():
+            break
+    return sigma
+
+
 def _self_adjust_parts(logits: FloatArray):
     z = np.asarray(logits, dtype=np.float64)
     low = np.minimum(z.min(axis=1), 0.0)
@@ -134,7 +161,7 @@ def self_adjust_softmax_jacobian_norm(
     norm 0. Stops when the estimate changes by less than ``rtol`` relative.
     """
     z, low, high, span, safe, g, p = _self_adjust_parts(logits)
-    n_rows, n = z.shape
+    n_rows = z.shape[0]
     w = g * p
     c = p / safe[:, None]
     rows = np.arange(n_rows)
@@ -161,22 +188,33 @@ def self_adjust_softmax_jacobian_norm(
         out[rows, b] -= has_high * wu / safe
         return out
 
-    # A fixed start with every component non-zero (deterministic, not orthogonal to the answer
-    # except on a measure-zero set).
-    v = 1.0 + np.arange(n, dtype=np.float64)[None, :].repeat(n_rows, axis=0) / n
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    sigma = np.zeros(n_rows)
-    for _ in range(iterations):
-        u = jv(v)
-        new_sigma = np.linalg.norm(u, axis=1)
-        v = jtu(u)
-        norm = np.linalg.norm(v, axis=1, keepdims=True)
-        v = np.where(norm > 0, v / np.where(norm > 0, norm, 1.0), v)
-        done = np.abs(new_sigma - sigma) <= rtol * np.maximum(new_sigma, 1e-300)
-        sigma = new_sigma
-        if done.all():
-            break
+    sigma = _largest_singular_value(jv, jtu, z.shape, iterations, rtol)
     return np.where(span > 0, sigma, 0.0)
+
+
+def self_adjust_softmax_raw_weights(logits: FloatArray, length: int):
+    """SA-Softmax as first written (Zheng et al., 2025, Eq. 3): z * softmax(z). Weights may be
+    negative, and rows need not sum to 1."""
+    z = np.asarray(logits, dtype=np.float64)
+    return z * softmax(z)
+
+
+def self_adjust_softmax_raw_jacobian_norm(
+    logits: FloatArray, length: int, iterations: int = 500, rtol: float = 1e-10
+):
+    """Largest singular value of J = diag(p + w) - w p^T, w = z p, p = softmax(z) (d(z_i p_i) /
+    d z_j = delta_ij p_i + z_i p_i (delta_ij - p_j)), by power iteration with J applied in O(L)."""
+    z = np.asarray(logits, dtype=np.float64)
+    p = softmax(z)
+    w = z * p
+    diag = p + w
+    return _largest_singular_value(
+        lambda v: diag * v - w * (p * v).sum(axis=1, keepdims=True),
+        lambda u: diag * u - p * (w * u).sum(axis=1, keepdims=True),
+        z.shape,
+        iterations,
+        rtol,
+    )
 
 
 KINDS: dict[str, Normalizer] = {
@@ -186,6 +224,9 @@ KINDS: dict[str, Normalizer] = {
     "scalable_softmax": Normalizer(scalable_softmax_weights, scalable_softmax_jacobian_norm),
     "self_adjust_softmax": Normalizer(
         self_adjust_softmax_weights, self_adjust_softmax_jacobian_norm, sums_to_one=False
+    ),
+    "self_adjust_softmax_raw": Normalizer(
+        self_adjust_softmax_raw_weights, self_adjust_softmax_raw_jacobian_norm, sums_to_one=False
     ),
 }
 

@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 # Mappings keyed by names the user chooses: a user's mapping replaces the default one whole (a
 # config listing one normalizer runs that one), where mappings of settings are overlaid key by key.
-REPLACED_MAPPINGS = (("beyond", "normalizers"), ("models",))
+REPLACED_MAPPINGS = (("beyond", "normalizers"), ("models",), ("study", "normalizers"))
 
 
 def deep_merge(
@@ -152,6 +152,79 @@ def model_runs(
     return runs, default, errs
 
 
+STUDY_PREFIX = "study-"
+
+
+def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
+    """The beyond.normalizers entry (attnlimits.normalizers) that is a trained model's own
+    attention on its dumped logits (q k^T times the scaling): the rule with its settings, except
+    Scalable-Softmax's s, which the normalizer job reads from the model's learned.json."""
+    kind = rule["kind"]
+    if kind == "scalable_softmax":
+        return {"kind": kind}
+    return dict(rule)
+
+
+def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict]:
+    """One run per study normaliser, named study-<normaliser>: the run's shared keys (corpus,
+    seed, figures), the *default* chunking, extraction, analysis and beyond sections with
+    study.diagnostics laid over them (so a paper run's own settings never reach, or break, the
+    study), a model trained by the workflow (model.trained names the normaliser) and, as its only
+    normalizer job, its own rule (study_normalizer)."""
+    study = config.get("study") or {}
+    shared = {k: v for k, v in config.items() if k not in ("models", "default_model")}
+    base = {**shared, **{k: defaults[k] for k in MODEL_SECTIONS if k != "model" and k in defaults}}
+    runs = {}
+    for name, rule in (study.get("normalizers") or {}).items():
+        cfg = deep_merge(base, study["diagnostics"])
+        cfg["model"] = {
+            **defaults["model"],
+            **{key: None for key in MODEL_SOURCES},
+            "random_init": False,
+            "config_overrides": {},
+            "name": STUDY_PREFIX + name,
+            "trained": name,
+        }
+        cfg["beyond"] = {**cfg["beyond"], "normalizers": {name: study_normalizer(rule)}}
+        runs[STUDY_PREFIX + name] = cfg
+    return runs
+
+
+def study_errors(config: dict[str, Any]) -> list[str]:
+    """The study's cross-key rules: known attention rules and their settings, the baseline, the
+    evaluation contexts within the model's positions, training windows within them."""
+    from attnlimits import attention_rules
+
+    study = config.get("study") or {}
+    rules = study.get("normalizers") or {}
+    errs = []
+    for name, rule in rules.items():
+        try:
+            attention_rules.parameters(rule)
+        except ValueError as exc:
+            errs.append(f"study.normalizers.{name}: {exc}")
+    if rules and study.get("baseline") not in rules:
+        errs.append(f"study.baseline: {study.get('baseline')!r} is not one of study.normalizers")
+    positions = study["architecture"]["max_positions"]
+    for i, c in enumerate(study["evaluation"]["contexts"]):
+        if c > positions:
+            errs.append(
+                f"study.evaluation.contexts[{i}]: {c} exceeds study.architecture.max_positions="
+                f"{positions}"
+            )
+    if study["training"]["context"] > positions:
+        errs.append(
+            f"study.training.context: {study['training']['context']} exceeds "
+            f"study.architecture.max_positions={positions}"
+        )
+    arch = study["architecture"]
+    if arch["heads"] % arch["kv_heads"] or arch["hidden_size"] % arch["heads"]:
+        errs.append(
+            "study.architecture: heads must divide hidden_size and be a multiple of kv_heads"
+        )
+    return errs
+
+
 def resolve_runs(
     defaults: dict[str, Any],
     user: dict[str, Any],
@@ -167,8 +240,16 @@ def resolve_runs(
     if errs:
         raise ConfigError("\n".join(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
+    errs += study_errors(config)
+    trained = study_runs(config, defaults)
+    errs += [
+        f"models.{name}: the study's trained models use this name"
+        for name in runs
+        if name in trained
+    ]
     if errs:
         raise ConfigError("\n".join(errs))
+    runs = {**runs, **trained}
     runs = {name: coerce_command_line_values(cfg, schema) for name, cfg in runs.items()}
     return config, runs, default
 
@@ -191,7 +272,12 @@ def load_config(
             validate_run(cfg, schema)
         except ConfigError as exc:
             lines = str(exc).splitlines()
-            errs += [f"models.{name} -> {line}" for line in lines] if several else lines
+            if cfg["model"].get("trained"):
+                # every trained model shares study.diagnostics: report each problem once
+                lines = [f"study.diagnostics -> {line}" for line in lines]
+                errs += [line for line in lines if line not in errs]
+            else:
+                errs += [f"models.{name} -> {line}" for line in lines] if several else lines
     if errs:
         raise ConfigError("\n".join(errs))
     return config, runs, default
@@ -306,6 +392,15 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
     from .models import ModelSourceError, package_model_dir  # local: keeps import light
 
     model = config["model"]
+    if model.get("trained"):  # built by the study's train_model job, from study.architecture
+        arch = config["study"]["architecture"]
+        return {
+            "model_type": "llama",
+            "max_position_embeddings": arch["max_positions"],
+            "num_hidden_layers": arch["layers"],
+            "num_attention_heads": arch["heads"],
+            "num_key_value_heads": arch["kv_heads"],
+        }
     fetched = Path("resources/models") / model["name"] / "config.json"
     if model.get("gguf_file"):
         from .models import gguf_config, gguf_path
@@ -505,7 +600,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     if style and not Path(style).is_file():
         errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
-    if not any(model.get(key) for key in MODEL_SOURCES):
+    if not model.get("trained") and not any(model.get(key) for key in MODEL_SOURCES):
         errs.append(
             f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
         )

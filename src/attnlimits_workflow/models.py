@@ -245,8 +245,12 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
     from attnlimits.extraction import register_capture
     from attnlimits.families import family
 
-    model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
-    family(model_type)  # refuses an unsupported family before loading its weights
+    settings = json.loads((Path(model_dir) / "config.json").read_text())
+    family(settings.get("model_type"))  # refuses an unsupported family before loading its weights
+    if settings.get("attnlimits_attention"):  # trained by the study with another normaliser
+        from .training import load_trained
+
+        return load_trained(model_dir, register_capture()).to(device)
     model = AutoModel.from_pretrained(
         model_dir, attn_implementation=register_capture(), dtype=torch.float32
     )

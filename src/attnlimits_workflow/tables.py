@@ -41,7 +41,10 @@ def write_csv(table: pl.DataFrame, path: str | Path) -> None:
 
 def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
     """A Markdown table of text cells ("|" inside a cell escaped)."""
-    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md = [
+        "| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
     md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     return "\n".join(md)
 

@@ -10,6 +10,7 @@ wildcard_constraints:
 rule normalizer:
     input:
         packs=packs_of,
+        model=trained_model_dir,
     output:
         samples=results(
             "{model}", "beyond", "normalizers", "{normalizer}", "samples.parquet"

@@ -36,10 +36,19 @@ config.clear()
 config.update(_merged)
 
 CORPUS = config["corpus"]["name"]
+# The configured models (`all`, the comparison, the findings), and the study's trained models
+# (study-<normaliser>, `study`), which go through the same rules from extraction on.
+PAPER_MODELS = [m for m, c in MODELS.items() if not c["model"].get("trained")]
+STUDY_MODELS = [m for m, c in MODELS.items() if c["model"].get("trained")]
+
+
+def name_pattern(names):
+    """A wildcard constraint matching exactly ``names`` (nothing when there are none)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
 wildcard_constraints:
-    model="|".join(re.escape(name) for name in MODELS),
+    model=name_pattern(MODELS),
     batch=r"\d{3}",
     length=r"\d+",
     n=r"\d+",
@@ -85,6 +94,11 @@ def dump_dirs(wildcards):
 
 def model_dir(model="{model}"):
     return f"resources/models/{model}"
+
+
+def trained_model_dir(wildcards):
+    """Input function: a trained model's folder (its learned rule parameters), else nothing."""
+    return model_dir(wildcards.model) if wildcards.model in STUDY_MODELS else []
 
 
 def distance_targets(wildcards):
@@ -191,6 +205,21 @@ def compare_outputs():
 
 
 def final_outputs():
-    per_model = [path for model in MODELS for path in model_outputs(model)]
+    per_model = [path for model in PAPER_MODELS for path in model_outputs(model)]
     fig1 = [f"figures/fig1.{ext}" for ext in ("pdf", "png")]
     return fig1 + per_model + default_model_copies() + compare_outputs()
+
+
+# The normaliser study (study.smk).
+def study_rule(wildcards):
+    return config["study"]["normalizers"][MODELS[wildcards.model]["model"]["trained"]]
+
+
+def study_inputs(kind):
+    """Per trained model, one of its normalizer job's outputs (its own rule's diagnostics)."""
+    return [
+        results(
+            m, "beyond", "normalizers", MODELS[m]["model"]["trained"], f"{kind}.parquet"
+        )
+        for m in STUDY_MODELS
+    ]

@@ -5,8 +5,8 @@
 rule compare_figure:
     input:
         style=STYLE,
-        summaries=[results(model, "summary", "{claim}.csv") for model in MODELS],
-        runs=[results(model, "summary", "run.json") for model in MODELS],
+        summaries=[results(model, "summary", "{claim}.csv") for model in PAPER_MODELS],
+        runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
     output:
         pdf="figures/compare/{claim}.pdf",
         png=report(
@@ -21,17 +21,19 @@ rule compare_figure:
     conda:
         "../envs/attnlimits.yaml"
     params:
-        models=list(MODELS),
-        n_fixed={m: c["analysis"]["distance"]["n_fixed"] for m, c in MODELS.items()},
-        ks_alpha={m: c["analysis"]["critical_n"]["ks_alpha"] for m, c in MODELS.items()},
+        models=PAPER_MODELS,
+        n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in PAPER_MODELS},
+        ks_alpha={
+            m: MODELS[m]["analysis"]["critical_n"]["ks_alpha"] for m in PAPER_MODELS
+        },
     script:
         "../scripts/plot_compare.py"
 
 
 rule scorecard:
     input:
-        tables=[f"tables/{model}/table1.csv" for model in MODELS],
-        runs=[results(model, "summary", "run.json") for model in MODELS],
+        tables=[f"tables/{model}/table1.csv" for model in PAPER_MODELS],
+        runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
     output:
         csv=report(
             "tables/compare/scorecard.csv",
@@ -44,7 +46,7 @@ rule scorecard:
     conda:
         "../envs/attnlimits.yaml"
     params:
-        models=list(MODELS),
+        models=PAPER_MODELS,
     script:
         "../scripts/make_scorecard.py"
 
@@ -56,8 +58,8 @@ rule findings:
         template=workflow.source_path("../resources/findings_template.md"),
         scorecard="tables/compare/scorecard.csv",
         figures=[f"figures/compare/{claim}.png" for claim in COMPARE_CLAIMS],
-        runs=[results(model, "summary", "run.json") for model in MODELS],
-        configs=[results(model, "summary", "config.yaml") for model in MODELS],
+        runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
+        configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
     output:
         page="docs/findings.md",
         figures=directory("docs/findings"),
@@ -66,7 +68,7 @@ rule findings:
     conda:
         "../envs/attnlimits.yaml"
     params:
-        models=list(MODELS),
+        models=PAPER_MODELS,
         command="snakemake --cores 2 docs/findings.md --configfile config/findings.yaml",
     script:
         "../scripts/write_findings.py"

@@ -3,6 +3,8 @@ rule fetch_model:
         directory(model_dir()),
     log:
         "logs/{model}/fetch_model.log",
+    wildcard_constraints:
+        model=name_pattern(PAPER_MODELS),
     conda:
         "../envs/attnlimits.yaml"
     params:

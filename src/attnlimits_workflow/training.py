@@ -1,0 +1,264 @@
+"""The normaliser study's training stage: a BPE tokenizer trained on the corpus, small Llama
+models identical but for their attention normaliser (attnlimits.attention_rules), a seeded
+training loop, held-out evaluation, and model folders the rest of the workflow reads like any
+other (config.json names the rule; Scalable-Softmax's learned s are weights like the others)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .models import MANIFEST, sha256_files
+
+TOKENIZER_FILE = "tokenizer.json"
+LEARNED_FILE = "learned.json"  # Scalable-Softmax's learned s per layer and head
+
+
+def train_tokenizer(text: str, vocab_size: int, min_frequency: int):
+    """Byte-level BPE trained on ``text`` (the tokenizers library): byte-level, so every text
+    encodes; deterministic for a given text and settings."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+    )
+    tok.train_from_iterator([text], trainer=trainer)
+    return tok
+
+
+def split_tokens(ids: np.ndarray, validation_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(validation, training): the validation part is the corpus's *first* tokens, so the chunks
+    the diagnostics analyse (chunking starts at the first token) are held out from training."""
+    n_val = int(round(ids.size * validation_fraction))
+    return ids[:n_val], ids[n_val:]
+
+
+def build_model(
+    architecture: dict[str, Any], rule: dict[str, Any], vocab_size: int, seed: int, context: int
+):
+    """A Llama-architecture causal LM whose every attention layer normalises with ``rule``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from attnlimits import attention_rules
+    from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER, register_rule_attention
+
+    params = attention_rules.parameters(rule)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=architecture["hidden_size"],
+        intermediate_size=architecture["intermediate_size"],
+        num_hidden_layers=architecture["layers"],
+        num_attention_heads=architecture["heads"],
+        num_key_value_heads=architecture["kv_heads"],
+        max_position_embeddings=architecture["max_positions"],
+        rope_theta=architecture["rope_theta"],
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    setattr(config, RULE_KEY, dict(rule))
+    config._attn_implementation = register_rule_attention()
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    if rule["kind"] == "scalable_softmax":
+        s_init = float(params.get("s_init", 1.0 / math.log(context)))
+        for layer in model.model.layers:
+            layer.self_attn.register_parameter(
+                SCALE_PARAMETER,
+                torch.nn.Parameter(torch.full((architecture["heads"],), s_init)),
+            )
+    return model
+
+
+def learned_parameters(model) -> dict[str, Any]:
+    """Per layer and head, the rule's learned parameters (Scalable-Softmax's s), else {}."""
+    from attnlimits.extraction import SCALE_PARAMETER
+
+    scales = [getattr(layer.self_attn, SCALE_PARAMETER, None) for layer in _decoder(model).layers]
+    if any(s is None for s in scales):
+        return {}
+    return {"s": [[float(x) for x in s.detach().cpu()] for s in scales]}
+
+
+def _decoder(model):
+    return model.model if hasattr(model, "model") else model
+
+
+def random_windows(
+    ids: np.ndarray, context: int, batch_size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``batch_size`` windows of context + 1 tokens (inputs and next-token targets) at uniform
+    random offsets."""
+    starts = rng.integers(0, ids.size - context - 1, size=batch_size)
+    return np.stack([ids[s : s + context + 1] for s in starts])
+
+
+def learning_rate(step: int, settings: dict[str, Any]) -> float:
+    """Linear warm-up to ``learning_rate``, then cosine decay to a tenth of it at the last step."""
+    peak, warmup, steps = settings["learning_rate"], settings["warmup_steps"], settings["steps"]
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def train(
+    model,
+    train_ids: np.ndarray,
+    settings: dict[str, Any],
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, float]]:
+    """AdamW on next-token cross-entropy; returns the history (one entry per logged step)."""
+    import torch
+
+    context, batch = settings["context"], settings["batch_size"]
+    if train_ids.size <= context + 1:
+        raise ValueError(f"{train_ids.size} training tokens cannot fill one window of {context}")
+    rng = np.random.default_rng(seed)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=settings["learning_rate"],
+        betas=(0.9, 0.95),
+        weight_decay=settings["weight_decay"],
+    )
+    model.train()
+    history = []
+    start = time.perf_counter()
+    window_loss, window_steps = 0.0, 0
+    for step in range(settings["steps"]):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, settings)
+        data = torch.from_numpy(random_windows(train_ids, context, batch, rng))
+        out = model(input_ids=data[:, :-1], use_cache=False)
+        loss = torch.nn.functional.cross_entropy(
+            out.logits.reshape(-1, out.logits.shape[-1]), data[:, 1:].reshape(-1)
+        )
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"step {step}: loss is {loss.item()}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
+        optimizer.step()
+        window_loss += loss.item()
+        window_steps += 1
+        if (step + 1) % settings["log_every"] == 0 or step + 1 == settings["steps"]:
+            seconds = time.perf_counter() - start
+            tokens = (step + 1) * batch * context
+            entry = {
+                "step": step + 1,
+                "loss": window_loss / window_steps,
+                "learning_rate": learning_rate(step, settings),
+                "tokens": tokens,
+                "seconds": seconds,
+                "tokens_per_s": tokens / seconds,
+            }
+            history.append(entry)
+            log(
+                f"step {step + 1}/{settings['steps']}: loss {entry['loss']:.4f}, "
+                f"{entry['tokens_per_s']:.0f} tokens/s"
+            )
+            window_loss, window_steps = 0.0, 0
+    model.eval()
+    return history
+
+
+def evaluate(
+    model, ids: np.ndarray, context: int, max_windows: int, tail_fraction: float
+) -> dict[str, float]:
+    """Next-token loss on the first ``max_windows`` non-overlapping windows of ``context`` held-out
+    tokens: over every position (``loss``, ``perplexity``) and over each window's last
+    ``tail_fraction`` of positions (``tail_loss``, ``tail_perplexity``). The tail compares contexts
+    fairly: every position in it has at least (1 - tail_fraction) x context tokens before it,
+    while a whole window's mean also counts its first, nearly context-free positions."""
+    import torch
+
+    n = min(max_windows, (ids.size - 1) // context)
+    if n < 1:
+        raise ValueError(f"{ids.size} held-out tokens cannot fill one window of {context}")
+    tail = max(1, int(round(context * tail_fraction)))
+    total = tail_total = 0.0
+    with torch.inference_mode():
+        for w in range(n):
+            chunk = torch.from_numpy(ids[w * context : (w + 1) * context + 1])[None]
+            logits = model(input_ids=chunk[:, :-1], use_cache=False).logits
+            losses = torch.nn.functional.cross_entropy(
+                logits[0].double(), chunk[0, 1:], reduction="none"
+            )
+            total += losses.sum().item()
+            tail_total += losses[-tail:].sum().item()
+    loss, tail_loss = total / (n * context), tail_total / (n * tail)
+    return {
+        "context": context,
+        "windows": n,
+        "tail_positions": tail,
+        "loss": loss,
+        "perplexity": math.exp(loss),
+        "tail_loss": tail_loss,
+        "tail_perplexity": math.exp(tail_loss),
+    }
+
+
+def save_trained(model, tokenizer_file: Path, out_dir: Path, manifest: dict[str, Any]) -> None:
+    """A model folder like fetch_model's: weights (with any learned rule parameters), config.json
+    naming the rule, the tokenizer, learned.json and the manifest."""
+    from transformers import PreTrainedTokenizerFast
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file)).save_pretrained(out_dir)
+    (out_dir / LEARNED_FILE).write_text(
+        json.dumps(learned_parameters(model), indent=2, sort_keys=True)
+    )
+    weights = sorted(out_dir.glob("*.safetensors"))
+    cfg = json.loads((out_dir / "config.json").read_text())
+    full = {
+        **manifest,
+        "source": "trained",
+        "model_type": cfg["model_type"],
+        "weights_sha256": sha256_files(weights),
+    }
+    (out_dir / MANIFEST).write_text(json.dumps(full, indent=2, sort_keys=True))
+
+
+def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: bool = False):
+    """A trained model folder, rebuilt from its config and every saved weight (strictly: the
+    learned s too, which from_pretrained would drop), attention as ``attn_implementation``."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, LlamaForCausalLM
+
+    from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER
+
+    config = AutoConfig.from_pretrained(model_dir)
+    rule = getattr(config, RULE_KEY)
+    config._attn_implementation = attn_implementation
+    model = LlamaForCausalLM(config)
+    if rule["kind"] == "scalable_softmax":
+        for layer in model.model.layers:
+            layer.self_attn.register_parameter(
+                SCALE_PARAMETER, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
+            )
+    state = {}
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        state.update(load_file(path))
+    if "lm_head.weight" not in state and config.tie_word_embeddings:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    model.load_state_dict(state, strict=True)
+    model = model.float().eval()
+    return model if causal_lm else model.model

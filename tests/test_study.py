@@ -1,0 +1,445 @@
+"""The normaliser study: each trainable attention rule against its reference, training that learns
+and repeats itself, trained models' dumps equal to their own attention, the study's config and
+verdicts, and one small `snakemake study` end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from project import REPO, planned_rules, snakemake, synthetic_text, tiny_config, write_config
+
+from attnlimits import attention_rules
+from attnlimits import normalizers as nz
+from attnlimits.extraction import register_rule_attention
+from attnlimits_workflow import study, training
+from attnlimits_workflow.dumps import load_samples, write_batch
+from attnlimits_workflow.models import load_model
+
+TOL = 1e-5
+RULES = {
+    "softmax": {"kind": "softmax"},
+    "softmax_T0.1": {"kind": "softmax", "temperature": 0.1},
+    "sparsemax": {"kind": "sparsemax"},
+    "sparsemax_T2": {"kind": "sparsemax", "temperature": 2.0},
+    "entmax15": {"kind": "entmax15"},
+    "ssmax": {"kind": "scalable_softmax", "s_init": 0.43},
+    "sa_softmax_raw": {"kind": "self_adjust_softmax_raw"},
+    "sa_softmax": {"kind": "self_adjust_softmax"},
+}
+
+
+# ------------------------------------------------------------------- plain references, per row
+def sparsemax_reference(z: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto the simplex by a plain loop over the support size k
+    (Martins and Astudillo, 2016, Alg. 1)."""
+    order = sorted(z, reverse=True)
+    total, k_star, tau = 0.0, 0, 0.0
+    for k, value in enumerate(order, start=1):
+        total += value
+        if 1.0 + k * value > total:
+            k_star, tau = k, (total - 1.0) / k
+    assert k_star >= 1
+    return np.array([max(v - tau, 0.0) for v in z])
+
+
+def entmax15_reference(z: np.ndarray) -> np.ndarray:
+    """1.5-entmax: p_i = [z_i / 2 - tau]_+^2 with sum 1, tau by 200 bisection steps."""
+    half = z / 2.0
+    lo, hi = half.max() - 1.0, half.max()  # sum >= 1 at lo, 0 at hi
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if (np.clip(half - mid, 0.0, None) ** 2).sum() >= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return np.clip(half - lo, 0.0, None) ** 2
+
+
+def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
+    """The rule on one row's visible scores, from the published formulas (numpy, float64)."""
+    kind, t = rule["kind"], rule.get("temperature", 1.0)
+    row = z[None, :]
+    if kind == "softmax":
+        return nz.softmax_weights(row, z.size, t)[0]
+    if kind == "sparsemax":
+        return sparsemax_reference(z / t)
+    if kind == "entmax15":
+        return entmax15_reference(z / t)
+    if kind == "scalable_softmax":  # n = the keys the row sees
+        return nz.scalable_softmax_weights(row, z.size, s)[0]
+    if kind == "self_adjust_softmax_raw":
+        return z * nz.softmax_weights(row, z.size)[0]
+    return nz.self_adjust_softmax_weights(row, z.size)[0]
+
+
+def causal_case(seed: int, heads: int = 3, n: int = 9, spread: float = 3.0):
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(heads, n, n, generator=g, dtype=torch.float64) * spread
+    visible = attention_rules.visible_from_mask(None, True, n, n, "cpu")[0]
+    s = torch.rand(heads, generator=g, dtype=torch.float64) + 0.2
+    return scores, visible, s
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_each_rule_equals_its_reference_on_every_causal_row(name):
+    rule = RULES[name]
+    for seed in range(3):
+        scores, visible, s = causal_case(seed)
+        got = attention_rules.normalize(scores, visible, rule, s).numpy()
+        for h in range(scores.shape[0]):
+            for t in range(scores.shape[1]):
+                want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
+                np.testing.assert_allclose(got[h, t, : t + 1], want, atol=1e-9, rtol=1e-7)
+                assert np.all(got[h, t, t + 1 :] == 0.0)  # masked keys get no weight
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(sorted(RULES)),
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 12),
+    spread=st.sampled_from([0.01, 1.0, 10.0, 60.0]),
+)
+def test_rules_match_references_property(name, seed, n, spread):
+    rule = RULES[name]
+    scores, visible, s = causal_case(seed, heads=2, n=n, spread=spread)
+    got = attention_rules.normalize(scores, visible, rule, s).numpy()
+    for h in range(2):
+        for t in range(n):
+            want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
+            np.testing.assert_allclose(got[h, t, : t + 1], want, atol=1e-8, rtol=1e-6)
+
+
+def test_sparse_rules_use_the_entmax_package():
+    import entmax
+
+    z = torch.randn(4, 7, dtype=torch.float64)
+    every = torch.ones(4, 1, 7, dtype=torch.bool)
+    for kind, fn in (("sparsemax", entmax.sparsemax), ("entmax15", entmax.entmax15)):
+        got = attention_rules.normalize(z[:, None] / 0.5, every, {"kind": kind})
+        assert torch.equal(got[:, 0], fn(z / 0.5, dim=-1))
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_gradients_are_finite_even_with_ties_and_masks(name):
+    scores, visible, s = causal_case(4, spread=5.0)
+    scores[0, -1, :] = 1.5  # a row of ties
+    scores = scores.clone().requires_grad_(True)
+    s = s.clone().requires_grad_(True)
+    out = attention_rules.normalize(scores, visible, RULES[name], s)
+    (out * torch.randn_like(out)).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    if RULES[name]["kind"] == "scalable_softmax":
+        assert torch.isfinite(s.grad).all()
+
+
+def test_scalable_softmax_counts_the_visible_keys_not_the_padded_length():
+    scores, visible, s = causal_case(5)
+    out = attention_rules.normalize(scores, visible, RULES["ssmax"], s)
+    t = 3  # row 3 sees 4 keys: softmax(s log 4 z)
+    want = torch.softmax(s[0] * math.log(4) * scores[0, t, :4], -1)
+    torch.testing.assert_close(out[0, t, :4], want)
+
+
+def test_unknown_rule_and_setting_are_refused():
+    with pytest.raises(ValueError, match="unknown attention rule"):
+        attention_rules.parameters({"kind": "softermax"})
+    with pytest.raises(ValueError, match="unknown settings"):
+        attention_rules.parameters({"kind": "sparsemax", "s_init": 1.0})
+
+
+def test_raw_self_adjust_jacobian_norm_equals_the_dense_one():
+    z = np.random.default_rng(3).normal(size=(5, 8)) * 3
+    got = nz.self_adjust_softmax_raw_jacobian_norm(z, 8)
+    for i, row in enumerate(z):
+        p = np.exp(row - row.max())
+        p /= p.sum()
+        jac = np.diag(p + row * p) - np.outer(row * p, p)  # d(z_i p_i) / d z_j
+        eps = 1e-6
+        numeric = np.stack(
+            [
+                (
+                    nz.self_adjust_softmax_raw_weights((row + eps * e)[None], 8)[0]
+                    - nz.self_adjust_softmax_raw_weights((row - eps * e)[None], 8)[0]
+                )
+                / (2 * eps)
+                for e in np.eye(8)
+            ],
+            axis=1,
+        )
+        np.testing.assert_allclose(jac, numeric, atol=1e-7)
+        assert got[i] == pytest.approx(np.linalg.norm(jac, 2), rel=1e-8)
+
+
+def test_per_row_scalable_softmax_equals_row_by_row():
+    z = np.random.default_rng(4).normal(size=(3, 6))
+    s = np.array([[0.2], [0.5], [1.1]])
+    w = nz.scalable_softmax_weights(z, 6, s)
+    j = nz.scalable_softmax_jacobian_norm(z, 6, s)
+    for i in range(3):
+        np.testing.assert_allclose(w[i], nz.scalable_softmax_weights(z[i : i + 1], 6, s[i, 0])[0])
+        assert j[i] == pytest.approx(
+            nz.scalable_softmax_jacobian_norm(z[i : i + 1], 6, s[i, 0])[0], rel=1e-10
+        )
+
+
+# ------------------------------------------------------------------------------------ training
+ARCH = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "layers": 2,
+    "heads": 4,
+    "kv_heads": 2,
+    "max_positions": 64,
+    "rope_theta": 10000.0,
+}
+TRAIN = {
+    "context": 32,
+    "batch_size": 8,
+    "steps": 40,
+    "learning_rate": 0.01,
+    "warmup_steps": 5,
+    "weight_decay": 0.1,
+    "grad_clip": 1.0,
+    "log_every": 10,
+}
+
+
+@pytest.fixture(scope="module")
+def corpus_ids(tmp_path_factory):
+    text = synthetic_text(4000, seed=1)
+    tok = training.train_tokenizer(text, 300, 2)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tok.save(str(path))
+    return np.asarray(tok.encode(text).ids, dtype=np.int64), tok.get_vocab_size(), path
+
+
+def trained(rule, corpus_ids, steps=TRAIN["steps"]):
+    ids, vocab, _ = corpus_ids
+    torch.set_num_threads(1)
+    model = training.build_model(ARCH, rule, vocab, 0, TRAIN["context"])
+    history = training.train(model, ids, {**TRAIN, "steps": steps}, 0, log=lambda _: None)
+    return model, history
+
+
+@pytest.mark.parametrize("name", ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"])
+def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
+    _, history = trained(RULES[name], corpus_ids)
+    assert history[-1]["loss"] < history[0]["loss"] - 0.5, history
+
+
+def test_training_is_deterministic_for_a_seed(corpus_ids):
+    a, ha = trained(RULES["ssmax"], corpus_ids, steps=10)
+    b, hb = trained(RULES["ssmax"], corpus_ids, steps=10)
+    assert [h["loss"] for h in ha] == [h["loss"] for h in hb]
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert ka == kb and torch.equal(va, vb), ka
+
+
+def test_evaluation_by_hand(corpus_ids):
+    """The whole-window and tail losses equal a per-position loop over the model's logits."""
+    model, _ = trained(RULES["softmax"], corpus_ids, steps=5)
+    ids = corpus_ids[0][:200]
+    got = training.evaluate(model, ids, 32, 3, 0.25)
+    losses = []
+    with torch.inference_mode():
+        for w in range(3):
+            window = torch.from_numpy(ids[w * 32 : w * 32 + 33])
+            logp = torch.log_softmax(model(input_ids=window[None, :-1]).logits[0].double(), -1)
+            losses.append([-logp[t, window[t + 1]].item() for t in range(32)])
+    losses = np.array(losses)
+    assert got["windows"] == 3 and got["tail_positions"] == 8
+    assert got["loss"] == pytest.approx(losses.mean(), rel=1e-9)
+    assert got["tail_loss"] == pytest.approx(losses[:, -8:].mean(), rel=1e-9)
+    assert got["perplexity"] == pytest.approx(math.exp(losses.mean()), rel=1e-9)
+
+
+def test_held_out_split_keeps_the_corpus_start():
+    held, rest = training.split_tokens(np.arange(100), 0.1)
+    assert held.tolist() == list(range(10)) and rest[0] == 10
+
+
+@pytest.mark.parametrize("name", ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"])
+def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
+    """The eager-equality check for a trained model: the dumped rows equal the attention the
+    model computes in its forward (output_attentions), and the numpy rule on the dumped logits."""
+    model, _ = trained(RULES[name], corpus_ids, steps=15)
+    ids, _, tokenizer_path = corpus_ids
+    folder = tmp_path / "model"
+    training.save_trained(model, tokenizer_path, folder, {"name": name})
+    captured = load_model(folder)
+    own = training.load_trained(folder, register_rule_attention())
+    chunks = {0: ids[:48], 1: ids[100:148]}
+    out = tmp_path / "batch000"
+    out.mkdir()
+    lengths = [2, 9, 32, 48]
+    write_batch(
+        out,
+        captured,
+        chunks,
+        lengths,
+        query_row="last",
+        store_hidden=False,
+        provenance={"weights_sha256": "w", "tokens_fingerprint": "t"},
+        extra_metadata={"model": name, "model_type": "llama", "corpus_sha256": "c"},
+        compression="zstd",
+    )
+    learned = training.learned_parameters(captured)
+    with torch.inference_mode():
+        attentions = {
+            c: own(torch.from_numpy(t)[None], output_attentions=True).attentions
+            for c, t in chunks.items()
+        }
+    kind = RULES[name]["kind"]
+    entry = nz.get(kind)
+    for L in lengths:
+        s = load_samples([out], L, embedding="value", with_logits=True)
+        assert len(s.head) == 2 * ARCH["layers"] * ARCH["heads"]
+        for i in range(len(s.head)):
+            layer, head = int(s.layer[i]), int(s.head[i])
+            ref = attentions[int(s.chunk[i])][layer][0, head, L - 1, :L].numpy()
+            assert np.abs(s.weights[i] - ref).max() <= TOL, (name, L, i)
+            params = {k: v for k, v in RULES[name].items() if k not in ("kind", "s_init")}
+            if kind == "scalable_softmax":
+                params["s"] = learned["s"][layer][head]
+            numpy_rule = entry.weights(np.asarray(s.logits[i], dtype=np.float64)[None], L, **params)
+            assert np.abs(s.weights[i] - numpy_rule[0]).max() <= TOL, (name, L, i)
+
+
+# -------------------------------------------------------------------------------- verdicts
+def test_verdicts():
+    assert study.verdict(3.0, 1.0, 1.5) == "relaxes"
+    assert study.verdict(0.5, 1.0, 1.5) == "tightens"
+    assert study.verdict(1.2, 1.0, 1.5) == "no change"
+    assert study.verdict(1.5, 1.0, 1.5) == "relaxes"  # at the ratio: a verdict
+    assert study.verdict(None, 1.0, 1.5) == "not measured"
+    assert study.verdict(1.0, 0.0, 1.5) == "not measured"
+    assert study.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(-1)
+
+
+def test_limit_measures_by_hand():
+    samples = pl.DataFrame(
+        {
+            "L": [8, 8, 16, 16],
+            "max_weight": [0.5, 0.3, 0.2, 0.4],
+            "jacobian_norm": [0.1, 0.3, 0.2, 0.6],
+        }
+    )
+    critical = pl.DataFrame({"L": [8, 16], "N_crit": [2, None]})
+    separability = pl.DataFrame({"N": [1, 4, 4], "ratio": [1.0, 0.5, 0.75]})
+    evaluation = {
+        "contexts": [
+            {"context": 64, "perplexity": 20.0, "tail_perplexity": 16.0},
+            {"context": 32, "perplexity": 10.0, "tail_perplexity": 12.0},
+        ]
+    }
+    m = study.limit_measures(samples, critical, separability, evaluation)
+    assert m["vanishing"] == pytest.approx(0.3)  # median of 0.2, 0.4 at L = 16
+    assert m["gradient"] == pytest.approx(0.4)
+    assert m["distance"] == pytest.approx(2 / 8) and m["distance_lengths"] == 1
+    assert m["separability"] == pytest.approx(0.625)
+    assert m["length"] == pytest.approx(0.75)  # tail ppl(32) / tail ppl(64)
+    assert m["vanishing_slope"] == pytest.approx(math.log2(0.3 / 0.4))
+
+
+# ---------------------------------------------------------------------------- config + workflow
+def study_config(tmp, **normalizers):
+    cfg = tiny_config(tmp)
+    cfg["study"] = {
+        "normalizers": normalizers,
+        "tokenizer": {"vocab_size": 300},
+        "architecture": {**ARCH},
+        "training": {**TRAIN, "steps": 6, "log_every": 3, "threads": 1},
+        "evaluation": {"contexts": [32, 64], "max_windows": 4, "tail_fraction": 0.25},
+        "diagnostics": {
+            "chunking": {"chunk_length": 64, "n_chunks": 2},
+            "extraction": {"chunks_per_batch": 2},
+            "analysis": {
+                "lengths": [8, 16, 32, 64],
+                "distance": {"n_fixed": 2, "length_fixed": 64, "n_grid": [1, 4]},
+                "separability": {"length": 32, "n_grid": [1, 4]},
+                "gradient": {"length": 32},
+            },
+            "beyond": {"max_samples": 64, "n": 4},
+        },
+    }
+    return cfg
+
+
+def test_study_models_are_runs_with_their_own_rule(tmp_path):
+    import yaml
+
+    from attnlimits_workflow.config import load_config
+
+    cfg = study_config(tmp_path, softmax={"kind": "softmax"}, ssmax={"kind": "scalable_softmax"})
+    defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    _, runs, default = load_config(
+        defaults, cfg, REPO / "workflow" / "schemas" / "config.schema.yaml", REPO
+    )
+    assert default == "tiny-gpt2"
+    assert set(runs) == {"tiny-gpt2", "study-softmax", "study-ssmax"}
+    assert runs["study-ssmax"]["model"]["trained"] == "ssmax"
+    assert runs["study-ssmax"]["beyond"]["normalizers"] == {"ssmax": {"kind": "scalable_softmax"}}
+    assert runs["study-softmax"]["analysis"]["separability"]["length"] == 32
+    assert runs["tiny-gpt2"]["analysis"]["separability"]["length"] == 64
+    # The study starts from the defaults, not from the paper run's own analysis settings.
+    grid = defaults["analysis"]["gradient"]["temperatures"]
+    assert runs["study-softmax"]["analysis"]["gradient"]["temperatures"] == grid
+    assert runs["tiny-gpt2"]["analysis"]["gradient"]["temperatures"] != grid
+
+
+def test_bad_study_settings_are_refused_by_key(tmp_path):
+    cfg = study_config(tmp_path, softmax={"kind": "softermax"})
+    cfg["study"]["evaluation"]["contexts"] = [32, 128]
+    proc = snakemake(tmp_path, write_config(tmp_path, cfg), "study", "-n", check=False)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "study.normalizers.softmax: unknown attention rule 'softermax'" in err
+    assert "study.baseline: 'softmax' is not one of" not in err  # softmax is there
+    assert "study.evaluation.contexts[1]: 128 exceeds study.architecture.max_positions=64" in err
+
+
+def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
+    rules = {
+        "softmax": {"kind": "softmax"},
+        "sparsemax": {"kind": "sparsemax"},
+        "ssmax": {"kind": "scalable_softmax"},
+    }
+    config = write_config(tmp_path, study_config(tmp_path, **rules))
+    snakemake(tmp_path, config, "study", "--cores", "2")
+    table = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits.csv")
+    assert table["normalizer"].to_list() == list(rules)
+    assert table.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
+    page = (tmp_path / "docs" / "study.md").read_text()
+    assert "[[" not in page and "| sparsemax |" in page
+    assert (tmp_path / "docs" / "study" / "normalizer_limits.png").stat().st_size > 10_000
+    learned = json.loads((tmp_path / "resources/models/study-ssmax/learned.json").read_text())
+    assert len(learned["s"]) == ARCH["layers"] and len(learned["s"][0]) == ARCH["heads"]
+    # Training repeats itself byte for byte.
+    first = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    changed = study_config(
+        tmp_path, **{**rules, "sparsemax": {"kind": "sparsemax", "temperature": 2.0}}
+    )
+    config = write_config(tmp_path / "changed", changed)
+    planned = planned_rules(tmp_path, config, "study")
+    assert planned.count("train_model") == 1, planned
+    assert planned.count("evaluate_model") == 1 and planned.count("normalizer") == 1, planned
+    same = write_config(tmp_path / "again", study_config(tmp_path, **rules))
+    snakemake(
+        tmp_path,
+        same,
+        "resources/models/study-sparsemax",
+        "--cores",
+        "1",
+        "--forcerun",
+        "train_model",
+    )
+    again = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    assert again == first

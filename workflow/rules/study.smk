@@ -1,0 +1,102 @@
+# The normaliser study (docs/study.md): small Llama models trained on the corpus, identical but for
+# their attention normaliser; each then goes through extraction and its own normalizer job like
+# any model (results/study-<normaliser>/), and study_report answers "which rule relaxes which
+# limit". Not part of `all`: `snakemake --cores 2 study`.
+
+
+rule train_tokenizer:
+    input:
+        corpus=rules.download_corpus.output[0],
+    output:
+        results("study", "tokenizer.json"),
+    log:
+        "logs/study/train_tokenizer.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        tokenizer=config["study"]["tokenizer"],
+    script:
+        "../scripts/train_tokenizer.py"
+
+
+rule train_model:
+    input:
+        corpus=rules.download_corpus.output[0],
+        tokenizer=rules.train_tokenizer.output[0],
+    output:
+        model=directory(model_dir()),
+        history=results("{model}", "training", "history.csv"),
+        timing=results("{model}", "training", "timing.json"),
+    log:
+        "logs/{model}/train_model.log",
+    benchmark:
+        results("{model}", "benchmarks", "train_model.tsv")
+    wildcard_constraints:
+        model=name_pattern(STUDY_MODELS),
+    conda:
+        "../envs/attnlimits.yaml"
+    threads: config["study"]["training"]["threads"]
+    params:
+        rule=study_rule,
+        architecture=config["study"]["architecture"],
+        training=config["study"]["training"],
+        seed=config["seed"],
+    script:
+        "../scripts/train_model.py"
+
+
+rule evaluate_model:
+    input:
+        corpus=rules.download_corpus.output[0],
+        model=model_dir(),
+    output:
+        results("{model}", "training", "evaluation.json"),
+    log:
+        "logs/{model}/evaluate_model.log",
+    wildcard_constraints:
+        model=name_pattern(STUDY_MODELS),
+    conda:
+        "../envs/attnlimits.yaml"
+    threads: config["study"]["training"]["threads"]
+    params:
+        evaluation=config["study"]["evaluation"],
+        validation_fraction=config["study"]["training"]["validation_fraction"],
+    script:
+        "../scripts/evaluate_model.py"
+
+
+rule study_report:
+    input:
+        style=STYLE,
+        template=workflow.source_path("../resources/study_template.md"),
+        histories=[results(m, "training", "history.csv") for m in STUDY_MODELS],
+        timings=[results(m, "training", "timing.json") for m in STUDY_MODELS],
+        evaluations=[results(m, "training", "evaluation.json") for m in STUDY_MODELS],
+        models=[model_dir(m) for m in STUDY_MODELS],
+        samples=study_inputs("samples"),
+        critical_n=study_inputs("critical_n"),
+        separability=study_inputs("separability"),
+    output:
+        csv="tables/study/normalizer_limits.csv",
+        md="tables/study/normalizer_limits.md",
+        pdf="figures/study/normalizer_limits.pdf",
+        png="figures/study/normalizer_limits.png",
+        page="docs/study.md",
+        figures=directory("docs/study"),
+    log:
+        "logs/study/study_report.log",
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        models=STUDY_MODELS,
+        study=config["study"],
+        seed=config["seed"],
+        n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in STUDY_MODELS},
+        command="snakemake --cores 2 study",
+    script:
+        "../scripts/make_study.py"
+
+
+rule study:
+    input:
+        rules.study_report.output,

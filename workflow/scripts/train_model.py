@@ -1,0 +1,70 @@
+"""Train one of the study's models: its attention rule, the shared architecture, data and seed."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from tokenizers import Tokenizer
+
+from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.jobs import Timer, job_logger
+from attnlimits_workflow.training import build_model, save_trained, split_tokens, train
+
+log = job_logger(snakemake, "train_model")
+timer = Timer()
+p = snakemake.params
+settings = p.training
+torch.set_num_threads(max(1, snakemake.threads))
+tokenizer = Tokenizer.from_file(snakemake.input.tokenizer)
+text = Path(snakemake.input.corpus).read_text(encoding="utf-8")
+ids = np.asarray(tokenizer.encode(text).ids, dtype=np.int64)
+held_out, train_ids = split_tokens(ids, settings["validation_fraction"])
+log.info(
+    "%s: rule %s; %d training tokens (%d held out, the corpus's first); %d steps of %d x %d "
+    "tokens on %d threads",
+    snakemake.wildcards.model,
+    json.dumps(p.rule),
+    train_ids.size,
+    held_out.size,
+    settings["steps"],
+    settings["batch_size"],
+    settings["context"],
+    torch.get_num_threads(),
+)
+model = build_model(
+    p.architecture, dict(p.rule), tokenizer.get_vocab_size(), p.seed, settings["context"]
+)
+log.info("%d parameters", sum(t.numel() for t in model.parameters()))
+history = train(model, train_ids, settings, p.seed, log=log.info)
+with atomic_path(snakemake.output.model) as tmp:
+    save_trained(
+        model,
+        Path(snakemake.input.tokenizer),
+        tmp,
+        {
+            "name": snakemake.wildcards.model,
+            "origin": f"trained: {json.dumps(p.rule, sort_keys=True)}",
+            "seed": p.seed,
+            "training_tokens": int(train_ids.size),
+            "held_out_tokens": int(held_out.size),
+            "parameters": int(sum(t.numel() for t in model.parameters())),
+        },
+    )
+# The history is deterministic (byte-identical reruns); the timing is not, so it has its own file.
+with atomic_path(snakemake.output.history) as tmp:
+    pl.DataFrame(history).drop("seconds", "tokens_per_s").write_csv(tmp)
+with atomic_path(snakemake.output.timing) as tmp:
+    Path(tmp).write_text(
+        json.dumps(
+            {
+                "seconds": history[-1]["seconds"],
+                "tokens": history[-1]["tokens"],
+                "tokens_per_s": history[-1]["tokens_per_s"],
+                "threads": torch.get_num_threads(),
+            },
+            indent=2,
+        )
+    )
+log.info("trained to loss %.4f in %s", history[-1]["loss"], timer)
