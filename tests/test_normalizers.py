@@ -79,6 +79,8 @@ def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[f
             return entmax.entmax15(t / params.get("temperature", 1.0), dim=-1)
         if kind == "scalable_softmax":
             return torch.softmax(t * params.get("s", 0.43) * math.log(length), -1)
+        if kind == "self_adjust_softmax_raw":
+            return t * torch.softmax(t, -1)
         low = torch.clamp(t.min(), max=0.0)
         high = torch.clamp(t.max(), min=0.0)
         return (t - low) / (high - low) * torch.softmax(t, -1)
@@ -97,6 +99,10 @@ def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[f
 def test_weights_and_jacobian_norm_match_autograd(kind, z, temperature):
     # distinct logits: min/max (SA-Softmax) and the sparse supports are differentiable there
     if len(np.unique(np.round(z, 3))) < len(z):
+        return
+    # SA-Softmax's min(z_min, 0) and max(z_max, 0) have a kink where the extreme logit is 0:
+    # the one-sided derivatives there differ between this code and autograd
+    if kind == "self_adjust_softmax" and (z.min() == 0.0 or z.max() == 0.0):
         return
     length = len(z)
     params = {"temperature": temperature} if kind in ("softmax", "sparsemax", "entmax15") else {}

@@ -101,10 +101,11 @@ def scalable_softmax_weights(logits: FloatArray, length: int, s: float | FloatAr
 
 
 def scalable_softmax_jacobian_norm(logits: FloatArray, length: int, s: float | FloatArray = 0.43):
-    """||d softmax(s log(L) l) / d l|| = s log(L) ||J_softmax|| at the scaled logits."""
+    """||d softmax(s log(L) l) / d l|| = |s log(L)| ||J_softmax|| at the scaled logits (a learned
+    s may be negative)."""
     scale = np.asarray(s, dtype=np.float64) * np.log(length)
     norm = gradient.softmax_jacobian_norm(scale * np.asarray(logits, dtype=np.float64), 1.0)
-    return (scale.reshape(-1) if scale.ndim else scale) * norm
+    return np.abs(scale.reshape(-1) if scale.ndim else scale) * norm
 
 
 # ---------------------------------------------------------------------------- Self-Adjust Softmax
