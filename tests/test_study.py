@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from project import REPO, planned_rules, snakemake, synthetic_text, tiny_config, write_config
@@ -191,6 +192,9 @@ def test_per_row_scalable_softmax_equals_row_by_row():
 
 
 # ------------------------------------------------------------------------------------ training
+DEFAULT_TEMPERATURES = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["analysis"][
+    "gradient"
+]["temperatures"]
 ARCH = {
     "hidden_size": 32,
     "intermediate_size": 64,
@@ -349,6 +353,87 @@ def test_limit_measures_by_hand():
     assert m["vanishing_slope"] == pytest.approx(math.log2(0.3 / 0.4))
 
 
+# ------------------------------------------------------------------------- Jacobian bounds
+def autograd_jacobian_norm(rule: dict, z: np.ndarray, temperature: float, s: float) -> float:
+    """||d rule(z / T) / d z||_2 of one row from the dense autograd Jacobian of the model's own
+    rule (attention_rules.normalize), independent of attnlimits.normalizers."""
+    spec = {k: v for k, v in rule.items() if k != "s_init"}
+    n = z.size
+    visible = torch.ones((1, 1, 1, n), dtype=torch.bool)
+    scale = torch.tensor([s], dtype=torch.float64)  # one head
+
+    def f(t):
+        return attention_rules.normalize(
+            (t / temperature).view(1, 1, 1, n), visible, spec, scale
+        ).view(n)
+
+    jac = torch.autograd.functional.jacobian(f, torch.tensor(z, dtype=torch.float64)).numpy()
+    return float(np.linalg.norm(jac, 2))
+
+
+def test_jacobian_bounds_by_hand_and_tight_at_a_tie():
+    assert study.jacobian_bound({"kind": "softmax", "temperature": 0.1}, 2.0) == pytest.approx(2.5)
+    assert study.jacobian_bound({"kind": "sparsemax"}, 4.0) == pytest.approx(0.25)
+    assert study.jacobian_bound({"kind": "entmax15", "temperature": 2.0}, 1.0) == 0.5
+    np.testing.assert_allclose(
+        study.jacobian_bound({"kind": "scalable_softmax"}, 2.0, np.array([-1.0, 3.0])), [0.25, 0.75]
+    )
+    assert study.jacobian_bound({"kind": "self_adjust_softmax"}, 1.0) is None
+    with pytest.raises(ValueError, match="scale"):
+        study.jacobian_bound({"kind": "scalable_softmax"}, 1.0)
+    # Two equal logits: softmax's J = [[1, -1], [-1, 1]] / (4 T), norm 1/(2T); sparsemax's
+    # J = [[1, -1], [-1, 1]] / (2 T), norm 1/T: both bounds are attained.
+    tie = np.zeros(2)
+    for rule in ({"kind": "softmax", "temperature": 0.5}, {"kind": "sparsemax"}):
+        norm = autograd_jacobian_norm(rule, tie, 3.0, 1.0)
+        assert norm == pytest.approx(study.jacobian_bound(rule, 3.0), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rule=st.sampled_from(
+        [
+            {"kind": "softmax"},
+            {"kind": "softmax", "temperature": 0.1},
+            {"kind": "sparsemax"},
+            {"kind": "entmax15", "temperature": 0.5},
+            {"kind": "scalable_softmax"},
+        ]
+    ),
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 10),
+    spread=st.sampled_from([0.1, 1.0, 10.0]),
+    temperature=st.sampled_from([0.01, 0.3, 1.0, 30.0]),
+    s=st.sampled_from([-0.7, 0.2, 1.5]),
+)
+def test_jacobian_bounds_hold_against_autograd(rule, seed, n, spread, temperature, s):
+    z = np.random.default_rng(seed).normal(0, spread, n)
+    if rule["kind"] != "softmax" and len(np.unique(np.round(z, 6))) < n:
+        return  # the sparse rules' supports change at ties: no Jacobian there
+    norm = autograd_jacobian_norm(rule, z, temperature, s)
+    scale = np.array([s * math.log(n)])
+    bound = np.max(study.jacobian_bound(rule, temperature, scale))
+    assert norm <= bound * (1 + 1e-9), (norm, bound)
+    # and the normalizers' exact norm, as the workflow computes it, is the autograd one
+    entry = nz.get(rule["kind"])
+    params = {k: v for k, v in rule.items() if k != "kind"}
+    if rule["kind"] == "scalable_softmax":
+        params["s"] = s
+    ours = entry.jacobian_norm(z[None] / temperature, n, **params)[0] / temperature
+    assert ours == pytest.approx(norm, rel=1e-7, abs=1e-12)
+
+
+def test_normalizer_arguments_take_each_samples_learned_s():
+    learned = {"s": [[0.1, 0.2], [0.3, 0.4]]}
+    args = training.normalizer_arguments(
+        {"kind": "scalable_softmax"}, learned, np.array([1, 0, 1]), np.array([0, 1, 1])
+    )
+    np.testing.assert_array_equal(args["s"], [[0.3], [0.2], [0.4]])
+    assert training.normalizer_arguments({"kind": "softmax", "temperature": 2.0}, {}, [0], [0]) == {
+        "temperature": 2.0
+    }
+
+
 # ---------------------------------------------------------------------------- config + workflow
 def study_config(tmp, **normalizers):
     cfg = tiny_config(tmp)
@@ -420,6 +505,20 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     page = (tmp_path / "docs" / "study.md").read_text()
     assert "[[" not in page and "| sparsemax |" in page
     assert (tmp_path / "docs" / "study" / "normalizer_limits.png").stat().st_size > 10_000
+    assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
+    # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row
+    sweep = {
+        n: pl.read_parquet(tmp_path / f"results/study-{n}/study/gradient.parquet") for n in rules
+    }
+    assert sweep["softmax"]["T"].n_unique() == len(DEFAULT_TEMPERATURES)
+    for n, g in sweep.items():
+        assert not g["violated"].any(), n
+        assert g["bound"].is_finite().all(), n
+    assert sweep["ssmax"]["bound"].n_unique() > len(DEFAULT_TEMPERATURES)  # per head
+    assert table["gradient_bound_violations"].to_list() == [0, 0, 0]
+    heads = pl.read_csv(tmp_path / "tables/study-sparsemax/heads.csv")
+    assert heads.height == ARCH["layers"] * ARCH["heads"]
+    assert (tmp_path / "figures/study-ssmax/coverage.png").exists()
     learned = json.loads((tmp_path / "resources/models/study-ssmax/learned.json").read_text())
     assert len(learned["s"]) == ARCH["layers"] and len(learned["s"][0]) == ARCH["heads"]
     # Training repeats itself byte for byte.
@@ -431,6 +530,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     planned = planned_rules(tmp_path, config, "study")
     assert planned.count("train_model") == 1, planned
     assert planned.count("evaluate_model") == 1 and planned.count("normalizer") == 1, planned
+    assert planned.count("study_gradient") == 1 and planned.count("heads") == 1, planned
     same = write_config(tmp_path / "again", study_config(tmp_path, **rules))
     snakemake(
         tmp_path,

@@ -83,13 +83,26 @@ def limit_measures(
     }
 
 
-def gradient_bound(rule: dict[str, Any]) -> float | None:
-    """A bound on ||J||_2 that holds for every row of the rule, where one is known: softmax(z/T)
-    <= 1/(2T) (Gershgorin: the row sums of |J| are 2 a_i (1 - a_i) / T); sparsemax(z/T) <= 1/T
-    (T times its Jacobian is an orthogonal projection). None for the others."""
-    kind, t = rule["kind"], float(rule.get("temperature", 1.0))
+def jacobian_bound(
+    rule: dict[str, Any], temperature: float = 1.0, scale: np.ndarray | None = None
+) -> float | np.ndarray | None:
+    """An upper bound on ||d rule(z / temperature) / d z||_2 that holds for every row, where one is
+    known (None for the Self-Adjust rules, whose Jacobian grows with |z|):
+
+    - softmax(z / T0): 1 / (2 T0 T) -- Gershgorin, the row sums of |J| are 2 a_i (1 - a_i) / T;
+    - sparsemax(z / T0): 1 / (T0 T) -- T0 T J is an orthogonal projection;
+    - 1.5-entmax(z / T0): 1 / (T0 T) -- T0 T J = diag(g) - g g^T / sum(g) with g = sqrt(p) <= 1 is
+      positive semi-definite and at most diag(g);
+    - Scalable-Softmax softmax(s log(n) z): |s log n| / (2 T) per row, ``scale`` = s log n (one
+      per row, or one number).
+    """
+    kind, t0 = rule["kind"], float(rule.get("temperature", 1.0))
     if kind == "softmax":
-        return 1.0 / (2.0 * t)
-    if kind == "sparsemax":
-        return 1.0 / t
+        return 1.0 / (2.0 * t0 * temperature)
+    if kind in ("sparsemax", "entmax15"):
+        return 1.0 / (t0 * temperature)
+    if kind == "scalable_softmax":
+        if scale is None:
+            raise ValueError("the Scalable-Softmax bound needs the rows' scale s log(n)")
+        return np.abs(np.asarray(scale, dtype=np.float64)) / (2.0 * temperature)
     return None

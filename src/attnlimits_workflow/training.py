@@ -95,6 +95,24 @@ def learned_parameters(model) -> dict[str, Any]:
     return {"s": [[float(x) for x in s.detach().cpu()] for s in scales]}
 
 
+def read_learned(model_dir: str | Path | None) -> dict[str, Any]:
+    """A trained model folder's learned parameters (learned.json); {} for no folder."""
+    return json.loads((Path(model_dir) / LEARNED_FILE).read_text()) if model_dir else {}
+
+
+def normalizer_arguments(
+    entry: dict[str, Any], learned: dict[str, Any], layer: np.ndarray, head: np.ndarray
+) -> dict[str, Any]:
+    """The keyword arguments of a beyond.normalizers entry's normalizer (attnlimits.normalizers)
+    for samples of the given (layer, head): its settings, and for a model trained with
+    Scalable-Softmax the learned s of each sample's head, shape (samples, 1)."""
+    arguments = {k: v for k, v in entry.items() if k != "kind"}
+    if entry["kind"] == "scalable_softmax" and "s" in learned:
+        table = np.asarray(learned["s"], dtype=np.float64)  # (layers, heads)
+        arguments["s"] = table[np.asarray(layer), np.asarray(head)][:, None]
+    return arguments
+
+
 def _decoder(model):
     return model.model if hasattr(model, "model") else model
 

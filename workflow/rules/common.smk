@@ -215,6 +215,19 @@ def study_rule(wildcards):
     return config["study"]["normalizers"][MODELS[wildcards.model]["model"]["trained"]]
 
 
+def study_model_reports():
+    """Each trained model's head report and coverage figure (beyond.smk's rules)."""
+    return [
+        path
+        for m in STUDY_MODELS
+        for path in (
+            f"figures/{m}/coverage.png",
+            f"figures/{m}/heads.png",
+            f"tables/{m}/heads.csv",
+        )
+    ]
+
+
 def study_inputs(kind):
     """Per trained model, one of its normalizer job's outputs (its own rule's diagnostics)."""
     return [

@@ -65,6 +65,32 @@ rule evaluate_model:
         "../scripts/evaluate_model.py"
 
 
+rule study_gradient:
+    input:
+        pack=pack_at("gradient"),
+        model=model_dir(),
+    output:
+        results("{model}", "study", "gradient.parquet"),
+    log:
+        "logs/{model}/study/gradient.log",
+    benchmark:
+        results("{model}", "benchmarks", "study", "gradient.tsv")
+    wildcard_constraints:
+        model=name_pattern(STUDY_MODELS),
+    conda:
+        "../envs/attnlimits.yaml"
+    params:
+        rule=study_rule,
+        entry=lambda wildcards: MODELS[wildcards.model]["beyond"]["normalizers"][
+            MODELS[wildcards.model]["model"]["trained"]
+        ],
+        temperatures=model_setting("analysis", "gradient", "temperatures"),
+        max_samples=model_setting("beyond", "max_samples"),
+        seed=config["seed"],
+    script:
+        "../scripts/analyse_study_gradient.py"
+
+
 rule study_report:
     input:
         style=STYLE,
@@ -76,6 +102,9 @@ rule study_report:
         samples=study_inputs("samples"),
         critical_n=study_inputs("critical_n"),
         separability=study_inputs("separability"),
+        gradient=[results(m, "study", "gradient.parquet") for m in STUDY_MODELS],
+        coverage=[results(m, "beyond", "coverage.parquet") for m in STUDY_MODELS],
+        heads=[results(m, "beyond", "heads.parquet") for m in STUDY_MODELS],
     output:
         csv="tables/study/normalizer_limits.csv",
         md="tables/study/normalizer_limits.md",
@@ -92,6 +121,10 @@ rule study_report:
         study=config["study"],
         seed=config["seed"],
         n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in STUDY_MODELS},
+        n_heads={m: MODELS[m]["beyond"]["n"] for m in STUDY_MODELS},
+        ns_ratio_threshold={
+            m: MODELS[m]["beyond"]["ns_ratio_threshold"] for m in STUDY_MODELS
+        },
         command="snakemake --cores 2 study",
     script:
         "../scripts/make_study.py"
@@ -100,3 +133,4 @@ rule study_report:
 rule study:
     input:
         rules.study_report.output,
+        study_model_reports(),

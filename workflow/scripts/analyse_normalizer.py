@@ -4,9 +4,6 @@ the critical N (KS test); N_s/N over the separability grid at its L. On a softma
 a what-if re-normalisation; on a model the study trained with this rule, its own attention (with
 its learned per-head parameters, input ``model``)."""
 
-import json
-from pathlib import Path
-
 import numpy as np
 import polars as pl
 
@@ -17,7 +14,7 @@ from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
 from attnlimits_workflow.packs import read_pack
 from attnlimits_workflow.streams import Stream, stream_rng
-from attnlimits_workflow.training import LEARNED_FILE
+from attnlimits_workflow.training import normalizer_arguments, read_learned
 
 log = job_logger(snakemake, "normalizer")
 timer = Timer()
@@ -28,8 +25,7 @@ kind = entry.pop("kind")
 normalizer = nz.get(kind)
 log.info("normalizer %s = %s(%s)", name, kind, entry)
 trained = snakemake.input.get("model")
-trained = trained if isinstance(trained, str) else (trained[0] if trained else None)
-learned = json.loads((Path(trained) / LEARNED_FILE).read_text()) if trained else {}
+learned = read_learned(trained if isinstance(trained, str) else (trained[0] if trained else None))
 if kind == "scalable_softmax" and "s" in learned:
     log.info("s: the trained model's learned per-head values %s", learned["s"])
 
@@ -42,11 +38,10 @@ for pack_dir in snakemake.input.packs:
     keep = np.sort(rng.choice(S, size=min(S, p.max_samples), replace=False))
     logits = np.asarray(pack.logits[keep], dtype=np.float64)
     x = np.asarray(pack.x[keep])
-    params = dict(entry)
-    if kind == "scalable_softmax" and "s" in learned:
-        keys = sample_keys(pack)
-        s_table = np.asarray(learned["s"], dtype=np.float64)  # (layers, heads)
-        params["s"] = s_table[keys["layer"][keep], keys["head"][keep]][:, None]
+    keys = sample_keys(pack)
+    params = normalizer_arguments(
+        {"kind": kind, **entry}, learned, keys["layer"][keep], keys["head"][keep]
+    )
     weights = normalizer.weights(logits, L, **params)
     jacobian = normalizer.jacobian_norm(logits, L, **params)
     n = p.n_fixed  # < every L (config check)
