@@ -4,21 +4,24 @@
 
 import os
 
-# Memory settings the jobs inherit; each one set in the environment already wins.
+# Settings the jobs inherit; each one set in the environment already wins (docs/performance.md has
+# what the memory ones gain).
 # - NUMPY_MADVISE_HUGEPAGE=0: numpy asks for transparent huge pages for every large array; where
-#   THP is in "madvise" mode (Ubuntu's default) a first touch may then stall on compaction
-#   (development VM: L=1024 critical N 4.5-5.6 s with it, 4.0-4.2 s without).
+#   THP is in "madvise" mode (Ubuntu's default) a first touch may then stall on compaction.
 # - MALLOC_*: glibc serves every allocation above 128 KiB-32 MiB with a fresh mmap and returns
 #   freed memory to the kernel, so the analyses' blockwise float64 temporaries (a few MiB each,
-#   thousands per job) page-fault on every reuse. Keeping them on the heap: separability L=1024
-#   1.64 -> 0.92 s, critical N L=1024 5.1 -> 4.0 s, the head report 10.3 -> 8.5 s (same outputs;
-#   peak memory unchanged, freed memory kept by the job until it exits). Other C libraries
-#   ignore these.
+#   thousands per job) would page-fault on every reuse; these keep them on the heap until the job
+#   exits. Other C libraries ignore them.
+# - HF_HUB_DISABLE_PROGRESS_BARS, TQDM_DISABLE: transformers' "Loading weights" bar and the GGUF
+#   reader's de-quantizing bar would fill the terminal of every model job; the jobs' logs carry
+#   their progress instead.
 for _name, _value in {
     "NUMPY_MADVISE_HUGEPAGE": "0",
     "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
     "MALLOC_TOP_PAD_": str(64 << 20),
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TQDM_DISABLE": "1",
 }.items():
     os.environ.setdefault(_name, _value)
 

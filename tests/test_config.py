@@ -251,6 +251,7 @@ def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "Invalid configuration:" in output and fragment in output
+    assert "--configfile my.yaml" in output  # and how to set the key (command_line_hint)
     assert "Traceback" not in output
     assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
 
@@ -442,3 +443,22 @@ def test_command_line_strings_in_a_models_entry_take_the_schema_types(base, tmp_
     user = several(base, tmp_path, a={"analysis": {"gradient": {"directions": "8"}}})
     _, runs, _ = load_config(DEFAULTS, user, SCHEMA, REPO)
     assert runs["a"]["analysis"]["gradient"]["directions"] == 8
+
+
+def test_errors_say_how_to_set_the_key_on_the_command_line():
+    import yaml
+
+    from attnlimits_workflow.config import command_line_hint
+
+    hint = command_line_hint("analysis.separability.n_grid[3]: N=8 must be < L=7\nother: x")
+    example = hint.split("--config '", 1)[1].split("'", 1)[0]
+    key, value = example.split("=", 1)
+    # the example is the key's path as --config's YAML, which load_config overlays on the defaults
+    assert key == "analysis" and yaml.safe_load(value) == {"separability": {"n_grid": "VALUE"}}
+    nested = command_line_hint("study.diagnostics -> analysis.gradient.length: bad")
+    assert "--config 'study={diagnostics: {analysis: {gradient: {length: VALUE}}}}'" in nested
+    # a mapping the user's replaces whole is set in a file, never by a partial --config
+    for errors in ("models.smol -> analysis.lengths[2]: bad", "beyond.normalizers.x: bad"):
+        assert "--config " not in command_line_hint(errors)
+        assert "--configfile my.yaml" in command_line_hint(errors)
+    assert "--config 'corpus={path:" in command_line_hint("")

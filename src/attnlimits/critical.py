@@ -42,7 +42,7 @@ def ks_test(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> K
         raise ValueError("KS test needs finite values in both samples")
     import warnings
 
-    from scipy import stats  # imported here: scipy.stats costs ~1 s, most callers never need it
+    from scipy import stats  # imported here: scipy.stats is a slow import most callers skip
 
     res = None
     if max(a.size, b.size) <= KS_EXACT_MAX_N:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,35 @@ class ConfigError(ValueError):
 # Mappings keyed by names the user chooses: a user's mapping replaces the default one whole (a
 # config listing one normalizer runs that one), where mappings of settings are overlaid key by key.
 REPLACED_MAPPINGS = (("beyond", "normalizers"), ("models",), ("study", "normalizers"))
+
+
+def command_line_hint(errors: str) -> str:
+    """How to set the first key ``errors`` names (load_config's one line per problem, each
+    ``key.path[index]: message``): on the command line with --config, whose value is YAML laid
+    over the defaults, or in a file with --configfile."""
+    first = errors.splitlines()[0] if errors else ""
+    # "models.x -> analysis.lengths" (a model's own settings) is the key models.x.analysis.lengths
+    key = ".".join(first.split(": ", 1)[0].split(" -> ")) if ": " in first else ""
+    parts = [p for p in re.sub(r"\[\d+\]", "", key).split(".") if p]
+    replaced = [m for m in REPLACED_MAPPINGS if tuple(parts[: len(m)]) == m]
+    if replaced:
+        mapping = ".".join(replaced[0])
+        return (
+            f"Set it in a file given with --configfile my.yaml, listing every entry of {mapping} "
+            "(a user's mapping replaces the default one whole); config/README.md documents "
+            "every key."
+        )
+    if not parts or not all(re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in parts):
+        example = "--config 'corpus={path: war_and_peace.txt}'"
+    else:
+        value = "VALUE"
+        for part in reversed(parts[1:]):
+            value = f"{{{part}: {value}}}"
+        example = f"--config '{parts[0]}={value}'"
+    return (
+        f"Set a key on the command line, e.g. {example} (YAML, laid over config/config.yaml), "
+        "or in a file given with --configfile my.yaml; config/README.md documents every key."
+    )
 
 
 def deep_merge(

@@ -818,6 +818,6 @@ def pack_dumps(
         )
     # No msync (memmap.flush): the pages are already visible to every process through the page
     # cache, and like every other output the pack becomes visible only by the atomic rename of
-    # its folder. Forcing them to disk cost ~0.3 s of I/O wait per 600 MB pack.
+    # its folder; forcing them to disk only adds I/O wait (docs/performance.md).
     (out_dir / "metadata.json").write_text(json.dumps({"length": length, **meta0}, sort_keys=True))
     return total, tuple(arrays["x"].shape)

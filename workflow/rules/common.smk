@@ -4,7 +4,12 @@ import sys
 from pathlib import Path
 
 import yaml
-from attnlimits_workflow.config import ConfigError, load_config, temperature_name
+from attnlimits_workflow.config import (
+    ConfigError,
+    command_line_hint,
+    load_config,
+    temperature_name,
+)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -30,7 +35,7 @@ try:
         workflow.basedir,
     )
 except ConfigError as exc:
-    sys.stderr.write(f"Invalid configuration:\n{exc}\n")
+    sys.stderr.write(f"Invalid configuration:\n{exc}\n{command_line_hint(str(exc))}\n")
     sys.exit(1)
 config.clear()
 config.update(_merged)
