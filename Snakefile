@@ -25,6 +25,15 @@ for _name, _value in {
 }.items():
     os.environ.setdefault(_name, _value)
 
+# Every job imports this checkout's attnlimits package from src/, whichever environment runs it:
+# the per-rule conda environments (workflow/envs/) carry its dependencies, not the package.
+# (A user's own PYTHONPATH is optional and kept after it, so no envvars directive.)
+_search_path = "PYTHONPATH"
+_src = os.path.join(workflow.basedir, "src")
+_paths = [p for p in os.environ.get(_search_path, "").split(os.pathsep) if p]
+if _src not in _paths:
+    os.environ[_search_path] = os.pathsep.join([_src, *_paths])
+
 
 # Resolved against the repository, so `snakemake -d elsewhere` finds the defaults too.
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")

@@ -1,7 +1,9 @@
 """Interrupted runs lose nothing; bad inputs get one clear line; damaged or foreign dumps are
 refused and rebuilt; analysis jobs never import torch."""
 
+import ast
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -191,12 +193,76 @@ def test_analysis_code_never_imports_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    # the jobs that run a model: the extraction, its fetch and the study's training
-    model_jobs = {"extract.py", "fetch_model.py", "train_model.py", "evaluate_model.py"}
-    for script in (REPO / "workflow/scripts").glob("*.py"):
-        if script.name in model_jobs:
-            continue
-        assert "torch" not in script.read_text(), f"{script.name} mentions torch"
+
+
+MODEL_PACKAGES = {"torch", "transformers", "entmax", "gguf", "accelerate"}
+
+
+def rule_environments() -> dict[str, tuple[str, str]]:
+    """Per rule with a script: (its conda environment file's name, its script's name)."""
+    import re
+
+    found = {}
+    for smk in (REPO / "workflow/rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule |checkpoint )", smk.read_text()):
+            name = re.match(r"(?:rule|checkpoint) (\w+):", block)
+            script = re.search(r'script:\s*"\.\./scripts/([\w.]+)"', block)
+            env = re.search(r'conda:\s*"\.\./envs/([\w.]+)"', block)
+            if name and script:
+                assert env, f"rule {name.group(1)} has a script but no conda environment"
+                found[name.group(1)] = (env.group(1), script.group(1))
+    return found
+
+
+def env_packages(name: str) -> set[str]:
+    spec = yaml.safe_load((REPO / "workflow/envs" / name).read_text())
+    names = set()
+    for dep in spec["dependencies"]:
+        for item in dep["pip"] if isinstance(dep, dict) else [dep]:
+            names.add(re.split(r"[=<>\[ ]", item, maxsplit=1)[0].lower())
+    return names - {"python", "pip"}
+
+
+def test_only_model_jobs_get_the_torch_environment():
+    import tomllib
+
+    envs = rule_environments()
+    assert {env for env, _ in envs.values()} == {"model.yaml", "analysis.yaml"}
+    model_jobs = {r for r, (env, _) in envs.items() if env == "model.yaml"}
+    assert model_jobs == {
+        "fetch_model",
+        "chunk_corpus",
+        "extract_batch",
+        "train_model",
+        "evaluate_model",
+        "normalizer",  # sparsemax and 1.5-entmax come from the torch-based entmax package
+        "study_gradient",
+    }
+    # The light environment has none of the model packages; the model one has every dependency
+    # pyproject.toml declares (snakemake runs the jobs, it is not in them).
+    assert not env_packages("analysis.yaml") & MODEL_PACKAGES
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = {re.split(r"[=<>\[ ]", d, maxsplit=1)[0].lower() for d in declared["dependencies"]}
+    wanted |= {"gguf", "accelerate"}  # the gguf extra
+    assert wanted - {"snakemake"} <= env_packages("model.yaml")
+    assert env_packages("analysis.yaml") <= wanted
+    # No script of the light environment mentions a model package, and its module-level imports
+    # load none of them.
+    light = sorted({script for env, script in envs.values() if env == "analysis.yaml"})
+    for script in light:
+        text = (REPO / "workflow/scripts" / script).read_text()
+        assert not {p for p in MODEL_PACKAGES if re.search(rf"\b{p}\b", text)}, script
+    # None in sys.modules: `import torch` fails, and find_spec says "not installed" (polars asks)
+    blocker = f"import sys\nsys.modules.update(dict.fromkeys({sorted(MODEL_PACKAGES)!r}))\n"
+    for script in light:
+        tree = ast.parse((REPO / "workflow/scripts" / script).read_text())
+        imports = [
+            ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+        ]
+        proc = subprocess.run(
+            [sys.executable, "-c", blocker + "\n".join(imports)], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, (script, proc.stderr[-500:])
 
 
 def test_a_fatal_signal_leaves_a_line_in_the_job_log(tmp_path):

@@ -19,7 +19,7 @@ rule pack_samples:
         results("{model}", "benchmarks", "analysis", "pack", "L{length}.tsv")
     priority: 3
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
         with_rows=lambda wildcards: analysis_of(wildcards)["protocol"] == "all_rows",
@@ -37,7 +37,7 @@ rule distance:
     benchmark:
         results("{model}", "benchmarks", "analysis", "distance", "L{length}_N{n}.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
         mc_draws=model_setting("analysis", "distance", "mc_draws"),
@@ -65,7 +65,7 @@ rule critical_n:
         results("{model}", "benchmarks", "analysis", "critical_n", "L{length}.tsv")
     priority: 2
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
@@ -88,7 +88,7 @@ rule pairwise_separation:
         results("{model}", "benchmarks", "analysis", "separation", "L{length}.tsv")
     priority: 2
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
         radius=model_setting("analysis", "separability", "radius"),
@@ -109,7 +109,7 @@ rule separability:
             "{model}", "benchmarks", "analysis", "separability", "L{length}_N{n}.tsv"
         )
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
         radius=model_setting("analysis", "separability", "radius"),
@@ -130,7 +130,7 @@ rule gradient:
     benchmark:
         results("{model}", "benchmarks", "analysis", "gradient", "T{temperature}.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         epsilons=model_setting("analysis", "gradient", "epsilons"),
         directions=model_setting("analysis", "gradient", "directions"),
@@ -152,7 +152,7 @@ rule vanishing:
     benchmark:
         results("{model}", "benchmarks", "analysis", "vanishing", "L{length}.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/analyse_vanishing.py"
 
@@ -170,7 +170,7 @@ rule summarise_distance:
     benchmark:
         results("{model}", "benchmarks", "summarise", "distance.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         kind="distance",
     script:
@@ -188,7 +188,7 @@ rule summarise_separability:
     benchmark:
         results("{model}", "benchmarks", "summarise", "separability.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         kind="separability",
     script:
@@ -206,7 +206,7 @@ rule summarise_gradient:
     benchmark:
         results("{model}", "benchmarks", "summarise", "gradient.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         kind="gradient",
     script:
@@ -224,7 +224,7 @@ rule summarise_vanishing:
     benchmark:
         results("{model}", "benchmarks", "summarise", "vanishing.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         kind="vanishing",
     script:
@@ -243,7 +243,7 @@ rule describe_run:
     benchmark:
         results("{model}", "benchmarks", "summarise", "describe_run.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         corpus=CORPUS,
         model=lambda wildcards: wildcards.model,

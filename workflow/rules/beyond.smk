@@ -26,7 +26,7 @@ rule normalizer:
     benchmark:
         results("{model}", "benchmarks", "beyond", "normalizer", "{normalizer}.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     params:
         entry=lambda wildcards: MODELS[wildcards.model]["beyond"]["normalizers"][
             wildcards.normalizer
@@ -57,7 +57,7 @@ rule heads:
         results("{model}", "benchmarks", "beyond", "heads.tsv")
     priority: 2
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         n=model_setting("beyond", "n"),
         n_grid=lambda wildcards: sorted(
@@ -84,7 +84,7 @@ rule summarise_normalizers:
     benchmark:
         results("{model}", "benchmarks", "summarise", "normalizers.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         normalizers=model_setting("beyond", "normalizers"),
     script:
@@ -108,7 +108,7 @@ rule fig5:
     log:
         "logs/{model}/figures/fig5.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         n_fixed=model_setting("analysis", "distance", "n_fixed"),
         n=model_setting("beyond", "n"),
@@ -133,7 +133,7 @@ rule table2:
     log:
         "logs/{model}/tables/table2.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         normalizers=model_setting("beyond", "normalizers"),
         n=model_setting("beyond", "n"),
@@ -159,7 +159,7 @@ rule coverage_report:
     log:
         "logs/{model}/figures/coverage.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         n=model_setting("beyond", "n"),
     script:
@@ -188,7 +188,7 @@ rule head_report:
     log:
         "logs/{model}/figures/heads.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         ns_ratio_threshold=model_setting("beyond", "ns_ratio_threshold"),
         temperature_threshold=model_setting("beyond", "temperature_threshold"),

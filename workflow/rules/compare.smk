@@ -19,7 +19,7 @@ rule compare_figure:
     wildcard_constraints:
         claim="|".join(COMPARE_CLAIMS),
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         models=PAPER_MODELS,
         n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in PAPER_MODELS},
@@ -44,7 +44,7 @@ rule scorecard:
     log:
         "logs/compare/scorecard.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         models=PAPER_MODELS,
     script:
@@ -66,7 +66,7 @@ rule findings:
     log:
         "logs/compare/findings.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         models=PAPER_MODELS,
         command="snakemake --cores 2 docs/findings.md --configfile config/findings.yaml",

@@ -4,7 +4,7 @@ rule download_corpus:
     log:
         f"logs/download_corpus/{CORPUS}.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         corpus=config["corpus"],
     script:
@@ -22,7 +22,7 @@ rule chunk_corpus:
     log:
         "logs/{model}/chunk_corpus.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     params:
         chunking=model_setting("chunking"),
     script:

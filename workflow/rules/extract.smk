@@ -9,7 +9,7 @@ rule extract_batch:
     benchmark:
         results("{model}", "benchmarks", "extract", "batch{batch}.tsv")
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     threads: lambda wildcards: MODELS[wildcards.model]["extraction"]["threads"]
     resources:
         mem_mb=lambda wildcards: MODELS[wildcards.model]["extraction"]["mem_mb"],

@@ -17,7 +17,7 @@ rule fig1:
     log:
         "logs/figures/fig1.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         seed=config["seed"],
     script:
@@ -41,7 +41,7 @@ rule fig2:
     log:
         "logs/{model}/figures/fig2.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         distance=model_setting("analysis", "distance"),
         masked=model_setting("analysis", "all_rows", "masked"),
@@ -65,7 +65,7 @@ rule fig3:
     log:
         "logs/{model}/figures/fig3.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/plot_fig3.py"
 
@@ -86,7 +86,7 @@ rule fig4:
     log:
         "logs/{model}/figures/fig4.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/plot_fig4.py"
 
@@ -116,7 +116,7 @@ rule table1:
     log:
         "logs/{model}/tables/table1.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         analysis=model_setting("analysis"),
     script:
@@ -134,7 +134,7 @@ rule effective_config:
     log:
         "logs/{model}/tables/effective_config.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         config=lambda wildcards: MODELS[wildcards.model],
     script:
@@ -153,7 +153,7 @@ rule default_model_figure:
         figure="|".join(MODEL_FIGURES),
         ext="pdf|png",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     shell:
         "cp {input} {output} 2> {log}"
 
@@ -169,6 +169,6 @@ rule default_model_table:
         table="|".join(MODEL_TABLES),
         ext="csv|md|tex",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     shell:
         "cp {input} {output} 2> {log}"

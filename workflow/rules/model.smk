@@ -6,7 +6,7 @@ rule fetch_model:
     wildcard_constraints:
         model=name_pattern(PAPER_MODELS),
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     params:
         model=model_setting("model"),
         seed=config["seed"],

@@ -12,7 +12,7 @@ rule train_tokenizer:
     log:
         "logs/study/train_tokenizer.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         tokenizer=config["study"]["tokenizer"],
     script:
@@ -34,7 +34,7 @@ rule train_model:
     wildcard_constraints:
         model=name_pattern(STUDY_MODELS),
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     threads: config["study"]["training"]["threads"]
     params:
         rule=study_rule,
@@ -56,7 +56,7 @@ rule evaluate_model:
     wildcard_constraints:
         model=name_pattern(STUDY_MODELS),
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     threads: config["study"]["training"]["threads"]
     params:
         evaluation=config["study"]["evaluation"],
@@ -78,7 +78,7 @@ rule study_gradient:
     wildcard_constraints:
         model=name_pattern(STUDY_MODELS),
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/model.yaml"
     params:
         rule=study_rule,
         entry=lambda wildcards: MODELS[wildcards.model]["beyond"]["normalizers"][
@@ -115,7 +115,7 @@ rule study_report:
     log:
         "logs/study/study_report.log",
     conda:
-        "../envs/attnlimits.yaml"
+        "../envs/analysis.yaml"
     params:
         models=STUDY_MODELS,
         study=config["study"],
