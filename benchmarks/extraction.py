@@ -67,7 +67,7 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
                 model(torch.as_tensor(ids, device=device)[None], use_cache=False)
 
     elif method == "attnlimits":
-        from attnlimits_workflow.dumps import write_batch
+        from attnlimits_workflow.dumps.write import write_batch
 
         model = build_model("capture", device)
         tmp = Path(tempfile.mkdtemp())

@@ -76,7 +76,7 @@ def run_one(method: str, length: int, model_dir: str | None) -> dict:
             list(extract_chunk(model, ids, lengths))
 
     elif method == "extract":
-        from attnlimits_workflow.dumps import write_batch
+        from attnlimits_workflow.dumps.write import write_batch
 
         def step():
             out = Path(tempfile.mkdtemp())

@@ -8,17 +8,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from dump_samples import load_samples, write_pack
 from transformers import AutoModel, GPT2Config
 
 from attnlimits.extraction import extract_chunk, register_capture
-from attnlimits_workflow.dumps import (
-    SCHEMA_SPEC,
-    DumpError,
-    load_samples,
-    pack_dumps,
-    read_metadata,
-    write_batch,
-)
+from attnlimits_workflow.dumps.pack import pack_dumps
+from attnlimits_workflow.dumps.read import read_metadata
+from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
+from attnlimits_workflow.dumps.write import write_batch
+from attnlimits_workflow.packs import PACK_ARRAYS, DumpError
 
 PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 
@@ -162,7 +160,6 @@ def test_norms_match_the_vectors(dump):
 
 
 def test_pack_round_trip(dump, tmp_path):
-    from attnlimits_workflow.dumps import write_pack
     from attnlimits_workflow.packs import read_pack
 
     out, _ = dump
@@ -184,7 +181,6 @@ def second_batch(tmp_path, model, chunks=None):
 def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model):
     # pack_dumps writes file by file into memory maps; the result must be byte-identical to
     # packing everything load_samples returns, including across two batch directories.
-    from attnlimits_workflow.dumps import PACK_ARRAYS, pack_dumps, write_pack
 
     out, _ = dump
     second = second_batch(tmp_path, model)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from dump_samples import load_samples
 from transformers import AutoConfig, AutoModel
 
 from attnlimits.extraction import extract_chunk, model_shape, register_capture, soft_capped
 from attnlimits.families import FAMILIES, UnsupportedModelError, family
-from attnlimits_workflow.dumps import load_samples, write_batch
+from attnlimits_workflow.dumps.write import write_batch
 
 TOL = 1e-5
 CONTEXT = 48

@@ -188,7 +188,8 @@ def test_analysis_code_never_imports_torch():
         "import sys\n"
         "import attnlimits.distance, attnlimits.separability, attnlimits.gradient, attnlimits.vanishing\n"
         "import attnlimits.critical, attnlimits.selection, attnlimits.corpus\n"
-        "import attnlimits_workflow.dumps, attnlimits_workflow.jobs, attnlimits_workflow.plotting\n"
+        "import attnlimits_workflow.dumps.read, attnlimits_workflow.dumps.pack\n"
+        "import attnlimits_workflow.jobs, attnlimits_workflow.plotting\n"
         "import attnlimits_workflow.config\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 import torch
 import yaml
+from dump_samples import load_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from project import REPO, planned_rules, snakemake, synthetic_text, tiny_config, write_config
@@ -20,7 +21,7 @@ from attnlimits import attention_rules
 from attnlimits import normalizers as nz
 from attnlimits.extraction import register_rule_attention
 from attnlimits_workflow import study, training
-from attnlimits_workflow.dumps import load_samples, write_batch
+from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.models import load_model
 
 TOL = 1e-5

@@ -37,7 +37,7 @@ ROW_ARRAYS = ("q_rows", "k_rows")
 @dataclass
 class Pack:
     """Memory-mapped samples of one L, in (layer, chunk, head) order (written by
-    :func:`attnlimits_workflow.dumps.pack_dumps`)."""
+    :func:`attnlimits_workflow.dumps.pack.pack_dumps`)."""
 
     length: int
     layer: np.ndarray

@@ -12,7 +12,7 @@ from attnlimits.corpus import chunk_tokens, wrap_chunks
 from attnlimits.families import family
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
-from attnlimits_workflow.dumps import fingerprint
+from attnlimits_workflow.dumps.schema import fingerprint
 from attnlimits_workflow.jobs import TOKENS_META_KEY, job_logger
 from attnlimits_workflow.models import CorpusTokenizer, read_manifest
 

@@ -2,7 +2,7 @@
 
 import json
 
-from attnlimits_workflow.dumps import layer_files, read_metadata
+from attnlimits_workflow.dumps.read import layer_files, read_metadata
 from attnlimits_workflow.jobs import chunk_ids, job_logger, provenance
 from attnlimits_workflow.models import read_manifest
 

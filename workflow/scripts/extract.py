@@ -6,7 +6,7 @@ import torch
 
 from attnlimits.extraction import model_shape
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.dumps import write_batch
+from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.jobs import job_logger, tokens_metadata
 from attnlimits_workflow.models import load_model, read_manifest
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.dumps import pack_dumps
+from attnlimits_workflow.dumps.pack import pack_dumps
 from attnlimits_workflow.jobs import Timer, chunk_ids, job_logger, provenance
 
 log = job_logger(snakemake, "pack_samples")
