@@ -171,7 +171,7 @@ def test_fits():
 def test_ks_test_gives_scipys_auto_p_value_without_a_warning(sizes, shift):
     """The explicit method rule (exact up to 10,000 values, asymptotic beyond or where exact does
     not converge: two samples of 144 a hair apart, p ~ 1) gives scipy's method="auto" p-value,
-    and never warns."""
+    and never warns; equal sizes through the closed form, to rounding."""
     import warnings
 
     from scipy.stats import ks_2samp
@@ -192,4 +192,96 @@ def test_ks_test_gives_scipys_auto_p_value_without_a_warning(sizes, shift):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got = ks_test(a, b).pvalue
-    assert got == want
+    if sizes[0] == sizes[1]:  # the closed form: the same p-value to rounding
+        assert got == pytest.approx(want, rel=1e-13)
+    else:
+        assert got == want
+
+
+# ------------------------------------------------- the equal-size exact KS p-value, without scipy
+def brute_force_ks_pvalue(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact permutation p-value: the share of all C(2n, n) splits of the pooled values (distinct)
+    whose KS statistic is at least the observed one."""
+    from itertools import combinations
+
+    from attnlimits.critical import ks_statistic
+
+    pooled, n = np.concatenate([a, b]), a.size
+    observed = ks_statistic(a, b)
+    hits = total = 0
+    for chosen in combinations(range(2 * n), n):
+        mask = np.zeros(2 * n, dtype=bool)
+        mask[list(chosen)] = True
+        hits += ks_statistic(pooled[mask], pooled[~mask]) >= observed - 1e-12
+        total += 1
+    return hits / total
+
+
+def test_equal_size_ks_pvalue_by_hand_and_by_brute_force(rng):
+    from attnlimits.critical import ks_exact_pvalue_equal_sizes
+
+    # n = 1: D = 1 always, p = 2 C(2, 0) / C(2, 1) = 1; n = 2 fully apart: 2 C(4, 0) / C(4, 2)
+    assert ks_exact_pvalue_equal_sizes(1, 1) == 1.0
+    assert ks_exact_pvalue_equal_sizes(2, 2) == pytest.approx(1 / 3, rel=1e-15)
+    # n = 3, h = 2: 2 (C(6, 1) - 0) / C(6, 3) = 12 / 20
+    assert ks_exact_pvalue_equal_sizes(3, 2) == pytest.approx(0.6, rel=1e-15)
+    assert ks_exact_pvalue_equal_sizes(5, 0) == 1.0
+    for n in (2, 3, 4, 5, 6):
+        for shift in (0.0, 0.7, 3.0):
+            a, b = rng.normal(size=n), rng.normal(shift, size=n)
+            assert ks_test(a, b).pvalue == pytest.approx(brute_force_ks_pvalue(a, b), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [50, 2000, 10_000])
+def test_equal_size_ks_pvalue_against_high_precision(n):
+    import mpmath
+
+    from attnlimits.critical import ks_exact_pvalue_equal_sizes
+
+    mpmath.mp.dps = 60
+    for h in sorted({1, 2, max(1, n // 100), n // 10, n // 3, n // 2, n}):
+        want = (
+            2
+            * mpmath.fsum(
+                (-1) ** (k + 1) * mpmath.binomial(2 * n, n - k * h) for k in range(1, n // h + 1)
+            )
+            / mpmath.binomial(2 * n, n)
+        )
+        got = ks_exact_pvalue_equal_sizes(n, h)
+        assert got == pytest.approx(float(want), rel=1e-12, abs=1e-300), (n, h)
+
+
+@given(
+    n=st.integers(1, 400),
+    shift=st.sampled_from([0.0, 0.1, 0.5, 2.0]),
+    decimals=st.sampled_from([None, 1]),  # 1: ties within and between the samples
+    seed=st.integers(0, 2**16),
+)
+def test_equal_size_ks_test_equals_scipys_exact(n, shift, decimals, seed):
+    import warnings
+
+    from scipy.stats import ks_2samp
+
+    r = np.random.default_rng(seed)
+    a, b = r.normal(size=n), r.normal(shift, size=n)
+    if decimals is not None:
+        a, b = np.round(a, decimals), np.round(b, decimals)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = ks_2samp(a, b, method="exact")
+    got = ks_test(a, b)
+    assert got.statistic == want.statistic
+    assert got.pvalue == pytest.approx(want.pvalue, rel=1e-11, abs=1e-300)
+
+
+def test_equal_size_ks_tests_do_not_import_scipy_stats():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from attnlimits.critical import ks_test\n"
+        "ks_test(np.arange(100.0), np.arange(100.0) + 5)\n"
+        "assert 'scipy.stats' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -27,19 +27,54 @@ class KSResult:
 KS_EXACT_MAX_N = 10_000  # the largest sample the exact p-value is tried for (scipy's own limit)
 
 
+def ks_statistic(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> float:
+    """D = max_x |F_a(x) - F_b(x)| of the two empirical CDFs (right-continuous, so ties between
+    the samples count as in scipy's ks_2samp)."""
+    a, b = np.sort(sample_a), np.sort(sample_b)
+    both = np.concatenate([a, b])
+    f_a = np.searchsorted(a, both, side="right") / a.size
+    f_b = np.searchsorted(b, both, side="right") / b.size
+    return float(np.max(np.abs(f_a - f_b)))
+
+
+def ks_exact_pvalue_equal_sizes(n: int, h: int) -> float:
+    """Exact two-sided P(D >= h / n) for two samples of n values each from one continuous
+    distribution (Gnedenko and Korolyuk, 1951):
+
+        p = 2 sum_{k >= 1} (-1)^(k+1) C(2n, n - k h) / C(2n, n),
+
+    with C(2n, n - m) / C(2n, n) = prod_{j < m} (n - j) / (n + j + 1) accumulated as one
+    product, so no factorial overflows."""
+    if h <= 0:
+        return 1.0
+    if h > n:
+        return 0.0
+    j = np.arange(n, dtype=np.float64)
+    ratio = np.cumprod((n - j) / (n + j + 1))  # ratio[m - 1] = C(2n, n - m) / C(2n, n)
+    terms = ratio[np.arange(h, n + 1, h) - 1]
+    signs = np.where(np.arange(terms.size) % 2 == 0, 1.0, -1.0)
+    return float(min(1.0, max(0.0, 2.0 * float(np.sum(signs * terms)))))
+
+
 def ks_test(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> KSResult:
-    """Two-sample Kolmogorov-Smirnov test (scipy's ks_2samp, two-sided) on the finite values of
-    each sample.
+    """Two-sample Kolmogorov-Smirnov test, two-sided, on the finite values of each sample.
 
     The p-value is exact when both samples have at most KS_EXACT_MAX_N values, and asymptotic
     otherwise or where the exact computation does not converge (large unbalanced samples). That is
     the rule scipy's method="auto" applies, made explicit here, so the fallback is silent instead
-    of a RuntimeWarning per test."""
+    of a RuntimeWarning per test. Two samples of one size (the critical-N searches: a distance and
+    its expectation per sample) take the closed form of ks_exact_pvalue_equal_sizes, which gives
+    scipy's exact p-value without importing scipy.stats (tests/test_vanishing_critical.py holds
+    them equal); every other case is scipy's ks_2samp."""
     a = np.asarray(sample_a, dtype=np.float64)
     b = np.asarray(sample_b, dtype=np.float64)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if a.size == 0 or b.size == 0:
         raise ValueError("KS test needs finite values in both samples")
+    if a.size == b.size <= KS_EXACT_MAX_N:
+        # D is a multiple of 1/n: h steps of the two empirical CDFs
+        h = round(ks_statistic(a, b) * a.size)
+        return KSResult(h / a.size, ks_exact_pvalue_equal_sizes(a.size, h), a.size, b.size)
     import warnings
 
     from scipy import stats  # imported here: scipy.stats is a slow import most callers skip
