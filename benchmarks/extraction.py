@@ -6,6 +6,8 @@ own; all are measured in one invocation and printed as one table:
 
   1. floor        bare forward pass of the transformer (SDPA, no outputs kept)
   2. attnlimits   this project's extraction: forward + hooks + analysed rows + Parquet write
+     (attnlimits-f16: float16 vectors; attnlimits-plain: float16, uncompressed)
+  2b. capture     the same without the Parquet write (forward + hooks + rows + copy to host)
   3. hf-eager     Hugging Face eager forward with output_attentions=True
   4. tlens        TransformerLens run_with_cache of the same architecture (if installed)
 
@@ -66,8 +68,20 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
             with torch.inference_mode():
                 model(torch.as_tensor(ids, device=device)[None], use_cache=False)
 
-    elif method == "attnlimits":
+    elif method.startswith("attnlimits"):
         from attnlimits_workflow.dumps.write import write_batch
+
+        # attnlimits: the default dump (float32 vectors, zstd-1); -f16: float16 vectors (half the
+        # bytes to encode); -plain: float16 vectors, no compression (encoding is a copy)
+        storage = {
+            "attnlimits": {},
+            "attnlimits-f16": {"vector_dtype": "float16"},
+            "attnlimits-plain": {
+                "vector_dtype": "float16",
+                "compression": None,
+                "compression_level": None,
+            },
+        }[method]
 
         model = build_model("capture", device)
         tmp = Path(tempfile.mkdtemp())
@@ -84,6 +98,7 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
                 provenance={},
                 extra_metadata={},
                 write_threads=write_threads,
+                **storage,
             )
 
     elif method == "capture":
@@ -127,7 +142,7 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
 
     else:
         raise ValueError(method)
-    if method != "attnlimits":
+    if not method.startswith("attnlimits"):
 
         def run(batch: list) -> None:
             for ids in batch:
@@ -140,7 +155,7 @@ def run_one(method: str, n_chunks: int, device: str, threads: int, write_threads
     sync(device)
     seconds = time.perf_counter() - start
     extra = {}
-    if method == "attnlimits":
+    if method.startswith("attnlimits"):
         size = sum(f.stat().st_size for f in tmp.rglob("*.parquet"))  # warm-up chunk included
         extra["bytes_per_token_per_layer"] = size / (n_chunks + 1) / CHUNK / 12
     peak_gpu = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
@@ -189,6 +204,8 @@ def main() -> None:
                 args.device,
                 "--threads",
                 str(args.threads),
+                "--write-threads",
+                str(args.write_threads),
             ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -210,23 +227,22 @@ def main() -> None:
         f"device {args.device}, {args.threads} threads, L grid {LENGTHS}, best of {args.repeats} rounds"
     )
     print(
-        f"{'method':<12} {'tokens/s':>10} {'x floor':>8} {'peak RSS MiB':>13} {'peak GPU MiB':>13}"
+        f"{'method':<16} {'tokens/s':>10} {'x floor':>8} {'peak RSS MiB':>13} {'peak GPU MiB':>13}"
     )
     for r in rows:
         if "error" in r:
-            print(f"{r['method']:<12} {'n/a':>10} {'':>8} {'':>13} {'':>13}  ({r['error']})")
+            print(f"{r['method']:<16} {'n/a':>10} {'':>8} {'':>13} {'':>13}  ({r['error']})")
             continue
         tps = r["tokens"] / r["seconds"]
         ratio = tps / (floor["tokens"] / floor["seconds"]) if floor else float("nan")
         gpu = f"{r['peak_gpu_mib']:.0f}" if r["peak_gpu_mib"] is not None else "-"
-        print(f"{r['method']:<12} {tps:>10.0f} {ratio:>8.2f} {r['peak_rss_mib']:>13.0f} {gpu:>13}")
-    ours = next(
-        (r for r in rows if r["method"] == "attnlimits" and "bytes_per_token_per_layer" in r), None
-    )
-    if ours:
-        print(
-            f"\nattnlimits dump size: {ours['bytes_per_token_per_layer']:.0f} bytes per token per layer (zstd-1, byte-stream-split)"
-        )
+        print(f"{r['method']:<16} {tps:>10.0f} {ratio:>8.2f} {r['peak_rss_mib']:>13.0f} {gpu:>13}")
+    for r in rows:
+        if r["method"].startswith("attnlimits") and "bytes_per_token_per_layer" in r:
+            print(
+                f"{r['method']} dump size: {r['bytes_per_token_per_layer']:.0f} bytes per token "
+                "per layer"
+            )
 
 
 if __name__ == "__main__":

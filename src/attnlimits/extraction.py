@@ -158,6 +158,17 @@ def visible_keys(
     return None
 
 
+def _to_host(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of ``t``. From a GPU, an asynchronous copy into pinned memory (PyTorch's host
+    allocator caches those blocks), so the forward is not stopped at every layer to wait for its
+    copies; extract_chunk synchronises once, after the forward, before handing the captures out."""
+    if t.device.type != "cuda":
+        return t.cpu()
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    return host
+
+
 class _Recorder:
     """Collects what the capture sees during one forward, keyed by layer index."""
 
@@ -195,11 +206,11 @@ class _Recorder:
                 weights = attention_rules.normalize(
                     logits[:, None, :], seen, rule, rule_scale(module)
                 )[:, 0, :]
-            rows[L] = (pos, logits.cpu(), weights.cpu())
+            rows[L] = (pos, _to_host(logits), _to_host(weights))
         self.layers[layer] = {
-            "q": q.cpu(),
-            "k": k.cpu(),
-            "v": v.cpu(),
+            "q": _to_host(q),
+            "k": _to_host(k),
+            "v": _to_host(v),
             "rows": rows,
             "scaling": float(scaling),
             "softcap": None if softcap is None else float(softcap),
@@ -402,6 +413,8 @@ def extract_chunk(
                 out = model(input_ids=ids, use_cache=False, output_hidden_states=store_hidden)
         finally:
             _ACTIVE.reset(token)
+        if device.type == "cuda":  # the captures' asynchronous copies (_to_host) have landed
+            torch.cuda.current_stream(device).synchronize()
         if sorted(recorder.layers) != list(range(shape.n_layers)):
             raise RuntimeError(
                 f"the capture saw layers {sorted(recorder.layers)} of {shape.n_layers}: "
