@@ -20,6 +20,20 @@ def use_style(path: str | Path) -> None:
     plt.style.use(str(path))
 
 
+def log_axis(ax, axis: str, ticks=None) -> None:
+    """A log ``axis`` ("x" or "y") labelled with plain numbers, at ``ticks`` when given, and no
+    minor labels: matplotlib's default labels the minor ticks of a short log axis "3x10^1 4x10^1",
+    which run into each other."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    scale = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    if ticks is not None:
+        (ax.set_xticks if axis == "x" else ax.set_yticks)([float(t) for t in ticks])
+    scale.set_major_formatter(ScalarFormatter())
+    scale.set_minor_formatter(NullFormatter())
+
+
 def protocol_text(run: dict, analysed_rows: bool = False) -> str:
     """Which protocol produced the numbers, in a caption's words. ``analysed_rows``: the figure
     is one of those that always use the analysed rows (beyond the paper, Lemma 1)."""

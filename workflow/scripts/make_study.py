@@ -9,11 +9,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import save, use_style
+from attnlimits_workflow.plotting import log_axis, save, use_style
 from attnlimits_workflow.study import LIMITS, limit_measures, verdict
 from attnlimits_workflow.tables import markdown_table, write_csv
 
@@ -128,16 +127,6 @@ with atomic_path(out.md) as tmp:
 
 
 # ------------------------------------------------------------------------------------- figure
-def log_axis(ax, axis, ticks=None):
-    """A log axis labelled with plain numbers (at ``ticks`` when given), no minor labels."""
-    scale = ax.xaxis if axis == "x" else ax.yaxis
-    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-    if ticks is not None:
-        (ax.set_xticks if axis == "x" else ax.set_yticks)(list(ticks))
-    scale.set_major_formatter(ScalarFormatter())
-    scale.set_minor_formatter(NullFormatter())
-
-
 use_style(inp.style)
 fig, axes = plt.subplots(2, 4, figsize=(17, 7.5), constrained_layout=True)
 colors = plt.get_cmap("tab10")
