@@ -1,6 +1,7 @@
 """Dump schema: round trip, enforcement, corruption and provenance checks."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -11,9 +12,10 @@ import torch
 from dump_samples import load_samples, write_pack
 from transformers import AutoModel, GPT2Config
 
+import attnlimits_workflow.dumps.read as read_module
 from attnlimits.extraction import extract_chunk, register_capture
 from attnlimits_workflow.dumps.pack import pack_dumps
-from attnlimits_workflow.dumps.read import read_metadata
+from attnlimits_workflow.dumps.read import open_dump, read_metadata
 from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.packs import PACK_ARRAYS, DumpError
@@ -100,6 +102,30 @@ def test_truncated_dump_is_refused_and_quarantined(dump):
     # and every later reader of the batch names what happened
     with pytest.raises(DumpError, match="layer01.parquet.corrupt set aside as damaged"):
         load_samples([out], 8, "value")
+
+
+def test_two_jobs_meeting_one_damaged_dump_both_report_it(dump, monkeypatch):
+    """Parallel jobs read the same batch: the one that comes second finds the file already set
+    aside by the first (CI caught a FileNotFoundError traceback here)."""
+    out, _ = dump
+    path = out / "layer01.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    real_open = read_module.pq.ParquetFile
+
+    def other_job_sets_it_aside_first(p, *args, **kwargs):
+        try:
+            return real_open(p, *args, **kwargs)
+        except pa.ArrowInvalid:
+            os.replace(p, out / "layer01.parquet.corrupt")
+            raise
+
+    monkeypatch.setattr(read_module.pq, "ParquetFile", other_job_sets_it_aside_first)
+    with pytest.raises(
+        DumpError, match="not a readable Parquet dump.*set aside as layer01.parquet.corrupt\\."
+    ):
+        open_dump(path)
+    assert sorted(p.name for p in out.glob("layer01*")) == ["layer01.parquet.corrupt"]
+    assert (out / ".snakemake_timestamp").stat().st_mtime == 0
 
 
 def test_dump_from_another_model_is_refused(dump):

@@ -164,7 +164,14 @@ def _quarantine(path: Path) -> Path:
     n = 1
     while moved.exists():
         moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
-    os.replace(path, moved)
+    try:
+        os.replace(path, moved)
+    except FileNotFoundError:
+        # Jobs of one run read the same batch in parallel: another job met the damaged file
+        # first and set it aside. Report that file and still age the batch.
+        if not moved.with_name(f"{path.name}.corrupt").exists():
+            raise
+        moved = max(path.parent.glob(f"{path.name}.corrupt*"), key=lambda p: p.stat().st_mtime_ns)
     batch = path.parent
     if batch.name.startswith("batch"):
         stamp = batch / ".snakemake_timestamp"
