@@ -24,13 +24,14 @@ def log_axis(ax, axis: str, ticks=None) -> None:
     """A log ``axis`` ("x" or "y") labelled with plain numbers, at ``ticks`` when given, and no
     minor labels: matplotlib's default labels the minor ticks of a short log axis "3x10^1 4x10^1",
     which run into each other."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     scale = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     if ticks is not None:
         (ax.set_xticks if axis == "x" else ax.set_yticks)([float(t) for t in ticks])
-    scale.set_major_formatter(ScalarFormatter())
+    # "%g": 0.001, 0.00316, 31.6, 1024 (a ScalarFormatter rounds 0.001 and 0.00316 to "0.00")
+    scale.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     scale.set_minor_formatter(NullFormatter())
 
 
