@@ -4,10 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnlimits import distance as dist
 from attnlimits.critical import (
+    BlockedDistances,
     KSResult,
     critical_n_search,
     fit_through_origin,
@@ -15,6 +17,7 @@ from attnlimits.critical import (
     ks_pvalue,
     ks_test,
     linear_fit,
+    weighted_bytes,
 )
 from attnlimits.gradient import softmax
 from attnlimits.vanishing import corollary1_delta, vanishing
@@ -285,3 +288,54 @@ def test_equal_size_ks_tests_do_not_import_scipy_stats():
         "assert 'scipy.stats' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _blocked_samples(seed: int, n_samples: int = 7, length: int = 12, width: int = 3):
+    rng = np.random.default_rng(seed)
+    weights = softmax(rng.normal(size=(n_samples, length)) * 2)
+    x = rng.normal(size=(n_samples, length, width)).astype(np.float32)
+    slices = [slice(i, min(i + 2, n_samples)) for i in range(0, n_samples, 2)]
+    return weights, x, slices
+
+
+def _evaluate(distances: BlockedDistances, n: int) -> np.ndarray:
+    rng = np.random.default_rng(99)
+    return np.stack(
+        [distances.distance(n), distances.closed_form(n), distances.monte_carlo(n, 4, rng)]
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.integers(0, 40_000), n=st.integers(1, 11))
+def test_a_memory_budget_changes_no_value(seed, budget, n):
+    """Blocks past the budget are prepared again at each N: d~, the closed form and the
+    Monte-Carlo E (same generator) come out bit-identical to every block held."""
+    weights, x, slices = _blocked_samples(seed)
+
+    def prepare(sl):
+        return dist.weighted(weights[sl], x[sl])
+
+    held = BlockedDistances([(sl, prepare(sl)) for sl in slices], len(weights))
+    bounded = BlockedDistances.within(slices, prepare, len(weights), max_bytes=budget)
+    np.testing.assert_array_equal(_evaluate(bounded, n), _evaluate(held, n))
+    kept = [w for _, w in bounded.prepared if w is not None]
+    assert sum(weighted_bytes(w) for w in kept) <= budget
+    assert bounded.held_blocks == len(kept)
+
+
+def test_memory_budget_holds_what_fits_and_counts_its_own_arrays():
+    weights, x, slices = _blocked_samples(0)
+    w = dist.weighted(weights[slices[0]], x[slices[0]])
+    # two samples of L = 12, d = 3: scaled 2*12*3*8, alpha, scaled_sq, x_sq, x_dot_xbar 2*12*8
+    # each, xbar 2*3*8, order 2*12*8 (intp); x is the caller's view and not counted
+    assert weighted_bytes(w) == 576 + 4 * 192 + 48 + 192
+    one = weighted_bytes(w)
+
+    def prepare(sl):
+        return dist.weighted(weights[sl], x[sl])
+
+    assert BlockedDistances.within(slices, prepare, 7, max_bytes=0).held_blocks == 0
+    assert BlockedDistances.within(slices, prepare, 7, max_bytes=2 * one).held_blocks == 2
+    assert BlockedDistances.within(slices, prepare, 7, max_bytes=10**9).held_blocks == 4
+    with pytest.raises(ValueError, match="not prepared"):
+        BlockedDistances([(slices[0], None)], 2).distance(1)

@@ -204,6 +204,11 @@ def linear_fit(x: NDArray[np.floating], y: NDArray[np.floating]) -> tuple[float,
     return float(res.intercept), float(res.slope), float(res.rvalue**2)
 
 
+def weighted_bytes(w: Any) -> int:
+    """Memory a prepared block holds of its own: its arrays, less ``x`` (a view of the pack)."""
+    return sum(v.nbytes for k, v in vars(w).items() if isinstance(v, np.ndarray) and k != "x")
+
+
 class BlockedDistances:
     """d~ and the two expectation terms at any N for samples held as blocks.
 
@@ -212,14 +217,52 @@ class BlockedDistances:
     the closed form and against the Monte-Carlo E of one L evaluate it at the same N.
     """
 
-    def __init__(self, prepared: list[tuple[slice, Any]], n_samples: int) -> None:
+    def __init__(
+        self,
+        prepared: list[tuple[slice, Any]],
+        n_samples: int,
+        prepare: Callable[[slice], Any] | None = None,
+    ) -> None:
+        # A block held as (slice, None) is prepared again, by ``prepare``, at every visit.
         self.prepared = prepared
         self.n_samples = n_samples
+        self._prepare = prepare
         self._distance: dict[int, NDArray[np.float64]] = {}
+
+    @classmethod
+    def within(
+        cls, slices: list[slice], prepare: Callable[[slice], Any], n_samples: int, max_bytes: int
+    ) -> BlockedDistances:
+        """Blocks prepared once and kept while their products fit in ``max_bytes``; the rest are
+        prepared again at each visit. The values do not depend on the budget (``prepare`` is
+        deterministic and the blocks are visited in the same order), only the time and memory:
+        kept whole, the float64 products of every sample grow with the corpus."""
+        prepared: list[tuple[slice, Any]] = []
+        held = 0
+        for sl in slices:
+            if held >= max_bytes:
+                prepared.append((sl, None))
+                continue
+            w = prepare(sl)
+            size = weighted_bytes(w)
+            if held + size > max_bytes:
+                prepared.append((sl, None))
+            else:
+                prepared.append((sl, w))
+            held += size
+        return cls(prepared, n_samples, prepare)
+
+    @property
+    def held_blocks(self) -> int:
+        return sum(w is not None for _, w in self.prepared)
 
     def _over_blocks(self, per_block: Callable[[Any], NDArray[np.float64]]) -> NDArray[np.float64]:
         out = np.empty(self.n_samples)
         for sl, w in self.prepared:
+            if w is None:
+                if self._prepare is None:
+                    raise ValueError(f"block {sl} is not prepared and no prepare function is given")
+                w = self._prepare(sl)
             out[sl] = per_block(w)
         return out
 

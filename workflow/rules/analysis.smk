@@ -70,6 +70,7 @@ rule critical_n:
         embedding=model_setting("analysis", "embedding"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
+        cache_mb=model_setting("analysis", "critical_n", "cache_mb"),
         seed=config["seed"],
         protocol=model_setting("analysis", "protocol"),
         all_rows=model_setting("analysis", "all_rows"),

@@ -101,15 +101,21 @@ if p.protocol == "all_rows":
     write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
     log.info("done in %s", timer)
 else:
-    # The products every evaluation shares, computed once per block of samples.
-    distances = BlockedDistances(
-        [
-            (sl, dist.weighted(samples.weights[sl], samples.x[sl]))
-            for sl in blocks(S, L, samples.x.shape[2])
-        ],
+    # The products every evaluation shares, kept within analysis.critical_n.cache_mb: past it,
+    # a block is prepared again at each N (same values), so memory does not grow with the corpus.
+    distances = BlockedDistances.within(
+        list(blocks(S, L, samples.x.shape[2])),
+        lambda sl: dist.weighted(samples.weights[sl], samples.x[sl]),
         S,
+        max_bytes=p.cache_mb << 20,
     )
-    log.info("prepared %d blocks in %s", len(distances.prepared), timer)
+    log.info(
+        "prepared %d blocks in %s; %d held within cache_mb %d, the rest recomputed at each N",
+        len(distances.prepared),
+        timer,
+        distances.held_blocks,
+        p.cache_mb,
+    )
 
     def expectation(kind: str, n: int) -> np.ndarray:
         if kind == "closed_form":
