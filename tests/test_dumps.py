@@ -18,7 +18,7 @@ from attnlimits_workflow.dumps.pack import pack_dumps
 from attnlimits_workflow.dumps.read import open_dump, read_metadata
 from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
-from attnlimits_workflow.packs import PACK_ARRAYS, DumpError
+from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, read_pack
 
 PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 
@@ -220,6 +220,39 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model):
     assert (tmp_path / "loaded" / "metadata.json").read_text() == (
         tmp_path / "streamed" / "metadata.json"
     ).read_text()
+
+
+def test_pack_rows_only_for_the_analysed_chunks(dump, tmp_path, model):
+    # the all-rows protocol's q/k rows: packed for the first row_chunks chunks only, each equal
+    # to its capture, with row_sample pointing back at the pack's samples
+    out, chunks = dump
+    second = second_batch(tmp_path, model)
+    every, _ = pack_dumps(
+        [out, second], 32, "value", tmp_path / "every", expected=PROV, row_chunks=4
+    )
+    pack_dumps([out, second], 32, "value", tmp_path / "two", expected=PROV, row_chunks=2)
+    pack_dumps([out, second], 32, "value", tmp_path / "none", expected=PROV)
+    full, two = read_pack(tmp_path / "every"), read_pack(tmp_path / "two")
+    assert read_pack(tmp_path / "none").q_rows is None
+    assert full.row_sample.tolist() == list(range(every))
+    kept = np.nonzero(np.isin(two.chunk, [3, 4]))[0]
+    assert two.row_sample.tolist() == kept.tolist() and len(kept) == 2 * 2 * 2
+    for name in PACK_ARRAYS:
+        assert (tmp_path / "every" / f"{name}.npy").read_bytes() == (
+            tmp_path / "two" / f"{name}.npy"
+        ).read_bytes(), name
+    for s in kept:
+        q, k = two.rows(int(s))
+        np.testing.assert_array_equal(q, full.q_rows[s])
+        np.testing.assert_array_equal(k, full.k_rows[s])
+    for i, chunk in enumerate([3, 4]):
+        for cap in extract_chunk(model, torch.tensor(chunks[chunk]), [8, 32, 64]):
+            for h in range(2):
+                q, k = two.rows(cap.layer * 8 + i * 2 + h)  # 4 chunks x 2 heads per layer
+                np.testing.assert_array_equal(q, cap.q[h, :32].numpy())
+                np.testing.assert_array_equal(k, cap.k[h, :32].numpy())
+    with pytest.raises(DumpError, match=r"chunk 5\) has no q/k rows.*chunks \[3, 4\]"):
+        two.rows(int(np.nonzero(two.chunk == 5)[0][0]))
 
 
 def test_a_batch_missing_a_layer_file_is_refused(dump, tmp_path, model):

@@ -293,7 +293,7 @@ def assert_pack_rows_are_the_models_attention(work, length):
     from transformers import AutoModel
 
     from attnlimits.protocol import attention_rows
-    from attnlimits_workflow.packs import read_pack
+    from attnlimits_workflow.packs import DumpError, read_pack
 
     pack = read_pack(work / f"results/tiny-gpt2/samples/L{length}")
     model_dir = next((work / "resources/models").iterdir())
@@ -302,15 +302,18 @@ def assert_pack_rows_are_the_models_attention(work, length):
         "token_id"
     ].to_numpy()
     chunk_length = len(tokens) // 4
+    # analysis.all_rows.chunks 1: only chunk 0's rows are packed
+    assert np.unique(np.asarray(pack.chunk)[pack.row_sample]).tolist() == [0]
+    with pytest.raises(DumpError, match=r"chunk 3\) has no q/k rows.*chunks \[0\]"):
+        pack.rows(int(np.nonzero(np.asarray(pack.chunk) == 3)[0][0]))
     checked = 0
-    for chunk in (0, 3):
+    for chunk in (0,):
         ids = torch.tensor(tokens[chunk * chunk_length : chunk * chunk_length + length])
         with torch.inference_mode():
             want = eager(ids[None].long(), output_attentions=True).attentions
         for s in np.nonzero(np.asarray(pack.chunk) == chunk)[0]:
             _, got = attention_rows(
-                pack.q_rows[s],
-                pack.k_rows[s],
+                *pack.rows(s),
                 float(pack.score_scale[s]),
                 np.arange(length),
                 causal=True,
@@ -318,7 +321,7 @@ def assert_pack_rows_are_the_models_attention(work, length):
             ref = want[int(pack.layer[s])][0, int(pack.head[s])].double().numpy()
             np.testing.assert_allclose(got, ref, atol=1e-5)
             checked += 1
-    assert checked == 2 * 2 * 2  # chunks x layers x heads
+    assert checked == 2 * 2  # layers x heads
 
 
 def test_the_papers_all_rows_protocol_end_to_end(tmp_path):

@@ -30,8 +30,9 @@ PACK_ARRAYS = (
     "key_norm_max",
     "score_scale",
 )
-# Packed only for the all-rows protocol (analysis.protocol: all_rows).
-ROW_ARRAYS = ("q_rows", "k_rows")
+# Packed only for the all-rows protocol (analysis.protocol: all_rows), and only for the samples
+# of the chunks it analyses (row_sample: their indices among the pack's samples).
+ROW_ARRAYS = ("q_rows", "k_rows", "row_sample")
 
 
 @dataclass
@@ -50,8 +51,27 @@ class Pack:
     key_norm_max: np.ndarray  # (S,)
     score_scale: np.ndarray  # (S,)
     metadata: dict[str, Any]
-    q_rows: np.ndarray | None = None  # (S, L, head_dim): every position's query
-    k_rows: np.ndarray | None = None  # (S, L, head_dim): every key, resolved to the query head
+    q_rows: np.ndarray | None = None  # (R, L, head_dim): every position's query
+    k_rows: np.ndarray | None = None  # (R, L, head_dim): every key, resolved to the query head
+    row_sample: np.ndarray | None = None  # (R,) sample of each q/k row; None: one per sample
+
+    def rows(self, sample: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every position's query and key of ``sample``: (L, head_dim) each."""
+        if self.q_rows is None or self.k_rows is None:
+            raise DumpError(
+                "this pack holds no q/k rows: only analysis.protocol all_rows packs them"
+            )
+        at = sample
+        if self.row_sample is not None:
+            at = int(np.searchsorted(self.row_sample, sample))
+            if at == len(self.row_sample) or int(self.row_sample[at]) != sample:
+                held = np.unique(np.asarray(self.chunk)[np.asarray(self.row_sample)]).tolist()
+                raise DumpError(
+                    f"sample {sample} (chunk {int(self.chunk[sample])}) has no q/k rows in this "
+                    f"pack, which holds those of chunks {held} (analysis.all_rows.chunks); "
+                    "delete the pack and rerun"
+                )
+        return self.q_rows[at], self.k_rows[at]
 
 
 def read_pack(pack_dir: str | os.PathLike) -> Pack:

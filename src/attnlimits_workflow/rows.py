@@ -50,7 +50,7 @@ def row_means(
     for i, s in enumerate(chosen.tolist()):
         if not logits_only:
             x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s])
-        q, k = pack.q_rows[s], pack.k_rows[s]
+        q, k = pack.rows(s)
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
             rows = np.arange(start, min(start + ROW_BLOCK, length))

@@ -22,7 +22,7 @@ rule pack_samples:
         "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
-        with_rows=lambda wildcards: analysis_of(wildcards)["protocol"] == "all_rows",
+        row_chunks=row_chunks_of,
     script:
         "../scripts/pack_samples.py"
 

@@ -81,6 +81,12 @@ def analysis_of(wildcards):
     return MODELS[wildcards.model]["analysis"]
 
 
+def row_chunks_of(wildcards):
+    """How many chunks' q/k rows the pack holds: the all-rows protocol's, or none."""
+    analysis = analysis_of(wildcards)
+    return analysis["all_rows"]["chunks"] if analysis["protocol"] == "all_rows" else 0
+
+
 def fmt_temperature(t):
     return temperature_name(t)
 

@@ -18,6 +18,6 @@ with atomic_path(snakemake.output[0]) as tmp:
         Path(tmp),
         expected=provenance(snakemake.input.model, snakemake.input.tokens),
         expected_chunks=chunk_ids(snakemake.input.tokens),
-        with_rows=snakemake.params.with_rows,
+        row_chunks=snakemake.params.row_chunks,
     )
 log.info("L=%d: %d samples, x %s, packed in %s", L, n_samples, x_shape, timer)

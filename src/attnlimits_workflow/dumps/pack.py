@@ -23,7 +23,8 @@ _PACK_SOURCES = {
     "key_norm_max": "kn",
     "score_scale": "scale",
 }
-# with the all-rows protocol: every position's query and key (resolved to the query head)
+# with the all-rows protocol: every position's query and key (resolved to the query head), for
+# the samples of the chunks it analyses only
 _ROW_SOURCES = {"q_rows": "qa", "k_rows": "k"}
 
 
@@ -35,42 +36,64 @@ def pack_dumps(
     *,
     expected: dict[str, Any] | None = None,
     expected_chunks: list[int] | None = None,
-    with_rows: bool = False,
+    row_chunks: int = 0,
 ) -> tuple[int, tuple[int, ...]]:
     """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
     at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
     memory and copying them once more to concatenate. Returns (samples, shape of x).
+
+    ``row_chunks``: also pack every position's query and key (q_rows, k_rows) for the samples of
+    the run's first that many chunks, the ones the all-rows protocol analyses
+    (analysis.all_rows.chunks), with their sample indices in row_sample; 0 packs none. Packing
+    them for every chunk tripled the book's packs (docs/performance.md).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [p for fs in layer_files(dump_dirs, expected, expected_chunks).values() for p in fs]
     total = 0
+    footers = []
     for path in files:  # footers only: the sample count fixes every array's first dimension
         meta, _ = open_dump(path, expected)
+        footers.append(meta)
         total += len(meta["chunks"]) * int(meta["n_heads"])
+    every_chunk = sorted({int(c) for meta in footers for c in meta["chunks"]})
+    row_chunk_ids = np.asarray(every_chunk[:row_chunks], dtype=np.int64)
+    row_total = sum(
+        len(set(map(int, meta["chunks"])) & set(row_chunk_ids.tolist())) * int(meta["n_heads"])
+        for meta in footers
+    )
     arrays: dict[str, np.ndarray] = {}
-    offset = 0
+
+    def write(name: str, part: np.ndarray, start: int, rows: int) -> None:
+        if name not in arrays:
+            arrays[name] = np.lib.format.open_memmap(
+                out_dir / f"{name}.npy",
+                mode="w+",
+                dtype=part.dtype,
+                shape=(rows, *part.shape[1:]),
+            )
+        arrays[name][start : start + len(part)] = part
+
+    offset = row_offset = 0
     meta0 = None
-    sources = {**_PACK_SOURCES, **(_ROW_SOURCES if with_rows else {})}
     for meta, parts in layer_parts(
-        dump_dirs, length, embedding, True, with_rows, True, expected, expected_chunks
+        dump_dirs, length, embedding, True, row_chunks > 0, True, expected, expected_chunks
     ):
         meta0 = meta0 or meta
-        rows = None
-        for name, key in sources.items():
-            part = parts[key]
-            if name not in arrays:
-                arrays[name] = np.lib.format.open_memmap(
-                    out_dir / f"{name}.npy",
-                    mode="w+",
-                    dtype=part.dtype,
-                    shape=(total, *part.shape[1:]),
-                )
-            rows = len(part)
-            arrays[name][offset : offset + rows] = part
-        offset += rows
-    if offset != total:
+        for name, key in _PACK_SOURCES.items():
+            write(name, parts[key], offset, total)
+        if row_chunks > 0:
+            kept = np.isin(parts["chunk"], row_chunk_ids)
+            for name, key in _ROW_SOURCES.items():
+                write(name, parts[key][kept], row_offset, row_total)
+            write(
+                "row_sample", offset + np.nonzero(kept)[0].astype(np.int64), row_offset, row_total
+            )
+            row_offset += int(kept.sum())
+        offset += len(parts["chunk"])
+    if offset != total or row_offset != row_total:
         raise DumpError(
-            f"{dump_dirs}: read {offset} samples for L={length}, footers promise {total}"
+            f"{dump_dirs}: read {offset} samples ({row_offset} with rows) for L={length}, "
+            f"footers promise {total} ({row_total})"
         )
     # No msync (memmap.flush): the pages are already visible to every process through the page
     # cache, and like every other output the pack becomes visible only by the atomic rename of
