@@ -105,7 +105,9 @@ def run_case(args, work: Path, chunks: int) -> dict:
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Least-squares (intercept, slope) of y on x."""
+    """Least-squares (intercept, slope) of y on x; the slope is NaN for a single x (no projection)."""
+    if len(set(xs)) < 2:
+        return float(np.mean(ys)), float("nan")
     slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
     return float(intercept), float(slope)
 
@@ -130,10 +132,10 @@ def main() -> None:
         help="GPU extraction rate for the projection (docs/performance.md's GPU table)",
     )
     args = parser.parse_args()
+    sizes = sorted({int(c) for c in args.chunks.split(",")})
     import tempfile
 
     work = Path(tempfile.mkdtemp(prefix="attnlimits-book-"))
-    sizes = sorted(int(c) for c in args.chunks.split(","))
     cases = [run_case(args, work, k) for k in sizes]
     tokens, n_book = book_chunks(work, args.corpus)
     stages = sorted(
@@ -192,14 +194,17 @@ def main() -> None:
     gpu_extraction = tokens / args.gpu_tokens_per_s
     gpu_total = cpu_total - (projected_cpu[extraction] if extraction else 0) + gpu_extraction
     dominant = max(projected_cpu, key=projected_cpu.get)
-    print(
-        f"\nProjection for the whole book ({n_book} chunks): dumps {per_chunk_bytes * n_book / 1e9:,.1f} GB, "
-        f"sample packs {per_chunk_pack * n_book / 1e9:,.1f} GB; "
-        f"job time on this machine {cpu_total / 3600:,.1f} h (dominated by {dominant}: "
-        f"{projected_cpu[dominant] / cpu_total:.0%}); with the extraction on the GPU at "
-        f"{args.gpu_tokens_per_s:,.0f} tokens/s ({gpu_extraction / 60:,.1f} min) and the rest on "
-        f"these cores, {gpu_total / 3600:,.1f} h of job time."
-    )
+    if len(sizes) < 2:
+        print("\nOne chunk count: measured only; give two or more to project the book.")
+    else:
+        print(
+            f"\nProjection for the whole book ({n_book} chunks): dumps {per_chunk_bytes * n_book / 1e9:,.1f} GB, "
+            f"sample packs {per_chunk_pack * n_book / 1e9:,.1f} GB; "
+            f"job time on this machine {cpu_total / 3600:,.1f} h (dominated by {dominant}: "
+            f"{projected_cpu[dominant] / cpu_total:.0%}); with the extraction on the GPU at "
+            f"{args.gpu_tokens_per_s:,.0f} tokens/s ({gpu_extraction / 60:,.1f} min) and the rest on "
+            f"these cores, {gpu_total / 3600:,.1f} h of job time."
+        )
     if args.keep:
         print(f"kept: {work} (config-{sizes[-1]}.yaml)")
     else:
