@@ -3,12 +3,14 @@ attention: per (layer, head) the mean entropy, effective temperature, N_s/N at b
 head's own critical N (KS test over its chunks); per (layer, chunk, N) the coverage of the heads'
 combined top-N set against the independence predictions."""
 
+from dataclasses import fields
+
 import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
-from attnlimits.coverage import head_coverage
+from attnlimits.coverage import Coverage, head_coverage
 from attnlimits.critical import CriticalN, critical_n_against_expectation, ks_min_pvalue
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
@@ -28,23 +30,32 @@ if n_groups * n_heads != S or not (head.reshape(n_groups, n_heads) == np.unique(
     raise RuntimeError(f"samples at L={L} are not complete (layer, chunk) x head groups")
 log.info("L=%d: %d samples = %d (layer, chunk) groups x %d heads", L, S, n_groups, n_heads)
 
-weights = np.asarray(pack.weights, dtype=np.float64)[order]
-logits = np.asarray(pack.logits, dtype=np.float64)[order]
-
-# --- multi-head coverage and N_s/N per sample, for every N of the separability grid
-selected = {n: np.zeros((S, L), dtype=bool) for n in p.n_grid}
-inside = {n: np.zeros((S, L), dtype=bool) for n in p.n_grid}
-for sl in blocks(S, L, pack.x.shape[2]):
+# --- multi-head coverage and the per-sample statistics, a block of whole (layer, chunk) groups at
+# a time: float64 weights and the per-N masks of every sample at once grew ~5 MB per chunk
+group_coverage: dict[int, list] = {n: [] for n in p.n_grid}
+ratio_at_n = np.empty(S)
+entropy, max_weight, t_eff = np.empty(S), np.empty(S), np.empty(S)
+for groups in blocks(n_groups, L, pack.x.shape[2] * n_heads):
+    sl = slice(groups.start * n_heads, groups.stop * n_heads)
+    weights = np.asarray(pack.weights[order[sl]], dtype=np.float64)
+    entropy[sl] = nz.entropy(weights)
+    max_weight[sl] = weights.max(axis=1)
+    t_eff[sl] = nz.effective_temperature(np.asarray(pack.logits[order[sl]], dtype=np.float64))
     # Projection and alpha_i x_i once per block, shared by every N.
-    w = dist.weighted(weights[sl], project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius))
+    w = dist.weighted(weights, project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius))
     for n in p.n_grid:
-        selected[n][sl], inside[n][sl], _ = distinguishable(w, None, n=n)
+        selected, inside, _ = distinguishable(w, None, n=n)
+        shape = (groups.stop - groups.start, n_heads, L)
+        group_coverage[n].append(head_coverage(selected.reshape(shape), inside.reshape(shape)))
+        if n == p.n:
+            ratio_at_n[sl] = inside.sum(axis=1) / p.n
     log.info("block %d:%d of %d (%s)", sl.start, sl.stop, S, timer)
 coverage_frames = []
 for n in p.n_grid:
-    cov = head_coverage(
-        selected[n].reshape(n_groups, n_heads, L), inside[n].reshape(n_groups, n_heads, L)
-    )
+    cov = {
+        field: np.concatenate([getattr(c, field) for c in group_coverage[n]])
+        for field in (f.name for f in fields(Coverage))
+    }
     coverage_frames.append(
         pl.DataFrame(
             {
@@ -53,17 +64,11 @@ for n in p.n_grid:
                 "L": np.full(n_groups, L, dtype=np.int32),
                 "N": np.full(n_groups, n, dtype=np.int32),
                 "heads": np.full(n_groups, n_heads, dtype=np.int32),
-                "union_selected": cov.union_selected,
-                "union_distinguishable": cov.union_distinguishable,
-                "coverage": cov.coverage,
-                "p": cov.p,
-                "predicted_paper": cov.predicted_paper,
-                "predicted_overlap": cov.predicted_overlap,
+                **cov,
             }
         )
     )
-    log.info("N=%d: mean coverage %.3f, mean p %.3f", n, cov.coverage.mean(), cov.p.mean())
-ratio_at_n = inside[p.n].sum(axis=1) / p.n
+    log.info("N=%d: mean coverage %.3f, mean p %.3f", n, cov["coverage"].mean(), cov["p"].mean())
 write_table(pl.concat(coverage_frames), snakemake.output.coverage)
 
 # --- per-head report
@@ -82,7 +87,8 @@ for lay in np.unique(layer):
     for h in np.unique(head):
         idx = np.nonzero((layer == lay) & (head == h))[0]
         x_h = np.asarray(pack.x[order[idx]])
-        prepared = [(slice(0, len(idx)), dist.weighted(weights[idx], x_h))]
+        w_h = np.asarray(pack.weights[order[idx]], dtype=np.float64)
+        prepared = [(slice(0, len(idx)), dist.weighted(w_h, x_h))]
         crit = (
             CriticalN(n_crit=None)
             if min_p >= p.ks_alpha
@@ -95,19 +101,18 @@ for lay in np.unique(layer):
                 lambda m, lay=lay, h=h: stream_rng(p.seed, Stream.HEAD_CRITICAL_N, lay, h, m),
             )
         )
-        t_eff = nz.effective_temperature(logits[idx])
         rows.append(
             {
                 "layer": int(lay),
                 "head": int(h),
                 "L": L,
                 "chunks": len(idx),
-                "entropy": float(nz.entropy(weights[idx]).mean()),
+                "entropy": float(entropy[idx].mean()),
                 "entropy_uniform": float(np.log(L)),
-                "max_weight": float(weights[idx].max(axis=1).mean()),
+                "max_weight": float(max_weight[idx].mean()),
                 "N": p.n,
                 "ns_ratio": float(ratio_at_n[idx].mean()),
-                "t_eff": float(np.median(t_eff)),
+                "t_eff": float(np.median(t_eff[idx])),
                 "N_crit": crit.n_crit,
                 "N_crit_over_L": (crit.n_crit / L) if crit.n_crit is not None else None,
                 "ks_evaluations": len(crit.evaluations),
