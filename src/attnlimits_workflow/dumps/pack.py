@@ -55,10 +55,9 @@ def pack_dumps(
         meta, _ = open_dump(path, expected)
         footers.append(meta)
         total += len(meta["chunks"]) * int(meta["n_heads"])
-    every_chunk = sorted({int(c) for meta in footers for c in meta["chunks"]})
-    row_chunk_ids = np.asarray(every_chunk[:row_chunks], dtype=np.int64)
+    row_chunk_ids = sorted({int(c) for meta in footers for c in meta["chunks"]})[:row_chunks]
     row_total = sum(
-        len(set(map(int, meta["chunks"])) & set(row_chunk_ids.tolist())) * int(meta["n_heads"])
+        len(set(row_chunk_ids).intersection(map(int, meta["chunks"]))) * int(meta["n_heads"])
         for meta in footers
     )
     arrays: dict[str, np.ndarray] = {}
