@@ -8,7 +8,7 @@ import polars as pl
 
 from attnlimits.coverage import heads_for_coverage
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import save_run_figure, use_style
+from attnlimits_workflow.plotting import log_axis, save_run_figure, use_style
 from attnlimits_workflow.tables import write_csv, write_markdown
 
 log = job_logger(snakemake, "coverage")
@@ -55,8 +55,8 @@ ax1.plot(by_n["N"], by_n["predicted_overlap"], "b:", label=r"independence, measu
 ax1.plot(
     by_n["N"], by_n["p"], color="0.5", marker="s", ms=3, lw=0.8, label=r"single head $p = N_s/N$"
 )
+log_axis(ax1, "x", by_n["N"].to_list())
 ax1.set(
-    xscale="log",
     xlabel="top-N per head",
     ylabel="fraction",
     ylim=(-0.02, 1.05),
