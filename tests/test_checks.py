@@ -10,8 +10,12 @@ from attnlimits.checks import (
     NOT_TESTABLE,
     RTOL_FLOAT32,
     RTOL_FLOAT64,
+    VACUOUS,
     VIOLATED,
     check_bound,
+    head_outcomes,
+    log10_slack,
+    row_outcome_columns,
 )
 from attnlimits.vanishing import vanishing
 
@@ -24,20 +28,65 @@ def test_hand_cases():
 
 
 def test_a_bound_inside_the_tolerance_of_the_range_is_not_testable():
-    # A lower bound of 1e-74 on a non-negative quantity of size ~1: tol = 1e-9 exceeds the bound,
-    # so no value could fail it.
+    # A lower bound of 1e-74 on a non-negative quantity of size ~1: tol = 1e-9 exceeds the
+    # bound's distance to the floor, so only values within the tolerance could fail it.
     assert check_bound([1.0], [1e-74], upper=False, rtol=1e-9, floor=0.0).tolist() == [NOT_TESTABLE]
     # ...while a bound above the tolerance is tested.
     assert check_bound([1.0], [1e-3], upper=False, rtol=1e-9, floor=0.0).tolist() == [HOLDS]
-    # an upper bound at or above the quantity's ceiling, or infinite, cannot fail either
+    # an upper bound within the tolerance below the quantity's ceiling
+    assert check_bound([0.9], [1.0 - 1e-12], upper=True, rtol=1e-9, ceiling=1.0).tolist() == [
+        NOT_TESTABLE
+    ]
+    # a value outside the range is still a violation, testable or not
+    assert check_bound([-1.0], [0.0], upper=False, rtol=1e-9, floor=0.0).tolist() == [VIOLATED]
+    assert check_bound([-1.0], [1e-3], upper=False, rtol=1e-9, floor=0.0).tolist() == [VIOLATED]
+
+
+def test_a_check_no_data_could_fail_is_vacuous():
+    # an upper bound at or above the quantity's ceiling, or infinite, cannot fail on any data
     assert check_bound([0.9, 0.9], [1.0, 0.95], upper=True, rtol=1e-9, ceiling=1.0).tolist() == [
-        NOT_TESTABLE,
+        VACUOUS,
         HOLDS,
     ]
-    assert check_bound([5.0], [np.inf], upper=True, rtol=1e-9).tolist() == [NOT_TESTABLE]
-    # a value outside the range is still a violation, testable or not
-    assert check_bound([-1.0], [-2.0], upper=False, rtol=1e-9, floor=0.0).tolist() == [NOT_TESTABLE]
-    assert check_bound([-1.0], [0.0], upper=False, rtol=1e-9, floor=0.0).tolist() == [VIOLATED]
+    assert check_bound([5.0], [np.inf], upper=True, rtol=1e-9).tolist() == [VACUOUS]
+    # a lower bound at or below the floor
+    assert check_bound([0.5], [-2.0], upper=False, rtol=1e-9, floor=0.0).tolist() == [VACUOUS]
+    # Theorem 2's upper bound is never below e^(-1/16): a ratio of 0.5 passes whatever it is
+    floor = float(np.exp(-1 / 16))
+    got = check_bound(
+        [0.5, 0.97, 1.0], [0.95, 0.98, 0.95], upper=True, rtol=1e-9, bound_floor=floor
+    )
+    assert got.tolist() == [VACUOUS, HOLDS, VIOLATED]
+    # a one-sided check whose value is already below the least bound (epsilon >= 0)
+    got = check_bound([-3.0, 0.5], [10.0, 10.0], upper=True, rtol=1e-9, bound_floor=0.0)
+    assert got.tolist() == [VACUOUS, HOLDS]
+    # a lower bound whose largest possible value the value already reaches
+    got = check_bound([0.0, -1.0], [-5.0, -5.0], upper=False, rtol=1e-9, bound_ceiling=0.0)
+    assert got.tolist() == [VACUOUS, HOLDS]
+
+
+def test_slack_by_hand():
+    got = log10_slack([1.0, 10.0, 0.0, 2.0], [100.0, 1.0, 1.0, np.inf], upper=True)
+    np.testing.assert_array_equal(got[:2], [2.0, -1.0])
+    assert np.isnan(got[2:]).all()
+    assert log10_slack([10.0], [1.0], upper=False)[0] == 1.0
+
+
+def test_head_outcomes_count_rows():
+    rows = np.array([4, 4, 4, 4])
+    pooled = {
+        "b_violated": np.array([0.25, 0.0, 0.0, 0.0]),
+        "b_not_testable": np.array([0.0, 0.5, 0.0, 0.0]),
+        "b_vacuous": np.array([0.75, 0.5, 1.0, 0.5]),
+    }
+    got = head_outcomes(pooled, "b", rows)
+    assert got["b_check"] == [VIOLATED, NOT_TESTABLE, VACUOUS, HOLDS]
+    assert got["b_violated_rows"].tolist() == [1, 0, 0, 0]
+    assert got["b_vacuous_rows"].tolist() == [3, 2, 4, 2]
+    cols = row_outcome_columns(
+        "b", check_bound([1.0, 3.0, np.nan], [2.0, 2.0, 1.0], upper=True, rtol=0)
+    )
+    np.testing.assert_array_equal(cols["b_violated"], [0.0, 1.0, np.nan])
 
 
 @given(

@@ -280,7 +280,7 @@ def test_top_n_breaks_ties_to_the_lower_index(values, data):
     alpha = np.array([values])
     length = data.draw(st.integers(1, len(values)))
     n = data.draw(st.integers(1, len(values)))
-    mask = RowBlock.of(alpha, np.ones((len(values), 1)), np.array([length])).top_n(n)
+    mask = RowBlock.of(alpha, np.ones((len(values), 1)), np.array([length])).literal_top_n(n)
     visible = [v if i < length else -1.0 for i, v in enumerate(values)]
     want = set(sorted(range(len(values)), key=lambda i: (-visible[i], i))[: min(n, length)])
     assert set(np.nonzero(mask[0])[0]) == want

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .selection import random_subset_indices
+from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight, random_subset_indices
 
 FloatArray = NDArray[np.floating]
 # |a - b|^2 below this fraction of |a|^2 + |b|^2 is recomputed directly (float64 keeps ~16 digits;
@@ -41,9 +41,12 @@ class Weighted:
     xbar: NDArray[np.float64]  # (S, d): sum_i a_i
     x_dot_xbar: NDArray[np.float64]  # (S, L): x_i . xbar
     order: NDArray[np.intp]  # (S, L): indices by decreasing weight, ties to the lower index
+    # analysis.zero_weight: whether a top-N token of weight 0 is selected (attnlimits.selection)
+    zero_weight: str = DEFAULT_ZERO_WEIGHT
 
-    def top_n(self, n: int) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
-        """(indices, mask) of the top-n set, from the cached order (same rule as top_n_indices)."""
+    def literal_top_n(self, n: int) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """(indices, mask) of the top-n indices whatever their weights, from the cached order
+        (same rule as top_n_indices)."""
         if not 1 <= n <= self.alpha.shape[1]:
             raise ValueError(f"N must satisfy 1 <= N <= L, got N={n}, L={self.alpha.shape[1]}")
         idx = self.order[:, :n]
@@ -51,9 +54,31 @@ class Weighted:
         np.put_along_axis(mask, idx, True, axis=1)
         return idx, mask
 
+    def top_n(self, n: int) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """(indices, mask) of the selected top-n set under the zero-weight rule. Under
+        "not_selected" the mask leaves out keys of weight 0 and their slots in ``indices`` repeat
+        the sample's largest weight's index (always selected), so a max or a gather over the
+        indices sees only selected keys; sums over ``indices`` must use the mask."""
+        idx, mask = self.literal_top_n(n)
+        if self.zero_weight == "literal":
+            return idx, mask
+        zero = np.take_along_axis(self.alpha, idx, axis=1) == 0
+        if not zero.any():
+            return idx, mask
+        mask &= self.alpha != 0
+        return np.where(zero, idx[:, :1], idx), mask
 
-def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
-    """Compute the shared products once for a block of samples.
+    def zero_weight_in_top_n(self, n: int) -> NDArray[np.int64]:
+        """Per sample, how many of the literal top-n indices have weight exactly 0."""
+        idx, _ = self.literal_top_n(n)
+        return np.count_nonzero(np.take_along_axis(self.alpha, idx, axis=1) == 0, axis=1)
+
+
+def weighted(
+    alpha: FloatArray, x: FloatArray, *, zero_weight: str = DEFAULT_ZERO_WEIGHT
+) -> Weighted:
+    """Compute the shared products once for a block of samples; ``zero_weight``: whether a
+    top-N token of weight 0 is selected (attnlimits.selection.ZERO_WEIGHT_RULES).
 
     One float64 copy of x is made and then scaled in place (it becomes ``scaled``): every other
     product is a reduction, so a block costs one (S, L, d) allocation, not four.
@@ -76,6 +101,7 @@ def weighted(alpha: FloatArray, x: FloatArray) -> Weighted:
         xbar=xbar,
         x_dot_xbar=x_dot_xbar,
         order=np.argsort(-alpha, axis=1, kind="stable"),
+        zero_weight=check_zero_weight(zero_weight),
     )
 
 
@@ -113,7 +139,7 @@ def distance_to_context(alpha, x=None, *, n: int) -> NDArray[np.float64]:
     Plain reference: attnlimits.reference.distance.
     """
     w = _as_weighted(alpha, x)
-    idx, mask = w.top_n(n)
+    idx, mask = w.literal_top_n(n)
     n_samples, length = w.alpha.shape
     rows = np.arange(n_samples)[:, None]
     others = w.order[:, n:]
@@ -122,15 +148,21 @@ def distance_to_context(alpha, x=None, *, n: int) -> NDArray[np.float64]:
     else:
         s = w.xbar - w.scaled[rows, others].sum(axis=1)
     if length - n > _COMPLEMENT_FRACTION * length:
-        return np.where(mask, 0.0, norms_to_point(w.scaled, s, w.scaled_sq)).sum(axis=1)
-    left_out = w.scaled[rows, others] - s[:, None, :]  # (S, L - n, d)
-    return np.sqrt(np.einsum("smd,smd->sm", left_out, left_out)).sum(axis=1)
+        literal = np.where(mask, 0.0, norms_to_point(w.scaled, s, w.scaled_sq)).sum(axis=1)
+    else:
+        left_out = w.scaled[rows, others] - s[:, None, :]  # (S, L - n, d)
+        literal = np.sqrt(np.einsum("smd,smd->sm", left_out, left_out)).sum(axis=1)
+    if w.zero_weight == "literal":
+        return literal
+    # A top-n token of weight 0 adds nothing to s; not selected, it sits at ||0 - s|| = ||s||.
+    return literal + w.zero_weight_in_top_n(n) * np.sqrt(np.einsum("sd,sd->s", s, s))
 
 
 def selected_mass(alpha, x=None, *, n: int) -> NDArray[np.float64]:
     """a_N = sum over I_N of alpha_i, the attention mass of the top-``n`` set; shape (S,)."""
     w = _as_weighted(alpha, x)
-    return np.take_along_axis(w.alpha, w.top_n(n)[0], axis=1).sum(axis=1)
+    # zero weights add nothing: the literal top-n indices give the same mass under either rule
+    return np.take_along_axis(w.alpha, w.literal_top_n(n)[0], axis=1).sum(axis=1)
 
 
 def fixed_set_upper_bound(alpha, x=None, *, n: int) -> NDArray[np.float64]:
@@ -143,11 +175,12 @@ def fixed_set_upper_bound(alpha, x=None, *, n: int) -> NDArray[np.float64]:
     """
     w = _as_weighted(alpha, x)
     length = w.alpha.shape[1]
-    idx, mask = w.top_n(n)
+    idx, mask = w.top_n(n)  # under "not_selected", zero-weight slots repeat a selected index
     mass = selected_mass(w, n=n)
     max_selected_norm = np.sqrt(np.take_along_axis(w.x_sq, idx, axis=1).max(axis=1))
     d1 = _max_cross_distance(w, idx, mask)
-    return (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
+    size = np.count_nonzero(mask, axis=1)  # the theorem holds for a set of any size |I|
+    return (1.0 - mass) * d1 + max_selected_norm * (mass * (length - size) - (1.0 - mass))
 
 
 def _max_cross_distance(
@@ -381,6 +414,7 @@ def _rows(w: Weighted, rows: NDArray[np.intp]) -> Weighted:
         xbar=w.xbar[rows],
         x_dot_xbar=w.x_dot_xbar[rows],
         order=w.order[rows],
+        zero_weight=w.zero_weight,
     )
 
 
@@ -394,10 +428,17 @@ def _mc_by_complement(w: Weighted, comp: NDArray[np.intp]) -> NDArray[np.float64
     """Per-draw d~ (S, K) from the left-out sets comp (S, K, L - N): s = xbar minus the sum over
     the complement, so only L - N rows are touched; distances are exact."""
     n_samples = w.alpha.shape[0]
-    left_out = w.scaled[np.arange(n_samples)[:, None, None], comp]  # (S, K, m, d)
+    rows = np.arange(n_samples)[:, None, None]
+    left_out = w.scaled[rows, comp]  # (S, K, m, d)
     s = w.xbar[:, None, :] - left_out.sum(axis=2)  # (S, K, d)
     left_out -= s[:, :, None, :]
-    return np.sqrt(np.einsum("skmd,skmd->skm", left_out, left_out)).sum(axis=2)
+    total = np.sqrt(np.einsum("skmd,skmd->skm", left_out, left_out)).sum(axis=2)
+    if w.zero_weight == "literal":
+        return total
+    # the drawn set's zero-weight tokens are not selected: each adds ||s|| (as in d~)
+    zero_total = np.count_nonzero(w.alpha == 0, axis=1)[:, None]
+    zero_selected = zero_total - np.count_nonzero(w.alpha[rows, comp] == 0, axis=2)
+    return total + zero_selected * np.sqrt(np.einsum("skd,skd->sk", s, s))
 
 
 def _mc_dense(w: Weighted, idx: NDArray[np.intp]) -> NDArray[np.float64]:
@@ -431,9 +472,18 @@ def _mc_dense(w: Weighted, idx: NDArray[np.intp]) -> NDArray[np.float64]:
         d2[si, li, ki] = np.einsum("nd,nd->n", diff, diff)
     np.maximum(d2, 0.0, out=d2)
     np.sqrt(d2, out=d2)
-    # sum over the non-selected = sum over all - sum over the selected
+    # sum over the non-selected = sum over all - sum over the selected; under "not_selected" a
+    # drawn token of weight 0 is not selected and stays in the sum
+    if w.zero_weight != "literal":
+        if masks is None:
+            keep = np.take_along_axis(w.alpha[:, None, :], idx, axis=2) != 0
+        else:
+            masks *= (w.alpha != 0)[:, None, :]
     if masks is None:
-        selected = d2[rows, idx, np.arange(draws)[None, :, None]].sum(axis=2)  # (S, K)
+        picked = d2[rows, idx, np.arange(draws)[None, :, None]]  # (S, K, N)
+        if w.zero_weight != "literal":
+            picked = np.where(keep, picked, 0.0)
+        selected = picked.sum(axis=2)
     else:  # a contraction with the masks beats gathering (S, K, N) scattered entries
         selected = np.einsum("skl,slk->sk", masks, d2)
     return d2.sum(axis=1) - selected

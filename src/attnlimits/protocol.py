@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .critical import ks_test
+from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight
 
 FloatArray = NDArray[np.floating]
 MASKED_MODES = ("non_selected", "prefix")
@@ -124,14 +125,26 @@ class RowBlock:
     counted: NDArray[np.bool_]  # (R, L): keys i < visible length of the row
     length: NDArray[np.int64]  # (R,): visible length per row
     head: HeadVectors
+    # (R, L): keys a set may select: the counted keys, less those of weight 0 unless the
+    # zero-weight rule is "literal" (attnlimits.selection.ZERO_WEIGHT_RULES)
+    selectable: NDArray[np.bool_]
+    zero_weight: str = DEFAULT_ZERO_WEIGHT
 
     @classmethod
-    def of(cls, alpha: FloatArray, x: FloatArray | HeadVectors, length: NDArray) -> RowBlock:
+    def of(
+        cls,
+        alpha: FloatArray,
+        x: FloatArray | HeadVectors,
+        length: NDArray,
+        *,
+        zero_weight: str = DEFAULT_ZERO_WEIGHT,
+    ) -> RowBlock:
         head = x if isinstance(x, HeadVectors) else HeadVectors(x)
         alpha = np.asarray(alpha, dtype=np.float64)
         length = np.asarray(length, dtype=np.int64)
         counted = np.arange(alpha.shape[1])[None, :] < length[:, None]
         alpha = np.where(counted, alpha, 0.0)
+        literal = check_zero_weight(zero_weight) == "literal"
         return cls(
             alpha=alpha,
             x=head.x,
@@ -139,19 +152,29 @@ class RowBlock:
             counted=counted,
             length=length,
             head=head,
+            selectable=counted if literal else counted & (alpha != 0),
+            zero_weight=zero_weight,
         )
 
     def take(self, rows: NDArray[np.intp]) -> RowBlock:
         """The block of some of these rows."""
-        return RowBlock.of(self.alpha[rows], self.head, self.length[rows])
+        return RowBlock.of(
+            self.alpha[rows], self.head, self.length[rows], zero_weight=self.zero_weight
+        )
 
     def top_n(self, n: int) -> NDArray[np.bool_]:
         """Mask of each row's top-n counted keys, ties to the lower index (the stable order of
-        attnlimits.selection); rows with length < n get all of theirs.
+        attnlimits.selection); rows with length < n get all of theirs. Under the "not_selected"
+        zero-weight rule, keys of weight 0 among them are left out (:attr:`selectable`).
 
         A partition finds the n-th largest weight v in O(L); the keys above v are in, and of the
         keys equal to v the lowest-indexed fill the rest. No row is sorted.
         """
+        return self.literal_top_n(n) & self.selectable
+
+    def literal_top_n(self, n: int) -> NDArray[np.bool_]:
+        """Mask of each row's top-n counted keys whatever their weights (the paper's literal
+        I_N); :meth:`top_n` is this set under the zero-weight rule."""
         rows, width = self.alpha.shape
         if n >= width:
             return self.counted.copy()
@@ -165,6 +188,12 @@ class RowBlock:
         if split.size:
             tied[split] &= np.cumsum(tied[split], axis=1) <= need[split]
         return (above | tied) & self.counted
+
+    def zero_weight_in_top_n(self, n: int) -> NDArray[np.float64]:
+        """Per row, how many of its literal top-n keys have weight exactly 0 (under the
+        "not_selected" rule, the keys :meth:`top_n` leaves out); NaN for rows with length <= n."""
+        zero = np.count_nonzero(self.literal_top_n(n) & (self.alpha == 0), axis=1)
+        return np.where(self.length > n, zero.astype(np.float64), np.nan)
 
     def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
         """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
@@ -227,6 +256,7 @@ def row_statistics(
     out = {
         "distance": np.where(valid, dist, np.nan),
         "expectation_term": np.where(valid, expectation, np.nan),
+        "zero_weight_selected": block.zero_weight_in_top_n(n),
     }
     if upper_bound:
         out |= row_fixed_set_bound(block, n=n, mask=mask)
@@ -249,7 +279,10 @@ def row_fixed_set_bound(
     mass = np.where(mask, block.alpha, 0.0).sum(axis=1)
     max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
     d1 = _max_cross_distance(block, mask, block.counted & ~mask)
-    upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - n) - (1.0 - mass))
+    # the theorem holds for any set of |I| tokens: the selected set's own size (N, or fewer under
+    # the "not_selected" zero-weight rule)
+    size = np.count_nonzero(mask, axis=1)
+    upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - size) - (1.0 - mass))
     valid = block.length > n
     return {
         "upper_bound": np.where(valid, upper, np.nan),
@@ -284,6 +317,9 @@ def row_critical_statistics(
     alpha, counted, length = block.alpha, block.counted, block.length
     rows = len(length)
     every_key_counts = bool(counted.all())
+    # keys a set may select (the zero-weight rule): selected zero-weight keys leave the set
+    selectable = block.selectable
+    every_key_selectable = bool(selectable.all())
     weighted = np.nonzero(alpha.any(axis=0))[0]
     width = int(weighted[-1]) + 1 if weighted.size else 1
     a_sq_x = alpha[:, :width] ** 2 * block.x_sq[None, :width]
@@ -328,7 +364,7 @@ def row_critical_statistics(
     for j, n in enumerate(ns):
         top_set = top < n
         out["distance"][j] = subset_distance(
-            top_set if every_key_counts else top_set & counted, everywhere
+            top_set if every_key_selectable else top_set & selectable, everywhere
         )
         if closed_form:
             c = (n / np.maximum(lengths - 1.0, 1.0))[:, None]
@@ -349,10 +385,12 @@ def row_critical_statistics(
                 np.putmask(d2, ~counted, 0.0)
             out["closed_form"][j] = (lengths - n) / lengths * d2.sum(axis=1)
         if random_ranks:
-            subset = counted[drawn]
+            subset = selectable[drawn]
             out["monte_carlo"][j, drawn] = np.mean(
                 [
-                    subset_distance(rank < n if every_key_counts else (rank < n) & subset, drawn)
+                    subset_distance(
+                        rank < n if every_key_selectable else (rank < n) & subset, drawn
+                    )
                     for rank in random_ranks
                 ],
                 axis=0,
@@ -422,7 +460,7 @@ def row_monte_carlo(
         key[~block.counted] = np.inf
         mask = np.zeros((rows, width), dtype=bool)
         np.put_along_axis(mask, np.argpartition(key, n - 1, axis=1)[:, :n], True, axis=1)
-        mask &= block.counted
+        mask &= block.selectable
         s = np.where(mask, block.alpha, 0.0) @ block.x
         others = block.counted & ~mask
         out[d] = np.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
@@ -487,6 +525,10 @@ def row_separability(
     """Per row: N_s/N by direct counting (r = min over non-selected i of ||s - alpha_i x_i||) and
     Theorem 2's lower and upper bounds, for x already on the sphere of radius ``radius_m``.
     NaN where the row has no non-selected token, and bounds NaN where xi^2 < 0 or r = 0.
+    Under the "not_selected" zero-weight rule a top-N key of weight 0 is not selected (it joins
+    the non-selected, at ||s||) and never counts in N_s; the denominator stays N. The bounds'
+    xi run over the literal top-N weights (a zero weight adds only to the mean's count), so they
+    are the same under both rules; "zero_weight_selected" counts those keys per row.
 
     Plain reference: attnlimits.reference.separability."""
     from .separability import xi
@@ -511,6 +553,7 @@ def row_separability(
     bad = ~valid | negative
     return {
         "ratio": np.where(valid, n_s / n, np.nan),
+        "zero_weight_selected": block.zero_weight_in_top_n(n),
         "zero_radius": np.where(valid, radius == 0, np.nan),
         "negative_xi_square": np.where(valid, negative, np.nan),
         "lower_bound": np.where(bad | (radius == 0), np.nan, lower),

@@ -15,8 +15,16 @@ def top_n(alpha_row, n):
     return order[:n]
 
 
-def distance(alpha_row, x_row, selected):
-    s = sum(alpha_row[i] * x_row[i] for i in selected)
+def by_rule(alpha_row, selected, zero_weight="not_selected"):
+    """A set's selected tokens: all of them ("literal") or those of nonzero weight."""
+    if zero_weight == "literal":
+        return list(selected)
+    return [i for i in selected if alpha_row[i] != 0]
+
+
+def distance(alpha_row, x_row, selected, zero_weight="not_selected"):
+    selected = by_rule(alpha_row, selected, zero_weight)
+    s = sum((alpha_row[i] * x_row[i] for i in selected), np.zeros(len(x_row[0])))
     return sum(
         float(np.linalg.norm(alpha_row[i] * x_row[i] - s))
         for i in range(len(alpha_row))
@@ -24,16 +32,16 @@ def distance(alpha_row, x_row, selected):
     )
 
 
-def upper_bound(alpha_row, x_row, n):
+def upper_bound(alpha_row, x_row, n, zero_weight="not_selected"):
     L = len(alpha_row)
-    sel = top_n(alpha_row, n)
+    sel = by_rule(alpha_row, top_n(alpha_row, n), zero_weight)
     mass = sum(alpha_row[i] for i in sel)
     d1 = max(
         (float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) if i not in sel for j in sel),
         default=0.0,
     )
     max_norm = max(float(np.linalg.norm(x_row[j])) for j in sel)
-    return (1 - mass) * d1 + max_norm * (mass * (L - n) - (1 - mass))
+    return (1 - mass) * d1 + max_norm * (mass * (L - len(sel)) - (1 - mass))
 
 
 def expectation_term(alpha_row, x_row, n):
@@ -60,24 +68,27 @@ def epsilon_bound(alpha_row, x_row, n):
     return 0.5 * (1 - n / L) * c * total
 
 
-def exact_expected_distance(alpha_row, x_row, n):
+def exact_expected_distance(alpha_row, x_row, n, zero_weight="not_selected"):
     """E over all C(L, N) subsets, by enumeration."""
     L = len(alpha_row)
     subsets = list(itertools.combinations(range(L), n))
-    return sum(distance(alpha_row, x_row, set(s)) for s in subsets) / len(subsets)
+    return sum(distance(alpha_row, x_row, set(s), zero_weight) for s in subsets) / len(subsets)
 
 
-def separability(alpha_row, x_row, n, delta, m):
+def separability(alpha_row, x_row, n, delta, m, zero_weight="not_selected"):
+    """(N_s, r, lower, upper); N_s counts the selected tokens (by the zero-weight rule) within
+    r of s, r the distance to the nearest token not selected; the bounds' xi over the top n."""
     L = len(alpha_row)
-    sel = top_n(alpha_row, n)
-    s = sum(alpha_row[i] * x_row[i] for i in sel)
+    top = top_n(alpha_row, n)
+    sel = by_rule(alpha_row, top, zero_weight)
+    s = sum((alpha_row[i] * x_row[i] for i in sel), np.zeros(len(x_row[0])))
     r = min(float(np.linalg.norm(s - alpha_row[i] * x_row[i])) for i in range(L) if i not in sel)
     n_s = sum(1 for i in sel if float(np.linalg.norm(alpha_row[i] * x_row[i] - s)) <= r)
     xis = []
-    for i in sel:
-        xi2 = m**2 * sum(alpha_row[j] ** 2 for j in sel if j != i)
+    for i in top:
+        xi2 = m**2 * sum(alpha_row[j] ** 2 for j in top if j != i)
         xi2 += (m**2 - delta**2 / 2) * sum(
-            alpha_row[j] * alpha_row[k] for j in sel for k in sel if j != k and j != i and k != i
+            alpha_row[j] * alpha_row[k] for j in top for k in top if j != k and j != i and k != i
         )
         xis.append(math.sqrt(xi2) if xi2 >= 0 else math.nan)
     lower = 1 - sum(xis) / (r * n) if r > 0 else math.nan

@@ -5,6 +5,32 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+# How a token of weight exactly 0 inside the top-N set counts (analysis.zero_weight).
+# "not_selected": it is neither selected nor distinguishable: it contributes nothing to s, so the
+#   set it belongs to is the set without it, and it sits among the non-selected at ||0 - s||.
+#   The paper's sets are "the tokens the attention selects"; a weight of 0 selects nothing.
+# "literal": the top-N indices whatever their weights (ties to the lower index), the paper's
+#   formulas read literally; a zero-weight token then ties at the radius r = ||s|| and counts as
+#   distinguishable (docs/paper-notes.md, "Zero weights in the top-N set").
+ZERO_WEIGHT_RULES = ("not_selected", "literal")
+DEFAULT_ZERO_WEIGHT = "not_selected"
+
+
+def check_zero_weight(rule: str) -> str:
+    if rule not in ZERO_WEIGHT_RULES:
+        raise ValueError(f"zero_weight must be one of {ZERO_WEIGHT_RULES}, got {rule!r}")
+    return rule
+
+
+def selected_by_rule(
+    mask: NDArray[np.bool_], alpha: NDArray[np.floating], rule: str
+) -> NDArray[np.bool_]:
+    """The selected set of a top-N (or any) ``mask`` under the zero-weight ``rule``: the mask
+    itself ("literal") or its tokens of nonzero weight ("not_selected")."""
+    if check_zero_weight(rule) == "literal":
+        return mask
+    return mask & (np.asarray(alpha) != 0)
+
 
 def _checked_weights(alpha: NDArray[np.floating], n: int) -> NDArray[np.floating]:
     """alpha as an (S, L) array, refusing any other shape and an N outside [1, L]."""

@@ -3,19 +3,30 @@
 Embeddings are first projected to the sphere of radius M (Assumption 1). Then, per sample,
 s = sum_{i in I_N} alpha_i x_i, r = min_{i not in I_N} ||s - alpha_i x_i|| (so every non-selected
 token lies outside B_r(s)), and N_s = #{i in I_N : ||alpha_i x_i - s|| <= r} (Eq. 10).
+
+A top-N token of weight 0 would tie at the radius (||0 - s|| = ||s||, and so is every other
+zero-weight token's distance, which makes r = ||s||) and count as distinguishable whatever the
+model does. Under the default zero-weight rule ("not_selected", attnlimits.selection) it is not
+selected: it joins the non-selected tokens and never counts in N_s; N stays the denominator.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .distance import Weighted, norms_to_point
-from .selection import top_n_mask
+from .selection import DEFAULT_ZERO_WEIGHT, selected_by_rule, top_n_mask
 
 FloatArray = NDArray[np.floating]
+
+# Theorem 2's upper bound is a mean of exp(-(r - xi_i)^2 / (16 M^2)) with r and every xi_i in
+# [0, M] (points on the sphere of radius M, weights summing to 1), so it is never below
+# e^(-1/16) = 0.9394: an N_s/N at or below that cannot violate it (docs/paper-notes.md).
+UPPER_BOUND_FLOOR = math.exp(-1.0 / 16.0)
 
 
 def project_to_sphere(x: FloatArray, radius: float) -> NDArray[np.float64]:
@@ -88,6 +99,7 @@ class Separability:
     no_outside_token: NDArray[np.bool_]  # N >= L: r undefined
     zero_radius: NDArray[np.bool_]  # r == 0: the lower bound is -inf
     negative_xi_square: NDArray[np.bool_]  # Eq. (12) negative for some i: xi undefined
+    zero_weight_selected: NDArray[np.int64]  # top-N tokens of weight 0 (not selected by default)
 
 
 def xi(alpha_selected: FloatArray, delta: FloatArray, *, radius_m: float) -> NDArray[np.float64]:
@@ -109,13 +121,14 @@ def xi(alpha_selected: FloatArray, delta: FloatArray, *, radius_m: float) -> NDA
 
 
 def distinguishable(
-    alpha, x_sphere: FloatArray | None, *, n: int
+    alpha, x_sphere: FloatArray | None, *, n: int, zero_weight: str = DEFAULT_ZERO_WEIGHT
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64]]:
-    """(selected, distinguishable, r) of Eq. (10): the top-``n`` mask, the mask of the selected
+    """(selected, distinguishable, r) of Eq. (10): the selected top-``n`` mask (its tokens of
+    weight 0 left out under the "not_selected" ``zero_weight`` rule), the mask of the selected
     tokens with ||alpha_i x_i - s|| <= r (N_s of them per row), and r (NaN when N >= L).
 
     ``alpha`` may be a :class:`attnlimits.distance.Weighted` of (alpha, x_sphere), made once
-    and reused across N (``x_sphere`` then None).
+    and reused across N (``x_sphere`` then None; its own rule applies).
     """
     if isinstance(alpha, Weighted):
         length = alpha.alpha.shape[1]
@@ -125,7 +138,7 @@ def distinguishable(
         # products, and the top-n set without sorting each row.
         alpha = np.asarray(alpha, dtype=np.float64)
         length = alpha.shape[1]
-        mask = top_n_mask(alpha, n)
+        mask = selected_by_rule(top_n_mask(alpha, n), alpha, zero_weight)
         scaled = np.multiply(x_sphere, alpha[:, :, None])
         scaled_sq = np.einsum("sld,sld->sl", scaled, scaled)
     s = np.matmul(mask[:, None, :].astype(np.float64), scaled)[:, 0, :]
@@ -135,18 +148,28 @@ def distinguishable(
 
 
 def separability(
-    alpha: FloatArray, x_sphere: FloatArray, *, n: int, delta: FloatArray, radius_m: float
+    alpha: FloatArray,
+    x_sphere: FloatArray,
+    *,
+    n: int,
+    delta: FloatArray,
+    radius_m: float,
+    zero_weight: str = DEFAULT_ZERO_WEIGHT,
 ) -> Separability:
     """N_s/N and the Theorem-2 bounds for the top-``n`` set; ``x_sphere`` already on S^{d-1}(M).
+    The bounds' xi run over the literal top-n weights (a zero weight only adds to the mean's
+    count), the same under either ``zero_weight`` rule.
 
     Plain reference: attnlimits.reference.separability."""
     alpha = np.asarray(alpha, dtype=np.float64)
     n_samples, length = alpha.shape
-    mask, inside, radius = distinguishable(alpha, x_sphere, n=n)
+    mask, inside, radius = distinguishable(alpha, x_sphere, n=n, zero_weight=zero_weight)
     no_outside = np.full(n_samples, n >= length)
     n_s = inside.sum(axis=1).astype(np.int64)
 
-    alpha_sel = alpha[mask].reshape(n_samples, n)  # the selected weights, in index order
+    literal = top_n_mask(alpha, n)
+    zero_selected = np.count_nonzero(literal & (alpha == 0), axis=1).astype(np.int64)
+    alpha_sel = alpha[literal].reshape(n_samples, n)  # the top-n weights, in index order
     xi_sel = xi(alpha_sel, delta, radius_m=radius_m)
     negative = np.isnan(xi_sel).any(axis=1)
     zero_r = radius == 0
@@ -156,4 +179,6 @@ def separability(
     bad = no_outside | negative
     lower = np.where(bad | zero_r, np.nan, lower)
     upper = np.where(bad, np.nan, upper)
-    return Separability(n_s, n_s / n, radius, lower, upper, no_outside, zero_r, negative)
+    return Separability(
+        n_s, n_s / n, radius, lower, upper, no_outside, zero_r, negative, zero_selected
+    )

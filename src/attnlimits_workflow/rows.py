@@ -30,6 +30,7 @@ def row_means(
     vectors: Callable[[NDArray], NDArray] | None = None,
     progress: Callable[[int, int], None] | None = None,
     logits_only: bool = False,
+    zero_weight: str = "not_selected",
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
@@ -37,7 +38,8 @@ def row_means(
     samples of the run's first that many chunks (the paper used one sequence per L).
     ``vectors`` maps a sample's x (L, d) before use (e.g. onto the sphere). ``logits_only``:
     ``block`` is None and, in a causal model, the logits stop after the block's last row (the
-    later keys are masked in each of its rows), for statistics of the visible logits alone."""
+    later keys are masked in each of its rows), for statistics of the visible logits alone.
+    ``zero_weight``: analysis.zero_weight, whether a top-N key of weight 0 is selected."""
     meta = pack.metadata
     causal = bool(meta["causal"])
     softcap = meta.get("softcap")
@@ -68,7 +70,10 @@ def row_means(
                 None
                 if logits_only
                 else RowBlock.of(
-                    weights, x, visible_lengths(rows, length, causal=causal, masked=masked)
+                    weights,
+                    x,
+                    visible_lengths(rows, length, causal=causal, masked=masked),
+                    zero_weight=zero_weight,
                 )
             )
             for name, values in stats(block, logits, rows, s).items():

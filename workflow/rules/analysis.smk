@@ -50,6 +50,7 @@ rule distance:
         protocol=model_setting("analysis", "protocol"),
         all_rows=model_setting("analysis", "all_rows"),
         n_fixed=model_setting("analysis", "distance", "n_fixed"),
+        zero_weight=model_setting("analysis", "zero_weight"),
     script:
         "../scripts/analyse_distance.py"
 
@@ -117,6 +118,7 @@ rule separability:
         delta_over=model_setting("analysis", "separability", "delta_over"),
         protocol=model_setting("analysis", "protocol"),
         all_rows=model_setting("analysis", "all_rows"),
+        zero_weight=model_setting("analysis", "zero_weight"),
     script:
         "../scripts/analyse_separability.py"
 

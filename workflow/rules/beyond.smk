@@ -33,6 +33,7 @@ rule normalizer:
         ],
         max_samples=model_setting("beyond", "max_samples"),
         n_fixed=model_setting("analysis", "distance", "n_fixed"),
+        zero_weight=model_setting("analysis", "zero_weight"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
         separability_length=model_setting("analysis", "separability", "length"),
@@ -67,6 +68,7 @@ rule heads:
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
         seed=config["seed"],
+        zero_weight=model_setting("analysis", "zero_weight"),
     script:
         "../scripts/analyse_heads.py"
 

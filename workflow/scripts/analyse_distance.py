@@ -5,7 +5,13 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.checks import HOLDS, NOT_TESTABLE, RTOL_FLOAT64, VIOLATED, check_bound
+from attnlimits.checks import (
+    RTOL_FLOAT64,
+    VIOLATED,
+    check_bound,
+    head_outcomes,
+    row_outcome_columns,
+)
 from attnlimits_workflow.jobs import (
     Timer,
     blocks,
@@ -62,6 +68,7 @@ if p.protocol == "all_rows":
                 block.alpha,
                 block.head,
                 visible_lengths(rows, L, causal=True, masked=other_masked),
+                zero_weight=p.zero_weight,
             )
             got = row_statistics(other, n=N, upper_bound=False)
             out["distance_other_masked"] = got["distance"]
@@ -69,19 +76,15 @@ if p.protocol == "all_rows":
         elif with_other_masked:
             out["distance_other_masked"] = out["distance"]
             out["expectation_term_other_masked"] = out["expectation_term"]
-        check = check_bound(
-            out["distance"], out["upper_bound"], upper=True, rtol=RTOL_FLOAT64, floor=0.0
-        )
-        valid = ~np.isnan(out["distance"])
-        out["upper_bound_violated"] = np.where(valid, check == VIOLATED, np.nan)
-        out["upper_bound_not_testable"] = np.where(valid, check == NOT_TESTABLE, np.nan)
-        return out
+        check = check_bound(out["distance"], out["upper_bound"], upper=True, rtol=RTOL_FLOAT64)
+        return out | row_outcome_columns("upper_bound", check)
 
     means = row_means(
         samples,
         per_row,
         masked=p.all_rows["masked"],
         chunks=p.all_rows["chunks"],
+        zero_weight=p.zero_weight,
         progress=lambda i, n: log.info("  %d/%d heads (%s)", i, n, timer) if i % 64 == 0 else None,
     )
     pooled = pool_chunks(samples, means)
@@ -89,8 +92,7 @@ if p.protocol == "all_rows":
     draws = rows * p.all_rows["mc_draws"]
     spread = np.sqrt(np.maximum(pooled.pop("mc_draw_sq") - pooled["mc_expectation"] ** 2, 0.0))
     stderr = spread / np.sqrt(np.maximum(draws, 1))
-    violated = np.rint(pooled.pop("upper_bound_violated") * pooled["distance_rows"])
-    untestable = np.rint(pooled.pop("upper_bound_not_testable") * pooled["distance_rows"])
+    upper_check = head_outcomes(pooled, "upper_bound", pooled["distance_rows"])
     H = len(pooled["layer"])
     table = pl.DataFrame(
         {
@@ -116,19 +118,20 @@ if p.protocol == "all_rows":
             "mc_stderr": stderr,
             "mc_draws_used": draws.astype(np.float64),
             "selected_mass": pooled["selected_mass"],
+            # mean over rows of the top-N keys of weight 0 (not selected by default)
+            "zero_weight_selected": pooled["zero_weight_selected"],
             "rows": pooled["distance_rows"],
             "chunks": pooled["chunks"],
-            "upper_bound_violated_rows": violated.astype(np.int64),
-            "upper_bound_not_testable_rows": untestable.astype(np.int64),
             # a head holds when none of its rows violates, and is not testable when a row is
-            "upper_bound_check": np.where(
-                violated > 0, VIOLATED, np.where(untestable > 0, NOT_TESTABLE, HOLDS)
-            ).tolist(),
+            **upper_check,
+            # one-sided (E - term <= bound, the bound >= 0): vacuous where E - term - 3 s.e.
+            # is already <= 0, as where the printed term lies above E
             "epsilon_bound_check": check_bound(
                 pooled["mc_expectation"] - pooled["expectation_term"] - 3 * stderr,
                 pooled["epsilon_bound"],
                 upper=True,
                 rtol=RTOL_FLOAT64,
+                bound_floor=0.0,
             ).tolist(),
         },
         strict=False,
@@ -137,7 +140,7 @@ if p.protocol == "all_rows":
     log.info(
         "done in %s (all rows): fixed-set bound violated on %d of %d rows",
         timer,
-        int(violated.sum()),
+        int(upper_check["upper_bound_violated_rows"].sum()),
         int(pooled["distance_rows"].sum()),
     )
 else:
@@ -152,11 +155,12 @@ else:
             "mc_stderr",
             "mc_draws_used",
             "selected_mass",
+            "zero_weight_selected",
         )
     }
     for sl in blocks(S, L, samples.x.shape[2]):
         # The products every quantity shares, computed once per block.
-        w = dist.weighted(samples.weights[sl], samples.x[sl])
+        w = dist.weighted(samples.weights[sl], samples.x[sl], zero_weight=p.zero_weight)
         cols["distance"][sl] = dist.distance_to_context(w, n=N)
         cols["upper_bound"][sl] = dist.fixed_set_upper_bound(w, n=N)
         cols["expectation_term"][sl] = dist.expectation_term(w, n=N)
@@ -172,6 +176,7 @@ else:
         )
         cols["mc_expectation"][sl], cols["mc_stderr"][sl], cols["mc_draws_used"][sl] = mc
         cols["selected_mass"][sl] = dist.selected_mass(w, n=N)
+        cols["zero_weight_selected"][sl] = w.zero_weight_in_top_n(N)
 
     # Theorem 1.2 says E = term + eps with eps <= bound; E is known only up to Monte-Carlo error.
     residual = cols["mc_expectation"] - cols["expectation_term"]
@@ -182,13 +187,14 @@ else:
             "N": np.full(S, N, dtype=np.int32),
             **cols,
             "upper_bound_check": check_bound(
-                cols["distance"], cols["upper_bound"], upper=True, rtol=RTOL_FLOAT64, floor=0.0
+                cols["distance"], cols["upper_bound"], upper=True, rtol=RTOL_FLOAT64
             ).tolist(),
             "epsilon_bound_check": check_bound(
                 residual - 3 * cols["mc_stderr"],
                 cols["epsilon_bound"],
                 upper=True,
                 rtol=RTOL_FLOAT64,
+                bound_floor=0.0,
             ).tolist(),
         },
         strict=False,

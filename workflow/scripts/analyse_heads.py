@@ -42,7 +42,11 @@ for groups in blocks(n_groups, L, pack.x.shape[2] * n_heads):
     max_weight[sl] = weights.max(axis=1)
     t_eff[sl] = nz.effective_temperature(np.asarray(pack.logits[order[sl]], dtype=np.float64))
     # Projection and alpha_i x_i once per block, shared by every N.
-    w = dist.weighted(weights, project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius))
+    w = dist.weighted(
+        weights,
+        project_to_sphere(np.asarray(pack.x[order[sl]]), p.radius),
+        zero_weight=p.zero_weight,
+    )
     for n in p.n_grid:
         selected, inside, _ = distinguishable(w, None, n=n)
         shape = (groups.stop - groups.start, n_heads, L)
@@ -88,7 +92,7 @@ for lay in np.unique(layer):
         idx = np.nonzero((layer == lay) & (head == h))[0]
         x_h = np.asarray(pack.x[order[idx]])
         w_h = np.asarray(pack.weights[order[idx]], dtype=np.float64)
-        prepared = [(slice(0, len(idx)), dist.weighted(w_h, x_h))]
+        prepared = [(slice(0, len(idx)), dist.weighted(w_h, x_h, zero_weight=p.zero_weight))]
         crit = (
             CriticalN(n_crit=None)
             if min_p >= p.ks_alpha

@@ -45,7 +45,10 @@ for pack_dir in snakemake.input.packs:
     weights = normalizer.weights(logits, L, **params)
     jacobian = normalizer.jacobian_norm(logits, L, **params)
     n = p.n_fixed  # < every L (config check)
-    prepared = [(sl, dist.weighted(weights[sl], x[sl])) for sl in blocks(len(keep), L, x.shape[2])]
+    prepared = [
+        (sl, dist.weighted(weights[sl], x[sl], zero_weight=p.zero_weight))
+        for sl in blocks(len(keep), L, x.shape[2])
+    ]
     d_tilde = np.empty(len(keep))
     expected = np.empty(len(keep))
     draw_rng = stream_rng(p.seed, Stream.NORMALIZER_MONTE_CARLO, L, n)
@@ -90,9 +93,13 @@ for pack_dir in snakemake.input.packs:
         }
     )
     if L == p.separability_length:
-        on_sphere = dist.weighted(weights, project_to_sphere(x, p.radius))
+        on_sphere = dist.weighted(
+            weights, project_to_sphere(x, p.radius), zero_weight=p.zero_weight
+        )
         for m in p.n_grid:
             _, inside, _ = distinguishable(on_sphere, None, n=m)
+            # a sparse rule's zero weights in the top-m: never distinguishable (analysis.zero_weight)
+            zero = on_sphere.zero_weight_in_top_n(m)
             separability_frames.append(
                 pl.DataFrame(
                     {
@@ -100,6 +107,7 @@ for pack_dir in snakemake.input.packs:
                         "L": np.full(len(keep), L, dtype=np.int32),
                         "N": np.full(len(keep), m, dtype=np.int32),
                         "ratio": inside.sum(axis=1) / m,
+                        "zero_weight_selected": zero,
                     }
                 )
             )

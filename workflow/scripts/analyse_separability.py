@@ -1,18 +1,21 @@
-"""Theorem 2 at one (L, N): N_s/N with its lower and upper bounds (Eqs. 10-12), per sample."""
+"""Theorem 2 at one (L, N): N_s/N with its lower and upper bounds (Eqs. 10-12), per sample.
+
+Checks: N_s/N lies in [0, 1], so a lower bound <= 0 or an upper bound >= 1 is vacuous, and the
+upper bound is never below e^(-1/16) (attnlimits.separability.UPPER_BOUND_FLOOR): a ratio at or
+below it cannot violate it, and that row's check is vacuous too."""
 
 import numpy as np
 import polars as pl
 
-from attnlimits.checks import RTOL_FLOAT64, check_bound
+from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.selection import top_n_indices
-from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability
-from attnlimits_workflow.jobs import (
-    Timer,
-    blocks,
-    job_logger,
-    sample_keys,
-    write_table,
+from attnlimits.separability import (
+    UPPER_BOUND_FLOOR,
+    min_pairwise_distance,
+    project_to_sphere,
+    separability,
 )
+from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
 from attnlimits_workflow.packs import read_pack
 
 log = job_logger(snakemake, "separability")
@@ -22,6 +25,17 @@ p = snakemake.params
 samples = read_pack(snakemake.input.pack)
 S = samples.weights.shape[0]
 keys = sample_keys(samples)
+
+
+def checks(ratio, lower, upper):
+    """The two Theorem 2 checks, per sample or row."""
+    return {
+        "lower_bound": check_bound(ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0),
+        "upper_bound": check_bound(
+            ratio, upper, upper=True, rtol=RTOL_FLOAT64, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR
+        ),
+    }
+
 
 if p.delta_over == "context":
     sep = pl.read_parquet(snakemake.input.separation)
@@ -37,27 +51,33 @@ else:
 if p.protocol == "all_rows":
     # Algorithm 4: every row t of each head, N_s/N by direct counting and Theorem 2's bounds on
     # the sphere-projected x, delta of the head's whole context; averaged over rows and chunks.
-    from attnlimits.checks import NOT_TESTABLE, VIOLATED
-    from attnlimits.protocol import RowBlock, row_separability
+    # A causal row's masked keys are read both ways in the same pass (ratio_other_masked).
+    from attnlimits.protocol import RowBlock, row_separability, visible_lengths
     from attnlimits_workflow.rows import pool_chunks, row_means
+
+    causal = bool(samples.metadata["causal"])
+    other_masked = "prefix" if p.all_rows["masked"] == "non_selected" else "non_selected"
 
     def per_row(block: RowBlock, logits, rows, sample):
         out = row_separability(block, n=N, delta=float(delta[sample]), radius_m=p.radius)
-        for name, upper, bounds in (
-            ("lower", False, {"floor": 0.0}),
-            ("upper", True, {"ceiling": 1.0}),
-        ):
-            c = check_bound(
-                out["ratio"], out[f"{name}_bound"], upper=upper, rtol=RTOL_FLOAT64, **bounds
-            )
-            valid = ~np.isnan(out["ratio"])
-            out[f"{name}_violated"] = np.where(valid, c == VIOLATED, np.nan)
-            out[f"{name}_not_testable"] = np.where(valid, c == NOT_TESTABLE, np.nan)
+        for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
+            out |= row_outcome_columns(name, outcome)
         out["zero_radius"] = np.where(
             np.isnan(out["ratio"]),
             np.nan,
             np.isnan(out["lower_bound"]) & ~np.isnan(out["upper_bound"]),
         )
+        if causal:
+            other = RowBlock.of(
+                block.alpha,
+                block.head,
+                visible_lengths(rows, L, causal=True, masked=other_masked),
+                zero_weight=p.zero_weight,
+            )
+            got = row_separability(other, n=N, delta=float(delta[sample]), radius_m=p.radius)
+            out["ratio_other_masked"] = got["ratio"]
+        else:  # an encoder's rows read the same either way
+            out["ratio_other_masked"] = out["ratio"]
         return out
 
     pooled = pool_chunks(
@@ -68,16 +88,11 @@ if p.protocol == "all_rows":
             masked=p.all_rows["masked"],
             chunks=p.all_rows["chunks"],
             vectors=lambda x: project_to_sphere(x[None], p.radius)[0],
+            zero_weight=p.zero_weight,
         ),
     )
     H = len(pooled["layer"])
     rows = pooled["ratio_rows"]
-
-    def head_check(name):
-        bad = np.rint(pooled[f"{name}_violated"] * rows)
-        untestable = np.rint(pooled[f"{name}_not_testable"] * rows)
-        return np.where(bad > 0, VIOLATED, np.where(untestable > 0, NOT_TESTABLE, "holds")).tolist()
-
     table = pl.DataFrame(
         {
             "layer": pooled["layer"],
@@ -86,24 +101,31 @@ if p.protocol == "all_rows":
             "L": np.full(H, L, dtype=np.int32),
             "N": np.full(H, N, dtype=np.int32),
             "ratio": pooled["ratio"],
+            "ratio_other_masked": pooled["ratio_other_masked"],
             "lower_bound": pooled["lower_bound"],
             "upper_bound": pooled["upper_bound"],
+            "zero_weight_selected": pooled["zero_weight_selected"],
             "rows": rows,
             "chunks": pooled["chunks"],
             "zero_radius": np.rint(pooled["zero_radius"] * rows).astype(np.int64),
             "negative_xi_square": np.rint(pooled["negative_xi_square"] * rows).astype(np.int64),
             "no_outside_token": np.zeros(H, dtype=np.int64),
-            "lower_bound_check": head_check("lower"),
-            "upper_bound_check": head_check("upper"),
+            **head_outcomes(pooled, "lower_bound", rows),
+            **head_outcomes(pooled, "upper_bound", rows),
         },
         strict=False,
     )
     write_table(table, snakemake.output[0])
     log.info(
-        "L=%d N=%d (all rows): median over heads of mean N_s/N %.3f; done in %s",
+        "L=%d N=%d (all rows): median over heads of mean N_s/N %.3f (%s reading), %.3f (%s); "
+        "mean zero-weight top-N keys per row %.3g; done in %s",
         L,
         N,
         np.nanmedian(pooled["ratio"]),
+        p.all_rows["masked"],
+        np.nanmedian(pooled["ratio_other_masked"]),
+        other_masked,
+        np.nanmean(pooled["zero_weight_selected"]),
         timer,
     )
 else:
@@ -118,6 +140,7 @@ else:
             "no_outside_token",
             "zero_radius",
             "negative_xi_square",
+            "zero_weight_selected",
         )
     }
     for sl in blocks(S, L, samples.x.shape[2]):
@@ -129,10 +152,18 @@ else:
                 if N > 1
                 else np.nan
             )
-        res = separability(samples.weights[sl], x, n=N, delta=delta[sl], radius_m=p.radius)
+        res = separability(
+            samples.weights[sl],
+            x,
+            n=N,
+            delta=delta[sl],
+            radius_m=p.radius,
+            zero_weight=p.zero_weight,
+        )
         for k in fields:
             fields[k].append(getattr(res, k))
     cols = {k: np.concatenate(v) for k, v in fields.items()}
+    outcomes = checks(cols["ratio"], cols["lower_bound"], cols["upper_bound"])
     table = pl.DataFrame(
         {
             **keys,
@@ -140,23 +171,21 @@ else:
             "N": np.full(S, N, dtype=np.int32),
             "delta": delta,
             **cols,
-            # N_s/N lies in [0, 1]: a lower bound <= 0 or an upper bound >= 1 cannot fail.
-            "lower_bound_check": check_bound(
-                cols["ratio"], cols["lower_bound"], upper=False, rtol=RTOL_FLOAT64, floor=0.0
-            ).tolist(),
-            "upper_bound_check": check_bound(
-                cols["ratio"], cols["upper_bound"], upper=True, rtol=RTOL_FLOAT64, ceiling=1.0
-            ).tolist(),
+            "rows": np.ones(S, dtype=np.int64),
+            "lower_bound_check": outcomes["lower_bound"].tolist(),
+            "upper_bound_check": outcomes["upper_bound"].tolist(),
         },
         strict=False,
     )
     write_table(table, snakemake.output[0])
     log.info(
-        "L=%d N=%d: median N_s/N %.3f; degenerate: r=0 %d, xi^2<0 %d; done in %s",
+        "L=%d N=%d: median N_s/N %.3f; degenerate: r=0 %d, xi^2<0 %d; "
+        "zero-weight top-N keys %d; done in %s",
         L,
         N,
         np.median(cols["ratio"]),
         cols["zero_radius"].sum(),
         cols["negative_xi_square"].sum(),
+        cols["zero_weight_selected"].sum(),
         timer,
     )

@@ -17,8 +17,14 @@ S = samples.weights.shape[0]
 delta = corollary1_delta_from_norms(samples.query_norm, samples.key_norm_max, samples.score_scale)
 res = vanishing(samples.logits, delta_over_t=delta)
 # log(L alpha) against -+2 Delta/T: logits and norms come from separate float32 computations.
-lower = check_bound(res.log_min_scaled, -2.0 * delta, upper=False, rtol=RTOL_FLOAT32)
-upper = check_bound(res.log_max_scaled, 2.0 * delta, upper=True, rtol=RTOL_FLOAT32)
+# L max alpha <= L whatever the logits, so an upper bound exp(2 Delta/T) >= L cannot be exceeded
+# (vacuous); L min alpha <= 1, so only a uniform row meets the lower bound's ceiling exp(0).
+lower = check_bound(
+    res.log_min_scaled, -2.0 * delta, upper=False, rtol=RTOL_FLOAT32, bound_ceiling=0.0
+)
+upper = check_bound(
+    res.log_max_scaled, 2.0 * delta, upper=True, rtol=RTOL_FLOAT32, ceiling=float(np.log(L))
+)
 table = pl.DataFrame(
     {
         **sample_keys(samples),

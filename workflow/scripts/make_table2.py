@@ -13,7 +13,11 @@ by_length = pl.read_csv(inp.by_length)
 sep = pl.read_csv(inp.separability)
 L = by_length["L"].max()
 at_l = by_length.filter(pl.col("L") == L)
-ns = sep.filter(pl.col("N") == n).select("normalizer", pl.col("ratio_mean").alias("ns_ratio"))
+ns = sep.filter(pl.col("N") == n).select(
+    "normalizer",
+    pl.col("ratio_mean").alias("ns_ratio"),
+    pl.col("zero_weight_selected_mean").alias("ns_zero_weight"),
+)
 growth = by_length.group_by("normalizer").agg(
     (
         pl.col("max_weight_median").sort_by("L").last()
@@ -35,6 +39,7 @@ table = (
         pl.col("jacobian_norm_max").alias("jacobian_norm_max"),
         "N_crit_over_L",
         "ns_ratio",
+        "ns_zero_weight",
     )
 )
 order = list(snakemake.params.normalizers)
@@ -45,7 +50,9 @@ header = (
     f"Normalizers on {run['model']}'s logits ({run['weights']}), {run['corpus']}, last-row protocol "
     f"(the analysed row of each (layer, chunk, head), whatever analysis.protocol): medians at L = {L}; "
     f"max_weight_change = median max weight at L = {L} over that at L = {lmin}; ns_ratio = mean N_s/N at N = {n} "
-    f"(L = {sep['L'][0]}). A what-if re-normalisation of logits learned under softmax, not a retrained model; "
+    f"(L = {sep['L'][0]}); ns_zero_weight = mean number of those top-{n} tokens with weight 0, "
+    "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator). "
+    "A what-if re-normalisation of logits learned under softmax, not a retrained model; "
     "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalised row."
 )
 write_csv(table, out.csv)

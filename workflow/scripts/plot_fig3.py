@@ -59,6 +59,9 @@ save_run_figure(
     fig,
     snakemake,
     f"Boxes: quartiles, whiskers: min-max across {spread}; L = {sep['L'][0]}; {degenerate} "
-    "degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds.",
+    "degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds. Top-N tokens of weight 0 "
+    "are never selected nor distinguishable (N stays the denominator): "
+    f"at most {sep['zero_weight_selected_mean'].max():.3g} per row on average at any N. "
+    "The upper bound cannot fall below e^(-1/16) = 0.939.",
 )
 log.info("fig3 written")

@@ -74,7 +74,8 @@ save_run_figure(
     fig,
     snakemake,
     "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
-    "The paper's formula assumes the heads select the same tokens independently.",
+    "The paper's formula assumes the heads select the same tokens independently. A top-N token of "
+    "weight 0 is not selected (analysis.zero_weight: the union and p count selected tokens only).",
     analysed_rows=True,
 )
 log.info("coverage: mean %.3f at N=%d", by_layer["coverage"].mean(), n_conf)

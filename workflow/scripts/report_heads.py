@@ -87,7 +87,8 @@ save_run_figure(
     fig,
     snakemake,
     f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated by the paper's thresholds). "
-    "Per-head critical N rests on the few chunks of one head (low KS power); blank: still separable at N = L-1, or too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha).",
+    "Per-head critical N rests on the few chunks of one head (low KS power); blank: still separable at N = L-1, or too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
+    "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight).",
     analysed_rows=True,
 )
 log.info("heads: %d of %d flagged", n_sat, heads.height)

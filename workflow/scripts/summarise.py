@@ -1,6 +1,7 @@
 """Small summary tables (per L / N / T aggregates, critical N) and bound-violation counts for one
 analysis; the figure and table rules read only these."""
 
+import numpy as np
 import polars as pl
 
 from attnlimits.checks import (
@@ -8,11 +9,14 @@ from attnlimits.checks import (
     NOT_TESTABLE,
     RTOL_FLOAT32,
     RTOL_FLOAT64,
+    VACUOUS,
     VIOLATED,
     check_bound,
     describe_tolerance,
+    log10_slack,
 )
 from attnlimits.critical import fit_through_origin
+from attnlimits.separability import UPPER_BOUND_FLOOR
 from attnlimits_workflow.jobs import Timer, job_logger, write_table
 
 log = job_logger(snakemake, "summarise")
@@ -37,11 +41,38 @@ def spread(col: str) -> list[pl.Expr]:
 
 
 def count(
-    frame: pl.DataFrame, column: str, bound: str, where: str, rtol: float = RTOL_FLOAT64
+    frame: pl.DataFrame,
+    column: str,
+    bound: str,
+    where: str,
+    rtol: float = RTOL_FLOAT64,
+    *,
+    slack: tuple[str, str, bool] | None = None,
+    vacuous_reason: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
-    samples where the check could fail (holds or violated)."""
+    samples where the check could fail (holds or violated); vacuous those where it could not
+    on any data (``vacuous_reason`` says why). ``slack`` = (value column, bound column, upper):
+    the median over the applicable samples of log10(bound / value) (upper) or log10(value /
+    bound), how hard the data pushed on the bound. Where the table carries per-row outcome
+    counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too."""
     col = frame[column]
+    name = column.removesuffix("_check")
+    row_counts = {
+        f"{label}_rows": int(frame[f"{name}_{label}_rows"].sum())
+        if f"{name}_{label}_rows" in frame.columns
+        else None
+        for label in ("violated", "not_testable", "vacuous")
+    }
+    median_slack = None
+    if slack is not None:
+        value, limit, upper = slack
+        applicable = frame.filter(col.is_not_null())
+        values = log10_slack(
+            applicable[value].to_numpy(), applicable[limit].to_numpy(), upper=upper
+        )
+        values = values[~np.isnan(values)]
+        median_slack = float(np.median(values)) if values.size else None
     return {
         "bound": bound,
         "where": where,
@@ -49,9 +80,35 @@ def count(
         "checked": int(col.is_in([HOLDS, VIOLATED]).sum()),
         "violations": int((col == VIOLATED).sum()),
         "not_testable": int((col == NOT_TESTABLE).sum()),
+        "vacuous": int((col == VACUOUS).sum()),
         "not_applicable": int(col.is_null().sum()),
         "tolerance": describe_tolerance(rtol),
+        "median_log10_slack": median_slack,
+        "vacuous_reason": vacuous_reason,
+        "rows": int(frame["rows"].sum()) if "rows" in frame.columns else None,
+        **row_counts,
+        "by_n": "",
     }
+
+
+def by_n(frame: pl.DataFrame, column: str) -> str:
+    """Per N, the violating units ("rows" where counted, else samples) against the units where
+    the check could fail: "N=2: 3 of 40 rows; ...", N = 1 included (set apart by the caller)."""
+    name = column.removesuffix("_check")
+    parts = []
+    for (n,), g in sorted(frame.group_by("N"), key=lambda kv: kv[0][0]):
+        if f"{name}_violated_rows" in g.columns:
+            bad = int(g[f"{name}_violated_rows"].sum())
+            vac = int(g[f"{name}_vacuous_rows"].sum())
+            total = int(g["rows"].sum())
+            parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
+        else:
+            c = g[column]
+            parts.append(
+                f"N={n}: {int((c == VIOLATED).sum())} of {g.height} samples "
+                f"({int((c == VACUOUS).sum())} vacuous)"
+            )
+    return "; ".join(parts)
 
 
 def write_violations(rows: list[dict]) -> None:
@@ -102,6 +159,9 @@ def distance() -> None:
         pl.col("expectation").replace_strict(slopes, return_dtype=pl.Float64).alias("fitted_slope")
     )
     write_table(crit, out.critical_n)
+    d = d.with_columns(
+        (pl.col("mc_expectation") - pl.col("expectation_term")).alias("epsilon_residual")
+    )
     write_violations(
         [
             count(
@@ -109,12 +169,16 @@ def distance() -> None:
                 "upper_bound_check",
                 "Theorem 1.1 fixed-set upper bound on d~",
                 "every (L, N) sample",
+                slack=("distance", "upper_bound", True),
             ),
             count(
                 d,
                 "epsilon_bound_check",
                 "Theorem 1.2 epsilon bound (Monte-Carlo E, 3 s.e. slack)",
                 "every (L, N) sample",
+                slack=("epsilon_residual", "epsilon_bound", True),
+                vacuous_reason="one-sided: E - term - 3 s.e. <= 0, where the printed term lies "
+                "above E, passes whatever the bound (>= 0) says",
             ),
         ]
     )
@@ -127,8 +191,10 @@ def separability() -> None:
         .agg(
             pl.len().alias("samples"),
             *spread("ratio"),
+            *(spread("ratio_other_masked") if "ratio_other_masked" in s.columns else []),
             *spread("lower_bound"),
             *spread("upper_bound"),
+            pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
             *[
                 pl.col(c).sum().alias(c)
                 for c in ("zero_radius", "negative_xi_square", "no_outside_token")
@@ -156,28 +222,59 @@ def separability() -> None:
         ),
         pl.Series(
             "mean_upper_check",
-            mean_check("upper_bound_mean", upper=True, ceiling=1.0),
+            mean_check("upper_bound_mean", upper=True, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR),
             dtype=pl.String,
         ),
     )
-    write_violations(
-        [
-            count(
-                s,
-                "lower_bound_check",
-                "Theorem 2 lower bound, per-sample N_s/N",
-                "every (N) sample",
-            ),
-            count(
-                s,
-                "upper_bound_check",
-                "Theorem 2 upper bound, per-sample N_s/N",
-                "every (N) sample",
-            ),
-            count(means, "mean_lower_check", "Theorem 2 lower bound on mean N_s/N", "each N"),
-            count(means, "mean_upper_check", "Theorem 2 upper bound on mean N_s/N", "each N"),
-        ]
+    floor_reason = (
+        f"the bound is never below e^(-1/16) = {UPPER_BOUND_FLOOR:.3f}: an N_s/N at or below it "
+        "cannot violate it"
     )
+    # N = 1: N_s/N is 1 on every row (the one selected token is s itself), above the bound's
+    # floor, so its violations say nothing about larger N: counted apart.
+    first, rest = s.filter(pl.col("N") == 1), s.filter(pl.col("N") > 1)
+    rows = []
+    for part, label in ((rest, "N >= 2"), (first, "N = 1")):
+        if not part.height:
+            continue
+        rows += [
+            count(
+                part,
+                "lower_bound_check",
+                f"Theorem 2 lower bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "lower_bound", False),
+                vacuous_reason="a lower bound <= 0 cannot fail: N_s/N >= 0",
+            )
+            | {"by_n": by_n(part, "lower_bound_check")},
+            count(
+                part,
+                "upper_bound_check",
+                f"Theorem 2 upper bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "upper_bound", True),
+                vacuous_reason=floor_reason,
+            )
+            | {"by_n": by_n(part, "upper_bound_check")},
+        ]
+    rows += [
+        count(
+            means,
+            "mean_lower_check",
+            "Theorem 2 lower bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "lower_bound_mean", False),
+        ),
+        count(
+            means,
+            "mean_upper_check",
+            "Theorem 2 upper bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "upper_bound_mean", True),
+            vacuous_reason=floor_reason,
+        ),
+    ]
+    write_violations(rows)
 
 
 def gradient() -> None:
@@ -204,18 +301,25 @@ def gradient() -> None:
                 "jacobian_paper_check",
                 "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||",
                 "every (T) sample",
+                slack=("jacobian_norm", "paper_bound", True),
             ),
             count(
                 g,
                 "g_paper_check",
                 "Corollary 3 min{1/(4T), sqrt 2} on finite-difference g",
                 "every (T, eps) sample",
+                slack=("g_max", "paper_bound", True),
+                vacuous_reason="g <= sqrt 2 / eps for any logits: at large eps the bound lies "
+                "above every value g can take",
             ),
             count(
                 once,
                 "jacobian_gershgorin_check",
                 "1/(2T) (Gershgorin, this project) on exact ||J||",
                 "every (T) sample",
+                slack=("jacobian_norm", "gershgorin_bound", True),
+                vacuous_reason="||J|| <= 1/(2T) for every logit vector: the bound is the "
+                "quantity's own ceiling (checks the code, not the model)",
             ),
         ]
     )
@@ -242,6 +346,8 @@ def vanishing() -> None:
                 "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha (log space)",
                 "every (L) sample",
                 RTOL_FLOAT32,
+                slack=("min_scaled", "lower_bound", False),
+                vacuous_reason="L min alpha <= 1: a uniform row passes any bound <= 1",
             ),
             count(
                 v,
@@ -249,6 +355,9 @@ def vanishing() -> None:
                 "Corollary 1 upper bound exp(2 Delta/T) on L max alpha (log space)",
                 "every (L) sample",
                 RTOL_FLOAT32,
+                slack=("max_scaled", "upper_bound", True),
+                vacuous_reason="L max alpha <= L whatever the logits: a bound exp(2 Delta/T) >= L "
+                "cannot be exceeded",
             ),
         ]
     )
