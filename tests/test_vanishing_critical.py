@@ -396,3 +396,31 @@ def test_one_ks_sample_count_makes_36_and_288_heads_comparable_and_is_determinis
     assert not np.array_equal(keep(7), keep(8))
     np.testing.assert_array_equal(ks_subsample(36, None, np.random.default_rng(0)), np.arange(36))
     np.testing.assert_array_equal(ks_subsample(36, 72, np.random.default_rng(0)), np.arange(36))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    lengths=st.lists(st.integers(2, 4096), min_size=1, max_size=6),
+)
+def test_the_censored_slope_bounds_every_slope_the_censored_lengths_allow(data, lengths):
+    """Whatever N_crit a censored length really has (>= its top N), the slope through every
+    length lies in [at_least, upper]; with nothing censored it is the plain fit."""
+    from attnlimits.critical import censored_slope
+
+    lengths = np.array(lengths, dtype=np.float64)
+    censored = np.array(
+        data.draw(st.lists(st.booleans(), min_size=len(lengths), max_size=len(lengths)))
+    )
+    found = np.array([data.draw(st.integers(1, int(n) - 1)) for n in lengths], dtype=np.float64)
+    top = lengths - 1
+    truth = np.where(
+        censored, top + np.array([data.draw(st.integers(0, 1000)) for _ in lengths]), found
+    )
+    got = censored_slope(lengths, np.where(censored, np.nan, found), censored, top)
+    slope = fit_through_origin(lengths, truth)
+    assert got.at_least <= slope * (1 + 1e-12) and slope <= got.upper
+    if not censored.any():
+        assert got.at_least == pytest.approx(slope) and got.found == pytest.approx(slope)
+    if censored.all():
+        assert math.isnan(got.found)
