@@ -400,3 +400,135 @@ def test_captions_say_which_rows_a_figure_used():
     last = {"protocol": "last_row", "samples_per_L": 2304}
     assert protocol_text(last) == protocol_text(last, analysed_rows=True)
     assert "2304 samples per L" in protocol_text(last)
+
+
+# --- Algorithm 3's search: its top, censoring, readings of masked keys, D at fixed fractions ---
+
+CONFIG_FRACTIONS = __import__("yaml").safe_load(
+    (__import__("pathlib").Path(__file__).parents[1] / "config/config.yaml").read_text()
+)["analysis"]["all_rows"]["critical_n_fractions"]
+
+
+def test_the_n_list_ends_at_l_minus_1_whatever_the_fractions():
+    """A search that never passes must have tried N = L - 1 (one non-selected token), so its
+    "never" is a censored N_crit > L - 1, not the edge of a grid that stopped at 0.9 L."""
+    from attnlimits.protocol import critical_n_list
+
+    assert critical_n_list(100, [0.1, 0.5]) == [10, 50, 99]
+    assert critical_n_list(1000, CONFIG_FRACTIONS)[-3:] == [950, 990, 999]
+    assert critical_n_list(2, [0.5, 0.9]) == [1]
+    assert critical_n_list(32, [0.01, 0.02])[0] == 1
+
+
+def _head_set(first_pass: int | None, heads: int = 144):
+    """Per-head means of d~ and E at each N: E far from d~ (KS p ~ 1e-80) below ``first_pass``,
+    equal to it from there on (p = 1); ``first_pass`` None: far at every N."""
+    d = np.linspace(1.0, 2.0, heads)
+
+    def evaluate(ns, pending):
+        near = [first_pass is not None and n >= first_pass for n in ns]
+        e = np.stack([d if ok else d + 5.0 for ok in near])
+        return {"distance": np.stack([d for _ in ns]), **dict.fromkeys(pending, e)}
+
+    return evaluate
+
+
+def test_a_first_pass_at_0_95_l_is_found_and_no_pass_is_reported_censored_at_l_minus_1():
+    from attnlimits.protocol import critical_n_list, search_in_batches
+
+    length = 200
+    grid = critical_n_list(length, CONFIG_FRACTIONS)
+    late = search_in_batches(grid, _head_set(190), ("a",), alpha=0.01, batch=8)["a"]
+    assert late.critical_n == 190 and not late.censored and late.top_n == 190
+    never = search_in_batches(grid, _head_set(None), ("a",), alpha=0.01, batch=8)["a"]
+    assert never.critical_n == -1 and never.censored and never.top_n == length - 1
+    assert [n for n, _ in never.tried] == grid
+
+
+def _near_uniform_pack(heads, length, causal, seed=0, width=4):
+    """A pack of ``heads`` heads whose queries are ~0: every row's attention is near-uniform over
+    its visible keys (all L keys in an encoder, keys 0..t in a causal row t)."""
+    from attnlimits_workflow.packs import Pack
+
+    rng = np.random.default_rng(seed)
+    zeros = np.zeros(heads)
+    return Pack(
+        length=length,
+        layer=np.arange(heads) // 8,
+        chunk=np.zeros(heads, dtype=np.int64),
+        head=np.arange(heads) % 8,
+        weights=np.zeros((heads, length), dtype=np.float32),
+        logits=np.zeros((heads, length), dtype=np.float32),
+        x=rng.standard_normal((heads, length, width)).astype(np.float32),
+        query_norm=zeros,
+        key_norm_max=zeros,
+        score_scale=np.ones(heads),
+        metadata={"causal": causal, "softcap": None},
+        q_rows=rng.standard_normal((heads, length, 3)) * 1e-3,
+        k_rows=rng.standard_normal((heads, length, 3)),
+    )
+
+
+def _all_rows_search(pack, fractions=(0.06, 0.5), keep=None):
+    from attnlimits.protocol import critical_n_list
+    from attnlimits_workflow.rows import critical_n_all_rows
+
+    return critical_n_all_rows(
+        pack,
+        grid=critical_n_list(pack.length, CONFIG_FRACTIONS),
+        fractions=fractions,
+        alpha=0.01,
+        keep=keep,
+        seed=3,
+        default_masked="non_selected",
+        chunks=None,
+        mc_rows=pack.length,
+        mc_draws=2,
+        batch=8,
+    )
+
+
+def test_near_uniform_causal_attention_is_searched_under_both_readings_of_its_masked_keys():
+    """On near-uniform causal rows the top-N set is as good as a random one among the visible
+    keys: under prefix the Monte-Carlo search passes at N = 1. Under non_selected a random N-set
+    is mostly masked keys (weight 0), each left-out masked key adding ||s|| to d~, so the search
+    measures the mask and passes only near the top. Both come from the one call."""
+    length = 32
+    got = _all_rows_search(_near_uniform_pack(64, length, causal=True))
+    assert {reading for reading, _ in got} == {"non_selected", "prefix"}
+    prefix = got[("prefix", "monte_carlo")][0]
+    lxl = got[("non_selected", "monte_carlo")][0]
+    assert prefix.critical_n == 1
+    assert lxl.censored or lxl.critical_n >= 0.8 * length
+
+
+def test_an_encoders_readings_coincide_and_are_computed_once():
+    got = _all_rows_search(_near_uniform_pack(16, 16, causal=False))
+    assert set(got) == {("both", "closed_form"), ("both", "monte_carlo")}
+
+
+def test_d_at_a_fixed_fraction_is_scipys_ks_statistic_on_the_per_head_means():
+    """The KS distance D reported at N = round(f L), whatever the search finds, is scipy's
+    ks_2samp statistic between the per-head means (over every row, from the plain reference) of
+    d~ and of the closed-form E at that N, on the heads kept for the test."""
+    from attnlimits.protocol import fixed_fraction_ns
+
+    length, heads = 20, 12
+    pack = _near_uniform_pack(heads, length, causal=False, seed=5)
+    pack.q_rows[:] *= 2e3  # sharper rows: d~ and E apart at small N
+    keep = np.array([0, 2, 3, 5, 7, 8, 11])
+    fractions = (0.06, 0.1, 0.25, 0.5)
+    got = _all_rows_search(pack, fractions=fractions, keep=keep)
+    assert fixed_fraction_ns(length, fractions) == {0.06: 1, 0.1: 2, 0.25: 5, 0.5: 10}
+    for f, n in fixed_fraction_ns(length, fractions).items():
+        d_means, e_means = [], []
+        for h in range(heads):
+            q, k = pack.rows(h)
+            _, alpha = attention_rows(q, k, 1.0, np.arange(length), causal=False)
+            x = np.asarray(pack.x[h], dtype=np.float64)
+            d_means.append(np.mean([ref.distance(a, x, ref.top_n(a, n)) for a in alpha]))
+            e_means.append(np.mean([ref.expectation_term(a, x, n) for a in alpha]))
+        want = ks_2samp(np.array(d_means)[keep], np.array(e_means)[keep]).statistic
+        at, res = got[("both", "closed_form")][1][f]
+        assert at == n and res.n_a == res.n_b == keep.size
+        assert res.statistic == pytest.approx(want, abs=1e-12)

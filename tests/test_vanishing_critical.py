@@ -339,3 +339,88 @@ def test_memory_budget_holds_what_fits_and_counts_its_own_arrays():
     assert BlockedDistances.within(slices, prepare, 7, max_bytes=10**9).held_blocks == 4
     with pytest.raises(ValueError, match="not prepared"):
         BlockedDistances([(slices[0], None)], 2).distance(1)
+
+
+# --- the critical N made comparable: censoring, the KS sample count, the paper's two wordings ---
+
+
+def test_a_censored_length_bounds_the_slope_from_below_and_never_counts_as_measured():
+    from attnlimits.critical import censored_slope
+
+    lengths = np.array([100.0, 200.0, 400.0])
+    got = censored_slope(lengths, [6.0, 12.0, np.nan], [False, False, True], [99, 199, 399])
+    assert got.found == pytest.approx((100 * 6 + 200 * 12) / (100**2 + 200**2))  # 0.06
+    assert got.at_least == pytest.approx((600 + 2400 + 400 * 399) / (100**2 + 200**2 + 400**2))
+    assert got.censored == 1 and got.upper == math.inf
+    plain = censored_slope(lengths, [6.0, 12.0, 24.0], [False] * 3, [6, 12, 24])
+    assert plain.found == plain.at_least == plain.upper == pytest.approx(0.06)
+    never = censored_slope(lengths, [np.nan] * 3, [True] * 3, lengths - 1)
+    assert math.isnan(never.found) and never.at_least == pytest.approx(
+        np.sum(lengths * (lengths - 1)) / np.sum(lengths**2)
+    )
+
+
+def test_one_ks_sample_count_makes_36_and_288_heads_comparable_and_is_deterministic():
+    """The same shift between d~ and E is still rejected over 288 heads long after 36 heads pass
+    (the test's power grows with its count). Drawing 36 of the 288 heads, seeded, puts both at
+    one power: the first passing N falls to the 36-head model's range. Same seed, same heads."""
+    from attnlimits.critical import ks_subsample
+    from attnlimits.protocol import search_in_batches
+    from attnlimits_workflow.streams import Stream, stream_rng
+
+    length, grid = 100, list(range(1, 100))
+
+    def heads(count, seed):
+        e = np.random.default_rng(seed).random(count)  # per-head means, one distribution
+
+        def evaluate(ns, pending):
+            d = np.stack([e + 0.6 * (1 - n / length) for n in ns])  # shift shrinks with N
+            return {"distance": d, **{k: np.stack([e for _ in ns]) for k in pending}}
+
+        return evaluate
+
+    def first(evaluate, keep=None):
+        got = search_in_batches(grid, evaluate, ("e",), alpha=0.01, batch=8, keep=keep)
+        return got["e"].critical_n
+
+    def keep(seed):
+        return ks_subsample(288, 36, stream_rng(seed, Stream.CRITICAL_N_SUBSAMPLE, 288))
+
+    small = [first(heads(36, s)) for s in range(8)]
+    large = [first(heads(288, 100 + s)) for s in range(8)]
+    large_at_36 = [first(heads(288, 100 + s), keep(7)) for s in range(8)]
+    assert min(large) > max(small) and min(large) > max(large_at_36)
+    assert abs(np.mean(large_at_36) - np.mean(small)) < (np.mean(large) - np.mean(small)) / 3
+    np.testing.assert_array_equal(keep(7), keep(7))
+    assert keep(7).size == 36 and np.all(np.diff(keep(7)) > 0)
+    assert not np.array_equal(keep(7), keep(8))
+    np.testing.assert_array_equal(ks_subsample(36, None, np.random.default_rng(0)), np.arange(36))
+    np.testing.assert_array_equal(ks_subsample(36, 72, np.random.default_rng(0)), np.arange(36))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    lengths=st.lists(st.integers(2, 4096), min_size=1, max_size=6),
+)
+def test_the_censored_slope_bounds_every_slope_the_censored_lengths_allow(data, lengths):
+    """Whatever N_crit a censored length really has (>= its top N), the slope through every
+    length lies in [at_least, upper]; with nothing censored it is the plain fit."""
+    from attnlimits.critical import censored_slope
+
+    lengths = np.array(lengths, dtype=np.float64)
+    censored = np.array(
+        data.draw(st.lists(st.booleans(), min_size=len(lengths), max_size=len(lengths)))
+    )
+    found = np.array([data.draw(st.integers(1, int(n) - 1)) for n in lengths], dtype=np.float64)
+    top = lengths - 1
+    truth = np.where(
+        censored, top + np.array([data.draw(st.integers(0, 1000)) for _ in lengths]), found
+    )
+    got = censored_slope(lengths, np.where(censored, np.nan, found), censored, top)
+    slope = fit_through_origin(lengths, truth)
+    assert got.at_least <= slope * (1 + 1e-12) and slope <= got.upper
+    if not censored.any():
+        assert got.at_least == pytest.approx(slope) and got.found == pytest.approx(slope)
+    if censored.all():
+        assert math.isnan(got.found)

@@ -340,9 +340,12 @@ def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     # 4 heads: a KS test of 4 against 4 values cannot reach p < 0.01 (2/70 at best), so the
     # scorecard calls Algorithm 3's N_crit not testable instead of reading the first N as a result
     assert (crit["ks_samples"] == 4).all() and (crit["ks_min_pvalue"] > 0.01).all()
+    # a causal model: both readings of its masked keys, each searched up to N = L - 1 at most
+    assert set(crit["masked"]) == {"non_selected", "prefix"} and crit["N"].max() <= 63
     scorecard = pl.read_csv(tmp_path / "tables/table1.csv")
-    ncrit = scorecard.filter(pl.col("claim").str.starts_with("N_crit"))
-    assert ncrit.height == 2 and (ncrit["verdict"] == "not testable").all()
+    ncrit = scorecard.filter(pl.col("claim_id").str.starts_with("critical_n:"))
+    # 2 expectations x 2 wordings of the paper (below 6 %, approximately 0.06 L) x 2 readings
+    assert ncrit.height == 8 and (ncrit["verdict"] == "not testable").all()
     assert ncrit["measured"].str.contains("cannot reject").all()
     assert_pack_rows_are_the_models_attention(tmp_path, length=32)
     # Algorithm 5's plotted value: the maximum over heads of each head's mean over rows

@@ -112,12 +112,36 @@ def ks_critical_statistic(n_a: int, n_b: int, alpha: float) -> float:
     return math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n_a + n_b) / (n_a * n_b))
 
 
+def ks_subsample(size: int, count: int | None, rng: np.random.Generator) -> NDArray[np.intp]:
+    """Indices (sorted) of ``count`` of ``size`` values drawn without replacement by ``rng``, or
+    all of them when ``count`` is None or at least ``size``.
+
+    The KS test's power grows with its sample count: the same shift between d~ and E is
+    rejected over 288 heads and not over 36. Comparing models at one count (a seeded subset of
+    their heads or rows, the same on both sides of the test) makes their critical N comparable."""
+    if count is None or count >= size:
+        return np.arange(size)
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    return np.sort(rng.choice(size, size=count, replace=False))
+
+
 @dataclass
 class CriticalN:
     """Result of :func:`critical_n_search`."""
 
     n_crit: int | None  # None: still distinguishable at N = max_n (censored)
     evaluations: list[tuple[int, float]] = field(default_factory=list)  # (N, p-value) in order
+
+    @property
+    def censored(self) -> bool:
+        """No N up to the top passed: N_crit is larger than :attr:`top_n`."""
+        return self.n_crit is None
+
+    @property
+    def top_n(self) -> int | None:
+        """The largest N evaluated (max_n once N = 1 has not passed)."""
+        return max((n for n, _ in self.evaluations), default=None)
 
 
 def critical_n_search(ks_at: Callable[[int], KSResult], max_n: int, ks_alpha: float) -> CriticalN:
@@ -194,6 +218,55 @@ def fit_through_origin(x: NDArray[np.floating], y: NDArray[np.floating]) -> floa
     if not ok.any():
         return float("nan")
     return float((x[ok] * y[ok]).sum() / (x[ok] ** 2).sum())
+
+
+@dataclass(frozen=True)
+class CensoredSlope:
+    """The N_crit ~ c L slope of lengths some of whose searches ended without a pass.
+
+    ``found``: through the lengths whose N_crit was found (NaN if none); ``at_least``: with each
+    censored length at its top N tried. A censored N_crit is larger than its top N and the slope
+    through the origin grows with every N, so the slope through all lengths is >= ``at_least``
+    (and unbounded above): the top is a bound, never a measurement. Without censoring the
+    three agree."""
+
+    found: float
+    at_least: float
+    censored: int
+
+    @property
+    def upper(self) -> float:
+        """The largest the slope through every length can be: ``at_least`` unless censored."""
+        return math.inf if self.censored else self.at_least
+
+
+def censored_slope(
+    lengths: NDArray[np.floating],
+    n_crit: NDArray[np.floating],
+    censored: NDArray[np.bool_],
+    top_n: NDArray[np.floating],
+) -> CensoredSlope:
+    """:class:`CensoredSlope` of one curve (arrays per length; ``n_crit`` NaN where censored)."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    censored = np.asarray(censored, dtype=bool)
+    found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64))
+    bound = np.where(censored, np.asarray(top_n, dtype=np.float64), found)
+    return CensoredSlope(
+        fit_through_origin(lengths, found), fit_through_origin(lengths, bound), int(censored.sum())
+    )
+
+
+def slope_within(slope: CensoredSlope, low: float, high: float) -> bool | None:
+    """Whether the slope through every length lies in [low, high]: True or False when the
+    bounds from :class:`CensoredSlope` settle it, None when censoring leaves it open (the slope
+    is at least ``at_least``, inside, and could exceed ``high``)."""
+    if math.isnan(slope.at_least):
+        return None
+    if low <= slope.at_least and slope.upper <= high:
+        return True
+    if slope.at_least > high or slope.upper < low:
+        return False
+    return None
 
 
 def linear_fit(x: NDArray[np.floating], y: NDArray[np.floating]) -> tuple[float, float, float]:

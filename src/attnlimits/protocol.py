@@ -606,9 +606,18 @@ def sampled_rows(length: int, count: int) -> NDArray[np.intp]:
 
 def critical_n_list(length: int, fractions) -> list[int]:
     """Algorithm 3's increasing N list at length L: round(f L) for each fraction, at least 1,
-    below L, without repeats. The default fractions step by 0.01 L up to 0.1 L, so an N_crit
-    near the paper's 0.06 L is resolved to 0.01 L."""
-    return sorted(n for n in {max(1, round(f * length)) for f in fractions} if n < length)
+    below L, without repeats, and always ending at N = L - 1 (one non-selected token), so a
+    search that finds no pass has tried every N up to the top and its "never" is a censored
+    N_crit > L - 1, not the grid's edge. The default fractions step by 0.01 L up to 0.1 L, so an
+    N_crit near the paper's 0.06 L is resolved to 0.01 L, and by 0.95 L and 0.99 L near the top."""
+    listed = {max(1, round(f * length)) for f in fractions} | {length - 1}
+    return sorted(n for n in listed if 1 <= n < length)
+
+
+def fixed_fraction_ns(length: int, fractions) -> dict[float, int]:
+    """N = round(f L) for each fraction f, clipped to [1, L - 1]: the N at which the KS distance D
+    is reported whatever the search finds (analysis.critical_n.d_fractions)."""
+    return {float(f): min(length - 1, max(1, round(f * length))) for f in fractions}
 
 
 def head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> NDArray[np.float64]:
@@ -629,17 +638,30 @@ class CriticalSearch:
     critical_n: int
     tried: list[tuple[int, float]]
 
+    @property
+    def censored(self) -> bool:
+        """No N of the list passed: N_crit is larger than :attr:`top_n`, not a measured value."""
+        return self.critical_n == -1
+
+    @property
+    def top_n(self) -> int | None:
+        """The largest N tried (the list's top when censored); None before any N."""
+        return max((n for n, _ in self.tried), default=None)
+
 
 def first_passing_n(
     per_n: Iterable[tuple[int, FloatArray, FloatArray]] | Callable,
     *,
     alpha: float,
+    keep: NDArray[np.intp] | None = None,
 ) -> CriticalSearch:
     """Algorithm 3: for N in increasing order, a two-sample KS test between the per-head mean d~
     and the per-head mean E; the first N where the test does not reject at ``alpha``.
 
     ``per_n`` yields (N, head means of d~, head means of E) lazily, so the search stops at the
-    first passing N without computing the rest.
+    first passing N without computing the rest. ``keep``: the heads the test compares (the same
+    ones on both sides, e.g. :func:`attnlimits.critical.ks_subsample`'s), default all: the KS
+    test's power grows with its sample count, so models are compared at one count.
     """
     tried = []
     last = -1
@@ -647,7 +669,10 @@ def first_passing_n(
         if n <= last:
             raise ValueError(f"the N list must increase; {n} after {last}")
         last = n
-        p = ks_test(np.asarray(d_means), np.asarray(e_means)).pvalue
+        d_means, e_means = np.asarray(d_means), np.asarray(e_means)
+        if keep is not None:
+            d_means, e_means = d_means[keep], e_means[keep]
+        p = ks_test(d_means, e_means).pvalue
         tried.append((int(n), float(p)))
         if p >= alpha:
             return CriticalSearch(int(n), tried)
@@ -661,13 +686,15 @@ def search_in_batches(
     *,
     alpha: float,
     batch: int,
+    keep: NDArray[np.intp] | None = None,
 ) -> dict[str, CriticalSearch]:
     """Algorithm 3 for several expectations side by side, N taken ``batch`` at a time.
 
     ``evaluate(ns, pending)`` returns per-head means for every N of the batch: "distance" and
     each pending kind, arrays (len(ns), heads). Each kind's search is :func:`first_passing_n`
     over the list and stops at its own first pass: later batches are evaluated only for the
-    kinds still searching, and none after every kind has passed.
+    kinds still searching, and none after every kind has passed. ``keep``: as for
+    :func:`first_passing_n`.
     """
     found: dict[str, int] = {}
     tried: dict[str, list[tuple[int, float]]] = {kind: [] for kind in kinds}
@@ -681,6 +708,7 @@ def search_in_batches(
             result = first_passing_n(
                 ((n, means["distance"][j], means[kind][j]) for j, n in enumerate(ns)),
                 alpha=alpha,
+                keep=keep,
             )
             tried[kind] += result.tried
             if result.critical_n != -1:

@@ -14,7 +14,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attnlimits.protocol import HeadVectors, RowBlock, attention_rows, visible_lengths
+from attnlimits.critical import KSResult, ks_test
+from attnlimits.protocol import (
+    CriticalSearch,
+    HeadVectors,
+    RowBlock,
+    attention_rows,
+    fixed_fraction_ns,
+    row_critical_statistics,
+    sampled_rows,
+    search_in_batches,
+    visible_lengths,
+)
+from attnlimits_workflow.streams import Stream, stream_rng
 
 ROW_BLOCK = 256  # query rows per block: (block, L) float64 temporaries, 16 MiB at L = 8192
 
@@ -119,3 +131,109 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
             out[name] = np.where(weight > 0, total / np.maximum(weight, 1), np.nan)
         out[f"{name}_rows"] = np.bincount(index, weights=rows, minlength=len(keys)).astype(np.int64)
     return out
+
+
+CRITICAL_KINDS = ("closed_form", "monte_carlo")
+
+
+def critical_n_all_rows(
+    pack,
+    *,
+    grid: list[int],
+    fractions,
+    alpha: float,
+    keep: NDArray[np.intp] | None,
+    seed: int,
+    default_masked: str,
+    chunks: int | None,
+    mc_rows: int,
+    mc_draws: int,
+    batch: int,
+    zero_weight: str = "not_selected",
+    log: Callable[..., None] = lambda *a: None,
+) -> dict[tuple[str, str], tuple[CriticalSearch, dict[float, tuple[int, KSResult]]]]:
+    """Algorithm 3 on ``pack`` under the all-rows protocol, per (reading, expectation): the search
+    over ``grid`` (KS between the per-head means of d~ and of the closed-form or Monte-Carlo E,
+    the heads ``keep``), and the KS test at N = round(f L) for each of ``fractions``.
+
+    A causal model's rows are read both ways (reading "non_selected": the paper's L x L rows,
+    each masked key a non-selected token adding ||s|| to d~; "prefix": row t a context of its
+    t + 1 keys): the two answer different questions, and on near-uniform causal attention the
+    first differs from the second mostly by the masked keys. A bidirectional encoder's rows have
+    no masked key, so the readings coincide and are computed once (reading "both", under
+    ``default_masked``)."""
+    length = pack.length
+    mc_rows_at = sampled_rows(length, mc_rows)
+    at_fraction = fixed_fraction_ns(length, fractions)
+    readings = ("non_selected", "prefix") if pack.metadata["causal"] else ("both",)
+    out = {}
+    for reading in readings:
+        masked = default_masked if reading == "both" else reading
+        # Per-head means by (statistic, N): the fixed fractions and the search share them (the
+        # Monte-Carlo subsets are drawn per (sample, block of rows), never per N or batch, so a
+        # value does not depend on which call computed it).
+        cache: dict[tuple[str, int], NDArray] = {}
+
+        def evaluate(ns: list[int], pending: list[str], masked=masked, cache=cache) -> dict:
+            todo = [n for n in ns if any((k, n) not in cache for k in ("distance", *pending))]
+            if todo:
+                pooled = pool_chunks(
+                    pack,
+                    row_means(
+                        pack,
+                        _critical_rows(todo, pending, seed, length, mc_rows_at, mc_draws),
+                        masked=masked,
+                        chunks=chunks,
+                        zero_weight=zero_weight,
+                    ),
+                )
+                for name in ("distance", *pending):
+                    for n in todo:
+                        cache[(name, n)] = pooled[f"{name}@{n}"]
+                log("  masked %s: evaluated N=%s for %s (%s)", masked, todo, pending)
+            return {
+                name: np.stack([cache[(name, n)] for n in ns]) for name in ("distance", *pending)
+            }
+
+        ns = sorted(set(at_fraction.values()))
+        fixed_means = evaluate(ns, list(CRITICAL_KINDS))
+        searches = search_in_batches(
+            grid, evaluate, CRITICAL_KINDS, alpha=alpha, batch=batch, keep=keep
+        )
+        chosen = slice(None) if keep is None else keep
+        for kind, search in searches.items():
+            fixed = {
+                f: (
+                    n,
+                    ks_test(
+                        fixed_means["distance"][ns.index(n)][chosen],
+                        fixed_means[kind][ns.index(n)][chosen],
+                    ),
+                )
+                for f, n in at_fraction.items()
+            }
+            out[(reading, kind)] = (search, fixed)
+    return out
+
+
+def _critical_rows(ns, pending, seed, length, mc_rows, mc_draws) -> StatsFn:
+    """The per-row statistics of Algorithm 3 at ``ns`` for ``pending`` expectations, as
+    ``row_means`` takes them: name@N -> (R,)."""
+
+    def per_row(block, logits, rows, sample):
+        # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch
+        rng = stream_rng(seed, Stream.CRITICAL_N_MONTE_CARLO, length, sample, rows[0])
+        drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
+        mc = "monte_carlo" in pending and drawn.size > 0
+        got = row_critical_statistics(
+            block,
+            ns,
+            closed_form="closed_form" in pending,
+            random_ranks=[block.random_ranks(rng, drawn) for _ in range(mc_draws)] if mc else (),
+            random_rows=drawn,
+        )
+        if "monte_carlo" in pending and not mc:
+            got["monte_carlo"] = np.full_like(got["distance"], np.nan)
+        return {f"{name}@{n}": got[name][j] for name in got for j, n in enumerate(ns)}
+
+    return per_row

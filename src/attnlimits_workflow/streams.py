@@ -20,6 +20,7 @@ class Stream(IntEnum):
     NORMALIZER_CRITICAL_N = 8  # a normalizer's critical-N search
     HEAD_CRITICAL_N = 9  # the per-head critical N of the head report
     FIG1_ILLUSTRATION = 10  # Fig. 1's random points and logits
+    CRITICAL_N_SUBSAMPLE = 11  # the heads or rows the critical-N KS test compares, per count
 
 
 def stream_rng(seed: int, stream: Stream, *keys: int) -> np.random.Generator:

@@ -72,9 +72,12 @@ rule critical_n:
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
         cache_mb=model_setting("analysis", "critical_n", "cache_mb"),
+        samples=model_setting("analysis", "critical_n", "samples"),
+        d_fractions=model_setting("analysis", "critical_n", "d_fractions"),
         seed=config["seed"],
         protocol=model_setting("analysis", "protocol"),
         all_rows=model_setting("analysis", "all_rows"),
+        zero_weight=model_setting("analysis", "zero_weight"),
     script:
         "../scripts/analyse_critical_n.py"
 

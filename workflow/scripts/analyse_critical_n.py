@@ -1,16 +1,32 @@
 """Critical top-N at one L: smallest N where a KS test cannot tell d~ from the expected distance
-(both the paper's closed-form term and the Monte-Carlo expectation), by a safeguarded
-regula falsi on the KS statistic (attnlimits.critical.critical_n_search)."""
+(both the paper's closed-form term and the Monte-Carlo expectation).
+
+Every search reaches N = L - 1, so "no pass" is a censored N_crit > L - 1 (columns censored and
+top_N), not the edge of a grid. The KS test compares analysis.critical_n.samples values per side
+(a seeded subset of the heads or rows, the same at every L and N; null: all), and beside the first
+passing N the table gives the KS distance D at analysis.critical_n.d_fractions of L, which a reader
+can compare across models whatever the test's power. A causal model's rows are searched under both
+readings of its masked keys (column masked: non_selected, the paper's L x L rows, and prefix); a
+bidirectional encoder's rows, and the last-row protocol's last rows, have no masked key, so the two
+readings coincide and are computed once (masked = "both")."""
 
 import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.critical import BlockedDistances, critical_n_search, ks_min_pvalue, ks_test
+from attnlimits.critical import (
+    BlockedDistances,
+    critical_n_search,
+    ks_min_pvalue,
+    ks_subsample,
+    ks_test,
+)
+from attnlimits.protocol import fixed_fraction_ns
 from attnlimits_workflow.jobs import Timer, blocks, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
 from attnlimits_workflow.streams import Stream, stream_rng
 
+KINDS = ("closed_form", "monte_carlo")
 log = job_logger(snakemake, "critical_n")
 timer = Timer()
 L = int(snakemake.wildcards.length)
@@ -21,91 +37,104 @@ samples = read_pack(snakemake.input.pack)
 CRITICAL_N_BATCH = 8
 S = samples.weights.shape[0]
 log.info("L=%d: %d samples loaded in %s", L, S, timer)
+fractions = fixed_fraction_ns(L, p.d_fractions)
+causal = bool(samples.metadata["causal"])
+
+
+def table_rows(masked, kind, tried, fixed, critical, censored, top_n, count):
+    """The output rows of one (reading, expectation): every N the search tried, then the KS test
+    at each fixed fraction of L (its D and p-value)."""
+    common = {
+        "L": L,
+        "masked": masked,
+        "expectation": kind,
+        "N_crit": critical,
+        "censored": censored,
+        "top_N": top_n,
+        "evaluations": len(tried),
+        "ks_samples": count,  # values per side of the KS test
+        "ks_min_pvalue": ks_min_pvalue(count, count),
+    }
+    return [
+        {**common, "step": "search", "fraction": None, "N": n, "p_value": pv, "ks_statistic": None}
+        for n, pv in tried
+    ] + [
+        {
+            **common,
+            "step": "fixed_fraction",
+            "fraction": f,
+            "N": n,
+            "p_value": res.pvalue,
+            "ks_statistic": res.statistic,
+        }
+        for f, (n, res) in fixed.items()
+    ]
+
+
+SCHEMA = {
+    "N_crit": pl.Int64,
+    "top_N": pl.Int64,
+    "fraction": pl.Float64,
+    "ks_statistic": pl.Float64,
+    "censored": pl.Boolean,
+}
+
 if p.protocol == "all_rows":
-    # Algorithm 3: for N in an increasing list, KS between the per-head means (over every row)
-    # of d~ and of E; N_crit is the first N the test does not reject. The closed form (the
-    # paper's) and the Monte-Carlo E (ours) are searched side by side on the same rows, each
-    # stopping at its own first pass. N is taken in batches: one pass over the rows serves a
-    # whole batch (one sort per row for every N), and a small N_crit does not pay for the list.
-    from attnlimits.protocol import (
-        critical_n_list,
-        row_critical_statistics,
-        sampled_rows,
-        search_in_batches,
-    )
-    from attnlimits_workflow.rows import pool_chunks, row_means
+    # Algorithm 3 (attnlimits_workflow.rows.critical_n_all_rows), under each reading of a causal
+    # row's masked keys.
+    from attnlimits.protocol import critical_n_list
+    from attnlimits_workflow.rows import critical_n_all_rows
 
     settings = p.all_rows
     grid = critical_n_list(L, settings["critical_n_fractions"])
-    mc_rows = sampled_rows(L, settings["mc_rows"])
-
-    def evaluate(ns: list[int], pending: list[str]) -> dict[str, np.ndarray]:
-        def per_row(block, logits, rows, sample):
-            # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch:
-            # a value does not depend on which N the search visits.
-            rng = stream_rng(p.seed, Stream.CRITICAL_N_MONTE_CARLO, L, sample, rows[0])
-            drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
-            mc = "monte_carlo" in pending and drawn.size > 0
-            got = row_critical_statistics(
-                block,
-                ns,
-                closed_form="closed_form" in pending,
-                random_ranks=[block.random_ranks(rng, drawn) for _ in range(settings["mc_draws"])]
-                if mc
-                else (),
-                random_rows=drawn,
-            )
-            if "monte_carlo" in pending and not mc:
-                got["monte_carlo"] = np.full_like(got["distance"], np.nan)
-            return {f"{name}@{n}": got[name][j] for name in got for j, n in enumerate(ns)}
-
-        pooled = pool_chunks(
-            samples,
-            row_means(samples, per_row, masked=settings["masked"], chunks=settings["chunks"]),
-        )
-        log.info("  evaluated N=%s for %s (%s)", ns, pending, timer)
-        return {
-            name: np.stack([pooled[f"{name}@{n}"] for n in ns]) for name in ("distance", *pending)
-        }
-
     heads = len(np.unique(np.stack([samples.layer, samples.head]), axis=1)[0])
-    searches = search_in_batches(
-        grid,
-        evaluate,
-        ("closed_form", "monte_carlo"),
+    # the same heads at every L, N and reading: the stream is keyed by the head count alone
+    keep = ks_subsample(heads, p.samples, stream_rng(p.seed, Stream.CRITICAL_N_SUBSAMPLE, heads))
+    found = critical_n_all_rows(
+        samples,
+        grid=grid,
+        fractions=p.d_fractions,
         alpha=p.ks_alpha,
+        keep=keep,
+        seed=p.seed,
+        default_masked=settings["masked"],
+        chunks=settings["chunks"],
+        mc_rows=settings["mc_rows"],
+        mc_draws=settings["mc_draws"],
         batch=CRITICAL_N_BATCH,
+        zero_weight=p.zero_weight,
+        log=lambda *a: log.info(*a, timer),
     )
-    rows = [
-        {
-            "L": L,
-            "expectation": kind,
-            "N": n,
-            "p_value": pv,
-            "N_crit": search.critical_n if search.critical_n != -1 else None,
-            "evaluations": len(search.tried),
-            "ks_samples": heads,  # per-head means on each side
-            "ks_min_pvalue": ks_min_pvalue(heads, heads),
-        }
-        for kind, search in searches.items()
-        for n, pv in search.tried
-    ]
-    for kind, search in searches.items():
+    rows = []
+    for (reading, kind), (search, fixed) in found.items():
         log.info(
-            "%s: N_crit=%s (Algorithm 3, N list %s; p-values %s)",
+            "%s, %s: N_crit=%s%s (Algorithm 3, N list %s; p-values %s); D at %s",
+            reading,
             kind,
             search.critical_n,
+            " (censored)" if search.censored else "",
             grid,
             [round(pv, 4) for _, pv in search.tried],
+            {f: round(r.statistic, 3) for f, (_, r) in fixed.items()},
         )
-    write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
+        rows += table_rows(
+            reading,
+            kind,
+            search.tried,
+            fixed,
+            None if search.censored else search.critical_n,
+            search.censored,
+            search.top_n,
+            len(keep),
+        )
+    write_table(pl.DataFrame(rows, schema_overrides=SCHEMA), snakemake.output[0])
     log.info("done in %s", timer)
 else:
     # The products every evaluation shares, kept within analysis.critical_n.cache_mb: past it,
     # a block is prepared again at each N (same values), so memory does not grow with the corpus.
     distances = BlockedDistances.within(
         list(blocks(S, L, samples.x.shape[2])),
-        lambda sl: dist.weighted(samples.weights[sl], samples.x[sl]),
+        lambda sl: dist.weighted(samples.weights[sl], samples.x[sl], zero_weight=p.zero_weight),
         S,
         max_bytes=p.cache_mb << 20,
     )
@@ -116,42 +145,48 @@ else:
         distances.held_blocks,
         p.cache_mb,
     )
+    # the same samples at every L and N: the stream is keyed by the sample count alone
+    keep = ks_subsample(S, p.samples, stream_rng(p.seed, Stream.CRITICAL_N_SUBSAMPLE, S))
+    expectations: dict[tuple[str, int], np.ndarray] = {}
 
     def expectation(kind: str, n: int) -> np.ndarray:
-        if kind == "closed_form":
-            out = distances.closed_form(n)
-        else:
-            # One generator per N, so a value does not depend on the order the search visits N.
-            out = distances.monte_carlo(
-                n, p.mc_draws, stream_rng(p.seed, Stream.CRITICAL_N_MONTE_CARLO, L, n)
-            )
-        log.info("  computed d~ and %s at N=%d (%s)", kind, n, timer)
-        return out
+        if (kind, n) not in expectations:
+            if kind == "closed_form":
+                out = distances.closed_form(n)
+            else:
+                # One generator per N, so a value does not depend on the order the search visits N.
+                out = distances.monte_carlo(
+                    n, p.mc_draws, stream_rng(p.seed, Stream.CRITICAL_N_MONTE_CARLO, L, n)
+                )
+            expectations[(kind, n)] = out
+            log.info("  computed d~ and %s at N=%d (%s)", kind, n, timer)
+        return expectations[(kind, n)]
+
+    def ks_at(kind: str, n: int):
+        return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
 
     rows = []
-    for kind in ("closed_form", "monte_carlo"):
-        result = critical_n_search(
-            lambda n, k=kind: ks_test(distances.distance(n), expectation(k, n)), L - 1, p.ks_alpha
-        )
+    for kind in KINDS:
+        result = critical_n_search(lambda n, k=kind: ks_at(k, n), L - 1, p.ks_alpha)
+        fixed = {f: (n, ks_at(kind, n)) for f, n in fractions.items()}
         log.info(
-            "%s: N_crit=%s after %d evaluations %s",
+            "%s: N_crit=%s after %d evaluations %s; D at %s",
             kind,
             result.n_crit,
             len(result.evaluations),
             result.evaluations,
+            {f: round(r.statistic, 3) for f, (_, r) in fixed.items()},
         )
-        for n, pv in result.evaluations:
-            rows.append(
-                {
-                    "L": L,
-                    "expectation": kind,
-                    "N": n,
-                    "p_value": pv,
-                    "N_crit": result.n_crit,
-                    "evaluations": len(result.evaluations),
-                    "ks_samples": S,
-                    "ks_min_pvalue": ks_min_pvalue(S, S),
-                }
-            )
-    write_table(pl.DataFrame(rows, schema_overrides={"N_crit": pl.Int64}), snakemake.output[0])
+        # the analysed row (the last of a causal model, an encoder's) has no masked key
+        rows += table_rows(
+            "both",
+            kind,
+            result.evaluations,
+            fixed,
+            result.n_crit,
+            result.censored,
+            result.top_n,
+            len(keep),
+        )
+    write_table(pl.DataFrame(rows, schema_overrides=SCHEMA), snakemake.output[0])
     log.info("done in %s", timer)

@@ -15,7 +15,7 @@ from attnlimits.checks import (
     describe_tolerance,
     log10_slack,
 )
-from attnlimits.critical import fit_through_origin
+from attnlimits.critical import censored_slope
 from attnlimits.separability import UPPER_BOUND_FLOOR
 from attnlimits_workflow.jobs import Timer, job_logger, write_table
 
@@ -118,6 +118,57 @@ def write_violations(rows: list[dict]) -> None:
     write_table(frame, out.violations)
 
 
+def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
+    """One row per (L, reading of masked keys, expectation): Algorithm 3's first passing N (null
+    and censored when no N up to top_N passed), the KS distance D at each fixed fraction of L
+    (columns D_at_<f>L), and per (reading, expectation) two slopes through the origin:
+    fitted_slope through the lengths where N_crit was found (NaN if none), and
+    slope_lower_bound with each censored length at its top_N (its N_crit is larger, so the slope
+    through every length is at least this; equal to fitted_slope when none is censored)."""
+    keys = ("L", "masked", "expectation")
+    search = crit.filter(pl.col("step") == "search")
+    summary = (
+        search.group_by(*keys)
+        .agg(
+            pl.col("N_crit").first(),
+            pl.col("censored").first(),
+            pl.col("top_N").first(),
+            pl.col("evaluations").first(),
+            pl.col("p_value").max().alias("max_p_value"),
+            pl.col("ks_samples").first(),
+            pl.col("ks_min_pvalue").first(),
+        )
+        .sort("masked", "expectation", "L")
+    )
+    fixed = crit.filter(pl.col("step") == "fixed_fraction")
+    for f in sorted(fixed["fraction"].unique().to_list()):
+        at = fixed.filter(pl.col("fraction") == f).select(
+            *keys, pl.col("ks_statistic").alias(f"D_at_{f:g}L")
+        )
+        summary = summary.join(at, on=keys, how="left")
+    summary = summary.with_columns((pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"))
+    slopes = []
+    for (masked, kind), g in summary.group_by("masked", "expectation"):
+        slope = censored_slope(
+            g["L"].to_numpy(),
+            g["N_crit"].cast(pl.Float64).to_numpy(),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        slopes.append(
+            {
+                "masked": masked,
+                "expectation": kind,
+                "fitted_slope": slope.found,
+                "slope_lower_bound": slope.at_least,
+                "censored_lengths": slope.censored,
+            }
+        )
+    return summary.join(pl.DataFrame(slopes), on=["masked", "expectation"], how="left").sort(
+        "masked", "expectation", "L"
+    )
+
+
 def distance() -> None:
     d = load(inp.distance)
     cols = (
@@ -138,27 +189,7 @@ def distance() -> None:
         .sort("L", "N")
     )
     write_table(summary, out.distance)
-    crit = load(inp.critical_n)
-    crit = (
-        crit.group_by("L", "expectation")
-        .agg(
-            pl.col("N_crit").first(),
-            pl.col("evaluations").first(),
-            pl.col("p_value").max().alias("max_p_value"),
-            pl.col("ks_samples").first(),
-            pl.col("ks_min_pvalue").first(),
-        )
-        .sort("expectation", "L")
-    )
-    crit = crit.with_columns((pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"))
-    slopes = {
-        kind: fit_through_origin(g["L"].to_numpy(), g["N_crit"].cast(pl.Float64).to_numpy())
-        for (kind,), g in crit.group_by("expectation")
-    }
-    crit = crit.with_columns(
-        pl.col("expectation").replace_strict(slopes, return_dtype=pl.Float64).alias("fitted_slope")
-    )
-    write_table(crit, out.critical_n)
+    write_table(critical_n_summary(load(inp.critical_n)), out.critical_n)
     d = d.with_columns(
         (pl.col("mc_expectation") - pl.col("expectation_term")).alias("epsilon_residual")
     )
