@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -329,6 +330,147 @@ def test_verdicts():
     assert study.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(-1)
 
 
+def test_verdicts_follow_each_measures_orientation():
+    # smaller relaxes: the same numbers, the verdicts swapped
+    assert study.verdict(3.0, 1.0, 1.5, "smaller") == "tightens"
+    assert study.verdict(0.5, 1.0, 1.5, "smaller") == "relaxes"
+    assert study.verdict(1.2, 1.0, 1.5, "smaller") == "no change"
+    # both readings defensible: no verdict whatever the numbers
+    for value in (100.0, 1.0, 0.01, None):
+        assert study.verdict(value, 1.0, 1.5, "either") == study.NO_VERDICT
+
+
+def test_verdicts_on_censored_intervals_by_hand():
+    # value known to lie in [0.4, 1]; baseline exact 0.2: surely >= 1.5 x 0.2
+    assert study.verdict((0.4, 1.0), 0.2, 1.5) == "relaxes"
+    # [0.25, 1] against 0.2: at least "no change", possibly "relaxes" -- undecided
+    assert study.verdict((0.25, 1.0), 0.2, 1.5) == "undecided (censored)"
+    # baseline censored in [0.5, 1]: 0.3 <= 0.5 / 1.5 tightens whatever the baseline is ...
+    assert study.verdict(0.3, (0.5, 1.0), 1.5) == "tightens"
+    # ... 0.4 is no tightening, and "no change" only if the baseline is below 0.6: open
+    assert study.verdict(0.4, (0.5, 1.0), 1.5) == "undecided (censored)"
+    # both censored in overlapping intervals: nothing is settled
+    assert study.verdict((0.9, 1.0), (0.95, 1.0), 1.5) == "no change"
+    assert study.verdict((0.5, 1.0), (0.9, 1.0), 1.5) == "undecided (censored)"
+
+
+def sweep_table(norms_by_t: dict[float, list[float]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "T": [t for t, ns in norms_by_t.items() for _ in ns],
+            "jacobian_norm": [n for ns in norms_by_t.values() for n in ns],
+        }
+    )
+
+
+def hand_measures(max_weight, jacobian, n_crit, sweep, lengths=(8, 16)):
+    samples = pl.DataFrame(
+        {
+            "L": [L for L in lengths for _ in range(2)],
+            "max_weight": [w for w in max_weight for _ in range(2)],
+            "jacobian_norm": [j for j in jacobian for _ in range(2)],
+        }
+    )
+    critical = pl.DataFrame(
+        {"L": list(lengths), "N_crit": n_crit}, schema_overrides={"N_crit": pl.Int64}
+    )
+    separability = pl.DataFrame({"N": [4, 4], "ratio": [0.5, 0.5]})
+    evaluation = {
+        "contexts": [
+            {"context": 32, "perplexity": 10.0, "tail_perplexity": 10.0},
+            {"context": 64, "perplexity": 20.0, "tail_perplexity": 20.0},
+        ]
+    }
+    if sweep is None:  # the study's call without its temperature sweep
+        return study.limit_measures(samples, critical, separability, evaluation)
+    return study.limit_measures(samples, critical, separability, evaluation, sweep)
+
+
+def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit():
+    """Issue 31 item 8: the paper (Corollary 3, Section 5) calls a large ||J|| at low T the
+    problem. A rule whose ||J|| is 10x softmax's at low T, like a model trained at T = 0.1, tightens
+    the low-T limit, and its larger ||J|| at the trained T gets no verdict either way."""
+    softmax = hand_measures(
+        [0.2, 0.1],
+        [0.05, 0.02],
+        [2, 4],
+        sweep_table({0.01: [10.0, 50.0], 0.1: [2.0, 5.0], 1.0: [0.1, 0.2]}),
+    )
+    sharp = hand_measures(
+        [0.4, 0.3],
+        [2.0, 1.5],  # median ||J|| at the largest L: 1.5 vs softmax's 0.02
+        [2, 4],
+        sweep_table({0.01: [100.0, 500.0], 0.1: [20.0, 50.0], 1.0: [1.0, 2.0]}),
+    )
+    # the largest T ||J|| at T <= 0.1: max(0.01 x 50, 0.1 x 5) = 0.5; max(5, 5) = 5
+    assert softmax["gradient_low_t"] == pytest.approx(0.5)
+    assert sharp["gradient_low_t"] == pytest.approx(5.0)
+    found = study.verdicts({"softmax": softmax, "sharp": sharp}, "softmax", 1.5)
+    assert found["sharp"]["gradient_low_t"] == "tightens"
+    assert found["sharp"]["gradient"] == study.NO_VERDICT
+    assert "relaxes" not in (found["sharp"]["gradient"], found["sharp"]["gradient_low_t"])
+    assert found["sharp"]["vanishing"] == "relaxes"  # larger max weight still relaxes Lemma 1
+    assert found["softmax"]["gradient_low_t"] == "baseline"
+    # and a rule whose Jacobian stays small at low T relaxes it
+    calm = hand_measures(
+        [0.2, 0.1], [0.05, 0.02], [2, 4], sweep_table({0.01: [1.0, 2.0], 1.0: [0.1, 0.1]})
+    )
+    assert calm["gradient_low_t"] == pytest.approx(0.02)
+    both = study.verdicts({"softmax": softmax, "calm": calm}, "softmax", 1.5)
+    assert both["calm"]["gradient_low_t"] == "relaxes"
+    # no sweep, or none at T <= 0.1: not measured
+    none = hand_measures([0.2, 0.1], [0.05, 0.02], [2, 4], sweep_table({1.0: [0.1]}))
+    assert none["gradient_low_t"] is None
+    assert study.verdicts({"softmax": softmax, "x": none}, "softmax", 1.5)["x"][
+        "gradient_low_t"
+    ] == ("not measured")
+
+
+def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
+    """Issue 31 item 9: a censored N_crit (still distinguishable at N = L - 1, the normalizer
+    job's bound) counts as L - 1, never dropped; the mean is a lower bound and is flagged."""
+    softmax = hand_measures([0.2, 0.1], [0.05, 0.02], [2, 4], None)
+    censored = hand_measures([0.2, 0.1], [0.05, 0.02], [None, None], None)
+    # by hand: (7/8 + 15/16) / 2 = 0.90625; at most (8/8 + 16/16) / 2 = 1
+    assert censored["distance"] == pytest.approx(0.90625)
+    assert censored["distance_upper"] == pytest.approx(1.0)
+    assert censored["distance_censored"] == 2 and censored["distance_lengths"] == 2
+    assert softmax["distance"] == pytest.approx(0.25) and softmax["distance_censored"] == 0
+    assert softmax["distance_upper"] == pytest.approx(0.25)
+    assert study.shown(censored, "distance") == ">= 0.906; 2 of 2 L censored"
+    assert study.shown(softmax, "distance") == "0.25; 0 of 2 L censored"
+    found = study.verdicts({"softmax": softmax, "censored": censored}, "softmax", 1.5)
+    assert found["censored"]["distance"] == "relaxes"  # 0.906 >= 1.5 x 0.25, whatever the rest
+    # a censored baseline: the comparison is open
+    flipped = study.verdicts({"censored": censored, "softmax": softmax}, "censored", 1.5)
+    assert flipped["softmax"]["distance"] == "tightens"  # 0.25 <= 0.906 / 1.5 < true baseline
+
+
+def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
+    # the analysis tables' layout: one row per N tried; censored at L = 100 after N = 90
+    critical = pl.DataFrame(
+        {
+            "L": [100, 100, 100, 50, 50],
+            "N": [1, 45, 90, 1, 6],
+            "N_crit": [None, None, None, 6, 6],
+        },
+        schema_overrides={"N_crit": pl.Int64},
+    )
+    got = study.censored_critical_n(critical)
+    assert got["L"].to_list() == [50, 100]
+    assert got["N_max"].to_list() == [6, 90]
+    assert got["censored"].to_list() == [False, True]
+    assert got["share_low"].to_list() == pytest.approx([6 / 50, 90 / 100])
+    assert got["share_high"].to_list() == pytest.approx([6 / 50, 1.0])
+    # the normalizer job's layout: one row per L, searched up to L - 1
+    plain = study.censored_critical_n(
+        pl.DataFrame({"L": [32], "N_crit": [None]}, schema_overrides={"N_crit": pl.Int64})
+    )
+    assert plain["N_max"].to_list() == [31] and plain["share_low"][0] == pytest.approx(31 / 32)
+    with pytest.raises(ValueError, match="several N_crit"):
+        study.censored_critical_n(pl.DataFrame({"L": [8, 8], "N": [1, 7], "N_crit": [1, 3]}))
+
+
 def test_limit_measures_by_hand():
     samples = pl.DataFrame(
         {
@@ -348,10 +490,73 @@ def test_limit_measures_by_hand():
     m = study.limit_measures(samples, critical, separability, evaluation)
     assert m["vanishing"] == pytest.approx(0.3)  # median of 0.2, 0.4 at L = 16
     assert m["gradient"] == pytest.approx(0.4)
-    assert m["distance"] == pytest.approx(2 / 8) and m["distance_lengths"] == 1
+    # L = 16 censored: counts as its bound 15, so (2/8 + 15/16) / 2, at most (2/8 + 1) / 2
+    assert m["distance"] == pytest.approx((2 / 8 + 15 / 16) / 2)
+    assert m["distance_upper"] == pytest.approx((2 / 8 + 1) / 2)
+    assert m["distance_lengths"] == 2 and m["distance_censored"] == 1
     assert m["separability"] == pytest.approx(0.625)
     assert m["length"] == pytest.approx(0.75)  # tail ppl(32) / tail ppl(64)
     assert m["vanishing_slope"] == pytest.approx(math.log2(0.3 / 0.4))
+    assert m["gradient_low_t"] is None  # no temperature sweep given
+
+
+PAPER = REPO.parent / "shared" / "paper" / "001_38268391be101c5c.txt"
+
+
+def test_every_limit_is_oriented_with_a_verbatim_sentence_of_the_paper():
+    assert set(study.LIMITS) == {
+        "vanishing",
+        "distance",
+        "separability",
+        "gradient",
+        "gradient_low_t",
+        "length",
+    }
+    for key, limit in study.LIMITS.items():
+        assert limit.relaxes in ("larger", "smaller", "either"), key
+        assert limit.quotes, key
+        assert (limit.relaxes == "either") == bool(limit.reason), key
+    assert study.LIMITS["gradient_low_t"].relaxes == "smaller"
+    assert study.LIMITS["gradient"].relaxes == "either"
+    if not PAPER.exists():
+        pytest.skip(f"the paper's text is not at {PAPER}")
+    text = " ".join(PAPER.read_text().split())
+    for key, limit in study.LIMITS.items():
+        for quote in limit.quotes:
+            assert " ".join(quote.text.split()) in text, (key, quote.text)
+
+
+def test_the_page_states_orientations_censoring_and_no_verdicts():
+    """The template's pieces on hand-made measures: the orientation table, each limit's answer
+    line, and the template filled without a leftover or unknown field."""
+    softmax = hand_measures(
+        [0.2, 0.1], [0.05, 0.02], [2, 4], sweep_table({0.01: [10.0, 50.0], 1.0: [0.1]})
+    )
+    sharp = hand_measures(
+        [0.4, 0.3], [2.0, 1.5], [None, None], sweep_table({0.01: [100.0, 500.0], 1.0: [1.0]})
+    )
+    measures = {"softmax": softmax, "sharp": sharp}
+    found = study.verdicts(measures, "softmax", 1.5)
+    table = study.orientation_table()
+    for limit in study.LIMITS.values():
+        assert limit.title in table and limit.quotes[0].section in table
+    assert "both readings defensible: no verdict" in table
+    gradient = study.answer_line("gradient", "G", measures, found, "softmax")
+    assert gradient.startswith("**G** -- softmax: 0.02.")
+    assert "No verdict, both readings defensible" in gradient and "sharp (1.5)" in gradient
+    assert "Relaxes" not in gradient
+    low_t = study.answer_line("gradient_low_t", "C", measures, found, "softmax")
+    assert "Tightens: sharp (5)." in low_t
+    distance = study.answer_line("distance", "D", measures, found, "softmax")
+    assert "softmax: 0.25; 0 of 2 L censored." in distance
+    assert "Relaxes: sharp (>= 0.906; 2 of 2 L censored)." in distance
+    template = (REPO / "workflow" / "resources" / "study_template.md").read_text()
+    names = set(re.findall(r"\[\[([a-z_]+)\]\]", template))
+    assert {"orientation_table", "censored_lengths", "low_temperature"} <= names
+    page = study.fill_template(template, {n: f"<{n}>" for n in names})
+    assert "[[" not in page
+    with pytest.raises(KeyError, match="unknown field"):
+        study.fill_template("[[nothing]]", {})
 
 
 # ------------------------------------------------------------------------- Jacobian bounds
@@ -503,8 +708,19 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     table = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits.csv")
     assert table["normalizer"].to_list() == list(rules)
     assert table.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
+    # the trained-T gradient gets no verdict; the critical N's censored lengths are counted
+    assert table["gradient_verdict"].to_list()[1:] == [study.NO_VERDICT] * 2
+    assert set(table["gradient_low_t_verdict"].to_list()[1:]) <= set(study.VERDICTS)
+    assert (table["critical_n_censored"] <= table["critical_n_lengths"]).all()
+    assert (table["distance"] <= table["distance_upper"]).all()
     page = (tmp_path / "docs" / "study.md").read_text()
     assert "[[" not in page and "| sparsemax |" in page
+    assert (
+        "### How each measure is oriented" in page
+        and study.LIMITS["distance"].quotes[0].text in page
+    )
+    assert re.search(r"Censored lengths per model:\s+softmax \d+ of 4,", page)
+    assert "No verdict, both readings defensible" in page
     assert (tmp_path / "docs" / "study" / "normalizer_limits.png").stat().st_size > 10_000
     assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
     # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row

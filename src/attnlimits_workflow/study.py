@@ -1,48 +1,226 @@
 """The normaliser study's verdicts: one measure per limit of the paper, computed on a trained
 model's own attention (its normalizer job), compared with the baseline model's.
 
-Each measure is oriented so that *larger relaxes the limit*:
+Which way each measure "relaxes" its limit is data, stated once in :data:`LIMITS` with the
+paper's own sentence and section; the verdicts (:func:`verdict`) and the page
+(docs/study.md, :func:`orientation_rows`) both read it from there.
 
-- vanishing attention (Lemma 1): the median largest weight of a row at the largest L;
+- vanishing attention (Lemma 1): the median largest weight of a row at the largest L; larger
+  relaxes;
 - distance collapse (Theorem 1, Algorithm 3): the mean over L of N_crit / L, the largest share
   of the context whose weighted distance the KS test still tells apart from random tokens;
-- separability (Theorem 2): the mean N_s / N at the largest N of the grid;
-- gradient (Lemma 2, Corollary 3): the median ||d weights / d logits||_2 at the largest L -- the
-  paper's limit is that it vanishes as attention spreads (Fig. 4's drop at large T);
+  larger relaxes. A length whose search never stopped rejecting (censored) counts as the largest
+  N the search tried, so the mean is then a lower bound, and the censored lengths are counted;
+- separability (Theorem 2): the mean N_s / N at the largest N of the grid; larger relaxes;
+- gradient at the trained temperature (Lemma 2): the median ||d weights / d logits||_2 at the
+  largest L -- shown, no verdict: the paper calls both a large Jacobian (low-T instability) and
+  small gradients (vanishing attention) the problem;
+- gradient sensitivity (Corollary 3): the largest T ||J|| over the rows of the temperature sweep
+  at T <= 0.1, the constant of the 1/T growth where the paper says to avoid T; smaller relaxes;
 - length generalisation (SSMax's claim): held-out perplexity at the training context over
   perplexity at the longest evaluated context, each over the last positions of its windows
-  (evaluation.tail_fraction; 1 = no loss of quality at 4x the training length, above 1 = better).
+  (evaluation.tail_fraction; 1 = no loss of quality at 4x the training length, above 1 = better);
+  larger relaxes.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
-LIMITS = {
-    "vanishing": "Vanishing attention (Lemma 1): median max weight at L = {l_max}",
-    "distance": "Distance collapse (Thm 1): mean N_crit / L",
-    "separability": "Separability (Thm 2): mean N_s/N at N = {n_max}",
-    "gradient": "Gradient (Lemma 2): median ||J|| at L = {l_max}",
-    "length": "Length generalisation: ppl(C) / ppl({c_max}), last positions",
+from .tables import markdown_table
+
+RELAXES, TIGHTENS, NO_CHANGE = "relaxes", "tightens", "no change"
+NOT_MEASURED = "not measured"
+UNDECIDED = "undecided (censored)"
+NO_VERDICT = "no verdict: both readings defensible"
+VERDICTS = (RELAXES, TIGHTENS, NO_CHANGE, UNDECIDED, NO_VERDICT, NOT_MEASURED)
+
+# Section 5 of the paper: "it's better to avoid using the T <= 0.1"; Section 3.3: below 0.1 the
+# curves follow the 1/T law. The sweep's temperatures at or below it are the low-T region.
+LOW_TEMPERATURE = 0.1
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A sentence of the paper, verbatim (tests check it against the text), and its section."""
+
+    text: str
+    section: str
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit of the paper, the study's measure of it, and which way the measure relaxes it:
+    "larger", "smaller", or "either" (both readings defensible: shown, no verdict, ``reason``)."""
+
+    title: str
+    header: str  # the table column: format fields l_max, n_max, c_max, t_low
+    measure: str
+    relaxes: Literal["larger", "smaller", "either"]
+    quotes: tuple[Quote, ...]
+    reason: str = ""
+
+
+LIMITS: dict[str, Limit] = {
+    "vanishing": Limit(
+        "Vanishing attention (Lemma 1)",
+        "Vanishing attention (Lemma 1): median max weight at L = {l_max}",
+        "median largest weight of a row at the largest L",
+        "larger",
+        (
+            Quote(
+                "This lemma implies that for any normalization of function independent of "
+                "token count, the attention weights inevitably become uniformly small (on the "
+                "order of $1/L$) as the context size grows.",
+                "2 (Lemma 1)",
+            ),
+        ),
+    ),
+    "distance": Limit(
+        "Distance collapse (Theorem 1, critical N)",
+        "Distance collapse (Thm 1): mean N_crit / L",
+        "mean over L of N_crit / L; a censored L counts as the largest N tried (mean >= x)",
+        "larger",
+        (
+            Quote(
+                "The critical- N curve grows sub-linearly ($\\approx 0.06L$), confirming that "
+                "only a small subset of tokens can be separated before attention behaves as if "
+                "weights were uniform.",
+                "3.1",
+            ),
+        ),
+    ),
+    "separability": Limit(
+        "Separability (Theorem 2)",
+        "Separability (Thm 2): mean N_s/N at N = {n_max}",
+        "mean N_s / N at the largest N of the separability grid",
+        "larger",
+        (
+            Quote(
+                "Thus—even with idealised spherical embeddings—softmax attention cannot cleanly "
+                "separate more than about four-fifths of the tokens it selects; adding further "
+                "tokens mainly dilutes the representation without improving geometric "
+                "resolution.",
+                "3.2",
+            ),
+        ),
+    ),
+    "gradient": Limit(
+        "Gradient at the trained temperature (Lemma 2)",
+        "Gradient at trained T (Lemma 2): median ||J|| at L = {l_max}",
+        "median ||d weights / d logits||_2 at the largest L, the model as trained",
+        "either",
+        (
+            Quote(
+                "Its limitations, however, are now well established: it produces dense "
+                "distributions, its peak value drops as the context grows (*vanishing-attention* "
+                "effect), and its Jacobian explodes when the temperature is driven low, yielding "
+                "unstable gradients.",
+                "4",
+            ),
+            Quote(
+                "The resulting gradients are too small for effective learning, especially in "
+                "long-context settings [4, 19].",
+                "1",
+            ),
+            Quote(
+                "*Gradient-controlled variants* (e.g. Self-Adjusted Softmax) re-weight logits "
+                "according to the layer-wise dynamic range, keeping the Jacobian spectrum in a "
+                "healthy band [20].",
+                "4",
+            ),
+        ),
+        reason=(
+            "a larger ||J|| is nearer the low-temperature instability (Section 4), a smaller one "
+            "nearer the too-small gradients of vanishing attention (Section 1); the paper asks "
+            "for a healthy band, and one norm at one temperature cannot say which side of it a "
+            "rule is on. The low-temperature sensitivity has its own column."
+        ),
+    ),
+    "gradient_low_t": Limit(
+        "Gradient sensitivity at low temperature (Corollary 3)",
+        "Gradient sensitivity (Cor. 3): max T ||J|| over T <= {t_low:g}",
+        f"largest T x ||d rule(z / T) / d z||_2 over the sweep's rows at T <= {LOW_TEMPERATURE:g}"
+        " (the constant c of ||J|| ~ c / T)",
+        "smaller",
+        (
+            Quote(
+                "A smaller temperature T sharpens the softmax but simultaneously inflates the "
+                "Jacobian norm (scaling as $1/T$), making the attention distribution highly "
+                "sensitive to even tiny logit perturbations and thus harder to train stably.",
+                "2.3 (Corollary 3)",
+            ),
+            Quote(
+                "The teoretical and practical analysis shows that it’s better to avoid using "
+                "the $T \\leq 0.1$.",
+                "5",
+            ),
+        ),
+    ),
+    "length": Limit(
+        "Length generalisation (Scalable-Softmax's claim)",
+        "Length generalisation: ppl(C) / ppl({c_max}), last positions",
+        "held-out perplexity at the training context over that at the longest context, last "
+        "positions of each window",
+        "larger",
+        (
+            Quote(
+                "Our GPT-2 experiment (Fig. 2, middle) confirms the predicted plateau and "
+                "justifies why sparse or length-aware rules can improve long-context "
+                "performance.",
+                "4",
+            ),
+        ),
+    ),
 }
 
+Measure = float | tuple[float, float] | None
 
-def verdict(value: float | None, baseline: float | None, ratio: float) -> str:
-    """'relaxes' when value >= ratio x baseline, 'tightens' when <= baseline / ratio, else
-    'no change'; 'not measured' when either is missing or not positive."""
-    if value is None or baseline is None:
-        return "not measured"
-    if not (math.isfinite(value) and math.isfinite(baseline)) or value <= 0 or baseline <= 0:
-        return "not measured"
-    if value >= ratio * baseline:
-        return "relaxes"
-    if value <= baseline / ratio:
-        return "tightens"
-    return "no change"
+
+def _interval(x: Measure) -> tuple[float, float] | None:
+    """(low, high) of a measure: a number is its own interval, a lower bound is (x, high);
+    None where missing, not finite or not positive."""
+    if x is None:
+        return None
+    lo, hi = (x, x) if not isinstance(x, tuple) else x
+    if lo is None or not math.isfinite(lo) or lo <= 0 or math.isnan(hi) or hi < lo:
+        return None
+    return float(lo), float(hi)
+
+
+def verdict(
+    value: Measure,
+    baseline: Measure,
+    ratio: float,
+    relaxes: Literal["larger", "smaller", "either"] = "larger",
+) -> str:
+    """A measure against the baseline's, oriented by ``relaxes``. With ``relaxes="larger"``:
+    'relaxes' when value >= ratio x baseline, 'tightens' when <= baseline / ratio, else
+    'no change' ("smaller" swaps the two). A measure known only within an interval (a censored
+    one: (lower bound, upper bound)) gets a verdict only when the whole interval gives it, else
+    'undecided (censored)'. 'no verdict: both readings defensible' for ``relaxes="either"``;
+    'not measured' when either is missing or not positive."""
+    if relaxes == "either":
+        return NO_VERDICT
+    v, b = _interval(value), _interval(baseline)
+    if v is None or b is None:
+        return NOT_MEASURED
+    (v_lo, v_hi), (b_lo, b_hi) = v, b
+    larger, smaller = (RELAXES, TIGHTENS) if relaxes == "larger" else (TIGHTENS, RELAXES)
+    if v_lo >= ratio * b_hi:
+        return larger
+    if v_hi <= b_lo / ratio:
+        return smaller
+    if v_lo > b_hi / ratio and v_hi < ratio * b_lo:
+        return NO_CHANGE
+    return UNDECIDED
 
 
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
@@ -54,33 +232,182 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
 
 
+def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
+    """One row per L: N_crit, the largest N the search tried (N_max), whether N_crit is
+    censored (null: still distinguishable at N_max), and the share N_crit / L as an interval.
+
+    N_max is the largest of the table's ``N`` column at that L where it has one (one row per N
+    tried, the analysis tables' layout), else L - 1: the normalizer job searches [1, L - 1] and
+    tries L - 1 before it calls a length censored (attnlimits.critical.critical_n_search).
+    A censored N_crit is above N_max and at most L (at N = L nothing is left unselected, d~ and
+    its expectation are both 0): share_low = N_max / L, share_high = 1."""
+    if "N" in critical.columns:
+        per_l = critical.group_by("L").agg(
+            pl.col("N_crit").first(),
+            pl.col("N_crit").n_unique().alias("values"),
+            pl.col("N").max().alias("N_max"),
+        )
+        if (per_l["values"] > 1).any():
+            raise ValueError("critical-N table: several N_crit at one L (one expectation only)")
+        per_l = per_l.drop("values")
+    else:
+        per_l = critical.select("L", "N_crit", N_max=pl.col("L") - 1)
+    censored = pl.col("N_crit").is_null()
+    return per_l.sort("L").with_columns(
+        censored=censored,
+        share_low=pl.when(censored).then(pl.col("N_max")).otherwise(pl.col("N_crit")) / pl.col("L"),
+        share_high=pl.when(censored).then(1.0).otherwise(pl.col("N_crit") / pl.col("L")),
+    )
+
+
+def low_temperature_sensitivity(sweep: pl.DataFrame | None) -> float | None:
+    """The largest T ||J|| over the temperature sweep's rows at T <= LOW_TEMPERATURE (None when
+    the sweep has none): the constant c of the paper's ||J|| <= c / T, as the data reach it."""
+    if sweep is None:
+        return None
+    low = sweep.filter(pl.col("T") <= LOW_TEMPERATURE).select(
+        (pl.col("T") * pl.col("jacobian_norm")).alias("c")
+    )["c"]
+    low = low.drop_nulls().drop_nans()
+    return float(low.max()) if low.len() else None
+
+
 def limit_measures(
     samples: pl.DataFrame,
     critical: pl.DataFrame,
     separability: pl.DataFrame,
     evaluation: dict[str, Any],
-) -> dict[str, float | None]:
-    """One trained model's measure of each limit (module docstring), plus what the table shows
-    beside them: the max-weight slope in L and the held-out perplexities."""
+    sweep: pl.DataFrame | None = None,
+) -> dict[str, Any]:
+    """One trained model's measure of each limit (module docstring; ``sweep`` the study_gradient
+    table), plus what the table shows beside them: the max-weight slope in L, the critical-N
+    lengths and how many were censored, and the held-out perplexities. ``distance`` is the lower
+    end of the mean share (censored lengths at N_max / L), ``distance_upper`` its upper end."""
     l_max = samples["L"].max()
     at_max = samples.filter(pl.col("L") == l_max)
     per_l = samples.group_by("L").agg(pl.col("max_weight").median()).sort("L")
-    ratios = critical.drop_nulls("N_crit").with_columns(share=pl.col("N_crit") / pl.col("L"))
+    crit = censored_critical_n(critical)
     n_max = separability["N"].max()
     contexts = sorted(evaluation["contexts"], key=lambda c: c["context"])
     return {
         "vanishing": float(at_max["max_weight"].median()),
         "vanishing_slope": loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy()),
-        "distance": float(ratios["share"].mean()) if ratios.height else None,
-        "distance_lengths": ratios.height,
+        "distance": float(crit["share_low"].mean()) if crit.height else None,
+        "distance_upper": float(crit["share_high"].mean()) if crit.height else None,
+        "distance_lengths": crit.height,
+        "distance_censored": int(crit["censored"].sum()),
         "separability": float(separability.filter(pl.col("N") == n_max)["ratio"].mean()),
         "gradient": float(at_max["jacobian_norm"].median()),
+        "gradient_low_t": low_temperature_sensitivity(sweep),
         "length": contexts[0]["tail_perplexity"] / contexts[-1]["tail_perplexity"],
         "perplexity": contexts[0]["perplexity"],
         "perplexity_longest": contexts[-1]["perplexity"],
         "tail_perplexity": contexts[0]["tail_perplexity"],
         "tail_perplexity_longest": contexts[-1]["tail_perplexity"],
     }
+
+
+def measure_of(measures: Mapping[str, Any], key: str) -> Measure:
+    """A limit's measure for :func:`verdict`: the number, or (low, high) where censoring leaves
+    an interval (``<key>_upper`` above ``<key>``)."""
+    value, upper = measures.get(key), measures.get(f"{key}_upper")
+    if value is None or upper is None or upper == value:
+        return value
+    return (value, upper)
+
+
+def shown(measures: Mapping[str, Any], key: str) -> str:
+    """The measure as the page shows it: '>= x' for a lower bound, and for the critical N how
+    many lengths were censored."""
+    value = measures.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    text = f"{value:.3g}"
+    if f"{key}_censored" in measures:
+        censored, lengths = measures[f"{key}_censored"], measures[f"{key}_lengths"]
+        text = (">= " if censored else "") + text + f"; {censored} of {lengths} L censored"
+    return text
+
+
+def verdicts(
+    measures: Mapping[str, Mapping[str, Any]], baseline: str, ratio: float
+) -> dict[str, dict[str, str]]:
+    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself)."""
+    return {
+        name: {
+            key: "baseline"
+            if name == baseline
+            else verdict(
+                measure_of(m, key), measure_of(measures[baseline], key), ratio, limit.relaxes
+            )
+            for key, limit in LIMITS.items()
+        }
+        for name, m in measures.items()
+    }
+
+
+def answer_line(
+    key: str,
+    header: str,
+    measures: Mapping[str, Mapping[str, Any]],
+    found: Mapping[str, Mapping[str, str]],
+    baseline: str,
+) -> str:
+    """One limit's answer on the page: the baseline's measure, then the other normalisers grouped
+    by verdict (with the reason where no verdict is given)."""
+    limit = LIMITS[key]
+    parts = [f"**{header}** -- {baseline}: {shown(measures[baseline], key)}."]
+    if limit.relaxes == "either":
+        others = [f"{n} ({shown(m, key)})" for n, m in measures.items() if n != baseline]
+        parts.append(f"No verdict, both readings defensible: {limit.reason}")
+        if others:
+            parts.append(f"Measured: {', '.join(others)}.")
+        return " ".join(parts)
+    for v in VERDICTS:
+        names = [
+            f"{n} ({shown(m, key)})"
+            for n, m in measures.items()
+            if n != baseline and found[n][key] == v
+        ]
+        if names:
+            parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
+    return " ".join(parts)
+
+
+RELAXES_WHEN = {
+    "larger": "larger",
+    "smaller": "smaller",
+    "either": "both readings defensible: no verdict",
+}
+
+
+def orientation_table() -> str:
+    """The orientation of every measure with the paper's sentences, as a Markdown table."""
+    rows = [
+        [
+            limit.title,
+            limit.measure,
+            RELAXES_WHEN[limit.relaxes],
+            " / ".join(f'"{q.text}"' for q in limit.quotes),
+            "; ".join(q.section for q in limit.quotes),
+        ]
+        for limit in LIMITS.values()
+    ]
+    return markdown_table(
+        ["limit", "measure", "relaxes the limit when", "the paper", "section"], rows
+    )
+
+
+def fill_template(template: str, fields: Mapping[str, str]) -> str:
+    """Every [[name]] of the template replaced by its field; an unknown name is an error."""
+
+    def fill(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in fields:
+            raise KeyError(f"study template: unknown field [[{key}]]")
+        return fields[key]
+
+    return re.sub(r"\[\[([a-z_]+)\]\]", fill, template)
 
 
 def jacobian_bound(

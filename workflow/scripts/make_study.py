@@ -2,7 +2,6 @@
 docs/study.md (prose from workflow/resources/study_template.md, every number from this run)."""
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +12,17 @@ import polars as pl
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import log_axis, save, use_style
-from attnlimits_workflow.study import LIMITS, limit_measures, verdict
+from attnlimits_workflow.study import (
+    LIMITS,
+    LOW_TEMPERATURE,
+    answer_line,
+    censored_critical_n,
+    fill_template,
+    limit_measures,
+    orientation_table,
+    shown,
+    verdicts,
+)
 from attnlimits_workflow.tables import markdown_table, write_csv
 
 # Panel (d)'s y range: at small T softmax's norm underflows towards 1e-200 and the Self-Adjust
@@ -48,14 +57,19 @@ manifests = by_model(
     inp.models, lambda d: json.loads((Path(d) / "attnlimits-model.json").read_text())
 )
 measures = {
-    n: limit_measures(samples[n], critical[n], separability[n], evaluations[n]) for n in names
+    n: limit_measures(samples[n], critical[n], separability[n], evaluations[n], gradient[n])
+    for n in names
 }
+found = verdicts(measures, baseline, ratio)
 l_max = int(samples[names[0]]["L"].max())
 n_max = int(separability[names[0]]["N"].max())
 contexts = sorted(c["context"] for c in evaluations[names[0]]["contexts"])
 tail_percent = f"{study['evaluation']['tail_fraction']:.0%}"
 headers = {
-    k: t.format(l_max=l_max, n_max=n_max, c_max=f"{contexts[-1]} tokens") for k, t in LIMITS.items()
+    k: limit.header.format(
+        l_max=l_max, n_max=n_max, c_max=f"{contexts[-1]} tokens", t_low=LOW_TEMPERATURE
+    )
+    for k, limit in LIMITS.items()
 }
 
 
@@ -77,19 +91,20 @@ def bound_check(n):
 
 rows, csv_rows = [], []
 for n in names:
-    m, base = measures[n], measures[baseline]
+    m = measures[n]
     cells, record = [], {"normalizer": n, "rule": rule_text(rules[n])}
     for key in LIMITS:
-        v = "baseline" if n == baseline else verdict(m[key], base[key], ratio)
-        shown = "n/a" if m[key] is None else f"{m[key]:.3g}"
-        cells.append(f"{v} ({shown})")
+        v = found[n][key]
+        cells.append(f"{v} ({shown(m, key)})")
         record[f"{key}"] = m[key]
         record[f"{key}_verdict"] = v
     text, over = bound_check(n)
     record.update(
         {
             "max_weight_slope_in_L": m["vanishing_slope"],
+            "distance_upper": m["distance_upper"],
             "critical_n_lengths": m["distance_lengths"],
+            "critical_n_censored": m["distance_censored"],
             "gradient_bound_violations": over,
             "perplexity_at_training_context": m["perplexity"],
             "perplexity_at_longest_context": m["perplexity_longest"],
@@ -166,13 +181,17 @@ ax.set(
 )
 ax = axes[1, 0]
 for n in names:
-    c = critical[n].drop_nulls("N_crit").sort("L")
-    ax.plot(c["L"], c["N_crit"] / c["L"], **style[n])
+    c = censored_critical_n(critical[n])
+    ax.plot(c["L"], c["share_low"], **{**style[n], "marker": None})
+    found_n, cens = c.filter(~pl.col("censored")), c.filter(pl.col("censored"))
+    ax.plot(found_n["L"], found_n["share_low"], ls="none", **{**style[n], "label": None})
+    # censored: still distinguishable at the largest N tried, so N_crit / L is at least this
+    ax.plot(cens["L"], cens["share_low"], ls="none", mfc="none", **{**style[n], "label": None})
 log_axis(ax, "x", ls)
 ax.set(
     xlabel="context length L",
     ylabel="N_crit / L",
-    title="(e) distance collapse: KS critical N / L",
+    title="(e) distance collapse: KS critical N / L (open: censored, >=)",
 )
 ax = axes[1, 1]
 for n in names:
@@ -250,25 +269,6 @@ save(fig, out.pdf, out.png, caption)
 
 
 # ---------------------------------------------------------------------------------- docs page
-def answer(key):
-    found = {"relaxes": [], "tightens": [], "no change": [], "not measured": []}
-    for r in csv_rows:
-        if r["normalizer"] != baseline:
-            found[r[f"{key}_verdict"]].append(
-                f"{r['normalizer']} ({r[key]:.3g})" if r[key] is not None else r["normalizer"]
-            )
-    base = measures[baseline][key]
-    parts = [
-        f"**{headers[key]}** -- {baseline}: {base:.3g}."
-        if base is not None
-        else f"**{headers[key]}**."
-    ]
-    for v in ("relaxes", "tightens", "no change", "not measured"):
-        if found[v]:
-            parts.append(f"{v.capitalize()}: {', '.join(found[v])}.")
-    return " ".join(parts)
-
-
 def gradient_row(n):
     g = (
         gradient[n]
@@ -388,7 +388,15 @@ fields = {
     "heads_chunks": str(int(heads[names[0]]["chunks"][0])),
     "baseline": baseline,
     "ratio": f"{ratio:g}",
-    "answers": "\n".join(f"- {answer(k)}" for k in LIMITS),
+    "answers": "\n".join(
+        f"- {answer_line(k, headers[k], measures, found, baseline)}" for k in LIMITS
+    ),
+    "orientation_table": orientation_table(),
+    "low_temperature": f"{LOW_TEMPERATURE:g}",
+    "censored_lengths": ", ".join(
+        f"{n} {measures[n]['distance_censored']} of {measures[n]['distance_lengths']}"
+        for n in names
+    ),
     "l_max": str(l_max),
     "contexts": " / ".join(map(str, contexts)),
     "tail_percent": tail_percent,
@@ -396,14 +404,10 @@ fields = {
 }
 
 
-def fill(match):
-    key = match.group(1)
-    if key not in fields:
-        raise SystemExit(f"study template: unknown field [[{key}]]")
-    return fields[key]
-
-
-page = re.sub(r"\[\[([a-z_]+)\]\]", fill, Path(inp.template).read_text())
+try:
+    page = fill_template(Path(inp.template).read_text(), fields)
+except KeyError as missing:
+    raise SystemExit(missing.args[0]) from None
 figures = Path(out.figures)
 with atomic_path(figures) as tmp:
     tmp.mkdir()
