@@ -152,9 +152,9 @@ READINGS = {
     "both": "no masked keys: both readings coincide",
 }
 alpha = a["critical_n"]["ks_alpha"]
-readings = set(crit["masked"].unique().to_list())
+crit_readings = set(crit["masked"].unique().to_list())
 for reading in ("non_selected", "prefix"):
-    source = "both" if "both" in readings else reading
+    source = "both" if "both" in crit_readings else reading
     for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 term")):
         f = crit.filter((pl.col("masked") == source) & (pl.col("expectation") == kind)).sort("L")
         blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
