@@ -222,6 +222,23 @@ def test_defaults_and_shipped_configs_are_valid():
         validate(deep_merge(DEFAULTS, yaml.safe_load(extra.read_text()) or {}), SCHEMA)
 
 
+def test_every_embedding_choice_is_valid_and_documented():
+    """analysis.embedding: each choice the schema allows passes the checks (none needs a vector
+    that extraction.vectors must add) and config/README.md and config.yaml name it."""
+    choices = yaml.safe_load(SCHEMA.read_text())["properties"]["analysis"]["properties"][
+        "embedding"
+    ]["enum"]
+    assert set(choices) == {"value", "key", "attention_input", "hidden"}
+    readme = (REPO / "config/README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `embedding` |"))
+    shipped = (REPO / "config/config.yaml").read_text()
+    for choice in choices:
+        assert f"`{choice}`" in row and choice in shipped, choice
+        cfg = copy.deepcopy(DEFAULTS)
+        cfg["analysis"]["embedding"] = choice
+        validate(cfg, SCHEMA)
+
+
 @pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
 def test_bad_config_is_named_by_the_validator(base, case):
     # load_config is the pass the workflow runs before any job (workflow/rules/common.smk)

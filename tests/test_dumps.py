@@ -48,6 +48,7 @@ def write_test_batch(out, model, chunks):
         [8, 32, 64],
         query_row="last",
         store_hidden=True,
+        store_attention_input=True,
         provenance=PROV,
         extra_metadata={},
     )
@@ -75,7 +76,27 @@ def test_round_trip_equals_the_captures(dump, model):
                 np.testing.assert_array_equal(s.x[row], cap.v[h, :32].numpy())
                 np.testing.assert_array_equal(s.query[row], cap.q[h, 31].numpy())
     hidden = load_samples([out], 8, "hidden", expected=PROV)
-    assert hidden.x.shape == (8, 8, 16)
+    attention_input = load_samples([out], 8, "attention_input", expected=PROV)
+    assert hidden.x.shape == attention_input.x.shape == (8, 8, 16)
+    for i, chunk in enumerate([3, 4]):
+        caps = list(
+            extract_chunk(
+                model,
+                torch.tensor(chunks[chunk]),
+                [8],
+                store_hidden=True,
+                store_attention_input=True,
+            )
+        )
+        for cap in caps:
+            for h in range(2):  # each head's sample carries its layer's vectors
+                row = cap.layer * 4 + i * 2 + h
+                np.testing.assert_array_equal(hidden.x[row], cap.hidden[:8].numpy())
+                np.testing.assert_array_equal(
+                    attention_input.x[row], cap.attention_input[:8].numpy()
+                )
+    # GPT-2's attention reads ln_1 of the residual stream, not the residual stream itself
+    assert not np.allclose(hidden.x, attention_input.x, atol=1e-3)
 
 
 def test_file_uses_the_documented_encoding(dump):
@@ -204,15 +225,16 @@ def second_batch(tmp_path, model, chunks=None):
     return write_test_batch(tmp_path / "batch001", model, chunks)
 
 
-def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model):
+@pytest.mark.parametrize("embedding", ["value", "attention_input"])
+def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     # pack_dumps writes file by file into memory maps; the result must be byte-identical to
     # packing everything load_samples returns, including across two batch directories.
 
     out, _ = dump
     second = second_batch(tmp_path, model)
-    s = load_samples([out, second], 32, "value", with_logits=True, with_norms=True, expected=PROV)
+    s = load_samples([out, second], 32, embedding, with_logits=True, with_norms=True, expected=PROV)
     write_pack(s, tmp_path / "loaded")
-    n, x_shape = pack_dumps([out, second], 32, "value", tmp_path / "streamed", expected=PROV)
+    n, x_shape = pack_dumps([out, second], 32, embedding, tmp_path / "streamed", expected=PROV)
     assert n == len(s.layer) and x_shape == s.x.shape
     for name in PACK_ARRAYS:
         a = (tmp_path / "loaded" / f"{name}.npy").read_bytes()
@@ -362,3 +384,15 @@ def test_vectors_can_be_left_out_and_stored_as_float16(tmp_path, gqa_model):
     np.testing.assert_array_equal(half.key_norm_max, ref.key_norm_max)  # norms of float32 k
     with pytest.raises(DumpError, match="k was not stored"):
         load_samples([out], 40, "key", expected=PROV)
+
+
+def test_an_embedding_the_extraction_did_not_store_is_refused(tmp_path, gqa_model):
+    out = write_gqa(tmp_path / "batch000", gqa_model, store_attention_input=True)
+    assert load_samples([out], 16, "attention_input", expected=PROV).x.shape == (8, 16, 32)
+    with pytest.raises(DumpError, match="no hidden vectors stored; set analysis.embedding: hidden"):
+        load_samples([out], 16, "hidden", expected=PROV)
+    bare = write_gqa(tmp_path / "batch001", gqa_model)
+    with pytest.raises(DumpError, match="no attention_input vectors stored"):
+        load_samples([bare], 16, "attention_input", expected=PROV)
+    table = pq.read_table(bare / "layer00.parquet", columns=["hidden", "attention_input"])
+    assert table["hidden"].null_count == table["attention_input"].null_count == table.num_rows

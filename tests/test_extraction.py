@@ -1,7 +1,9 @@
-"""Extraction through the capture: prefix rows, hidden states, the real MiniLM against its eager
-attention, the soft-capped blockwise attention against a plain loop, and refusals.
+"""Extraction through the capture: prefix rows, hidden states and attention inputs, the real
+MiniLM against its eager attention, the soft-capped blockwise attention against a plain loop, and
+refusals.
 
-Every family's rows against eager attention: tests/test_families.py.
+Every family's rows against eager attention, and its attention input against what its q/k/v
+projections read: tests/test_families.py.
 """
 
 import math
@@ -13,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoModel, GPT2Config, GPT2Model
 
+import attnlimits.extraction as extraction
 from attnlimits.extraction import blockwise_attention, extract_chunk, register_capture
 
 TOL = 1e-5
@@ -82,6 +85,29 @@ def test_hidden_states_are_the_block_inputs():
         torch.testing.assert_close(cap.hidden, hs[cap.layer][0], atol=TOL, rtol=0)
 
 
+def test_attention_input_is_ln_1_of_the_block_input():
+    """GPT-2 is pre-norm: its attention reads ln_1(residual stream), Eq. 1's x_i, which is not the
+    stored ``hidden`` (the residual stream itself)."""
+    sdpa, _ = tiny_gpt2()
+    ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))
+    caps = list(extract_chunk(sdpa, ids, [32], store_hidden=True, store_attention_input=True))
+    for cap in caps:
+        with torch.inference_mode():
+            normed = sdpa.h[cap.layer].ln_1(cap.hidden)
+        torch.testing.assert_close(cap.attention_input, normed, atol=TOL, rtol=0)
+        assert (cap.attention_input - cap.hidden).abs().max().item() > 0.1
+    assert all(
+        c.attention_input is None and c.hidden is None for c in extract_chunk(sdpa, ids, [32])
+    )
+
+
+def test_an_attention_module_the_pre_hook_missed_is_an_error(monkeypatch):
+    sdpa, _ = tiny_gpt2()
+    monkeypatch.setattr(extraction, "attention_modules", lambda model: [])
+    with pytest.raises(RuntimeError, match="layer 0's attention module \\(GPT2Attention\\)"):
+        list(extract_chunk(sdpa, torch.arange(8), [8], store_attention_input=True))
+
+
 def test_causal_model_refuses_first_row():
     sdpa, _ = tiny_gpt2()
     with pytest.raises(ValueError, match="last row"):
@@ -119,6 +145,29 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
         assert (weights - want).abs().max().item() <= TOL
         assert (torch.softmax(logits, -1) - weights).abs().max().item() <= TOL
         assert np.isclose(weights.sum(-1).numpy(), 1.0, atol=1e-5).all()
+
+
+def test_minilm_attention_input_is_the_layer_input(minilm):
+    """BERT is post-norm: each layer's attention reads the layer's input as it is, so the paper's
+    x_i and the stored ``hidden`` coincide; the query projection reads the same tensor."""
+    sdpa, _ = minilm
+    ids = torch.randint(1000, 30000, (16,), generator=torch.Generator().manual_seed(6))
+    queries = {}
+    hooks = [
+        layer.attention.self.query.register_forward_pre_hook(
+            lambda _m, args, i=i: queries.__setitem__(i, args[0][0].clone())
+        )
+        for i, layer in enumerate(sdpa.encoder.layer)
+    ]
+    try:
+        caps = list(extract_chunk(sdpa, ids, [16], store_hidden=True, store_attention_input=True))
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(caps) == 6
+    for cap in caps:
+        assert torch.equal(cap.attention_input, cap.hidden)
+        assert torch.equal(cap.attention_input, queries[cap.layer])
 
 
 def test_an_encoder_pass_at_each_length_ends_with_its_closing_token(minilm):

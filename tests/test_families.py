@@ -3,7 +3,8 @@
 For a tiny random-init model of each family in attnlimits.families.FAMILIES, the rows written to
 a dump and read back equal eager ``output_attentions`` (max abs error <= 1e-5), the dumped q and
 k reproduce the dumped logits, and the query-head -> KV-head map is the one the model applies
-(transformers' repeat_kv on k, and the attention output on v).
+(transformers' repeat_kv on k, and the attention output on v). The dumped ``attention_input``
+(the paper's x_i) is the tensor the q, k and v projections read, seen by hooks on the projections.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def family_dump(request, tmp_path_factory):
         {0: tokens.numpy(), 1: ids(2).numpy()},
         LENGTHS,
         query_row="last",
-        store_hidden=False,
+        store_hidden=True,
+        store_attention_input=True,
         provenance={"weights_sha256": "w", "tokens_fingerprint": "t"},
         extra_metadata={"model": model_type, "model_type": model_type, "corpus_sha256": "c"},
         compression="zstd",
@@ -205,3 +207,79 @@ def test_kv_map_is_the_models(family_dump):
 def test_unsupported_family_is_refused_by_name():
     with pytest.raises(UnsupportedModelError, match="'bloom'"):
         family("bloom")
+
+
+# Each family's q, k and v projections: the modules whose input is Eq. 1's x_i. GPT-2 computes all
+# three with one c_attn.
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "attn.c_attn", "self.query", "self.key", "self.value")
+
+
+def projection_inputs(model, tokens, causal):
+    """(context length, layer) -> the input every q/k/v projection of the layer read in a plain
+    forward of ``model`` (no capture active), from pre-hooks on the projections; asserts the
+    projections of one layer read one tensor. Causal: one pass over ``tokens``; encoders: one pass
+    per L in LENGTHS over the first L tokens, as extraction runs them."""
+    seen: dict[tuple[int, int], list[torch.Tensor]] = {}
+    hooks = []
+    for name, module in model.named_modules():
+        if name.endswith(PROJECTIONS):
+            layer = int(next(p for p in name.split(".") if p.isdigit()))
+
+            def grab(_m, args, layer=layer):
+                x = args[0][0]
+                seen.setdefault((x.shape[0], layer), []).append(x.detach().clone())
+
+            hooks.append(module.register_forward_pre_hook(grab))
+    try:
+        with torch.inference_mode():
+            for context in [CONTEXT] if causal else LENGTHS:
+                model(tokens[None, :context])
+    finally:
+        for h in hooks:
+            h.remove()
+    out = {}
+    for key, inputs in seen.items():
+        assert len(inputs) == (1 if model.config.model_type == "gpt2" else 3), key
+        assert all(torch.equal(x, inputs[0]) for x in inputs), key
+        out[key] = inputs[0].float()
+    return out
+
+
+def test_attention_input_is_what_the_projections_read(family_dump):
+    """The capture's attention_input is, bit for bit, the tensor f_q, f_k and f_v (the q, k and v
+    projections) receive in the same pass; ``hidden`` (the residual stream) is not, in a pre-norm
+    model."""
+    model_type, captured, _, _ = family_dump
+    shape = model_shape(captured)
+    tokens = ids()
+    want = projection_inputs(captured, tokens, shape.causal)
+    captures = list(
+        extract_chunk(captured, tokens, LENGTHS, store_hidden=True, store_attention_input=True)
+    )
+    assert len(captures) == len(want) == shape.n_layers * (1 if shape.causal else len(LENGTHS))
+    for cap in captures:
+        x = want[(cap.context_length, cap.layer)]
+        assert cap.attention_input.dtype == torch.float32
+        assert torch.equal(cap.attention_input, x), (model_type, cap.layer)
+        # pre-norm families normalise the residual stream before the projections; BERT (post-norm)
+        # and OLMo 2 (norm after the attention) feed it as it is
+        same = torch.equal(cap.hidden, x)
+        assert same == (model_type in ("bert", "olmo2")), (model_type, cap.layer)
+
+
+def test_dumped_attention_input_is_what_the_projections_read(family_dump):
+    """analysis.embedding: attention_input reads back, for every (layer, chunk, head) sample, the
+    projections' input at positions 0..L-1 of the pass that produced the sample."""
+    model_type, captured, _, out = family_dump
+    shape = model_shape(captured)
+    want = {c: projection_inputs(captured, ids(seed), shape.causal) for c, seed in ((0, 1), (1, 2))}
+    for L in LENGTHS:
+        s = load_samples([out], L, embedding="attention_input")
+        assert s.x.shape == (2 * shape.n_layers * shape.n_heads, L, 64)
+        for i in range(len(s.head)):
+            context = CONTEXT if shape.causal else L
+            x = want[int(s.chunk[i])][(context, int(s.layer[i]))][:L].numpy()
+            np.testing.assert_array_equal(s.x[i], x, err_msg=f"{model_type} L={L} sample {i}")
+        hidden = load_samples([out], L, embedding="hidden")
+        assert hidden.x.shape == s.x.shape
+        assert np.array_equal(hidden.x, s.x) == (model_type in ("bert", "olmo2"))

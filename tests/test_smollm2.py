@@ -81,3 +81,35 @@ def test_rows_equal_eager_attention_and_the_weights_are_trained(smollm2):
         f"SmolLM2 perplexity on the passage: {math.exp(nll.item()):.1f}; worst row error {worst:.1e}"
     )
     assert math.exp(nll.item()) < 100
+
+
+def test_attention_input_is_what_q_proj_reads_after_input_layernorm(smollm2):
+    """On the trained Llama: the capture's attention_input (the paper's x_i) is the q_proj input,
+    input_layernorm of the stored hidden (the residual stream), and far from that hidden."""
+    from attnlimits.extraction import extract_chunk
+    from attnlimits_workflow.models import CorpusTokenizer, load_model
+
+    out, _ = smollm2
+    ids = torch.tensor(CorpusTokenizer(out).encode(PROSE))
+    model = load_model(out)
+    seen = {}
+    hooks = [
+        layer.self_attn.q_proj.register_forward_pre_hook(
+            lambda _m, args, i=i: seen.__setitem__(i, args[0][0].float().clone())
+        )
+        for i, layer in enumerate(model.layers)
+    ]
+    try:
+        caps = list(
+            extract_chunk(model, ids, [len(ids)], store_hidden=True, store_attention_input=True)
+        )
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(caps) == 30
+    for cap in caps:
+        assert torch.equal(cap.attention_input, seen[cap.layer])
+        with torch.inference_mode():
+            normed = model.layers[cap.layer].input_layernorm(cap.hidden).float()
+        torch.testing.assert_close(cap.attention_input, normed, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(cap.attention_input, cap.hidden, atol=1e-2)

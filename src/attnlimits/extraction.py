@@ -8,6 +8,12 @@ materialised; only the analysed query rows are scored here, in float32, as the m
 
 Grouped-query attention: k and v are kept once per KV head, with the query-head -> KV-head map.
 
+The paper's x_i (Eq. 1: q = f_q(x), k = f_k(x), v = f_v(x)) is each layer's attention input, the
+tensor its q, k and v projections read: after GPT-2's ln_1 or Llama's input_layernorm, and for BERT
+(post-norm) the layer's input. A forward pre-hook on each attention module records it in the same
+pass (``store_attention_input``). ``store_hidden`` keeps the residual stream entering the layer,
+before that norm, which is not Eq. 1's x_i in a pre-norm model.
+
 Causal decoders need one forward per chunk: with a causal mask, row L-1 of a full-chunk pass *is*
 the attention of the length-L prefix. Bidirectional encoders see the whole sequence, so they need
 one forward per analysed length L.
@@ -44,7 +50,9 @@ class LayerCapture:
     """One layer of one forward pass over ``context_length`` tokens (tensors on CPU, float32).
 
     q: (heads, positions, head_dim); k, v: (kv_heads, positions, head_dim), each KV head once;
-    hidden: (positions, d_model) or None;
+    hidden: (positions, d_model) or None: the residual stream entering the layer, before its norm;
+    attention_input: (positions, d_model) or None: the input of the layer's attention module,
+    which its q, k and v projections read (the paper's x_i, Eq. 1);
     rows: analysed length L -> (query_position, logits (heads, L), weights (heads, L)); keys the
     model masks (sliding window) have logit -inf and weight 0.
     """
@@ -59,6 +67,7 @@ class LayerCapture:
     scaling: float
     softcap: float | None = None
     sliding_window: int | None = None
+    attention_input: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -172,11 +181,25 @@ def _to_host(t: torch.Tensor) -> torch.Tensor:
 class _Recorder:
     """Collects what the capture sees during one forward, keyed by layer index."""
 
-    def __init__(self, lengths: Sequence[int], query_row: str, kv_map: Sequence[int]):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        query_row: str,
+        kv_map: Sequence[int],
+        store_attention_input: bool = False,
+    ):
         self.lengths = list(lengths)
         self.query_row = query_row
         self.kv_map = list(kv_map)
+        self.store_attention_input = store_attention_input
+        # attention module -> the input its pre-hook saw, until that module calls the capture
+        self.attention_inputs: dict[nn.Module, torch.Tensor] = {}
         self.layers: dict[int, dict[str, Any]] = {}
+
+    def see_input(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        """Forward pre-hook of an attention module: keep the hidden_states it was called with."""
+        hidden_states = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        self.attention_inputs[module] = hidden_states
 
     def record(self, module, query, key, value, mask, scaling, is_causal, kwargs) -> None:
         layer = int(module.layer_idx)
@@ -192,6 +215,12 @@ class _Recorder:
         context = q.shape[1]
         softcap = kwargs.get("softcap")
         rule = model_rule(module)
+        attention_input = self.attention_inputs.pop(module, None)
+        if self.store_attention_input and attention_input is None:
+            raise RuntimeError(
+                f"layer {layer}'s attention module ({type(module).__name__}) ran without the "
+                "pre-hook that records its input: it is not the innermost module with a layer_idx"
+            )
         rows = {}
         for L in self.lengths:
             if L > context:
@@ -215,6 +244,9 @@ class _Recorder:
             "scaling": float(scaling),
             "softcap": None if softcap is None else float(softcap),
             "sliding_window": kwargs.get("sliding_window"),
+            "attention_input": None
+            if attention_input is None
+            else _to_host(attention_input[0].float().contiguous()),
         }
 
 
@@ -369,6 +401,17 @@ def register_rule_attention() -> str:
     return RULE_ATTENTION
 
 
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The modules that call the attention function: the innermost ones carrying a ``layer_idx``
+    (GPT2Attention, BertSelfAttention, LlamaAttention, ...; a decoder layer that also carries one,
+    as Gemma 3's, holds its attention module). The capture checks the guess: a layer whose attention
+    was not among them is an error, not a missing vector."""
+    tagged = [m for m in model.modules() if hasattr(m, "layer_idx")]
+    return [
+        m for m in tagged if not any(hasattr(c, "layer_idx") for c in m.modules() if c is not m)
+    ]
+
+
 def extract_chunk(
     model: nn.Module,
     token_ids: torch.Tensor,
@@ -376,6 +419,7 @@ def extract_chunk(
     query_row: str = "last",
     store_hidden: bool = False,
     closing_tokens: Sequence[int] = (),
+    store_attention_input: bool = False,
 ) -> Iterator[LayerCapture]:
     """Yield one :class:`LayerCapture` per (forward pass, layer) for a 1-D chunk of token ids.
 
@@ -385,6 +429,9 @@ def extract_chunk(
     ``closing_tokens``: the tokens that end the chunk (an encoder's [SEP], see
     attnlimits.corpus.wrap_chunks); each encoder pass of length L then ends with them too:
     the chunk's first L - len(closing_tokens) tokens, then the closing tokens.
+    ``store_hidden``: keep each layer's input residual stream (``hidden``, before the layer's
+    norm); ``store_attention_input``: keep each layer's attention input (``attention_input``, what
+    its q, k and v projections read: the paper's x_i).
     """
     shape = model_shape(model)
     if model.config._attn_implementation != CAPTURE:
@@ -406,13 +453,23 @@ def extract_chunk(
             ids = token_ids[:context]
         ids = ids.to(device)[None, :]
         wanted = [L for L in lengths if L <= context] if shape.causal else [context]
-        recorder = _Recorder(wanted, query_row, shape.kv_head_of_query)
+        recorder = _Recorder(wanted, query_row, shape.kv_head_of_query, store_attention_input)
+        hooks = (
+            [
+                m.register_forward_pre_hook(recorder.see_input, with_kwargs=True)
+                for m in attention_modules(model)
+            ]
+            if store_attention_input
+            else []
+        )
         token = _ACTIVE.set(recorder)
         try:
             with torch.inference_mode():
                 out = model(input_ids=ids, use_cache=False, output_hidden_states=store_hidden)
         finally:
             _ACTIVE.reset(token)
+            for hook in hooks:
+                hook.remove()
         if device.type == "cuda":  # the captures' asynchronous copies (_to_host) have landed
             torch.cuda.current_stream(device).synchronize()
         if sorted(recorder.layers) != list(range(shape.n_layers)):
@@ -434,4 +491,5 @@ def extract_chunk(
                 scaling=rec["scaling"],
                 softcap=rec["softcap"],
                 sliding_window=rec["sliding_window"],
+                attention_input=rec["attention_input"],
             )

@@ -601,6 +601,8 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             f"extraction.vectors: analysis.protocol all_rows recomputes every row from q and k, "
             f"which {vectors} leaves out of the dumps; add them or use protocol last_row"
         )
+    # attention_input and hidden are d_model wide, stored apart from extraction.vectors whenever
+    # analysis.embedding names them (workflow/rules/extract.smk): they need no vector here
     needs = {"value": "v", "key": "k"}.get(a["embedding"])
     if needs and needs not in vectors:
         errs.append(

@@ -19,7 +19,10 @@ rule extract_batch:
     params:
         extraction=model_setting("extraction"),
         lengths=lambda wildcards: sorted(analysis_of(wildcards)["lengths"]),
+        # the d_model-wide embeddings are stored only when analysis.embedding names them
         store_hidden=lambda wildcards: analysis_of(wildcards)["embedding"] == "hidden",
+        store_attention_input=lambda wildcards: analysis_of(wildcards)["embedding"]
+        == "attention_input",
         chunks_per_batch=model_setting("extraction", "chunks_per_batch"),
     script:
         "../scripts/extract.py"

@@ -74,6 +74,7 @@ with atomic_path(snakemake.output[0]) as tmp:
         lengths,
         query_row=cfg["query_row"],
         store_hidden=bool(snakemake.params.store_hidden),
+        store_attention_input=bool(snakemake.params.store_attention_input),
         closing_tokens=tuple(tokens_meta.get("closing_tokens", ())),
         provenance={
             "weights_sha256": manifest["weights_sha256"],

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..packs import DumpError
-from .schema import META_KEY, SCHEMA_SPEC, arrow_schema
+from .schema import LAYER_COLUMNS, META_KEY, SCHEMA_SPEC, arrow_schema
 
 
 def layer_files(
@@ -274,15 +274,21 @@ def _read_one(
             )
     if with_norms:
         vector_cols += ["q_norm", "k_norm"]
-    if embedding == "hidden":
-        vector_cols.append("hidden")
+    layer_column = embedding if embedding in LAYER_COLUMNS else None
+    if layer_column is not None:
+        if not meta.get(LAYER_COLUMNS[layer_column]):
+            raise DumpError(
+                f"{path}: no {layer_column} vectors stored; set analysis.embedding: "
+                f"{layer_column} before extraction"
+            )
+        vector_cols.append(layer_column)
     if not vector_cols:
         return
     table = _read_selected(handle, vector_cols + ["head"], context, length, analysed=False)
-    hidden_only = vector_cols == ["hidden"]
-    if hidden_only:  # hidden states sit on head-0 rows only
+    layer_only = vector_cols == [layer_column]
+    if layer_only:  # d_model-wide vectors sit on head-0 rows only
         table = table.filter(pc.equal(table["head"], 0))
-    per_pass = length * (1 if hidden_only else heads)
+    per_pass = length * (1 if layer_only else heads)
     if table.num_rows != n_pass * per_pass:
         raise DumpError(
             f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}"
@@ -305,16 +311,14 @@ def _read_one(
 
     if embedding in ("value", "key"):
         parts["x"].append(grid(embedding[0], dh, kv=True))
-    if embedding == "hidden":
-        if not meta["store_hidden"]:
-            raise DumpError(
-                f"{path}: no hidden states stored; set analysis.embedding before extraction"
-            )
-        hid = table if hidden_only else table.filter(pc.equal(table["head"], 0))
-        hid = hid["hidden"].combine_chunks().flatten().to_numpy()
-        hid = hid.reshape(n_pass, length, 1, -1)
+    if layer_column is not None:  # one vector per position, shared by the layer's heads
+        head0 = table if layer_only else table.filter(pc.equal(table["head"], 0))
+        flat = head0[layer_column].combine_chunks().flatten().to_numpy()
+        per_position = flat.reshape(n_pass, length, 1, -1)
         parts["x"].append(
-            np.repeat(hid, heads, axis=2).transpose(0, 2, 1, 3).reshape(n_pass * heads, length, -1)
+            np.repeat(per_position, heads, axis=2)
+            .transpose(0, 2, 1, 3)
+            .reshape(n_pass * heads, length, -1)
         )
     if with_norms:
         k_norm = grid("k_norm", 1, kv=True)[:, :, 0]

@@ -18,6 +18,9 @@ ROW_GROUP_POSITIONS = 128  # positions per row group: lets position < L filters 
 
 VECTOR_DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
 VECTOR_COLUMNS = ("q", "k", "v")
+# d_model-wide columns, one vector per (position, layer) on the head-0 rows, each stored only when
+# analysis.embedding names it: column -> the metadata flag that says it was stored
+LAYER_COLUMNS = {"hidden": "store_hidden", "attention_input": "store_attention_input"}
 
 
 def arrow_schema(head_dim: int, d_model: int, vector_dtype: str = "float32") -> pa.Schema:

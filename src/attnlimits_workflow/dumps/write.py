@@ -79,10 +79,15 @@ class LayerDumpWriter:
                 analysed[r] = L
                 logit_rows[r] = logits[h].numpy()
                 weight_rows[r] = weights[h].numpy()
-        hidden = None
-        if capture.hidden is not None:
-            hidden = np.zeros((n, self.d_model), dtype=np.float32)
-            hidden[::heads] = capture.hidden.numpy()
+
+        def per_layer(name):
+            """A d_model-wide vector per position on the head-0 rows, null elsewhere and
+            everywhere when the capture did not keep it."""
+            t = getattr(capture, name)
+            if t is None:
+                return pa.nulls(n, self.schema.field(name).type)
+            return _fixed(t.numpy(), valid=(head == 0))
+
         position = np.repeat(np.arange(positions, dtype=np.int32), heads)
         ids = np.repeat(np.asarray(token_ids[:positions], dtype=np.int32), heads)
         k_norm = np.zeros(n, dtype=np.float32)
@@ -101,9 +106,8 @@ class LayerDumpWriter:
             "analysed_length": pa.array(analysed, mask=analysed < 0),
             "logits": _ragged(n, logit_rows),
             "weights": _ragged(n, weight_rows),
-            "hidden": _fixed(hidden, valid=(head == 0))
-            if hidden is not None
-            else pa.nulls(n, pa.list_(pa.float32(), self.d_model)),
+            "hidden": per_layer("hidden"),
+            "attention_input": per_layer("attention_input"),
         }
         table = pa.table(columns, schema=self.schema)
         self.writer.write_table(table, row_group_size=ROW_GROUP_POSITIONS * heads)
@@ -151,6 +155,7 @@ def write_batch(
     *,
     query_row: str,
     store_hidden: bool,
+    store_attention_input: bool = False,
     provenance: dict[str, Any],
     extra_metadata: dict[str, Any],
     vectors: tuple[str, ...] = VECTOR_COLUMNS,
@@ -163,6 +168,8 @@ def write_batch(
 ) -> None:
     """Run the model (loaded with the capture attention) over ``chunks`` (chunk index -> token
     ids) and write layerNN.parquet files into ``out_dir`` (which must exist).
+    ``store_hidden`` / ``store_attention_input``: also store each layer's residual stream before
+    its norm (``hidden``) / its attention input, the paper's x_i (``attention_input``).
     ``progress(chunk, seconds)`` is called after each chunk; ``closing_tokens`` as in
     attnlimits.extraction.extract_chunk."""
     import time
@@ -181,6 +188,7 @@ def write_batch(
             "lengths": lengths,
             "query_row": query_row,
             "store_hidden": store_hidden,
+            "store_attention_input": store_attention_input,
             "vectors": sorted(vectors),
             "vector_dtype": vector_dtype,
         }
@@ -209,6 +217,7 @@ def write_batch(
                 "lengths": [int(L) for L in lengths],
                 "query_row": query_row,
                 "store_hidden": store_hidden,
+                "store_attention_input": store_attention_input,
                 "causal": shape.causal,
                 "n_heads": shape.n_heads,
                 "n_kv_heads": shape.n_kv_heads,
@@ -235,7 +244,15 @@ def write_batch(
             start = time.perf_counter()
             tokens = torch.tensor(np.asarray(ids), dtype=torch.long)
             captures = list(
-                extract_chunk(model, tokens, lengths, query_row, store_hidden, closing_tokens)
+                extract_chunk(
+                    model,
+                    tokens,
+                    lengths,
+                    query_row,
+                    store_hidden,
+                    closing_tokens,
+                    store_attention_input=store_attention_input,
+                )
             )
             for f in in_flight:
                 f.result()
