@@ -73,16 +73,16 @@ def test_slack_by_hand():
 
 
 def test_head_outcomes_count_rows():
-    rows = np.array([4, 4, 4, 4])
+    rows = np.array([4, 4, 4, 4, 0])  # applicable rows per head
     pooled = {
-        "b_violated": np.array([0.25, 0.0, 0.0, 0.0]),
-        "b_not_testable": np.array([0.0, 0.5, 0.0, 0.0]),
-        "b_vacuous": np.array([0.75, 0.5, 1.0, 0.5]),
-    }
-    got = head_outcomes(pooled, "b", rows)
-    assert got["b_check"] == [VIOLATED, NOT_TESTABLE, VACUOUS, HOLDS]
-    assert got["b_violated_rows"].tolist() == [1, 0, 0, 0]
-    assert got["b_vacuous_rows"].tolist() == [3, 2, 4, 2]
+        "b_violated": np.array([0.25, 0.0, 0.0, 0.0, np.nan]),
+        "b_not_testable": np.array([0.0, 0.5, 0.0, 0.0, np.nan]),
+        "b_vacuous": np.array([0.75, 0.5, 1.0, 0.5, np.nan]),
+    } | {f"b_{label}_rows": rows for label in ("violated", "not_testable", "vacuous")}
+    got = head_outcomes(pooled, "b")
+    assert got["b_check"] == [VIOLATED, NOT_TESTABLE, VACUOUS, HOLDS, None]
+    assert got["b_violated_rows"].tolist() == [1, 0, 0, 0, 0]
+    assert got["b_vacuous_rows"].tolist() == [3, 2, 4, 2, 0]
     cols = row_outcome_columns(
         "b", check_bound([1.0, 3.0, np.nan], [2.0, 2.0, 1.0], upper=True, rtol=0)
     )

@@ -491,15 +491,16 @@ def _all_rows_search(pack, fractions=(0.06, 0.5), keep=None):
 def test_near_uniform_causal_attention_is_searched_under_both_readings_of_its_masked_keys():
     """On near-uniform causal rows the top-N set is as good as a random one among the visible
     keys: under prefix the Monte-Carlo search passes at N = 1. Under non_selected a random N-set
-    is mostly masked keys (weight 0), each left-out masked key adding ||s|| to d~, so the search
-    measures the mask and passes only near the top. Both come from the one call."""
+    is mostly masked keys (weight 0, never selected, so each adds ||s|| to d~ as in the top-N
+    set's d~), so the search measures the mask and passes only late. Both come from the one
+    call."""
     length = 32
     got = _all_rows_search(_near_uniform_pack(64, length, causal=True))
     assert {reading for reading, _ in got} == {"non_selected", "prefix"}
     prefix = got[("prefix", "monte_carlo")][0]
     lxl = got[("non_selected", "monte_carlo")][0]
     assert prefix.critical_n == 1
-    assert lxl.censored or lxl.critical_n >= 0.8 * length
+    assert lxl.censored or lxl.critical_n >= 0.5 * length
 
 
 def test_an_encoders_readings_coincide_and_are_computed_once():

@@ -114,13 +114,16 @@ def row_outcome_columns(name: str, outcome: NDArray[np.object_]) -> dict[str, ND
     }
 
 
-def head_outcomes(pooled: dict, name: str, rows: NDArray) -> dict[str, NDArray | list]:
-    """Per head, from the pooled row means of :func:`row_outcome_columns`: the rows of each
-    outcome ("<name>_violated_rows", ...) and the head's outcome ("<name>_check"): violated
-    when any row is, not testable when any row is, vacuous when every applicable row is,
-    holds otherwise."""
+def head_outcomes(pooled: dict, name: str) -> dict[str, NDArray | list]:
+    """Per head, from the pooled row means of :func:`row_outcome_columns` (each with its count
+    of applicable rows, "<name>_<outcome>_rows", as attnlimits_workflow.rows.pool_chunks gives
+    it): the rows of each outcome ("<name>_violated_rows", ...), the applicable rows
+    ("<name>_rows") and the head's outcome ("<name>_check"): violated when any row is, not
+    testable when any row is, vacuous when every applicable row is, holds otherwise; None for a
+    head without an applicable row."""
+    applicable = np.asarray(pooled[f"{name}_violated_rows"], dtype=np.int64)
     counts = {
-        label: np.rint(np.nan_to_num(pooled[f"{name}_{label}"]) * rows).astype(np.int64)
+        label: np.rint(np.nan_to_num(pooled[f"{name}_{label}"]) * applicable).astype(np.int64)
         for label in ("violated", "not_testable", "vacuous")
     }
     outcome = np.where(
@@ -129,10 +132,12 @@ def head_outcomes(pooled: dict, name: str, rows: NDArray) -> dict[str, NDArray |
         np.where(
             counts["not_testable"] > 0,
             NOT_TESTABLE,
-            np.where(counts["vacuous"] >= rows, VACUOUS, HOLDS),
+            np.where(counts["vacuous"] >= applicable, VACUOUS, HOLDS),
         ),
-    )
+    ).astype(object)
+    outcome[applicable == 0] = None
     return {
         **{f"{name}_{label}_rows": c for label, c in counts.items()},
+        f"{name}_rows": applicable,
         f"{name}_check": outcome.tolist(),
     }

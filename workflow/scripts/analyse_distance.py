@@ -45,11 +45,10 @@ if p.protocol == "all_rows":
 
     mc_rows = sampled_rows(L, p.all_rows["mc_rows"])
     causal = bool(samples.metadata["causal"])
-    # analysis.all_rows.masked's effect, shown in Fig. 2a (N = analysis.distance.n_fixed): d~ and
+    # analysis.all_rows.masked's effect, shown in Fig. 2a and scored in Table 1 at every N: d~ and
     # the closed-form E with a causal row's masked keys entered the other way (in an encoder both
     # ways are the same)
     other_masked = "prefix" if p.all_rows["masked"] == "non_selected" else "non_selected"
-    with_other_masked = N == p.n_fixed
 
     def per_row(block, logits, rows, sample):
         out = row_statistics(block, n=N)
@@ -63,7 +62,7 @@ if p.protocol == "all_rows":
             )
         out["mc_expectation"] = draws.mean(axis=0)
         out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
-        if with_other_masked and causal:
+        if causal:
             other = RowBlock.of(
                 block.alpha,
                 block.head,
@@ -73,7 +72,7 @@ if p.protocol == "all_rows":
             got = row_statistics(other, n=N, upper_bound=False)
             out["distance_other_masked"] = got["distance"]
             out["expectation_term_other_masked"] = got["expectation_term"]
-        elif with_other_masked:
+        else:
             out["distance_other_masked"] = out["distance"]
             out["expectation_term_other_masked"] = out["expectation_term"]
         check = check_bound(out["distance"], out["upper_bound"], upper=True, rtol=RTOL_FLOAT64)
@@ -92,7 +91,7 @@ if p.protocol == "all_rows":
     draws = rows * p.all_rows["mc_draws"]
     spread = np.sqrt(np.maximum(pooled.pop("mc_draw_sq") - pooled["mc_expectation"] ** 2, 0.0))
     stderr = spread / np.sqrt(np.maximum(draws, 1))
-    upper_check = head_outcomes(pooled, "upper_bound", pooled["distance_rows"])
+    upper_check = head_outcomes(pooled, "upper_bound")
     H = len(pooled["layer"])
     table = pl.DataFrame(
         {
@@ -111,10 +110,7 @@ if p.protocol == "all_rows":
                     "mc_expectation",
                 )
             },
-            **{
-                k: pooled[k] if with_other_masked else np.full(H, np.nan)
-                for k in ("distance_other_masked", "expectation_term_other_masked")
-            },
+            **{k: pooled[k] for k in ("distance_other_masked", "expectation_term_other_masked")},
             "mc_stderr": stderr,
             "mc_draws_used": draws.astype(np.float64),
             "selected_mass": pooled["selected_mass"],

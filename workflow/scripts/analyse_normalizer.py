@@ -97,7 +97,7 @@ for pack_dir in snakemake.input.packs:
             weights, project_to_sphere(x, p.radius), zero_weight=p.zero_weight
         )
         for m in p.n_grid:
-            _, inside, _ = distinguishable(on_sphere, None, n=m)
+            selected, inside, _ = distinguishable(on_sphere, None, n=m)
             # a sparse rule's zero weights in the top-m: never distinguishable (analysis.zero_weight)
             zero = on_sphere.zero_weight_in_top_n(m)
             separability_frames.append(
@@ -108,6 +108,10 @@ for pack_dir in snakemake.input.packs:
                         "N": np.full(len(keep), m, dtype=np.int32),
                         "ratio": inside.sum(axis=1) / m,
                         "zero_weight_selected": zero,
+                        # of the tokens actually selected: what N_s/N would be without the
+                        # support cap of a sparse rule (support < N)
+                        "ratio_of_selected": inside.sum(axis=1)
+                        / np.maximum(selected.sum(axis=1), 1),
                     }
                 )
             )

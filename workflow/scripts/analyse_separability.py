@@ -30,7 +30,10 @@ keys = sample_keys(samples)
 def checks(ratio, lower, upper):
     """The two Theorem 2 checks, per sample or row."""
     return {
-        "lower_bound": check_bound(ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0),
+        # N_s/N = 1 (every N = 1 row, where the bound is 1 - 0 = 1) passes any lower bound
+        "lower_bound": check_bound(
+            ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0, bound_ceiling=1.0
+        ),
         "upper_bound": check_bound(
             ratio, upper, upper=True, rtol=RTOL_FLOAT64, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR
         ),
@@ -58,9 +61,18 @@ if p.protocol == "all_rows":
     causal = bool(samples.metadata["causal"])
     other_masked = "prefix" if p.all_rows["masked"] == "non_selected" else "non_selected"
 
+    # Under non_selected a causal row t with t + 1 <= N selects every visible key; its
+    # non-selected tokens are masked keys only, which fix r = ||s|| and the zero slots' xi = M,
+    # so its bounds are made by the mask (row 0: lower bound = N_s/N = 1/N exactly). Such rows
+    # keep their N_s/N but are not counted in the bound checks ("mask_only_rows").
+    mask_only_reading = causal and p.all_rows["masked"] == "non_selected"
+
     def per_row(block: RowBlock, logits, rows, sample):
         out = row_separability(block, n=N, delta=float(delta[sample]), radius_m=p.radius)
+        mask_only = (rows + 1 <= N) if mask_only_reading else np.zeros(len(rows), dtype=bool)
+        out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
         for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
+            outcome[mask_only] = None
             out |= row_outcome_columns(name, outcome)
         out["zero_radius"] = np.where(
             np.isnan(out["ratio"]),
@@ -106,12 +118,13 @@ if p.protocol == "all_rows":
             "upper_bound": pooled["upper_bound"],
             "zero_weight_selected": pooled["zero_weight_selected"],
             "rows": rows,
+            "mask_only_rows": np.rint(pooled["mask_only"] * rows).astype(np.int64),
             "chunks": pooled["chunks"],
             "zero_radius": np.rint(pooled["zero_radius"] * rows).astype(np.int64),
             "negative_xi_square": np.rint(pooled["negative_xi_square"] * rows).astype(np.int64),
             "no_outside_token": np.zeros(H, dtype=np.int64),
-            **head_outcomes(pooled, "lower_bound", rows),
-            **head_outcomes(pooled, "upper_bound", rows),
+            **head_outcomes(pooled, "lower_bound"),
+            **head_outcomes(pooled, "upper_bound"),
         },
         strict=False,
     )

@@ -17,6 +17,7 @@ ns = sep.filter(pl.col("N") == n).select(
     "normalizer",
     pl.col("ratio_mean").alias("ns_ratio"),
     pl.col("zero_weight_selected_mean").alias("ns_zero_weight"),
+    pl.col("ratio_of_selected_mean").alias("ns_of_selected"),
 )
 growth = by_length.group_by("normalizer").agg(
     (
@@ -40,6 +41,7 @@ table = (
         "N_crit_over_L",
         "ns_ratio",
         "ns_zero_weight",
+        "ns_of_selected",
     )
 )
 order = list(snakemake.params.normalizers)
@@ -51,7 +53,9 @@ header = (
     f"(the analysed row of each (layer, chunk, head), whatever analysis.protocol): medians at L = {L}; "
     f"max_weight_change = median max weight at L = {L} over that at L = {lmin}; ns_ratio = mean N_s/N at N = {n} "
     f"(L = {sep['L'][0]}); ns_zero_weight = mean number of those top-{n} tokens with weight 0, "
-    "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator). "
+    "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator, so "
+    "a sparse rule's ns_ratio is capped by its support / N); ns_of_selected = N_s over the tokens "
+    "actually selected. "
     "A what-if re-normalisation of logits learned under softmax, not a retrained model; "
     "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalised row."
 )

@@ -49,6 +49,7 @@ def count(
     *,
     slack: tuple[str, str, bool] | None = None,
     vacuous_reason: str = "",
+    note: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
     samples where the check could fail (holds or violated); vacuous those where it could not
@@ -85,8 +86,14 @@ def count(
         "tolerance": describe_tolerance(rtol),
         "median_log10_slack": median_slack,
         "vacuous_reason": vacuous_reason,
-        "rows": int(frame["rows"].sum()) if "rows" in frame.columns else None,
+        "note": note,
+        "rows": int(frame[f"{name}_rows"].sum())
+        if f"{name}_rows" in frame.columns
+        else (int(frame["rows"].sum()) if "rows" in frame.columns else None),
         **row_counts,
+        "mask_only_rows": int(frame["mask_only_rows"].sum())
+        if "mask_only_rows" in frame.columns
+        else None,
         "by_n": "",
     }
 
@@ -100,7 +107,7 @@ def by_n(frame: pl.DataFrame, column: str) -> str:
         if f"{name}_violated_rows" in g.columns:
             bad = int(g[f"{name}_violated_rows"].sum())
             vac = int(g[f"{name}_vacuous_rows"].sum())
-            total = int(g["rows"].sum())
+            total = int(g[f"{name}_rows"].sum() if f"{name}_rows" in g.columns else g["rows"].sum())
             parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
         else:
             c = g[column]
@@ -228,7 +235,8 @@ def separability() -> None:
             pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
             *[
                 pl.col(c).sum().alias(c)
-                for c in ("zero_radius", "negative_xi_square", "no_outside_token")
+                for c in ("zero_radius", "negative_xi_square", "no_outside_token", "mask_only_rows")
+                if c in s.columns
             ],
         )
         .sort("N")
@@ -236,19 +244,23 @@ def separability() -> None:
     write_table(summary, out.separability)
 
     # Theorem 2 bounds E[N_s]/N; per-sample ratios are counted too, but the mean is what it bounds.
+    # N = 1 is left out: N_s/N = 1 there on every row, which meets the lower bound 1 - 0 = 1 as
+    # an identity and exceeds the upper bound exp(-r^2/16M^2) < 1 on any data with r > 0.
+    beyond_one = summary.filter(pl.col("N") > 1)
+
     def mean_check(bound: str, **kind) -> list:
         # N_s/N lies in [0, 1]: a lower bound <= 0 or an upper bound >= 1 cannot fail
         return check_bound(
-            summary["ratio_mean"].to_numpy(),
-            summary[bound].to_numpy(),
+            beyond_one["ratio_mean"].to_numpy(),
+            beyond_one[bound].to_numpy(),
             rtol=RTOL_FLOAT64,
             **kind,
         ).tolist()
 
-    means = summary.with_columns(
+    means = beyond_one.with_columns(
         pl.Series(
             "mean_lower_check",
-            mean_check("lower_bound_mean", upper=False, floor=0.0),
+            mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0),
             dtype=pl.String,
         ),
         pl.Series(
@@ -261,10 +273,20 @@ def separability() -> None:
         f"the bound is never below e^(-1/16) = {UPPER_BOUND_FLOOR:.3f}: an N_s/N at or below it "
         "cannot violate it"
     )
-    # N = 1: N_s/N is 1 on every row (the one selected token is s itself), above the bound's
-    # floor, so its violations say nothing about larger N: counted apart.
+    # N = 1: N_s/N is 1 on every row (the one selected token is s itself): the lower bound is
+    # then 1 as well (vacuous), and the upper bound < 1 is violated on any data with r > 0, so
+    # its violations say nothing about the model or about larger N: counted apart.
     first, rest = s.filter(pl.col("N") == 1), s.filter(pl.col("N") > 1)
     rows = []
+    lower_reasons = {
+        "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), and N_s/N = 1 meets any bound",
+        "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
+    }
+    upper_notes = {
+        "N >= 2": "",
+        "N = 1": "at N = 1, N_s/N = 1 exceeds the bound exp(-r^2/16M^2) < 1 on any data with "
+        "r > 0: a violation of the theorem, not a property of the model",
+    }
     for part, label in ((rest, "N >= 2"), (first, "N = 1")):
         if not part.height:
             continue
@@ -275,7 +297,7 @@ def separability() -> None:
                 f"Theorem 2 lower bound, per-sample N_s/N ({label})",
                 "every (N) sample",
                 slack=("ratio", "lower_bound", False),
-                vacuous_reason="a lower bound <= 0 cannot fail: N_s/N >= 0",
+                vacuous_reason=lower_reasons[label],
             )
             | {"by_n": by_n(part, "lower_bound_check")},
             count(
@@ -285,6 +307,7 @@ def separability() -> None:
                 "every (N) sample",
                 slack=("ratio", "upper_bound", True),
                 vacuous_reason=floor_reason,
+                note=upper_notes[label],
             )
             | {"by_n": by_n(part, "upper_bound_check")},
         ]
@@ -325,8 +348,22 @@ def gradient() -> None:
     )
     write_table(summary, out.gradient)
     once = g.filter(pl.col("eps") == g["eps"].min())  # the Jacobian does not depend on eps
-    write_violations(
+    wide = (
         [
+            count(
+                once,
+                "jacobian_paper_wide_check",
+                "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||, rows with >= 4 visible keys",
+                "every (T) sample",
+                slack=("jacobian_norm", "paper_bound", True),
+            )
+        ]
+        if "jacobian_paper_wide_check" in once.columns
+        else []
+    )
+    write_violations(
+        wide
+        + [
             count(
                 once,
                 "jacobian_paper_check",

@@ -42,6 +42,7 @@ separability = (
         pl.col("ratio").quantile(0.25).alias("ratio_q25"),
         pl.col("ratio").quantile(0.75).alias("ratio_q75"),
         pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
+        pl.col("ratio_of_selected").mean().alias("ratio_of_selected_mean"),
     )
     .sort("normalizer", "N")
 )

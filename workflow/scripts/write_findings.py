@@ -70,16 +70,25 @@ for r in score.iter_rows(named=True):
     verdicts = {m: r[m] for m in models}
     holds = [m for m, v in verdicts.items() if v == "reproduced"]
     fails = [m for m, v in verdicts.items() if v == "not reproduced"]
-    other = [f"{m} ({v})" for m, v in verdicts.items() if v not in ("reproduced", "not reproduced")]
+    # a check no data could fail is kept apart from the tested ones (attnlimits.checks)
+    vacuous = [m for m, v in verdicts.items() if v == "vacuous"]
+    other = [
+        f"{m} ({v})"
+        for m, v in verdicts.items()
+        if v not in ("reproduced", "not reproduced", "vacuous")
+    ]
     summary_rows.append(
         [
             r["claim"],
             ", ".join(holds) or "none",
             ", ".join(fails) or "none",
+            ", ".join(vacuous) or "-",
             ", ".join(other) or "-",
         ]
     )
-summary_table = markdown_table(["claim", "holds on", "fails on", "cannot be decided"], summary_rows)
+summary_table = markdown_table(
+    ["claim", "holds on", "fails on", "vacuous (cannot fail)", "cannot be decided"], summary_rows
+)
 
 measured_sections = []
 for r in score.iter_rows(named=True):
