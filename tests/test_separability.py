@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import attention_samples
 
@@ -112,3 +112,33 @@ def test_separability_matches_loop(sample, data):
         if not math.isnan(upper):
             assert res.upper_bound[s] == pytest.approx(upper, rel=1e-9)
         assert 1 <= n_s <= n or n_s == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 9).flatmap(
+        lambda length: st.tuples(
+            st.just(length),
+            st.integers(1, length - 1),
+            st.lists(st.floats(0.0, 1.0), min_size=length, max_size=length).filter(
+                lambda w: sum(w) > 1e-3
+            ),
+            st.integers(0, 2**16),
+            st.floats(0.1, 5.0),
+        )
+    )
+)
+def test_theorem2_upper_bound_never_falls_below_its_floor(case):
+    """docs/paper-notes.md section 10: r and every xi_i lie in [0, M], so each term of Eq. (11)'s
+    upper bound is at least e^(-1/16), whatever the weights, vectors, N and M."""
+    from attnlimits.separability import UPPER_BOUND_FLOOR
+
+    length, n, raw, seed, radius = case
+    alpha = np.array(raw) / sum(raw)
+    x = np.random.default_rng(seed).standard_normal((length, 3))
+    x = project_to_sphere(x[None], radius)
+    delta = min_pairwise_distance(x)
+    res = separability(alpha[None], x, n=n, delta=delta, radius_m=radius, zero_weight="literal")
+    assert UPPER_BOUND_FLOOR == pytest.approx(math.exp(-1 / 16))
+    if not np.isnan(res.upper_bound[0]):
+        assert res.upper_bound[0] >= UPPER_BOUND_FLOOR - 1e-12
