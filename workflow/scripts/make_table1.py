@@ -231,11 +231,17 @@ if tail.height:
     for reading, suffix in readings:
         claim, paper, rule = texts("saturation", variant=reading if suffix else None)
         lo, hi = tail[f"ratio{suffix}_median"].min(), tail[f"ratio{suffix}_median"].max()
+        # the zero-weight count is the configured reading's (under prefix a causal row has none)
+        zero_text = (
+            f"; zero-weight top-N tokens (never counted in N_s, N the denominator): mean <= "
+            f"{zero:.3g} per row"
+            if not suffix
+            else ""
+        )
         add(
             claim + reading_text(reading),
             paper,
-            f"median N_s/N in [{lo:.2f}, {hi:.2f}] for N >= {c['from_n']}; zero-weight top-N "
-            f"tokens (never counted in N_s, N the denominator): <= {zero:.3g} per row",
+            f"median N_s/N in [{lo:.2f}, {hi:.2f}] for N >= {c['from_n']}{zero_text}",
             rule,
             verdict(lo >= c["low"] and hi <= c["high"]),
         )
