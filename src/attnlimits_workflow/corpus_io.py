@@ -65,9 +65,12 @@ def leading_tokens(path: str | Path, encode, n_tokens: int, chars_per_token: int
     """
     size = n_tokens * chars_per_token + (1 << 16)
     while True:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(size)
-            whole = not fh.read(1)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(size)
+                whole = not fh.read(1)
+        except UnicodeDecodeError as exc:
+            raise damaged_text(path, exc) from None
         ids = encode(text)
         if whole or len(ids) >= n_tokens + PREFIX_MARGIN_TOKENS:
             return list(ids[:n_tokens])
@@ -78,7 +81,22 @@ def text_sha256(path: str | Path, block: int = 1 << 20) -> str:
     """sha256 of the UTF-8 encoding of the file's text as Python reads it (universal newlines,
     as the tokenizer sees it), read in blocks."""
     digest = hashlib.sha256()
-    with open(path, encoding="utf-8") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk.encode())
+    try:
+        with open(path, encoding="utf-8") as fh:
+            while chunk := fh.read(block):
+                digest.update(chunk.encode())
+    except UnicodeDecodeError as exc:
+        raise damaged_text(path, exc) from None
     return digest.hexdigest()
+
+
+def damaged_text(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
+    """The workflow's own UTF-8 copy of the corpus no longer decodes: set it aside (the next run
+    writes it again from corpus.path or the download) and name it."""
+    from .packs import set_aside_file
+
+    moved = set_aside_file(Path(path))
+    return CorpusError(
+        f"{path}: damaged, not UTF-8 ({exc.reason}); set aside as "
+        f"{moved.name}. Rerun the workflow to write it again"
+    )

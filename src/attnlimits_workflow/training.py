@@ -97,7 +97,16 @@ def learned_parameters(model) -> dict[str, Any]:
 
 def read_learned(model_dir: str | Path | None) -> dict[str, Any]:
     """A trained model folder's learned parameters (learned.json); {} for no folder."""
-    return json.loads((Path(model_dir) / LEARNED_FILE).read_text()) if model_dir else {}
+    if not model_dir:
+        return {}
+    from .models import ModelSourceError, json_problem, one_line
+
+    path = Path(model_dir) / LEARNED_FILE
+    if path.is_file() and (why := json_problem(path)):
+        raise ModelSourceError(
+            f"{path}: damaged ({one_line(why)}); delete {model_dir} and rerun to train it again"
+        )
+    return json.loads(path.read_text())
 
 
 def normalizer_arguments(
@@ -263,6 +272,9 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
 
     from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER
 
+    from .models import check_model_folder
+
+    check_model_folder(model_dir, f"delete {model_dir} and rerun to train it again")
     config = AutoConfig.from_pretrained(model_dir)
     rule = getattr(config, RULE_KEY)
     config._attn_implementation = attn_implementation
