@@ -163,8 +163,8 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     layers: list[dict[str, Any]] = []
     if "configfile" in entry:
         ref = entry.pop("configfile")
-        path = Path(ref) if Path(ref).is_file() else base_dir / ref
-        if not isinstance(ref, str) or not path.is_file():
+        path = Path(ref) if isinstance(ref, str) and is_file(ref) else base_dir / str(ref)
+        if not isinstance(ref, str) or not is_file(path):
             return {}, [
                 f"{key}.configfile: {ref} does not exist (relative paths: to the working "
                 f"directory, then to {base_dir})"
@@ -313,7 +313,7 @@ def resolve_runs(
     config = coerce_command_line_values(overlay(defaults, user), schema)
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
     errs += reserved_name_errors(runs, bool(config.get("models")))
     for name in runs:
@@ -338,10 +338,23 @@ def resolve_runs(
         if name in trained
     ]
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     runs = {**runs, **trained}
     runs = {name: coerce_command_line_values(cfg, schema) for name, cfg in runs.items()}
     return config, runs, default
+
+
+_SCHEMAS: dict[tuple[str, int], dict[str, Any]] = {}
+
+
+def read_schema(path: str | Path) -> dict[str, Any]:
+    """The schema file, parsed once per version of it (pure-Python YAML takes ~60 ms)."""
+    import copy
+
+    key = (str(path), Path(path).stat().st_mtime_ns)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = yaml.safe_load(Path(path).read_text())
+    return copy.deepcopy(_SCHEMAS[key])
 
 
 def load_config(
@@ -353,7 +366,7 @@ def load_config(
     """resolve_runs, then every model's checks: the one validation pass, run before any job.
     Raises ConfigError with one line per problem, each naming its key (``models.<name> -> ...``
     for a problem of one model of several)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = read_schema(schema_path)
     config, runs, default = resolve_runs(defaults, user, schema, base_dir)
     errs: list[str] = []
     several = bool(config.get("models"))
@@ -369,7 +382,7 @@ def load_config(
             else:
                 errs += [f"models.{name} -> {line}" for line in lines] if several else lines
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     return config, runs, default
 
 
@@ -452,13 +465,33 @@ def non_finite_errors(config: Any, path: tuple = ()) -> list[str]:
 def _key(path) -> str:
     out = ""
     for part in path:
+        if not isinstance(part, int) and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", part):
+            part = repr(part)  # an empty or odd key ('', 'a b', 'x: y') shown as itself
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
 
 
+# JSON Schema counts 2.0 (and 4.5e128) as an integer; no integer setting here means a float: a
+# float chunk count or layer count reached range() and list sizes as a traceback.
+StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
+def one_line_each(errors: list[str]) -> str:
+    """The problems, one per line: characters that would break or hide a line (a newline, a NUL,
+    a file separator inside a value the user gave) are written as escapes."""
+    return "\n".join(
+        "".join(c if c.isprintable() else repr(c)[1:-1] for c in line) for line in errors
+    )
+
+
 def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """One concise line per schema violation, naming the key and the allowed values."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = StrictValidator(schema)
     lines = []
     for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         key = _key(err.absolute_path)
@@ -504,7 +537,7 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
 
         try:
             path = gguf_path(model)
-            return read_model_config(fetched, model) if fetched.is_file() else gguf_config(path)
+            return read_model_config(fetched, model) if is_file(fetched) else gguf_config(path)
         except ModelSourceError:
             return None
     candidates = []
@@ -519,7 +552,7 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
     if not model.get("path") and not model.get("package") and model.get("hf_id"):
         candidates += hub_cached_configs(model["hf_id"])
     for c in candidates:
-        if c.is_file():
+        if is_file(c):
             cfg = read_model_config(c, model)
             if model.get("random_init") and with_overrides:
                 cfg.update(model.get("config_overrides") or {})
@@ -581,6 +614,9 @@ def model_config_keys(model_cfg: dict[str, Any]) -> set[str]:
     return set(defaults) | set(model_cfg)
 
 
+# No model has more layers (the largest have ~100s); a config.json saying more is damaged.
+MAX_MODEL_LAYERS = 100_000
+
 # Snakemake's job graph grows with the extraction jobs: 100,000 of them kept it building for
 # minutes. The whole of War and Peace is 834 chunks of 1024 GPT-2 tokens.
 MAX_BATCHES = 2000
@@ -588,6 +624,15 @@ MAX_BATCHES = 2000
 # A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
 # the bytes are other control characters (or NULs) is not text.
 MAX_CONTROL_FRACTION = 0.01
+
+
+def is_file(path: str | Path) -> bool:
+    """Path.is_file, False also for a name the system refuses (over 255 bytes: "File name too
+    long", which Path.is_file raises) or cannot hold (a NUL)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def control_fraction(data: bytes) -> float:
@@ -702,11 +747,11 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     corpus = config["corpus"]
     try:
         codecs.lookup(corpus["encoding"])
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
         errs.append(
             f"corpus.encoding: {corpus['encoding']!r} is not an encoding Python knows (e.g. utf-8, latin-1)"
         )
-    if corpus.get("path") and not Path(corpus["path"]).is_file():
+    if corpus.get("path") and not is_file(corpus["path"]):
         errs.append(f"corpus.path: {corpus['path']} does not exist or is not a file")
     elif corpus.get("path"):
         with open(corpus["path"], "rb") as fh:
@@ -718,14 +763,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"{len(head):,} bytes are NULs or control characters"
             )
     style = config.get("figures", {}).get("style")
-    if style and not Path(style).is_file():
+    if style and not is_file(style):
         errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
     if not model.get("trained") and not any(model.get(key) for key in MODEL_SOURCES):
         errs.append(
             f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
         )
-    if model.get("path") and not (Path(model["path"]) / "config.json").is_file():
+    if model.get("path") and not is_file(Path(model["path"]) / "config.json"):
         errs.append(f"model.path: {model['path']} is not a model folder (no config.json)")
     elif model.get("path") and not model.get("random_init"):
         from .models import WEIGHT_SUFFIXES
@@ -740,7 +785,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
 
         try:
             gguf = gguf_path(model)
-            if not gguf.is_file():
+            if not is_file(gguf):
                 errs.append(f"model.gguf_file: {gguf} does not exist")
             elif damaged := damaged_gguf(gguf):
                 errs.append(str(damaged))
@@ -769,7 +814,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     if mcfg is not None:
         try:
             errs += model_errors(config, mcfg)
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             # a config.json that parses but holds the wrong kinds of values (a hand edit)
             errs.append(
                 f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
@@ -790,6 +835,13 @@ def model_errors(
     a = config["analysis"]
     lengths = sorted(a["lengths"])
     chunk_length = config["chunking"]["chunk_length"]
+    layers = [mcfg.get(k) for k in ("num_hidden_layers", "n_layer", "num_layers")]
+    if any(isinstance(n, int | float) and n > MAX_MODEL_LAYERS for n in layers):
+        # every check below sizes a list by it (a damaged or hand-edited config.json)
+        return [
+            f"model: its config.json gives {max(n for n in layers if n)} layers; at most "
+            f"{MAX_MODEL_LAYERS}"
+        ]
     if model.get("random_init") and model.get("config_overrides"):
         known = model_config_keys(base or model_config(config, with_overrides=False) or mcfg)
         for key in sorted(set(model["config_overrides"]) - known):
@@ -847,4 +899,4 @@ def validate_run(config: dict[str, Any], schema: dict[str, Any]) -> None:
     if not errs:
         errs = semantic_errors(config)
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
