@@ -100,3 +100,24 @@ def damaged_text(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
         f"{path}: damaged, not UTF-8 ({exc.reason}); set aside as "
         f"{moved.name}. Rerun the workflow to write it again"
     )
+
+
+def obtain_corpus(cfg: dict, log=print) -> tuple[str, str]:
+    """The corpus section's text (corpus.path, else the pinned download) and where it came from:
+    the download_corpus job's reading, checked to be text in its encoding (CorpusError naming the
+    file otherwise)."""
+    from .config import MAX_CONTROL_FRACTION, control_fraction
+
+    if cfg.get("path"):
+        log(f"reading local corpus {cfg['path']} (corpus.path overrides the download)")
+        data, where = read_local(cfg["path"]), cfg["path"]
+    else:
+        log(f"downloading {cfg['url']}")
+        data, where = download(cfg["url"], cfg.get("sha256")), cfg["url"]
+        log(f"sha256 verified ({len(data)} bytes)")
+    share = control_fraction(data[: 1 << 20])
+    if share > MAX_CONTROL_FRACTION:
+        raise CorpusError(
+            f"{where}: not text: {100 * share:.0f}% of its first bytes are NULs or control characters"
+        )
+    return decode(data, cfg["encoding"], where), where

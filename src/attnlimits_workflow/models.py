@@ -397,9 +397,16 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
         from .training import load_trained
 
         return load_trained(model_dir, register_capture()).to(device)
-    model = AutoModel.from_pretrained(
-        model_dir, attn_implementation=register_capture(), dtype=torch.float32
-    )
+    try:
+        model = AutoModel.from_pretrained(
+            model_dir, attn_implementation=register_capture(), dtype=torch.float32
+        )
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # each file reads, yet they disagree (a hand edit, a flipped digit in config.json)
+        raise ModelSourceError(
+            f"{Path(model_dir) / 'config.json'}: the model's config.json and weights do not fit "
+            f"({one_line(exc)}); delete {model_dir} and rerun to fetch it again"
+        ) from None
     return model.to(device).eval()
 
 

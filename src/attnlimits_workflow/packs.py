@@ -16,7 +16,11 @@ import numpy as np
 
 
 class DumpError(RuntimeError):
-    """A dump that cannot be used: missing, truncated, wrong schema, or from another config."""
+    """A dump that cannot be used: missing, truncated, wrong schema, or from another config.
+    Its message is one line (a reader's own message may hold newlines): the job prints it."""
+
+    def __init__(self, message: object = ""):
+        super().__init__(" ".join(str(message).split()))
 
 
 PACK_ARRAYS = (
@@ -91,7 +95,7 @@ def read_pack(pack_dir: str | os.PathLike) -> Pack:
         current = pack_shape_problem(d, arrays, length)
         if current is not None:
             raise ValueError("its shape does not match the pack's other arrays")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # np.load alone raises OSError, EOFError, ValueError, SyntaxError...
         moved = set_aside(current)
         raise DumpError(
             f"{current}: unreadable sample pack file ({exc}); set aside as {moved.name}. "
