@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from project import REPO
@@ -113,3 +114,31 @@ def test_configurations_from_the_schema_are_accepted_or_refused_by_key(tmp_path)
     assert outcomes["refused"] + outcomes["accepted"] >= BUDGET
     assert outcomes["accepted"] >= 10 and outcomes["refused"] >= BUDGET // 2, outcomes
     print(f"fuzzed {sum(outcomes.values())} configurations: {dict(outcomes)}")
+
+
+# What the fuzzers found (each a traceback or a broken line before): kept as rows.
+FOUND = [
+    ("name-too-long-for-the-system", {"corpus": {"path": "x" * 300}}, "corpus.path: xxx"),
+    ("nul-in-encoding", {"corpus": {"encoding": "a\x00b"}}, "corpus.encoding: 'a\\x00b' is not"),
+    (
+        "float-as-integer",
+        {"study": {"architecture": {"layers": 4.5e128}}},
+        "study.architecture.layers: 4.5e+128 is not of type 'integer'",
+    ),
+    ("integral-float-threads", {"extraction": {"threads": 2.0}}, "extraction.threads: 2.0 is not"),
+    ("control-character", {"corpus": {"path": "a\x1cb"}}, "corpus.path: a\\x1cb does not exist"),
+    ("empty-unknown-key", {"": 1}, "'': unknown key"),
+    ("configfile-not-a-string", {"models": {"a": {"configfile": 3}}}, "models.a.configfile: 3"),
+    ("periodic-name", {"models": {"ab" * 20: None}}, "ends in 'ab' repeated 20 times"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "fragment"), FOUND, ids=[f[0] for f in FOUND])
+def test_what_the_fuzzer_found_is_refused_by_key(case, change, fragment):
+    from attnlimits_workflow.config import deep_merge
+
+    with pytest.raises(ConfigError) as err:
+        load_config(DEFAULTS, deep_merge(BASE, change), SCHEMA_PATH, REPO)
+    check_refusal(str(err.value), change)
+    assert all(line.isprintable() for line in str(err.value).splitlines())
+    assert fragment in str(err.value)
