@@ -380,3 +380,19 @@ def test_a_damaged_pack_is_set_aside_and_made_stale(tmp_path, damaged, damage):
     # Snakemake reads a directory output's time from its .snakemake_timestamp: made older than
     # any input, so the next run rebuilds the pack
     assert (pack / ".snakemake_timestamp").stat().st_mtime == 0
+
+
+def test_a_job_starts_at_most_two_threads_per_core_with_one_warning(caplog):
+    import logging
+
+    from attnlimits_workflow.jobs import job_threads
+
+    log = logging.getLogger("extract")
+    with caplog.at_level(logging.WARNING):
+        assert job_threads(4, log, cores=16) == 4
+        assert job_threads(0, log, cores=16) == 1
+        assert not caplog.records
+        assert job_threads(256, log, cores=16) == 32
+    assert [r.getMessage() for r in caplog.records] == [
+        "WARNING: 256 threads asked for, 16 cores here; using 32"
+    ]

@@ -58,6 +58,29 @@ def job_logger(snakemake, name: str) -> logging.Logger:
 _FATAL_LOG = None
 
 
+# At most this many threads per core of the machine: more only adds switching (Snakemake caps a
+# job at --cores, which a user may set above the machine's cores; a cluster node has its own).
+MAX_THREADS_PER_CORE = 2
+
+
+def job_threads(requested: int, log: logging.Logger, cores: int | None = None) -> int:
+    """The threads a job starts: ``requested`` (Snakemake's threads), at least 1 and at most
+    MAX_THREADS_PER_CORE per core of this machine, with one warning line when clamped."""
+    import os
+
+    limit = MAX_THREADS_PER_CORE * max(1, cores or os.cpu_count() or 1)
+    threads = max(1, int(requested))
+    if threads > limit:
+        log.warning(
+            "WARNING: %d threads asked for, %d cores here; using %d",
+            threads,
+            limit // MAX_THREADS_PER_CORE,
+            limit,
+        )
+        return limit
+    return threads
+
+
 class Timer:
     def __init__(self):
         self.start = time.perf_counter()
