@@ -90,6 +90,14 @@ def text_sha256(path: str | Path, block: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def read_text(path: str | Path) -> str:
+    """The workflow's UTF-8 copy of the corpus, whole (damaged_text when it no longer decodes)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise damaged_text(path, exc) from None
+
+
 def damaged_text(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
     """The workflow's own UTF-8 copy of the corpus no longer decodes: set it aside (the next run
     writes it again from corpus.path or the download) and name it."""

@@ -421,11 +421,10 @@ class CorpusTokenizer:
     """
 
     def __init__(self, model_dir: str | Path):
-        if found := tokenizer_problem(Path(model_dir)):
-            raise ModelSourceError(
-                f"{found[0]}: damaged tokenizer file ({found[1]}); delete {model_dir} and rerun "
-                "to fetch it again"
-            )
+        # the tokenizer files, config.json and the manifest, which chunk_corpus reads next
+        check_model_folder(
+            Path(model_dir), f"delete {model_dir} and rerun to fetch it again", weights=False
+        )
         path = Path(model_dir) / "tokenizer.json"
         self.backend = "tokenizers" if path.exists() else "transformers"
         if path.exists():
