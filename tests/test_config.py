@@ -438,7 +438,7 @@ def test_a_single_model_records_no_source_it_does_not_use():
             "models.b -> analysis.lengths[1]: L=128 exceeds",
         ),
         ({"a": {"model": {"hf_id": None, "path": None}}}, {}, "models.a -> model: no source"),
-        ({"bad name": None}, {}, "models: 'bad name' does not match"),
+        ({"bad name": None}, {}, "models: key 'bad name' is not a usable name"),
     ],
 )
 def test_a_bad_models_entry_is_named(base, tmp_path, entries, extra, fragment):

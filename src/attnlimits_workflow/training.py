@@ -97,7 +97,16 @@ def learned_parameters(model) -> dict[str, Any]:
 
 def read_learned(model_dir: str | Path | None) -> dict[str, Any]:
     """A trained model folder's learned parameters (learned.json); {} for no folder."""
-    return json.loads((Path(model_dir) / LEARNED_FILE).read_text()) if model_dir else {}
+    if not model_dir:
+        return {}
+    from .models import ModelSourceError, json_problem, one_line
+
+    path = Path(model_dir) / LEARNED_FILE
+    if path.is_file() and (why := json_problem(path)):
+        raise ModelSourceError(
+            f"{path}: damaged ({one_line(why)}); delete {model_dir} and rerun to train it again"
+        )
+    return json.loads(path.read_text())
 
 
 def normalizer_arguments(
@@ -263,20 +272,30 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
 
     from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER
 
-    config = AutoConfig.from_pretrained(model_dir)
-    rule = getattr(config, RULE_KEY)
-    config._attn_implementation = attn_implementation
-    model = LlamaForCausalLM(config)
-    if rule["kind"] == "scalable_softmax":
-        for layer in model.model.layers:
-            layer.self_attn.register_parameter(
-                SCALE_PARAMETER, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
-            )
-    state = {}
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
-        state.update(load_file(path))
-    if "lm_head.weight" not in state and config.tie_word_embeddings:
-        state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    model.load_state_dict(state, strict=True)
+    from .models import ModelSourceError, check_model_folder, one_line
+
+    check_model_folder(model_dir, f"delete {model_dir} and rerun to train it again")
+    try:
+        config = AutoConfig.from_pretrained(model_dir)
+        rule = getattr(config, RULE_KEY)
+        config._attn_implementation = attn_implementation
+        model = LlamaForCausalLM(config)
+        if rule["kind"] == "scalable_softmax":
+            for layer in model.model.layers:
+                layer.self_attn.register_parameter(
+                    SCALE_PARAMETER, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
+                )
+        state = {}
+        for path in sorted(Path(model_dir).glob("*.safetensors")):
+            state.update(load_file(path))
+        if "lm_head.weight" not in state and config.tie_word_embeddings:
+            state["lm_head.weight"] = state["model.embed_tokens.weight"]
+        model.load_state_dict(state, strict=True)
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # each file reads, yet they disagree (a hand edit, a flipped digit in config.json)
+        raise ModelSourceError(
+            f"{Path(model_dir) / 'config.json'}: the trained model's config.json and weights do "
+            f"not fit ({one_line(exc)}); delete {model_dir} and rerun to train it again"
+        ) from None
     model = model.float().eval()
     return model if causal_lm else model.model

@@ -10,15 +10,16 @@ import torch
 
 from attnlimits.extraction import register_rule_attention
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.jobs import Timer, job_logger
+from attnlimits_workflow.corpus_io import read_text
+from attnlimits_workflow.jobs import Timer, job_logger, job_threads
 from attnlimits_workflow.models import CorpusTokenizer
 from attnlimits_workflow.training import evaluate, load_trained, split_tokens
 
 log = job_logger(snakemake, "evaluate_model")
 timer = Timer()
 p = snakemake.params
-torch.set_num_threads(max(1, snakemake.threads))
-text = Path(snakemake.input.corpus).read_text(encoding="utf-8")
+torch.set_num_threads(job_threads(snakemake.threads, log))
+text = read_text(snakemake.input.corpus)
 ids = np.asarray(CorpusTokenizer(snakemake.input.model).encode(text), dtype=np.int64)
 held_out, _ = split_tokens(ids, p.validation_fraction)
 model = load_trained(snakemake.input.model, register_rule_attention(), causal_lm=True)

@@ -1,23 +1,22 @@
 """The only model pass: per-layer Parquet dumps of Q/K/V and the analysed attention rows."""
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 from attnlimits.extraction import model_shape
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.dumps.write import write_batch
-from attnlimits_workflow.jobs import job_logger, tokens_metadata
+from attnlimits_workflow.jobs import job_logger, job_threads, read_tokens, tokens_metadata
 from attnlimits_workflow.models import load_model, read_manifest
 
 log = job_logger(snakemake, "extract")
 cfg = snakemake.params.extraction
 lengths = sorted(int(L) for L in snakemake.params.lengths)
 batch = int(snakemake.wildcards.batch)
-torch.set_num_threads(max(1, snakemake.threads))
+torch.set_num_threads(job_threads(snakemake.threads, log))
 
 tokens_meta = tokens_metadata(snakemake.input.tokens)
-table = pq.read_table(snakemake.input.tokens)
+table = read_tokens(snakemake.input.tokens)
 chunk_ids = np.unique(table["chunk"].to_numpy())
 token_matrix = table["token_id"].to_numpy().reshape(chunk_ids.size, -1)
 per = snakemake.params.chunks_per_batch

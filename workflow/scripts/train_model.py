@@ -9,16 +9,20 @@ import torch
 from tokenizers import Tokenizer
 
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.jobs import Timer, job_logger
+from attnlimits_workflow.corpus_io import read_text
+from attnlimits_workflow.jobs import Timer, job_logger, job_threads
+from attnlimits_workflow.models import ModelSourceError, tokenizer_problem
 from attnlimits_workflow.training import build_model, save_trained, split_tokens, train
 
 log = job_logger(snakemake, "train_model")
 timer = Timer()
 p = snakemake.params
 settings = p.training
-torch.set_num_threads(max(1, snakemake.threads))
+torch.set_num_threads(job_threads(snakemake.threads, log))
+if found := tokenizer_problem(Path(snakemake.input.tokenizer).parent):
+    raise ModelSourceError(f"{found[0]}: damaged tokenizer file ({found[1]}); delete it and rerun")
 tokenizer = Tokenizer.from_file(snakemake.input.tokenizer)
-text = Path(snakemake.input.corpus).read_text(encoding="utf-8")
+text = read_text(snakemake.input.corpus)
 ids = np.asarray(tokenizer.encode(text).ids, dtype=np.int64)
 held_out, train_ids = split_tokens(ids, settings["validation_fraction"])
 log.info(

@@ -129,14 +129,23 @@ def open_dump(
     raw = (schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise DumpError(f"{path}: no '{META_KEY.decode()}' metadata: not written by this workflow")
-    meta = json.loads(raw)
-    if meta.get("schema_version") != SCHEMA_SPEC["schema_version"]:
+    try:
+        meta = json.loads(raw)
+        version = meta.get("schema_version")
+        if version == SCHEMA_SPEC["schema_version"]:
+            want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]), meta["vector_dtype"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # flipped bytes in the footer
+        moved = _quarantine(path)
+        raise DumpError(
+            f"{path}: damaged dump metadata ({type(exc).__name__}: {exc}); set aside as "
+            f"{moved.name}. Rerun the workflow to rebuild it"
+        ) from None
+    if version != SCHEMA_SPEC["schema_version"]:
         raise DumpError(
             f"{path}: dump schema_version {meta.get('schema_version')}, this version of the "
             f"workflow reads {SCHEMA_SPEC['schema_version']} (docs/dumps.md): delete results/<model>/dumps "
             "and results/<model>/samples and rerun to rebuild them"
         )
-    want = arrow_schema(int(meta["head_dim"]), int(meta["d_model"]), meta["vector_dtype"])
     if not schema.remove_metadata().equals(want):
         raise DumpError(
             f"{path}: columns do not match dump_schema.json:\n  got  {schema.remove_metadata()}\n  want {want}"
@@ -244,7 +253,12 @@ def _read_one(
             analysed=True,
         )
     except (OSError, pa.ArrowInvalid) as exc:
-        raise DumpError(f"{path}: could not be read ({exc}); delete it and rerun") from exc
+        # a damaged page past a readable footer: set aside like a truncated file
+        moved = _quarantine(Path(path))
+        raise DumpError(
+            f"{path}: could not be read ({exc}); set aside as {moved.name}. Rerun the workflow "
+            "to rebuild it"
+        ) from exc
     expected = len(chunks) * heads
     if rows.num_rows != expected:
         raise DumpError(
