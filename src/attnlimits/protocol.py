@@ -156,6 +156,16 @@ class RowBlock:
             zero_weight=zero_weight,
         )
 
+    def read_as(self, masked: str, rows: NDArray[np.intp], length: int) -> RowBlock:
+        """These causal ``rows`` of a length-``length`` head under the other reading of their
+        masked keys (``masked``, one of MASKED_MODES), from the same weights and vectors."""
+        return RowBlock.of(
+            self.alpha,
+            self.head,
+            visible_lengths(rows, length, causal=True, masked=masked),
+            zero_weight=self.zero_weight,
+        )
+
     def take(self, rows: NDArray[np.intp]) -> RowBlock:
         """The block of some of these rows."""
         return RowBlock.of(

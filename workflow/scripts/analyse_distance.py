@@ -34,12 +34,10 @@ rng = stream_rng(p.seed, Stream.DISTANCE_MONTE_CARLO, L, N)
 if p.protocol == "all_rows":
     # The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer, head).
     from attnlimits.protocol import (
-        RowBlock,
         row_epsilon_bound,
         row_monte_carlo,
         row_statistics,
         sampled_rows,
-        visible_lengths,
     )
     from attnlimits_workflow.rows import pool_chunks, row_means
 
@@ -63,13 +61,7 @@ if p.protocol == "all_rows":
         out["mc_expectation"] = draws.mean(axis=0)
         out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
         if causal:
-            other = RowBlock.of(
-                block.alpha,
-                block.head,
-                visible_lengths(rows, L, causal=True, masked=other_masked),
-                zero_weight=p.zero_weight,
-            )
-            got = row_statistics(other, n=N, upper_bound=False)
+            got = row_statistics(block.read_as(other_masked, rows, L), n=N, upper_bound=False)
             out["distance_other_masked"] = got["distance"]
             out["expectation_term_other_masked"] = got["expectation_term"]
         else:

@@ -55,7 +55,7 @@ if p.protocol == "all_rows":
     # Algorithm 4: every row t of each head, N_s/N by direct counting and Theorem 2's bounds on
     # the sphere-projected x, delta of the head's whole context; averaged over rows and chunks.
     # A causal row's masked keys are read both ways in the same pass (ratio_other_masked).
-    from attnlimits.protocol import RowBlock, row_separability, visible_lengths
+    from attnlimits.protocol import RowBlock, row_separability
     from attnlimits_workflow.rows import pool_chunks, row_means
 
     causal = bool(samples.metadata["causal"])
@@ -80,13 +80,12 @@ if p.protocol == "all_rows":
             np.isnan(out["lower_bound"]) & ~np.isnan(out["upper_bound"]),
         )
         if causal:
-            other = RowBlock.of(
-                block.alpha,
-                block.head,
-                visible_lengths(rows, L, causal=True, masked=other_masked),
-                zero_weight=p.zero_weight,
+            got = row_separability(
+                block.read_as(other_masked, rows, L),
+                n=N,
+                delta=float(delta[sample]),
+                radius_m=p.radius,
             )
-            got = row_separability(other, n=N, delta=float(delta[sample]), radius_m=p.radius)
             out["ratio_other_masked"] = got["ratio"]
         else:  # an encoder's rows read the same either way
             out["ratio_other_masked"] = out["ratio"]
