@@ -98,7 +98,7 @@ save_run_figure(
     f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: smallest N where a KS test "
     f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
     "pairs still separable at N = L-1 are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "
-    "top-N tokens of weight 0 (sparsemax, entmax) are never distinguishable, N stays the denominator "
+    "top-N tokens of weight 0 (the sparse rules') are never distinguishable, N stays the denominator "
     f"(mean per sample up to {sep['zero_weight_selected_mean'].max():.3g}).",
     analysed_rows=True,
 )
