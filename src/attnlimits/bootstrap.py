@@ -1,0 +1,147 @@
+"""Seeded bootstrap intervals, and verdicts with three outcomes.
+
+A measured value (a mean N_s/N, a fitted slope, a first passing N) is computed from units: heads
+and chunks under the paper's protocol, rows under the last-row protocol. Its interval comes from
+recomputing the value on resamples of those units drawn with replacement (Efron's percentile
+bootstrap). Where the units form a grid (heads x chunks), each axis is resampled on its own, so
+that both the spread between heads and the spread between texts' chunks reach the interval.
+
+A claim is a band of allowed values, [low, high] with either end open. Its verdict reads the
+whole interval against the band: reproduced when the interval lies inside it, not reproduced when
+the interval misses it, undecided when the interval straddles an edge. "Undecided" is an outcome:
+the data cannot tell.
+
+Percentiles are order statistics (``inverted_cdf``): a resample whose value is censored (+inf,
+e.g. no N passes a test below L) stays in the distribution, and no interpolation mixes it with a
+finite value. Resamples whose value is undefined (NaN, e.g. a slope over one distinct length) are
+left out and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+UNDECIDED = "undecided"
+NO_VERDICT = "no verdict"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A value, its bootstrap interval at ``level``, and how many resamples defined it."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    resamples: int
+    undefined: int = 0
+
+    def text(self, digits: int = 3) -> str:
+        """``0.742 [0.721, 0.768]``; ``nan`` parts print as ``n/a``."""
+
+        def f(v: float) -> str:
+            return "n/a" if np.isnan(v) else f"{v:.{digits}g}"
+
+        return f"{f(self.value)} [{f(self.low)}, {f(self.high)}]"
+
+
+@dataclass(frozen=True)
+class Band:
+    """The values a claim allows: low <= value <= high (an end may be infinite)."""
+
+    low: float = -np.inf
+    high: float = np.inf
+
+
+def resample_indices(
+    sizes: Sequence[int], resamples: int, rng: np.random.Generator
+) -> list[NDArray[np.int64]]:
+    """One (resamples, size) array of indices drawn with replacement per axis, axis by axis."""
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    if any(n < 1 for n in sizes):
+        raise ValueError(f"every axis needs at least one unit, got sizes {tuple(sizes)}")
+    return [rng.integers(0, n, size=(resamples, n)) for n in sizes]
+
+
+def percentile_interval(stats: ArrayLike, level: float) -> tuple[float, float, int]:
+    """(low, high, undefined): the central ``level`` interval of the defined resampled values."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    stats = np.asarray(stats, dtype=np.float64).ravel()
+    defined = stats[~np.isnan(stats)]
+    undefined = stats.size - defined.size
+    if defined.size == 0:
+        return np.nan, np.nan, undefined
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(defined, [tail, 1.0 - tail], method="inverted_cdf")
+    return float(low), float(high), undefined
+
+
+def bootstrap(
+    statistic: Callable[..., float],
+    sizes: Sequence[int],
+    *,
+    resamples: int,
+    level: float,
+    seed: int | np.random.Generator,
+) -> Interval:
+    """The interval of ``statistic(*indices)``, one index array per axis of units.
+
+    ``statistic`` receives, per axis, the indices of the units in a resample (``arange`` for the
+    value itself) and recomputes the value from them: a refit, a rerun test, anything."""
+    rng = np.random.default_rng(seed)
+    value = float(statistic(*(np.arange(n) for n in sizes)))
+    draws = resample_indices(sizes, resamples, rng)
+    stats = np.array([statistic(*(d[r] for d in draws)) for r in range(resamples)], dtype=float)
+    low, high, undefined = percentile_interval(stats, level)
+    return Interval(value, low, high, level, resamples, undefined)
+
+
+def bootstrap_mean(
+    values: ArrayLike,
+    *,
+    resamples: int,
+    level: float,
+    seed: int | np.random.Generator,
+) -> Interval:
+    """:func:`bootstrap` of the mean of ``values`` (1-D: units; 2-D: a heads x chunks grid, each
+    axis resampled on its own), vectorised over resamples; NaN cells are left out of each mean.
+
+    Draws the same indices as :func:`bootstrap` with the same seed, so the two agree exactly."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim not in (1, 2):
+        raise ValueError(f"values must be 1-D or 2-D, got shape {values.shape}")
+    rng = np.random.default_rng(seed)
+    draws = resample_indices(values.shape, resamples, rng)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
+        if values.ndim == 1:
+            picked = values[draws[0]]  # (resamples, units)
+        else:
+            # (resamples, heads, chunks): rows draws[0][r], columns draws[1][r]
+            picked = values[draws[0][:, :, None], draws[1][:, None, :]]
+        picked = picked.reshape(resamples, -1)
+        ok = ~np.isnan(picked)
+        stats = np.where(ok, picked, 0.0).sum(axis=1) / ok.sum(axis=1)
+    low, high, undefined = percentile_interval(stats, level)
+    return Interval(value, low, high, level, resamples, undefined)
+
+
+def verdict(interval: Interval, band: Band) -> str:
+    """Reproduced when the whole interval lies in ``band``, not reproduced when none of it does,
+    undecided otherwise; no verdict when the interval is undefined."""
+    low, high = interval.low, interval.high
+    if np.isnan(low) or np.isnan(high):
+        return NO_VERDICT
+    if band.low <= low and high <= band.high:
+        return REPRODUCED
+    if high < band.low or low > band.high:
+        return NOT_REPRODUCED
+    return UNDECIDED

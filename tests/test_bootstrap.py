@@ -1,0 +1,144 @@
+"""Bootstrap intervals against a brute-force resampling loop and the exact bootstrap distribution;
+the three-outcome verdict on hand-made intervals."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from attnlimits.bootstrap import (
+    NO_VERDICT,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    UNDECIDED,
+    Band,
+    Interval,
+    bootstrap,
+    bootstrap_mean,
+    percentile_interval,
+    verdict,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_percentile_interval_is_order_statistics_by_hand():
+    # ten values, level 0.8: the 10 % and 90 % points of the empirical CDF are the 1st and 9th
+    low, high, undefined = percentile_interval([7, 3, 10, 1, 9, 2, 8, 4, 6, 5], 0.8)
+    assert (low, high, undefined) == (1.0, 9.0, 0)
+    # undefined resamples are left out and counted; a censored +inf stays in
+    low, high, undefined = percentile_interval([1, 2, np.nan, np.inf, 3, np.inf], 0.5)
+    assert (low, high, undefined) == (2.0, np.inf, 1)
+    assert np.isnan(percentile_interval([np.nan, np.nan], 0.9)[0])
+
+
+def _loop_mean(values, resamples, level, seed):
+    """The plain reference: a Python loop over resamples of the nan-mean."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        return bootstrap(
+            lambda i: np.nanmean(values[i]) if np.isfinite(values[i]).any() else np.nan,
+            values.shape,
+            resamples=resamples,
+            level=level,
+            seed=seed,
+        )
+    return bootstrap(
+        lambda i, j: (
+            np.nanmean(values[np.ix_(i, j)]) if np.isfinite(values[np.ix_(i, j)]).any() else np.nan
+        ),
+        values.shape,
+        resamples=resamples,
+        level=level,
+        seed=seed,
+    )
+
+
+@given(
+    arrays(
+        np.float64,
+        st.one_of(st.tuples(st.integers(1, 7)), st.tuples(st.integers(1, 5), st.integers(1, 4))),
+        elements=st.one_of(st.floats(-5, 5, width=64), st.just(np.nan)),
+    ),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.5, 0.9, 0.95]),
+)
+def test_vectorised_mean_matches_the_resampling_loop(values, seed, level):
+    fast = bootstrap_mean(values, resamples=64, level=level, seed=seed)
+    slow = _loop_mean(values, 64, level, seed)
+    for a, b in [(fast.value, slow.value), (fast.low, slow.low), (fast.high, slow.high)]:
+        assert (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    assert fast.undefined == slow.undefined
+    if np.isfinite(values).any():
+        finite = values[np.isfinite(values)]
+        # a resampled mean lies within the values it resamples
+        assert fast.low >= finite.min() - 1e-12 and fast.high <= finite.max() + 1e-12
+
+
+def test_interval_matches_the_exact_bootstrap_distribution():
+    # Three units: all 27 resamples are equally likely, so the bootstrap distribution of the mean
+    # is known exactly. Its 5 % point is 1/3 (P(mean = 0) = 1/27 < 0.05 <= 4/27) and its 95 %
+    # point is 11/3 (P(mean < 11/3) = 23/27 < 0.95 <= 26/27), both far from a CDF step.
+    values = np.array([0.0, 1.0, 5.0])
+    means = sorted(np.mean(values[list(ix)]) for ix in itertools.product(range(3), repeat=3))
+    exact = np.quantile(means, [0.05, 0.95], method="inverted_cdf")
+    assert exact == pytest.approx([1 / 3, 11 / 3])
+    got = bootstrap_mean(values, resamples=20000, level=0.9, seed=7)
+    assert (got.low, got.high) == pytest.approx(tuple(exact))
+    assert got.value == pytest.approx(2.0)
+
+
+def test_grid_resamples_chunks_as_well_as_heads():
+    # Every head the same, the two chunks different: resampling heads alone would give a
+    # zero-width interval; the chunk axis gives means 0, 1/2 and 1 (each >= 1/4 likely).
+    grid = np.array([[0.0, 1.0]] * 4)
+    got = bootstrap_mean(grid, resamples=2000, level=0.9, seed=1)
+    assert (got.value, got.low, got.high) == (0.5, 0.0, 1.0)
+    one_axis = bootstrap_mean(grid[:, 0], resamples=2000, level=0.9, seed=1)
+    assert one_axis.low == one_axis.high == 0.0
+
+
+def test_same_seed_same_interval_and_refit_statistics():
+    x = np.arange(10.0)
+    y = 0.3 * x + np.array([0.1, -0.2, 0.05, 0.0, 0.3, -0.1, 0.2, -0.3, 0.1, 0.0])
+
+    def slope(i):
+        return np.nan if np.unique(x[i]).size < 2 else np.polyfit(x[i], y[i], 1)[0]
+
+    a = bootstrap(slope, (10,), resamples=300, level=0.95, seed=3)
+    b = bootstrap(slope, (10,), resamples=300, level=0.95, seed=3)
+    assert a == b
+    assert a.low < 0.3 < a.high and a.value == pytest.approx(np.polyfit(x, y, 1)[0])
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "band", "expected"),
+    [
+        (0.72, 0.77, Band(0.70, 0.85), REPRODUCED),
+        (0.70, 0.85, Band(0.70, 0.85), REPRODUCED),  # edges belong to the band
+        (0.53, 0.58, Band(0.70, 0.85), NOT_REPRODUCED),
+        (0.86, 0.90, Band(0.70, 0.85), NOT_REPRODUCED),
+        (0.65, 0.75, Band(0.70, 0.85), UNDECIDED),
+        (0.60, 0.95, Band(0.70, 0.85), UNDECIDED),
+        (-0.60, -0.52, Band(high=-0.5), REPRODUCED),
+        (-0.55, -0.40, Band(high=-0.5), UNDECIDED),
+        (0.20, np.inf, Band(0.03, 0.12), NOT_REPRODUCED),  # censored above the band
+        (0.05, np.inf, Band(0.03, 0.12), UNDECIDED),
+        (np.nan, np.nan, Band(0.0, 1.0), NO_VERDICT),
+    ],
+)
+def test_verdict_has_three_outcomes(low, high, band, expected):
+    assert verdict(Interval(np.nan, low, high, 0.95, 1000), band) == expected
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="level"):
+        percentile_interval([1.0], 1.0)
+    with pytest.raises(ValueError, match="resamples"):
+        bootstrap_mean([1.0, 2.0], resamples=0, level=0.9, seed=0)
+    with pytest.raises(ValueError, match="at least one unit"):
+        bootstrap_mean(np.empty(0), resamples=10, level=0.9, seed=0)
+    assert Interval(0.5, 0.25, np.nan, 0.9, 10).text() == "0.5 [0.25, n/a]"
