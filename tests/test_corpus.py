@@ -31,3 +31,41 @@ def test_chunks_are_consecutive_and_exact():
 def test_too_short_corpus_names_what_it_has():
     with pytest.raises(ValueError, match="10 tokens = 2 full chunks of 4"):
         chunk_tokens(np.arange(10), 4, 3)
+
+
+def test_python_docs_is_the_bundled_reference_text_in_a_fixed_order():
+    from pydoc_data.topics import topics
+
+    from attnlimits_workflow.corpus_io import PYTHON_DOCS, obtain_corpus, python_docs
+
+    data, where = python_docs()
+    text = data.decode("utf-8")
+    # every topic, in sorted order, each once: "assert" opens it, "yield" comes last
+    assert text.startswith(topics["assert"].strip()[:200])
+    assert text.rstrip().endswith(topics["yield"].strip()[-200:])
+    at = 0
+    for name in sorted(topics):  # each topic whole, after the one before it
+        at = text.index(topics[name].strip(), at)
+    assert len(text) == sum(len(t.strip()) for t in topics.values()) + 2 * (len(topics) - 1) + 1
+    assert "Python" in where and python_docs() == (data, where)  # deterministic
+    logged = []
+    got, source = obtain_corpus(
+        {"path": None, "bundled": PYTHON_DOCS, "url": "http://127.0.0.1:9/x", "encoding": "utf-8"},
+        log=logged.append,
+    )
+    assert got == text and source == where and "no download" in logged[0]
+    # corpus.path still wins over the bundled text
+    assert (
+        obtain_corpus({"path": __file__, "bundled": PYTHON_DOCS, "encoding": "utf-8"}, log=print)[1]
+        == __file__
+    )
+
+
+def test_python_docs_without_pydoc_data_says_what_to_do(monkeypatch):
+    import sys
+
+    from attnlimits_workflow.corpus_io import CorpusError, python_docs
+
+    monkeypatch.setitem(sys.modules, "pydoc_data.topics", None)
+    with pytest.raises(CorpusError, match="corpus.path"):
+        python_docs()

@@ -31,6 +31,28 @@ def download(url: str, expected_sha256: str | None, timeout: float = 20.0) -> by
     return data
 
 
+# The second text: documentation every Python ships (the Language Reference topics that pydoc
+# prints), a genre far from a novel, on every offline machine that runs this workflow.
+PYTHON_DOCS = "python_docs"
+
+
+def python_docs() -> tuple[bytes, str]:
+    """The Language Reference topics bundled with this Python (``pydoc_data.topics``), in sorted
+    topic order, as UTF-8 bytes, and where they came from (the Python version: another version
+    ships another text, so the corpus file's sha256 is what a rerun must match)."""
+    import platform
+
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as exc:  # a stripped-down Python without its documentation data
+        raise CorpusError(
+            "corpus.bundled: python_docs: this Python has no pydoc_data.topics; "
+            "set corpus.path to a local text instead"
+        ) from exc
+    text = "\n\n".join(topics[name].strip() for name in sorted(topics)) + "\n"
+    return text.encode("utf-8"), f"pydoc_data.topics of Python {platform.python_version()}"
+
+
 def read_local(path: str | Path) -> bytes:
     p = Path(path)
     if not p.is_file():
@@ -111,14 +133,17 @@ def damaged_text(path: str | Path, exc: UnicodeDecodeError) -> CorpusError:
 
 
 def obtain_corpus(cfg: dict, log=print) -> tuple[str, str]:
-    """The corpus section's text (corpus.path, else the pinned download) and where it came from:
-    the download_corpus job's reading, checked to be text in its encoding (CorpusError naming the
-    file otherwise)."""
+    """The corpus section's text (corpus.path, else corpus.bundled, else the pinned download) and
+    where it came from: the download_corpus job's reading, checked to be text in its encoding
+    (CorpusError naming the file otherwise)."""
     from .config import MAX_CONTROL_FRACTION, control_fraction
 
     if cfg.get("path"):
         log(f"reading local corpus {cfg['path']} (corpus.path overrides the download)")
         data, where = read_local(cfg["path"]), cfg["path"]
+    elif cfg.get("bundled") == PYTHON_DOCS:
+        data, where = python_docs()
+        log(f"reading {where} (corpus.bundled: {PYTHON_DOCS}; no download)")
     else:
         log(f"downloading {cfg['url']}")
         data, where = download(cfg["url"], cfg.get("sha256")), cfg["url"]
