@@ -648,50 +648,77 @@ def temperature_name(t: float) -> str:
     return f"{float(t):g}"
 
 
-def semantic_errors(config: dict[str, Any]) -> list[str]:
-    errs: list[str] = []
-    a = config["analysis"]
-    lengths = sorted(a["lengths"])
-    chunk_length = config["chunking"]["chunk_length"]
-
+def extraction_errors(config: dict[str, Any]) -> list[str]:
+    """extraction: the number of extraction jobs chunking and chunks_per_batch make."""
     n_chunks, per_batch = config["chunking"]["n_chunks"], config["extraction"]["chunks_per_batch"]
     batches = -(-n_chunks // per_batch)
     if batches > MAX_BATCHES:
-        errs.append(
+        return [
             f"extraction.chunks_per_batch: {n_chunks} chunks in batches of {per_batch} make "
             f"{batches} extraction jobs (at most {MAX_BATCHES}); raise chunks_per_batch to "
             f"{-(-n_chunks // MAX_BATCHES)} or more"
-        )
-    for i, L in enumerate(a["lengths"]):
+        ]
+    return []
+
+
+def n_below_errors(key: str, ns: list[int], length: int) -> list[str]:
+    """Each N of a grid below the L it is drawn from."""
+    return [
+        f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})"
+        for i, n in enumerate(ns)
+        if n >= length
+    ]
+
+
+def in_lengths_errors(key: str, value: int, lengths: list[int]) -> list[str]:
+    """An analysis's L, which must be one of analysis.lengths (its dumps are made there)."""
+    if value not in lengths:
+        return [f"{key}: L={value} is not in analysis.lengths {sorted(lengths)}"]
+    return []
+
+
+def lengths_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.lengths: each L at least 2 and within a chunk."""
+    chunk_length = config["chunking"]["chunk_length"]
+    errs = []
+    for i, L in enumerate(config["analysis"]["lengths"]):
         if L < 2:
             errs.append(f"analysis.lengths[{i}]: L={L}; every L must be >= 2")
         if L > chunk_length:
             errs.append(
                 f"analysis.lengths[{i}]: L={L} exceeds chunking.chunk_length={chunk_length}"
             )
+    return errs
 
-    def n_below(key: str, ns: list[int], length: int) -> None:
-        for i, n in enumerate(ns):
-            if n >= length:
-                errs.append(f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})")
 
-    def in_lengths(key: str, value: int) -> None:
-        if value not in lengths:
-            errs.append(f"{key}: L={value} is not in analysis.lengths {lengths}")
-
-    d = a["distance"]
+def distance_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.distance: N below every L of the scan over L, the scan over N at a dumped L."""
+    lengths = sorted(config["analysis"]["lengths"])
+    d = config["analysis"]["distance"]
+    errs = []
     if d["n_fixed"] >= lengths[0]:
         errs.append(
             f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})"
         )
-    in_lengths("analysis.distance.length_fixed", d["length_fixed"])
-    n_below("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
-    s = a["separability"]
-    in_lengths("analysis.separability.length", s["length"])
-    n_below("analysis.separability.n_grid", s["n_grid"], s["length"])
-    in_lengths("analysis.gradient.length", a["gradient"]["length"])
+    errs += in_lengths_errors("analysis.distance.length_fixed", d["length_fixed"], lengths)
+    return errs + n_below_errors("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
+
+
+def separability_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.separability: the scan over N at a dumped L."""
+    s = config["analysis"]["separability"]
+    errs = in_lengths_errors(
+        "analysis.separability.length", s["length"], config["analysis"]["lengths"]
+    )
+    return errs + n_below_errors("analysis.separability.n_grid", s["n_grid"], s["length"])
+
+
+def gradient_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.gradient: a dumped L, and temperatures that name different jobs."""
+    g = config["analysis"]["gradient"]
+    errs = in_lengths_errors("analysis.gradient.length", g["length"], config["analysis"]["lengths"])
     named: dict[str, float] = {}
-    for i, t in enumerate(a["gradient"]["temperatures"]):
+    for i, t in enumerate(g["temperatures"]):
         name = temperature_name(t)
         if name in named:
             errs.append(
@@ -699,12 +726,16 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"T{name} (temperatures must differ in their first 6 significant digits)"
             )
         named.setdefault(name, t)
+    return errs
 
+
+def beyond_errors(config: dict[str, Any]) -> list[str]:
+    """beyond: n on the separability grid, known normalizers with their own parameters."""
     b = config["beyond"]
-    if b["n"] not in s["n_grid"]:
-        errs.append(
-            f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(s['n_grid'])}"
-        )
+    n_grid = config["analysis"]["separability"]["n_grid"]
+    errs = []
+    if b["n"] not in n_grid:
+        errs.append(f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(n_grid)}")
     from attnlimits.normalizers import KINDS, parameters
 
     for name, entry in b["normalizers"].items():
@@ -720,8 +751,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"beyond.normalizers.{name}.{key}: not a parameter of {entry['kind']}; "
                 f"allowed: {', '.join(allowed) or 'none'}"
             )
+    return errs
 
+
+def protocol_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.protocol and analysis.embedding: the chunks and dumped vectors they read."""
+    a = config["analysis"]
     vectors = config["extraction"]["vectors"]
+    errs = []
     if a["all_rows"]["chunks"] > config["chunking"]["n_chunks"]:
         errs.append(
             f"analysis.all_rows.chunks: {a['all_rows']['chunks']} exceeds chunking.n_chunks "
@@ -745,8 +782,13 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             f"extraction.vectors: analysis.embedding {a['embedding']!r} reads {needs}, which "
             f"{vectors} leaves out of the dumps; add {needs!r}"
         )
+    return errs
 
+
+def corpus_errors(config: dict[str, Any]) -> list[str]:
+    """corpus: an encoding Python knows, a local file that exists and is text."""
     corpus = config["corpus"]
+    errs = []
     try:
         codecs.lookup(corpus["encoding"])
     except (LookupError, ValueError):  # ValueError: a NUL in the name
@@ -764,10 +806,22 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"corpus.path: {corpus['path']} is not text: {100 * share:.0f}% of its first "
                 f"{len(head):,} bytes are NULs or control characters"
             )
+    return errs
+
+
+def figures_errors(config: dict[str, Any]) -> list[str]:
+    """figures: a style file that exists."""
     style = config.get("figures", {}).get("style")
     if style and not is_file(style):
-        errs.append(f"figures.style: {style} does not exist or is not a file")
+        return [f"figures.style: {style} does not exist or is not a file"]
+    return []
+
+
+def model_source_errors(config: dict[str, Any]) -> list[str]:
+    """model: a source, and one that is there (a folder with weights, a whole GGUF file, an
+    installed package), random weights only where the source allows them."""
     model = config["model"]
+    errs = []
     if not model.get("trained") and not any(model.get(key) for key in MODEL_SOURCES):
         errs.append(
             f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
@@ -808,21 +862,46 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         errs.append(
             "model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)"
         )
+    return errs
 
+
+def model_config_errors(config: dict[str, Any]) -> list[str]:
+    """The checks of model_errors, when the model's config.json can be read without a download."""
     try:
         mcfg = model_config(config)
     except ConfigError as exc:
-        return [*errs, str(exc)]
-    if mcfg is not None:
-        try:
-            errs += model_errors(config, mcfg)
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-            # a config.json that parses but holds the wrong kinds of values (a hand edit)
-            errs.append(
-                f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
-                "check the file the model comes from"
-            )
-    return errs
+        return [str(exc)]
+    if mcfg is None:
+        return []
+    try:
+        return model_errors(config, mcfg)
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # a config.json that parses but holds the wrong kinds of values (a hand edit)
+        return [
+            f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
+            "check the file the model comes from"
+        ]
+
+
+# The cross-key rules of one model's config, by section, in the order their problems are listed.
+SECTION_CHECKS = (
+    extraction_errors,
+    lengths_errors,
+    distance_errors,
+    separability_errors,
+    gradient_errors,
+    beyond_errors,
+    protocol_errors,
+    corpus_errors,
+    figures_errors,
+    model_source_errors,
+    model_config_errors,
+)
+
+
+def semantic_errors(config: dict[str, Any]) -> list[str]:
+    """The cross-key rules a schema cannot say, for one model's schema-valid config."""
+    return [problem for check in SECTION_CHECKS for problem in check(config)]
 
 
 def model_errors(
