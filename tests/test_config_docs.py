@@ -175,3 +175,47 @@ def test_the_command_line_checks_and_writes(tmp_path, capsys):
     assert docs.main(["--check", *root]) == 0
     with pytest.raises(SystemExit):
         docs.main([*root])  # --check or --write
+
+
+def keys_named_in(source: str) -> set[str]:
+    """Dotted config keys (``analysis.distance.n_fixed``) in a module's strings: its messages."""
+    import ast
+    import re
+
+    sections = "|".join(SCHEMA["properties"])
+    key = re.compile(rf"(?<![\w.<-])(?:{sections})(?:\.[A-Za-z_]\w*)+")
+    strings = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    return {match.group(0) for text in strings for match in key.finditer(text)}
+
+
+def is_schema_key(schema, dotted: str) -> bool:
+    """A key of the schema, or a path below a mapping of names or free settings."""
+    node = schema
+    for i, part in enumerate(dotted.split(".")):
+        node = docs.resolve(schema, node)
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        else:
+            return i > 0 and (bool(node.get("additionalProperties")) or not node.get("properties"))
+    return True
+
+
+@pytest.mark.parametrize("module", ["config.py", "models.py"])
+def test_every_key_the_checks_name_is_a_key_of_the_schema(module):
+    """A renamed key whose cross-key check still names the old one in its message."""
+    source = (REPO / "src/attnlimits_workflow" / module).read_text()
+    named = keys_named_in(source)
+    assert named, module
+    assert sorted(k for k in named if not is_schema_key(SCHEMA, k)) == []
+
+
+def test_a_key_a_check_names_after_its_rename_is_caught():
+    message = 'errs.append(f"analysis.distance.n_fix: N={n} must be < every L")'
+    assert keys_named_in(message) == {"analysis.distance.n_fix"}
+    assert not is_schema_key(SCHEMA, "analysis.distance.n_fix")
+    assert is_schema_key(SCHEMA, "beyond.normalizers.ssmax.s")  # below a mapping of names
+    assert keys_named_in('model.get("path"); "attnlimits.normalizers"') == set()  # code, modules

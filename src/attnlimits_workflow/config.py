@@ -386,13 +386,14 @@ def load_config(
     return config, runs, default
 
 
-def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its ``$ref`` (into the schema's definitions) filled in."""
     ref = node.get("$ref")
     if ref:
         target = schema
         for part in ref.removeprefix("#/").split("/"):
             target = target[part]
-        return _resolve(schema, {**target, **{k: v for k, v in node.items() if k != "$ref"}})
+        return resolve_ref(schema, {**target, **{k: v for k, v in node.items() if k != "$ref"}})
     return node
 
 
@@ -425,7 +426,7 @@ def _typed(value: str, types: set[str]) -> Any:
 def coerce_command_line_values(config: Any, schema: dict[str, Any], node=None) -> Any:
     """Snakemake reads nested ``--config 'chunking={n_chunks: 2}'`` values as strings; give each
     string the type the schema asks for at its key, so the command line works like a file."""
-    node = _resolve(schema, node if node is not None else schema)
+    node = resolve_ref(schema, node if node is not None else schema)
     if isinstance(config, dict):
         props = node.get("properties", {})
         extra = node.get("additionalProperties")

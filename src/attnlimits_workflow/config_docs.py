@@ -22,6 +22,9 @@ from typing import Any
 
 import yaml
 
+from .config import StrictValidator
+from .config import resolve_ref as resolve
+
 DEFAULTS = Path("config/config.yaml")
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
 README = Path("config/README.md")
@@ -32,16 +35,6 @@ MISSING = object()
 LONGEST_DEFAULT = 100
 
 KeyPath = tuple[str, ...]
-
-
-def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """``node`` with its ``$ref`` (into the schema's definitions) filled in."""
-    if "$ref" not in node:
-        return node
-    target: Any = schema
-    for part in node["$ref"].removeprefix("#/").split("/"):
-        target = target[part]
-    return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
 
 
 def is_key(schema: dict[str, Any], node: dict[str, Any]) -> bool:
@@ -127,8 +120,6 @@ def render(readme: str, schema: dict[str, Any], defaults: dict[str, Any]) -> str
 
 def problems(schema: dict[str, Any], defaults: dict[str, Any], readme: str) -> list[str]:
     """How the defaults, the schema and the README's tables disagree, one line each."""
-    from .config import StrictValidator
-
     out = []
     for path, node in keys(schema, defaults):
         key, value = ".".join(path), lookup(defaults, path)
