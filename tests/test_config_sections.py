@@ -247,3 +247,23 @@ def test_semantic_errors_lists_the_sections_in_order(tmp_path):
         "corpus.encoding",
         "figures.style",
     ]
+
+
+def test_names_the_paths_are_made_of_are_checked_once_per_run():
+    """name_errors, run on the whole config before each model's checks."""
+    cfg = changed(corpus__name="x" * 20)
+    cfg["study"]["normalizers"] = {"ab" * 20: {"kind": "softmax"}}
+    runs = {"compare": {"model": {"trained": None}}, "gpt2": {"model": {"trained": "softmax"}}}
+    assert checks.name_errors(cfg, runs) == [
+        "model.name: 'compare' is a folder the workflow's shared outputs use; choose another "
+        "name (reserved: compare, study, default_model, figures, download_corpus)",
+        "corpus.name: 'xxxxxxxxxxxxxxxxxxxx' ends in 'x' repeated 20 times, which Snakemake "
+        "refuses as a wildcard value (at most 19 repeats)",
+        f"study.normalizers: {'ab' * 20!r} ends in 'ab' repeated 20 times, which Snakemake "
+        "refuses as a wildcard value (at most 19 repeats)",
+        "model.trained: set by the workflow for the study's models only; remove it (a model to "
+        "train is an entry of study.normalizers)",
+    ]
+    cfg["models"] = {"compare": None}
+    assert checks.name_errors(cfg, runs)[0].startswith("models: 'compare' is a folder")
+    assert checks.name_errors(cfg, runs)[-1].startswith("models.gpt2 -> model.trained: set by")

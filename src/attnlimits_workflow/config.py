@@ -300,6 +300,27 @@ def study_errors(config: dict[str, Any]) -> list[str]:
     return errs
 
 
+def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
+    """The names the run's paths are made of (models, corpus.name, study.normalizers), and a
+    model.trained set by hand."""
+    several = bool(config.get("models"))
+    errs = reserved_name_errors(runs, several)
+    for name in runs:
+        errs += periodic_name_error("models" if several else "model.name", name)
+    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
+    for name in (config.get("study") or {}).get("normalizers") or {}:
+        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
+    return errs + [
+        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
+        "remove it (a model to train is an entry of study.normalizers)"
+        if several
+        else "model.trained: set by the workflow for the study's models only; remove it (a "
+        "model to train is an entry of study.normalizers)"
+        for name, cfg in runs.items()
+        if cfg["model"].get("trained") is not None
+    ]
+
+
 def resolve_runs(
     defaults: dict[str, Any],
     user: dict[str, Any],
@@ -315,21 +336,7 @@ def resolve_runs(
     if errs:
         raise ConfigError(one_line_each(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
-    errs += reserved_name_errors(runs, bool(config.get("models")))
-    for name in runs:
-        errs += periodic_name_error("models" if config.get("models") else "model.name", name)
-    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
-    for name in (config.get("study") or {}).get("normalizers") or {}:
-        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
-    errs += [
-        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
-        "remove it (a model to train is an entry of study.normalizers)"
-        if config.get("models")
-        else "model.trained: set by the workflow for the study's models only; remove it (a "
-        "model to train is an entry of study.normalizers)"
-        for name, cfg in runs.items()
-        if cfg["model"].get("trained") is not None
-    ]
+    errs += name_errors(config, runs)
     errs += study_errors(config)
     trained = study_runs(config, defaults)
     errs += [
