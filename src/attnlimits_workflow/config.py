@@ -1,4 +1,5 @@
-"""Configuration checks: the JSON schema first, then the cross-key rules a schema cannot say.
+"""Configuration checks: the JSON schema first, then the cross-key rules a schema cannot say,
+one function per section (SECTION_CHECKS, per model; name_errors and study_errors, per run).
 
 Every message starts with the offending key, so a user knows what to edit.
 """
