@@ -1,4 +1,5 @@
-"""Configuration checks: the JSON schema first, then the cross-key rules a schema cannot say.
+"""Configuration checks: the JSON schema first, then the cross-key rules a schema cannot say,
+one function per section (SECTION_CHECKS, per model; name_errors and study_errors, per run).
 
 Every message starts with the offending key, so a user knows what to edit.
 """
@@ -300,6 +301,27 @@ def study_errors(config: dict[str, Any]) -> list[str]:
     return errs
 
 
+def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
+    """The names the run's paths are made of (models, corpus.name, study.normalizers), and a
+    model.trained set by hand."""
+    several = bool(config.get("models"))
+    errs = reserved_name_errors(runs, several)
+    for name in runs:
+        errs += periodic_name_error("models" if several else "model.name", name)
+    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
+    for name in (config.get("study") or {}).get("normalizers") or {}:
+        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
+    return errs + [
+        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
+        "remove it (a model to train is an entry of study.normalizers)"
+        if several
+        else "model.trained: set by the workflow for the study's models only; remove it (a "
+        "model to train is an entry of study.normalizers)"
+        for name, cfg in runs.items()
+        if cfg["model"].get("trained") is not None
+    ]
+
+
 def resolve_runs(
     defaults: dict[str, Any],
     user: dict[str, Any],
@@ -315,21 +337,7 @@ def resolve_runs(
     if errs:
         raise ConfigError(one_line_each(errs))
     runs, default, errs = model_runs(config, base_dir, defaults.get("model"))
-    errs += reserved_name_errors(runs, bool(config.get("models")))
-    for name in runs:
-        errs += periodic_name_error("models" if config.get("models") else "model.name", name)
-    errs += periodic_name_error("corpus.name", config["corpus"]["name"])
-    for name in (config.get("study") or {}).get("normalizers") or {}:
-        errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
-    errs += [
-        f"models.{name} -> model.trained: set by the workflow for the study's models only; "
-        "remove it (a model to train is an entry of study.normalizers)"
-        if config.get("models")
-        else "model.trained: set by the workflow for the study's models only; remove it (a "
-        "model to train is an entry of study.normalizers)"
-        for name, cfg in runs.items()
-        if cfg["model"].get("trained") is not None
-    ]
+    errs += name_errors(config, runs)
     errs += study_errors(config)
     trained = study_runs(config, defaults)
     errs += [
@@ -386,13 +394,14 @@ def load_config(
     return config, runs, default
 
 
-def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its ``$ref`` (into the schema's definitions) filled in."""
     ref = node.get("$ref")
     if ref:
         target = schema
         for part in ref.removeprefix("#/").split("/"):
             target = target[part]
-        return _resolve(schema, {**target, **{k: v for k, v in node.items() if k != "$ref"}})
+        return resolve_ref(schema, {**target, **{k: v for k, v in node.items() if k != "$ref"}})
     return node
 
 
@@ -425,7 +434,7 @@ def _typed(value: str, types: set[str]) -> Any:
 def coerce_command_line_values(config: Any, schema: dict[str, Any], node=None) -> Any:
     """Snakemake reads nested ``--config 'chunking={n_chunks: 2}'`` values as strings; give each
     string the type the schema asks for at its key, so the command line works like a file."""
-    node = _resolve(schema, node if node is not None else schema)
+    node = resolve_ref(schema, node if node is not None else schema)
     if isinstance(config, dict):
         props = node.get("properties", {})
         extra = node.get("additionalProperties")
@@ -648,50 +657,77 @@ def temperature_name(t: float) -> str:
     return f"{float(t):g}"
 
 
-def semantic_errors(config: dict[str, Any]) -> list[str]:
-    errs: list[str] = []
-    a = config["analysis"]
-    lengths = sorted(a["lengths"])
-    chunk_length = config["chunking"]["chunk_length"]
-
+def extraction_errors(config: dict[str, Any]) -> list[str]:
+    """extraction: the number of extraction jobs chunking and chunks_per_batch make."""
     n_chunks, per_batch = config["chunking"]["n_chunks"], config["extraction"]["chunks_per_batch"]
     batches = -(-n_chunks // per_batch)
     if batches > MAX_BATCHES:
-        errs.append(
+        return [
             f"extraction.chunks_per_batch: {n_chunks} chunks in batches of {per_batch} make "
             f"{batches} extraction jobs (at most {MAX_BATCHES}); raise chunks_per_batch to "
             f"{-(-n_chunks // MAX_BATCHES)} or more"
-        )
-    for i, L in enumerate(a["lengths"]):
+        ]
+    return []
+
+
+def n_below_errors(key: str, ns: list[int], length: int) -> list[str]:
+    """Each N of a grid below the L it is drawn from."""
+    return [
+        f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})"
+        for i, n in enumerate(ns)
+        if n >= length
+    ]
+
+
+def in_lengths_errors(key: str, value: int, lengths: list[int]) -> list[str]:
+    """An analysis's L, which must be one of analysis.lengths (its dumps are made there)."""
+    if value not in lengths:
+        return [f"{key}: L={value} is not in analysis.lengths {sorted(lengths)}"]
+    return []
+
+
+def lengths_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.lengths: each L at least 2 and within a chunk."""
+    chunk_length = config["chunking"]["chunk_length"]
+    errs = []
+    for i, L in enumerate(config["analysis"]["lengths"]):
         if L < 2:
             errs.append(f"analysis.lengths[{i}]: L={L}; every L must be >= 2")
         if L > chunk_length:
             errs.append(
                 f"analysis.lengths[{i}]: L={L} exceeds chunking.chunk_length={chunk_length}"
             )
+    return errs
 
-    def n_below(key: str, ns: list[int], length: int) -> None:
-        for i, n in enumerate(ns):
-            if n >= length:
-                errs.append(f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})")
 
-    def in_lengths(key: str, value: int) -> None:
-        if value not in lengths:
-            errs.append(f"{key}: L={value} is not in analysis.lengths {lengths}")
-
-    d = a["distance"]
+def distance_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.distance: N below every L of the scan over L, the scan over N at a dumped L."""
+    lengths = sorted(config["analysis"]["lengths"])
+    d = config["analysis"]["distance"]
+    errs = []
     if d["n_fixed"] >= lengths[0]:
         errs.append(
             f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})"
         )
-    in_lengths("analysis.distance.length_fixed", d["length_fixed"])
-    n_below("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
-    s = a["separability"]
-    in_lengths("analysis.separability.length", s["length"])
-    n_below("analysis.separability.n_grid", s["n_grid"], s["length"])
-    in_lengths("analysis.gradient.length", a["gradient"]["length"])
+    errs += in_lengths_errors("analysis.distance.length_fixed", d["length_fixed"], lengths)
+    return errs + n_below_errors("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
+
+
+def separability_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.separability: the scan over N at a dumped L."""
+    s = config["analysis"]["separability"]
+    errs = in_lengths_errors(
+        "analysis.separability.length", s["length"], config["analysis"]["lengths"]
+    )
+    return errs + n_below_errors("analysis.separability.n_grid", s["n_grid"], s["length"])
+
+
+def gradient_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.gradient: a dumped L, and temperatures that name different jobs."""
+    g = config["analysis"]["gradient"]
+    errs = in_lengths_errors("analysis.gradient.length", g["length"], config["analysis"]["lengths"])
     named: dict[str, float] = {}
-    for i, t in enumerate(a["gradient"]["temperatures"]):
+    for i, t in enumerate(g["temperatures"]):
         name = temperature_name(t)
         if name in named:
             errs.append(
@@ -699,12 +735,16 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"T{name} (temperatures must differ in their first 6 significant digits)"
             )
         named.setdefault(name, t)
+    return errs
 
+
+def beyond_errors(config: dict[str, Any]) -> list[str]:
+    """beyond: n on the separability grid, known normalizers with their own parameters."""
     b = config["beyond"]
-    if b["n"] not in s["n_grid"]:
-        errs.append(
-            f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(s['n_grid'])}"
-        )
+    n_grid = config["analysis"]["separability"]["n_grid"]
+    errs = []
+    if b["n"] not in n_grid:
+        errs.append(f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(n_grid)}")
     from attnlimits.normalizers import KINDS, parameters
 
     for name, entry in b["normalizers"].items():
@@ -720,8 +760,14 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"beyond.normalizers.{name}.{key}: not a parameter of {entry['kind']}; "
                 f"allowed: {', '.join(allowed) or 'none'}"
             )
+    return errs
 
+
+def protocol_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.protocol and analysis.embedding: the chunks and dumped vectors they read."""
+    a = config["analysis"]
     vectors = config["extraction"]["vectors"]
+    errs = []
     if a["all_rows"]["chunks"] > config["chunking"]["n_chunks"]:
         errs.append(
             f"analysis.all_rows.chunks: {a['all_rows']['chunks']} exceeds chunking.n_chunks "
@@ -745,8 +791,13 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
             f"extraction.vectors: analysis.embedding {a['embedding']!r} reads {needs}, which "
             f"{vectors} leaves out of the dumps; add {needs!r}"
         )
+    return errs
 
+
+def corpus_errors(config: dict[str, Any]) -> list[str]:
+    """corpus: an encoding Python knows, a local file that exists and is text."""
     corpus = config["corpus"]
+    errs = []
     try:
         codecs.lookup(corpus["encoding"])
     except (LookupError, ValueError):  # ValueError: a NUL in the name
@@ -764,10 +815,22 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
                 f"corpus.path: {corpus['path']} is not text: {100 * share:.0f}% of its first "
                 f"{len(head):,} bytes are NULs or control characters"
             )
+    return errs
+
+
+def figures_errors(config: dict[str, Any]) -> list[str]:
+    """figures: a style file that exists."""
     style = config.get("figures", {}).get("style")
     if style and not is_file(style):
-        errs.append(f"figures.style: {style} does not exist or is not a file")
+        return [f"figures.style: {style} does not exist or is not a file"]
+    return []
+
+
+def model_source_errors(config: dict[str, Any]) -> list[str]:
+    """model: a source, and one that is there (a folder with weights, a whole GGUF file, an
+    installed package), random weights only where the source allows them."""
     model = config["model"]
+    errs = []
     if not model.get("trained") and not any(model.get(key) for key in MODEL_SOURCES):
         errs.append(
             f"model: no source; set one of {', '.join(f'model.{k}' for k in MODEL_SOURCES)}"
@@ -808,21 +871,46 @@ def semantic_errors(config: dict[str, Any]) -> list[str]:
         errs.append(
             "model.config_overrides: only allowed with model.random_init: true (pretrained weights fix the architecture)"
         )
+    return errs
 
+
+def model_config_errors(config: dict[str, Any]) -> list[str]:
+    """The checks of model_errors, when the model's config.json can be read without a download."""
     try:
         mcfg = model_config(config)
     except ConfigError as exc:
-        return [*errs, str(exc)]
-    if mcfg is not None:
-        try:
-            errs += model_errors(config, mcfg)
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-            # a config.json that parses but holds the wrong kinds of values (a hand edit)
-            errs.append(
-                f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
-                "check the file the model comes from"
-            )
-    return errs
+        return [str(exc)]
+    if mcfg is None:
+        return []
+    try:
+        return model_errors(config, mcfg)
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # a config.json that parses but holds the wrong kinds of values (a hand edit)
+        return [
+            f"model: its config.json has a setting of an unexpected kind ({exc!r}); "
+            "check the file the model comes from"
+        ]
+
+
+# The cross-key rules of one model's config, by section, in the order their problems are listed.
+SECTION_CHECKS = (
+    extraction_errors,
+    lengths_errors,
+    distance_errors,
+    separability_errors,
+    gradient_errors,
+    beyond_errors,
+    protocol_errors,
+    corpus_errors,
+    figures_errors,
+    model_source_errors,
+    model_config_errors,
+)
+
+
+def semantic_errors(config: dict[str, Any]) -> list[str]:
+    """The cross-key rules a schema cannot say, for one model's schema-valid config."""
+    return [problem for check in SECTION_CHECKS for problem in check(config)]
 
 
 def model_errors(

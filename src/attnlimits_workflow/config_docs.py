@@ -1,0 +1,192 @@
+"""config/README.md's key tables, written from the two files that define a key: its default in
+config/config.yaml, its type and description in workflow/schemas/config.schema.yaml.
+
+    python -m attnlimits_workflow.config_docs --check   # exit 1 if a key or a table drifted
+    python -m attnlimits_workflow.config_docs --write   # rewrite the tables
+
+A key of the README is a schema property without properties of its own (``analysis.lengths``),
+or one whose properties carry no description (``study.diagnostics``: its sections are one row).
+A table stands between ``<!-- keys: SECTION -->`` and ``<!-- /keys -->`` and lists every key
+under SECTION (``top``: the whole config) that no deeper table lists, in config/config.yaml's
+order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import StrictValidator
+from .config import resolve_ref as resolve
+
+DEFAULTS = Path("config/config.yaml")
+SCHEMA = Path("workflow/schemas/config.schema.yaml")
+README = Path("config/README.md")
+TOP = "top"
+TABLE = re.compile(r"(<!-- keys: (?P<section>[\w.]+) -->\n)(?P<body>.*?)(<!-- /keys -->)", re.S)
+MISSING = object()
+# A default mapping longer than this is shown by its names, not written out.
+LONGEST_DEFAULT = 100
+
+KeyPath = tuple[str, ...]
+
+
+def is_key(schema: dict[str, Any], node: dict[str, Any]) -> bool:
+    """A node the README documents in one row (else a section of rows)."""
+    props = node.get("properties") or {}
+    return not any("description" in resolve(schema, sub) for sub in props.values())
+
+
+def lookup(config: Any, path: KeyPath) -> Any:
+    for part in path:
+        if not isinstance(config, dict) or part not in config:
+            return MISSING
+        config = config[part]
+    return config
+
+
+def keys(
+    schema: dict[str, Any],
+    defaults: dict[str, Any],
+    node: dict[str, Any] | None = None,
+    path: KeyPath = (),
+) -> Iterator[tuple[KeyPath, dict[str, Any]]]:
+    """(path, schema node) of every key, in the defaults' order, then the schema's for keys
+    without a default."""
+    node = resolve(schema, schema if node is None else node)
+    if path and is_key(schema, node):
+        yield path, node
+        return
+    props = node.get("properties") or {}
+    present = lookup(defaults, path)
+    order = [k for k in present if k in props] if isinstance(present, dict) else []
+    for name in order + [k for k in props if k not in order]:
+        yield from keys(schema, defaults, props[name], (*path, name))
+
+
+def flow(value: Any) -> str:
+    """A value as one line of YAML, as config/config.yaml would hold it."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=sys.maxsize, sort_keys=False)
+    return text.strip().removesuffix("\n...")
+
+
+def default_cell(value: Any) -> str:
+    if value is MISSING:
+        return "not set"
+    if isinstance(value, dict) and value and len(flow(value)) > LONGEST_DEFAULT:
+        return ", ".join(f"`{name}`" for name in value) + " (config/config.yaml)"
+    return f"`{flow(value)}`"
+
+
+def cell(text: str) -> str:
+    """Text in one table cell: one line, its pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def table(rows: list[tuple[KeyPath, dict[str, Any]]], section: KeyPath, defaults: dict) -> str:
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for path, node in rows:
+        key = ".".join(path[len(section) :])
+        value = cell(default_cell(lookup(defaults, path)))
+        lines.append(f"| `{key}` | {value} | {cell(node.get('description', ''))} |")
+    return "\n".join(lines) + "\n"
+
+
+def section_path(name: str) -> KeyPath:
+    return () if name == TOP else tuple(name.split("."))
+
+
+def render(readme: str, schema: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """``readme`` with every key table written anew."""
+    sections = [section_path(m["section"]) for m in TABLE.finditer(readme)]
+    rows: dict[KeyPath, list] = {s: [] for s in sections}
+    for path, node in keys(schema, defaults):
+        owners = [s for s in sections if path[: len(s)] == s]
+        if owners:
+            rows[max(owners, key=len)].append((path, node))
+
+    def fill(match: re.Match) -> str:
+        section = section_path(match["section"])
+        return match.group(1) + table(rows[section], section, defaults) + match.group(4)
+
+    return TABLE.sub(fill, readme)
+
+
+def problems(schema: dict[str, Any], defaults: dict[str, Any], readme: str) -> list[str]:
+    """How the defaults, the schema and the README's tables disagree, one line each."""
+    out = []
+    for path, node in keys(schema, defaults):
+        key, value = ".".join(path), lookup(defaults, path)
+        if not str(node.get("description", "")).strip():
+            whose = " (nor have its keys)" if node.get("properties") else ""
+            out.append(f"{SCHEMA}: {key} has no description{whose}")
+        parent = resolve(schema, lookup_node(schema, path[:-1]))
+        if value is MISSING and path[-1] in parent.get("required", []):
+            out.append(f"{DEFAULTS}: {key} is required by the schema but has no default")
+        elif value is not MISSING:
+            check = StrictValidator({**node, "definitions": schema.get("definitions", {})})
+            for err in check.iter_errors(value):
+                out.append(
+                    f"{DEFAULTS}: {key}: the default does not fit the schema ({err.message})"
+                )
+    out += [f"{DEFAULTS}: {key} is not in the schema" for key in unknown(schema, defaults)]
+    sections = {m["section"] for m in TABLE.finditer(readme)}
+    if TOP not in sections:
+        out.append(f"{README}: no <!-- keys: {TOP} --> table")
+    for name in sorted(sections - {TOP}):
+        node = lookup_node(schema, section_path(name))
+        if node is None or is_key(schema, node):
+            out.append(f"{README}: <!-- keys: {name} --> is not a section of the schema")
+    if not out and render(readme, schema, defaults) != readme:
+        out.append(
+            f"{README}: a key table differs from the schema and the defaults; "
+            "run python -m attnlimits_workflow.config_docs --write"
+        )
+    return out
+
+
+def lookup_node(schema: dict[str, Any], path: KeyPath) -> dict[str, Any] | None:
+    node = schema
+    for part in path:
+        node = resolve(schema, node).get("properties", {}).get(part)
+        if node is None:
+            return None
+    return resolve(schema, node)
+
+
+def unknown(schema: dict[str, Any], defaults: Any, path: KeyPath = ()) -> Iterator[str]:
+    """Keys of the defaults that the schema does not name (none below a key: its value)."""
+    node = lookup_node(schema, path)
+    if node is None:
+        yield ".".join(path)
+    elif isinstance(defaults, dict) and not (path and is_key(schema, node)):
+        for name, value in defaults.items():
+            yield from unknown(schema, value, (*path, name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="exit 1 if anything drifted")
+    mode.add_argument("--write", action="store_true", help="rewrite config/README.md's tables")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository")
+    args = parser.parse_args(argv)
+    schema = yaml.safe_load((args.root / SCHEMA).read_text())
+    defaults = yaml.safe_load((args.root / DEFAULTS).read_text())
+    readme = (args.root / README).read_text()
+    if args.write:
+        (args.root / README).write_text(render(readme, schema, defaults))
+        readme = (args.root / README).read_text()
+    found = problems(schema, defaults, readme)
+    print("\n".join(found) or "config keys in sync", file=sys.stderr if found else sys.stdout)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
