@@ -267,3 +267,10 @@ def test_names_the_paths_are_made_of_are_checked_once_per_run():
     cfg["models"] = {"compare": None}
     assert checks.name_errors(cfg, runs)[0].startswith("models: 'compare' is a folder")
     assert checks.name_errors(cfg, runs)[-1].startswith("models.gpt2 -> model.trained: set by")
+
+
+def test_corpus_bundled_names_a_text_python_ships():
+    schema = checks.read_schema(REPO / "workflow/schemas/config.schema.yaml")
+    assert checks.schema_errors(changed(corpus__bundled="python_docs"), schema) == []
+    (line,) = checks.schema_errors(changed(corpus__bundled="gutenberg"), schema)
+    assert line.startswith("corpus.bundled:") and "python_docs" in line

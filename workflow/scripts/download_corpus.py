@@ -1,4 +1,5 @@
-"""Obtain the corpus (download with pinned sha256, or corpus.path), strip the Gutenberg licence."""
+"""Obtain the corpus (corpus.path, corpus.bundled, or the download with pinned sha256), strip the
+Gutenberg licence."""
 
 from attnlimits.corpus import strip_gutenberg
 from attnlimits_workflow.atomic import atomic_path
