@@ -455,7 +455,7 @@ def test_fig3_and_fig4_notes():
             "zero_weight_selected_mean": [0.0, 0.25],
         }
     )
-    _, note = fig3.fig3(sep, all_rows=True)
+    _, note = fig3.fig3(sep, {"protocol": "all_rows"})
     assert "across the (layer, head) values; L = 16; 3 degenerate samples" in note
     grad = pl.DataFrame(
         {
@@ -465,7 +465,7 @@ def test_fig3_and_fig4_notes():
             "jacobian_norm_max": [2.5, 0.25, 2.5, 0.25],
         }
     )
-    fig, note = fig4.fig4(grad, all_rows=False)
+    fig, note = fig4.fig4(grad, {"protocol": "last_row"})
     assert note.startswith("Maximum across all heads")
     assert [line.get_label() for line in fig.axes[0].get_lines()][:2] == [
         "max g(T, eps=0.001)",

@@ -11,7 +11,6 @@ from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig3")
 use_style(snakemake.input.style)
-all_rows = json.loads(open(snakemake.input.run).read()).get("protocol") == "all_rows"
-fig, note = fig3(pl.read_csv(snakemake.input.separability), all_rows)
+fig, note = fig3(pl.read_csv(snakemake.input.separability), json.load(open(snakemake.input.run)))
 save_run_figure(fig, snakemake, note)
 log.info("fig3 written")

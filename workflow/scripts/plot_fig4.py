@@ -11,7 +11,6 @@ from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig4")
 use_style(snakemake.input.style)
-all_rows = json.loads(open(snakemake.input.run).read()).get("protocol") == "all_rows"
-fig, note = fig4(pl.read_csv(snakemake.input.gradient), all_rows)
+fig, note = fig4(pl.read_csv(snakemake.input.gradient), json.load(open(snakemake.input.run)))
 save_run_figure(fig, snakemake, note)
 log.info("fig4 written")

@@ -6,9 +6,10 @@ import polars as pl
 from matplotlib.figure import Figure
 
 
-def fig3(sep: pl.DataFrame, all_rows: bool) -> tuple[Figure, str]:
+def fig3(sep: pl.DataFrame, run: dict) -> tuple[Figure, str]:
     """The figure and its caption's note from the separability summary (sorted by N here);
-    ``all_rows``: the run used the paper's every-row protocol."""
+    ``run``: the run description, whose protocol the note names."""
+    all_rows = run.get("protocol") == "all_rows"
     sep = sep.sort("N")
     ns = sep["N"].to_list()
     pos = np.arange(len(ns))

@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 from attnlimits.gradient import corollary3_bound, gershgorin_bound
 
 
-def fig4(g: pl.DataFrame, all_rows: bool) -> tuple[Figure, str]:
-    """The figure and its caption's note from the gradient summary; ``all_rows``: the run used
-    the paper's every-row protocol."""
+def fig4(g: pl.DataFrame, run: dict) -> tuple[Figure, str]:
+    """The figure and its caption's note from the gradient summary; ``run``: the run
+    description, whose protocol the note names."""
+    all_rows = run.get("protocol") == "all_rows"
     g = g.sort("eps", "T")
     MARKERS = iter("osD^v<>")
     fig, ax = plt.subplots(figsize=(7.0, 3.6))

@@ -153,14 +153,6 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         "max-weight slope in L",
         "||J|| bound over the T sweep",
     ]
-    columns = [
-        "normaliser",
-        "rule",
-        f"held-out ppl @ {contexts[0]}",
-        *s.headers.values(),
-        "max-weight slope in L",
-        "||J|| bound over the T sweep",
-    ]
     return pl.DataFrame(csv_rows), markdown_table(columns, rows)
 
 
@@ -176,6 +168,12 @@ def medians_by_length(ax, samples: dict[str, pl.DataFrame], column: str, style: 
     for n, frame in samples.items():
         per_l = frame.group_by("L").agg(pl.col(column).median()).sort("L")
         ax.plot(per_l["L"], per_l[column], **style[n])
+
+
+def length_axes(ax, lengths: np.ndarray, ylabel: str, title: str) -> None:
+    """Log axes with L on x, ticked at ``lengths``."""
+    log_axis(ax, "x", lengths)
+    ax.set(yscale="log", xlabel="context length L", ylabel=ylabel, title=title)
 
 
 def study_figure(s: Study) -> tuple[Figure, str]:
@@ -213,13 +211,7 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     medians_by_length(ax, samples, "max_weight", style)
     ls = np.array(sorted(samples[names[0]]["L"].unique()))
     ax.plot(ls, 1.0 / ls, color="0.5", ls="--", lw=1, label="1/L")
-    log_axis(ax, "x", ls)
-    ax.set(
-        yscale="log",
-        xlabel="context length L",
-        ylabel="median max weight",
-        title="(c) vanishing attention (Lemma 1)",
-    )
+    length_axes(ax, ls, "median max weight", "(c) vanishing attention (Lemma 1)")
     ax = axes[1, 0]
     for n in names:
         c = censored_critical_n(critical[n])
@@ -248,13 +240,7 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     )
     ax = axes[1, 2]
     medians_by_length(ax, samples, "jacobian_norm", style)
-    log_axis(ax, "x", ls)
-    ax.set(
-        yscale="log",
-        xlabel="context length L",
-        ylabel="median ||d weights / d logits||",
-        title="(g) gradient vs L (Lemma 2)",
-    )
+    length_axes(ax, ls, "median ||d weights / d logits||", "(g) gradient vs L (Lemma 2)")
     ax = axes[0, 3]
     for n in names:
         g = (

@@ -31,6 +31,14 @@ def spread(col: str) -> list[pl.Expr]:
     ]
 
 
+def per_group(
+    frame: pl.DataFrame, by: tuple[str, ...], aggregates: list[pl.Expr], order: tuple[str, ...]
+) -> pl.DataFrame:
+    """One row per ``by`` group, sorted by ``order``: its sample count ("samples") and the
+    ``aggregates``."""
+    return frame.group_by(*by).agg(pl.len().alias("samples"), *aggregates).sort(*order)
+
+
 def count(
     frame: pl.DataFrame,
     column: str,
@@ -183,11 +191,7 @@ def summarise_distance(distance: pl.DataFrame, critical_n: pl.DataFrame) -> dict
         "expectation_term_other_masked",
     )
     cols = tuple(c for c in cols if c in d.columns)
-    summary = (
-        d.group_by("L", "N")
-        .agg(pl.len().alias("samples"), *[e for c in cols for e in spread(c)])
-        .sort("L", "N")
-    )
+    summary = per_group(d, ("L", "N"), [e for c in cols for e in spread(c)], ("L", "N"))
     critical = critical_n_summary(critical_n)
     d = d.with_columns(
         (pl.col("mc_expectation") - pl.col("expectation_term")).alias("epsilon_residual")
@@ -219,10 +223,10 @@ def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame
     """Per (L, N) spreads of N_s/N and Theorem 2's bounds, and the counts of its checks: per
     sample (N = 1 apart) and on the mean per N."""
     s = separability
-    summary = (
-        s.group_by("L", "N")
-        .agg(
-            pl.len().alias("samples"),
+    summary = per_group(
+        s,
+        ("L", "N"),
+        [
             *spread("ratio"),
             *(spread("ratio_other_masked") if "ratio_other_masked" in s.columns else []),
             *spread("lower_bound"),
@@ -233,8 +237,8 @@ def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame
                 for c in ("zero_radius", "negative_xi_square", "no_outside_token", "mask_only_rows")
                 if c in s.columns
             ],
-        )
-        .sort("N")
+        ],
+        ("N",),
     )
 
     # Theorem 2 bounds E[N_s]/N; per-sample ratios are counted too, but the mean is what it bounds.
@@ -329,18 +333,18 @@ def summarise_gradient(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per (T, eps) the largest and median sensitivity and ||J||, and the counts of Corollary
     3's checks (and of the Gershgorin bound)."""
     g = gradient
-    summary = (
-        g.group_by("T", "eps")
-        .agg(
-            pl.len().alias("samples"),
+    summary = per_group(
+        g,
+        ("T", "eps"),
+        [
             pl.col("g_max").max().alias("g_max_over_heads"),
             pl.col("g_max").median().alias("g_max_median"),
             pl.col("jacobian_norm").max().alias("jacobian_norm_max"),
             pl.col("jacobian_norm").median().alias("jacobian_norm_median"),
             pl.col("paper_bound").first(),
             pl.col("gershgorin_bound").first(),
-        )
-        .sort("eps", "T")
+        ],
+        ("eps", "T"),
     )
     once = g.filter(pl.col("eps") == g["eps"].min())  # the Jacobian does not depend on eps
     wide = (
@@ -392,15 +396,15 @@ def summarise_gradient(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
 def summarise_vanishing(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per L spreads of the largest and scaled weights, and the counts of Corollary 1's checks."""
     v = vanishing
-    summary = (
-        v.group_by("L")
-        .agg(
-            pl.len().alias("samples"),
+    summary = per_group(
+        v,
+        ("L",),
+        [
             *spread("max_weight"),
             *spread("max_scaled"),
             *spread("min_scaled"),
-        )
-        .sort("L")
+        ],
+        ("L",),
     )
     violations = violation_table(
         [

@@ -55,6 +55,12 @@ class Scorecard:
         )
         return claim_id, claim, paper, rule
 
+    def cannot_score(self, key: str, measured: str, needs: str, **names) -> None:
+        """A claim this run's grid cannot score: ``measured`` says what is missing, ``needs``
+        what the rule needs."""
+        claim_id, claim, paper, _ = self.texts(key, **names)
+        self.add(claim_id, claim, paper, measured, needs, verdict(None))
+
     def add(self, claim_id, claim, paper, measured, rule, verdict) -> None:
         self.rows.append(
             {
@@ -121,14 +127,11 @@ def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, reading
                     verdict(r2 >= c["min_r2"] and slope > 0),
                 )
     else:
-        claim_id, claim, paper, rule = card.texts("linear_in_length", n=n_fixed)
-        card.add(
-            claim_id,
-            claim,
-            paper,
+        card.cannot_score(
+            "linear_in_length",
             f"fewer than {c['min_lengths']} lengths",
             f"needs >= {c['min_lengths']} lengths",
-            verdict(None),
+            n=n_fixed,
         )
 
     c = card.claims["plateau_in_n"]
@@ -150,14 +153,11 @@ def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, reading
                 verdict(change <= c["max_relative_change"]),
             )
     else:
-        claim_id, claim, paper, rule = card.texts("plateau_in_n", length=l_fixed)
-        card.add(
-            claim_id,
-            claim,
-            paper,
+        card.cannot_score(
+            "plateau_in_n",
             f"grid has < 2 values of N >= {c['from_n']}",
             f"needs N >= {c['from_n']} values",
-            verdict(None),
+            length=l_fixed,
         )
 
 
@@ -262,14 +262,8 @@ def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
                 verdict(lo >= c["low"] and hi <= c["high"]),
             )
     else:
-        claim_id, claim, paper, rule = card.texts("saturation")
-        card.add(
-            claim_id,
-            claim,
-            paper,
-            f"no N >= {c['from_n']} in the grid",
-            f"needs N >= {c['from_n']}",
-            verdict(None),
+        card.cannot_score(
+            "saturation", f"no N >= {c['from_n']} in the grid", f"needs N >= {c['from_n']}"
         )
     # The bound never falls below e^(-1/16) = 0.939 and N_s/N <= 1, so at an N whose largest
     # N_s/N is >= 1 - max_gap the gap cannot exceed max_gap: only the other N can decide it.
@@ -319,13 +313,10 @@ def gradient_claims(card: Scorecard, grad: pl.DataFrame) -> None:
             verdict(c["low"] <= s <= c["high"]),
         )
     else:
-        card.add(
-            claim_id,
-            claim,
-            paper,
+        card.cannot_score(
+            "gradient_inverse_t",
             f"fewer than 2 temperatures below {c['below_t']}",
             f"needs 2 T < {c['below_t']}",
-            verdict(None),
         )
     c = card.claims["gradient_drop"]
     claim_id, claim, paper, rule = card.texts("gradient_drop")
@@ -343,13 +334,10 @@ def gradient_claims(card: Scorecard, grad: pl.DataFrame) -> None:
             verdict(drop >= c["min_decades"]),
         )
     else:
-        card.add(
-            claim_id,
-            claim,
-            paper,
+        card.cannot_score(
+            "gradient_drop",
             f"T grid lacks T = {c['low_point_t']:g} or T = {c['high_t']:g}",
             "needs both",
-            verdict(None),
         )
 
 
