@@ -131,26 +131,38 @@ def set_aside(path: Path) -> Path:
     the next run sees the pack outdated and rebuilds it."""
     moved = set_aside_file(path)
     if path.parent.is_dir():
-        stamp = path.parent / ".snakemake_timestamp"
-        stamp.touch()
-        os.utime(stamp, (0, 0))
-        os.utime(path.parent, (0, 0))
+        age_folder(path.parent)
     return moved
+
+
+def age_folder(folder: Path) -> None:
+    """Make a directory output older than its inputs: its .snakemake_timestamp (which Snakemake
+    reads as a directory output's time) and the folder set to 1970, so the next run rebuilds it."""
+    stamp = folder / ".snakemake_timestamp"
+    stamp.touch()
+    os.utime(stamp, (0, 0))
+    os.utime(folder, (0, 0))
 
 
 def set_aside_file(path: Path) -> Path:
     """Rename a damaged file to <name>.corrupt (or .corrupt1, ...): nothing is deleted, and the
     next run sees the file missing. Jobs read one file in parallel: when another job set it aside
     first, the latest .corrupt* copy is reported."""
-    moved = path.with_name(f"{path.name}.corrupt")
-    n = 1
-    while moved.exists():
-        moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
     try:
-        os.replace(path, moved)
+        return rename_corrupt(path)
     except FileNotFoundError:
         earlier = sorted(
             path.parent.glob(f"{path.name}.corrupt*"), key=lambda p: p.stat().st_mtime_ns
         )
-        moved = earlier[-1] if earlier else path
+        return earlier[-1] if earlier else path
+
+
+def rename_corrupt(path: Path) -> Path:
+    """Rename ``path`` to the first free <name>.corrupt, <name>.corrupt1, ... and return that
+    name (FileNotFoundError where ``path`` is gone)."""
+    moved = path.with_name(f"{path.name}.corrupt")
+    n = 1
+    while moved.exists():
+        moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
+    os.replace(path, moved)
     return moved

@@ -1,415 +1,59 @@
 """The study's answer: table "normaliser x limit" with a verdict per cell, the figure, and
-docs/study.md (prose from workflow/resources/study_template.md, every number from this run)."""
+docs/study.md (attnlimits_workflow.assemble.study_report; prose from
+workflow/resources/study_template.md, every number from this run)."""
 
 import json
 import shutil
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import numpy as np
 import polars as pl
 
+from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import log_axis, save, use_style
-from attnlimits_workflow.study import (
-    LIMITS,
-    LOW_TEMPERATURE,
-    answer_line,
-    censored_critical_n,
-    fill_template,
-    limit_measures,
-    orientation_table,
-    shown,
-    verdicts,
-)
-from attnlimits_workflow.tables import markdown_table, write_csv
+from attnlimits_workflow.plotting import save, use_style
+from attnlimits_workflow.study import fill_template
+from attnlimits_workflow.tables import write_csv
 
-# Panel (d)'s y range: at small T softmax's norm underflows towards 1e-200 and the Self-Adjust
-# rules' grows without bound; the bounds live in this range, and the table has the extremes.
-GRADIENT_RANGE = (1e-5, 1e4)
 log = job_logger(snakemake, "study_report")
 inp, out, p = snakemake.input, snakemake.output, snakemake.params
-study = p.study
 models = list(p.models)
 if not models:
     raise SystemExit("study.normalizers is empty: no model to train (config/README.md: study)")
-names = [m.removeprefix("study-") for m in models]
-rules = {n: study["normalizers"][n] for n in names}
-baseline = study["baseline"]
-ratio = study["relax_ratio"]
 
 
-def by_model(paths, read):
-    return {n: read(path) for n, path in zip(names, paths, strict=True)}
+def by_model(paths, read=pl.read_parquet):
+    return {m.removeprefix("study-"): read(path) for m, path in zip(models, paths, strict=True)}
 
 
-samples = by_model(inp.samples, pl.read_parquet)
-critical = by_model(inp.critical_n, pl.read_parquet)
-separability = by_model(inp.separability, pl.read_parquet)
-gradient = by_model(inp.gradient, pl.read_parquet)
-coverage = by_model(inp.coverage, pl.read_parquet)
-heads = by_model(inp.heads, pl.read_parquet)
-histories = by_model(inp.histories, pl.read_csv)
-evaluations = by_model(inp.evaluations, lambda f: json.loads(Path(f).read_text()))
-timings = by_model(inp.timings, lambda f: json.loads(Path(f).read_text()))
-manifests = by_model(
-    inp.models, lambda d: json.loads((Path(d) / "attnlimits-model.json").read_text())
+def read_json(path):
+    return json.loads(Path(path).read_text())
+
+
+tables = ("samples", "critical_n", "separability", "gradient", "coverage", "heads")
+study = report.Study(
+    **{name: by_model(getattr(inp, name)) for name in tables},
+    histories=by_model(inp.histories, pl.read_csv),
+    evaluations=by_model(inp.evaluations, read_json),
+    timings=by_model(inp.timings, read_json),
+    manifests=by_model(inp.models, lambda d: read_json(Path(d) / "attnlimits-model.json")),
+    vocab_size=len(read_json(Path(inp.models[0], "tokenizer.json"))["model"]["vocab"]),
+    **{k: getattr(p, k) for k in ("seed", "n_fixed", "ns_ratio_threshold", "command")},
+    models=models,
+    settings=p.study,
 )
-measures = {
-    n: limit_measures(samples[n], critical[n], separability[n], evaluations[n], gradient[n])
-    for n in names
-}
-found = verdicts(measures, baseline, ratio)
-l_max = int(samples[names[0]]["L"].max())
-n_max = int(separability[names[0]]["N"].max())
-contexts = sorted(c["context"] for c in evaluations[names[0]]["contexts"])
-tail_percent = f"{study['evaluation']['tail_fraction']:.0%}"
-headers = {
-    k: limit.header.format(
-        l_max=l_max, n_max=n_max, c_max=f"{contexts[-1]} tokens", t_low=LOW_TEMPERATURE
-    )
-    for k, limit in LIMITS.items()
-}
-
-
-def rule_text(rule):
-    params = ", ".join(f"{k}={v:g}" for k, v in rule.items() if k != "kind")
-    return f"{rule['kind']}({params})" if params else rule["kind"]
-
-
-def bound_check(n):
-    """The rule's ||J|| bound checked on every row at every T of the sweep (study_gradient)."""
-    g = gradient[n]
-    if g["bound"].is_nan().all():
-        return "no known bound", None
-    over = int(g["violated"].sum())
-    untestable = int(g["not_testable"].sum())
-    text = f"{over} of {g.height} (row, T) above it"
-    return text + (f", {untestable} not testable" if untestable else ""), over
-
-
-rows, csv_rows = [], []
-for n in names:
-    m = measures[n]
-    cells, record = [], {"normalizer": n, "rule": rule_text(rules[n])}
-    for key in LIMITS:
-        v = found[n][key]
-        cells.append(f"{v} ({shown(m, key)})")
-        record[f"{key}"] = m[key]
-        record[f"{key}_verdict"] = v
-    text, over = bound_check(n)
-    record.update(
-        {
-            "max_weight_slope_in_L": m["vanishing_slope"],
-            "distance_upper": m["distance_upper"],
-            "critical_n_lengths": m["distance_lengths"],
-            "critical_n_censored": m["distance_censored"],
-            "gradient_bound_violations": over,
-            "perplexity_at_training_context": m["perplexity"],
-            "perplexity_at_longest_context": m["perplexity_longest"],
-            "tail_perplexity_at_training_context": m["tail_perplexity"],
-            "tail_perplexity_at_longest_context": m["tail_perplexity_longest"],
-            "final_training_loss": float(histories[n]["loss"][-1]),
-        }
-    )
-    csv_rows.append(record)
-    rows.append(
-        [
-            n,
-            rule_text(rules[n]),
-            f"{m['perplexity']:.1f}",
-            *cells,
-            f"{m['vanishing_slope']:.2f}",
-            text,
-        ]
-    )
-columns = [
-    "normaliser",
-    "rule",
-    f"held-out ppl @ {contexts[0]}",
-    *headers.values(),
-    "max-weight slope in L",
-    "||J|| bound over the T sweep",
-]
-table_md = markdown_table(columns, rows)
-write_csv(pl.DataFrame(csv_rows), out.csv)
+table, table_md = report.limits_table(study)
+write_csv(table, out.csv)
 with atomic_path(out.md) as tmp:
-    Path(tmp).write_text(
-        f"Normaliser x limit on the study's trained models (verdicts against {baseline}, "
-        f"ratio {ratio:g}; docs/study.md)\n\n{table_md}"
-    )
-
-
-# ------------------------------------------------------------------------------------- figure
+    Path(tmp).write_text(report.limits_markdown(study, table_md))
 use_style(inp.style)
-fig, axes = plt.subplots(2, 4, figsize=(17, 7.5), constrained_layout=True)
-colors = plt.get_cmap("tab10")
-markers = "osD^v<>px"
-style = {
-    n: dict(color=colors(i % 10), marker=markers[i % len(markers)], ms=4, label=n)
-    for i, n in enumerate(names)
-}
-ax = axes[0, 0]
-for n in names:
-    h = histories[n]
-    ax.plot(h["tokens"] / 1e6, h["loss"], **{**style[n], "marker": None})
-ax.set(xlabel="training tokens (millions)", ylabel="training loss (nats)", title="(a) training")
-ax = axes[0, 1]
-for n in names:
-    ev = sorted(evaluations[n]["contexts"], key=lambda c: c["context"])
-    ax.plot([c["context"] for c in ev], [c["tail_perplexity"] for c in ev], **style[n])
-ax.axvline(study["training"]["context"], color="0.6", ls=":", lw=1)
-log_axis(ax, "x", contexts)
-ax.set(
-    xlabel="evaluation context (tokens)",
-    ylabel=f"held-out perplexity, last {tail_percent} of positions",
-    title="(b) length generalisation (dotted: training context)",
-)
-ax = axes[0, 2]
-for n in names:
-    per_l = samples[n].group_by("L").agg(pl.col("max_weight").median()).sort("L")
-    ax.plot(per_l["L"], per_l["max_weight"], **style[n])
-ls = np.array(sorted(samples[names[0]]["L"].unique()))
-ax.plot(ls, 1.0 / ls, color="0.5", ls="--", lw=1, label="1/L")
-log_axis(ax, "x", ls)
-ax.set(
-    yscale="log",
-    xlabel="context length L",
-    ylabel="median max weight",
-    title="(c) vanishing attention (Lemma 1)",
-)
-ax = axes[1, 0]
-for n in names:
-    c = censored_critical_n(critical[n])
-    ax.plot(c["L"], c["share_low"], **{**style[n], "marker": None})
-    found_n, cens = c.filter(~pl.col("censored")), c.filter(pl.col("censored"))
-    ax.plot(found_n["L"], found_n["share_low"], ls="none", **{**style[n], "label": None})
-    # censored: still distinguishable at the largest N tried, so N_crit / L is at least this
-    ax.plot(cens["L"], cens["share_low"], ls="none", mfc="none", **{**style[n], "label": None})
-log_axis(ax, "x", ls)
-ax.set(
-    xlabel="context length L",
-    ylabel="N_crit / L",
-    title="(e) distance collapse: KS critical N / L (open: censored, >=)",
-)
-ax = axes[1, 1]
-for n in names:
-    s = separability[n].group_by("N").agg(pl.col("ratio").mean()).sort("N")
-    ax.plot(s["N"], s["ratio"], **style[n])
-sep_l = int(separability[names[0]]["L"][0])
-log_axis(ax, "x", sorted(separability[names[0]]["N"].unique()))
-ax.set(
-    xlabel="N selected",
-    ylabel="mean N_s / N",
-    title=f"(f) separability (Thm 2) at L = {sep_l}",
-    ylim=(0, 1.02),
-)
-ax = axes[1, 2]
-for n in names:
-    g = samples[n].group_by("L").agg(pl.col("jacobian_norm").median()).sort("L")
-    ax.plot(g["L"], g["jacobian_norm"], **style[n])
-log_axis(ax, "x", ls)
-ax.set(
-    yscale="log",
-    xlabel="context length L",
-    ylabel="median ||d weights / d logits||",
-    title="(g) gradient vs L (Lemma 2)",
-)
-ax = axes[0, 3]
-for n in names:
-    g = (
-        gradient[n]
-        .group_by("T")
-        .agg(pl.col("jacobian_norm").median(), pl.col("bound").max())
-        .sort("T")
-    )
-    ax.plot(g["T"], g["jacobian_norm"], **style[n])
-    if g["bound"].is_finite().all() and rules[n]["kind"] != "scalable_softmax":
-        ax.plot(g["T"], g["bound"], color=style[n]["color"], ls="--", lw=0.8)
-grad_l = int(gradient[names[0]]["L"][0])
-ax.set(
-    xscale="log",
-    yscale="log",
-    xlabel="temperature T (rule applied to z / T)",
-    ylabel="median ||d weights / d z||",
-    title=f"(d) gradient vs T at L = {grad_l} (dashed: bound)",
-    ylim=GRADIENT_RANGE,
-)
-ax = axes[1, 3]
-for i, n in enumerate(names):
-    ratios = heads[n]["ns_ratio"].to_numpy()
-    jitter = np.linspace(-0.2, 0.2, ratios.size) if ratios.size > 1 else np.zeros(1)
-    ax.scatter(i + jitter, ratios, s=12, color=style[n]["color"], marker=style[n]["marker"])
-threshold = p.ns_ratio_threshold[models[0]]
-ax.axhline(threshold, color="0.5", ls=":", lw=1)
-ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
-heads_n, heads_l = int(heads[names[0]]["N"][0]), int(heads[names[0]]["L"][0])
-ax.set(
-    ylabel=f"per-head mean N_s / N at N = {heads_n}",
-    title=f"(h) heads at L = {heads_l} (dotted: saturation flag)",
-    ylim=(0, 1.02),
-)
-handles, labels = axes[0, 2].get_legend_handles_labels()
-fig.legend(handles, labels, loc="outside right center", fontsize=8)
-arch = study["architecture"]
-tr = study["training"]
-first = samples[names[0]]
-caption = (
-    f"Study models: Llama, {arch['layers']} layers x {arch['heads']} heads "
-    f"({arch['kv_heads']} KV), d={arch['hidden_size']}, identical but for the attention rule; "
-    f"{tr['steps']} steps of {tr['batch_size']} x {tr['context']} tokens, seed {p.seed}. "
-    f"(c)-(h): each model's own attention on held-out chunks, analysed row of each (layer, "
-    f"chunk, head): {first.filter(pl.col('L') == l_max).height} rows per L; N = "
-    f"{p.n_fixed[models[0]]} for (e). (d): the rows of (g) at one L, the trained rule applied to z / T; "
-    f"Scalable-Softmax's bound is per row (table); norms outside "
-    f"{GRADIENT_RANGE[0]:g}-{GRADIENT_RANGE[1]:g} are off the axis. (h): one point per (layer, head)."
-)
+fig, caption = report.study_figure(study)
 save(fig, out.pdf, out.png, caption)
-
-
-# ---------------------------------------------------------------------------------- docs page
-def gradient_row(n):
-    g = (
-        gradient[n]
-        .group_by("T")
-        .agg(
-            pl.col("jacobian_norm").median().alias("median"),
-            pl.col("jacobian_norm").max().alias("max"),
-            (pl.col("jacobian_norm") / pl.col("bound")).max().alias("tightness"),
-        )
-        .sort("T")
-    )
-    at_one = g.filter(pl.col("T") == 1.0)
-    tight = g["tightness"].drop_nans().drop_nulls()
-    text, _ = bound_check(n)
-    return [
-        n,
-        f"{g['median'][0]:.3g} / {at_one['median'][0]:.3g} / {g['median'][-1]:.3g}"
-        if at_one.height
-        else f"{g['median'][0]:.3g} / - / {g['median'][-1]:.3g}",
-        f"{g['max'].max():.3g} (T = {g['T'][int(g['max'].arg_max())]:g})",
-        f"{tight.max():.3f}" if tight.len() else "no known bound",
-        text,
-    ]
-
-
-def entropy_share(h):
-    share = (h["entropy"] / h["entropy_uniform"]).mean()
-    # the raw Self-Adjust rule's weights z * softmax(z) go negative: no entropy
-    return "n/a (negative weights)" if share is None or np.isnan(share) else f"{share:.2f}"
-
-
-def heads_row(n):
-    h, c = heads[n], coverage[n]
-    threshold = p.ns_ratio_threshold[model_of[n]]
-    at_n = c.filter(pl.col("N") == int(h["N"][0]))
-    flagged = int((h["ns_ratio"] <= threshold).sum())
-    return [
-        n,
-        f"{h['ns_ratio'].min():.2f} / {h['ns_ratio'].median():.2f} / {h['ns_ratio'].max():.2f}",
-        f"{flagged} of {h.height}",
-        entropy_share(h),
-        f"{at_n['coverage'].mean():.3f} / {at_n['predicted_paper'].mean():.3f} / "
-        f"{at_n['predicted_overlap'].mean():.3f}",
-    ]
-
-
-model_of = dict(zip(names, models, strict=True))
-temperatures = sorted(gradient[names[0]]["T"].unique())
-tok = json.loads(Path(inp.models[0], "tokenizer.json").read_text())
-setup_rows = [
-    [
-        n,
-        rule_text(rules[n]),
-        f"{manifests[n]['parameters']:,}",
-        f"{timings[n]['seconds']:.0f} s",
-        f"{timings[n]['tokens_per_s']:,.0f}",
-        f"{float(histories[n]['loss'][-1]):.3f}",
-        " / ".join(
-            f"{c['perplexity']:.1f} ({c['tail_perplexity']:.1f})"
-            for c in sorted(evaluations[n]["contexts"], key=lambda c: c["context"])
-        ),
-    ]
-    for n in names
-]
-fields = {
-    "command": p.command,
-    "vocab_size": str(len(tok["model"]["vocab"])),
-    "training_tokens": f"{manifests[names[0]]['training_tokens']:,}",
-    "held_out_tokens": f"{manifests[names[0]]['held_out_tokens']:,}",
-    "architecture": (
-        f"{arch['layers']} layers, {arch['heads']} heads ({arch['kv_heads']} KV heads), "
-        f"d = {arch['hidden_size']}, MLP {arch['intermediate_size']}, RoPE (theta "
-        f"{arch['rope_theta']:g}), {arch['max_positions']} positions"
-    ),
-    "budget": (
-        f"{tr['steps']} steps x {tr['batch_size']} windows x {tr['context']} tokens = "
-        f"{tr['steps'] * tr['batch_size'] * tr['context']:,} tokens, AdamW (lr "
-        f"{tr['learning_rate']:g}, warm-up {tr['warmup_steps']}, cosine), seed {p.seed}"
-    ),
-    "training_table": markdown_table(
-        [
-            "normaliser",
-            "rule",
-            "parameters",
-            "training time",
-            "tokens/s",
-            "final training loss",
-            "held-out ppl (last " + tail_percent + ") @ " + " / ".join(map(str, contexts)),
-        ],
-        setup_rows,
-    ),
-    "table": table_md,
-    "gradient_table": markdown_table(
-        [
-            "normaliser",
-            f"median ||J|| at T = {temperatures[0]:g} / 1 / {temperatures[-1]:g}",
-            "largest ||J|| (at T)",
-            "largest ||J|| / bound",
-            "bound check",
-        ],
-        [gradient_row(n) for n in names],
-    ),
-    "gradient_length": str(int(gradient[names[0]]["L"][0])),
-    "gradient_rows": str(gradient[names[0]].filter(pl.col("T") == temperatures[0]).height),
-    "heads_table": markdown_table(
-        [
-            "normaliser",
-            "per-head N_s/N: min / median / max",
-            f"heads with N_s/N <= {p.ns_ratio_threshold[models[0]]:g}",
-            "mean entropy / log L",
-            "coverage: measured / paper / overlap-aware",
-        ],
-        [heads_row(n) for n in names],
-    ),
-    "heads_n": str(int(heads[names[0]]["N"][0])),
-    "heads_length": str(int(heads[names[0]]["L"][0])),
-    "heads_chunks": str(int(heads[names[0]]["chunks"][0])),
-    "baseline": baseline,
-    "ratio": f"{ratio:g}",
-    "answers": "\n".join(
-        f"- {answer_line(k, headers[k], measures, found, baseline)}" for k in LIMITS
-    ),
-    "orientation_table": orientation_table(),
-    "low_temperature": f"{LOW_TEMPERATURE:g}",
-    "censored_lengths": ", ".join(
-        f"{n} {measures[n]['distance_censored']} of {measures[n]['distance_lengths']}"
-        for n in names
-    ),
-    "l_max": str(l_max),
-    "contexts": " / ".join(map(str, contexts)),
-    "tail_percent": tail_percent,
-    "evaluation_tokens": f"{contexts[-1] * evaluations[names[0]]['contexts'][-1]['windows']:,}",
-}
-
-
 try:
-    page = fill_template(Path(inp.template).read_text(), fields)
+    page = fill_template(Path(inp.template).read_text(), report.page_fields(study, table_md))
 except KeyError as missing:
     raise SystemExit(missing.args[0]) from None
-figures = Path(out.figures)
-with atomic_path(figures) as tmp:
+with atomic_path(Path(out.figures)) as tmp:
     tmp.mkdir()
     shutil.copy(out.png, tmp / "normalizer_limits.png")
 with atomic_path(out.page) as tmp:

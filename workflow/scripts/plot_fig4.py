@@ -1,65 +1,16 @@
 """Fig. 4: max finite-difference sensitivity g(T, eps) across heads vs T, the exact Jacobian norm,
-and the paper's bound min{1/(4T), sqrt 2} (with the always-valid 1/(2T))."""
+and the paper's bound (attnlimits_workflow.assemble.fig4)."""
 
 import json
 
-import matplotlib.pyplot as plt
-import numpy as np
 import polars as pl
 
-from attnlimits.gradient import corollary3_bound, gershgorin_bound
+from attnlimits_workflow.assemble.fig4 import fig4
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig4")
 use_style(snakemake.input.style)
-g = pl.read_csv(snakemake.input.gradient).sort("eps", "T")
-MARKERS = iter("osD^v<>")
-fig, ax = plt.subplots(figsize=(7.0, 3.6))
-for eps in sorted(g["eps"].unique().to_list()):
-    f = g.filter(pl.col("eps") == eps)
-    ax.plot(
-        f["T"].to_numpy(),
-        f["g_max_over_heads"].to_numpy(),
-        label=f"max g(T, eps={eps:g})",
-        alpha=0.85,
-        marker=next(MARKERS),
-    )
-first = g.filter(pl.col("eps") == g["eps"].min())
-ts = first["T"].to_numpy()
-ax.plot(
-    ts,
-    first["jacobian_norm_max"].to_numpy(),
-    color="0.2",
-    marker="x",
-    lw=1,
-    label=r"max exact $\|J\|_2$",
-)
-dense = np.geomspace(ts.min(), ts.max(), 200)
-ax.plot(
-    dense,
-    corollary3_bound(dense),
-    "k--",
-    lw=1.2,
-    label=r"paper: $\min\{1/(4T), \sqrt{2}\}$",
-)
-ax.plot(dense, gershgorin_bound(dense), ":", color="0.45", lw=1.2, label=r"$1/(2T)$ (always holds)")
-ax.set(
-    xscale="log",
-    yscale="log",
-    xlabel="temperature T",
-    ylabel="sensitivity",
-    title="Gradient sensitivity of softmax attention",
-)
-ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-run = json.loads(open(snakemake.input.run).read())
-save_run_figure(
-    fig,
-    snakemake,
-    "Algorithm 5: per head the mean over rows of ||softmax((l + eps v)/T) - softmax(l/T)|| / eps for "
-    "one random unit direction v per row, then the maximum over the (layer, head) values; ||J|| the "
-    "same way."
-    if run.get("protocol") == "all_rows"
-    else "Maximum across all heads, layers and chunks (g: of the maximum over the directions).",
-)
+fig, note = fig4(pl.read_csv(snakemake.input.gradient), json.load(open(snakemake.input.run)))
+save_run_figure(fig, snakemake, note)
 log.info("fig4 written")

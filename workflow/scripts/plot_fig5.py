@@ -1,105 +1,15 @@
-"""Fig. 5: the paper's diagnostics under other normalizers of the same logits, one line each:
-maximum weight vs L (vanishing attention), exact Jacobian norm vs L (gradient), critical N / L
-vs L (distance), and N_s/N vs N (separability)."""
+"""Fig. 5: the paper's diagnostics under other normalizers of the same logits, one line each
+(attnlimits_workflow.assemble.fig5)."""
 
-import matplotlib.pyplot as plt
 import polars as pl
 
+from attnlimits_workflow.assemble.fig5 import fig5
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import log_axis, save_run_figure, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig5")
 use_style(snakemake.input.style)
 by_length = pl.read_csv(snakemake.input.by_length)
-sep = pl.read_csv(snakemake.input.separability)
-names = by_length["normalizer"].unique(maintain_order=True).to_list()
-colors = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
-marker = "osD^v<>ph*"
-# Rules that give nearly the same curve (softmax and the normalised Self-Adjust softmax) stay
-# visible through their line style.
-linestyle = {n: ["-", "--", "-.", ":"][i % 4] for i, n in enumerate(names)}
-lengths = sorted(by_length["L"].unique().to_list())
-
-fig, axes = plt.subplots(2, 2, figsize=(8.4, 6.4), layout="constrained")
-panels = [
-    (axes[0, 0], "max_weight", "median max weight", "(a) Vanishing attention"),
-    (axes[0, 1], "jacobian_norm", r"median $\|J\|_2$", "(b) Jacobian norm"),
-]
-for ax, metric, ylabel, title in panels:
-    for i, name in enumerate(names):
-        d = by_length.filter(pl.col("normalizer") == name).sort("L")
-        ax.plot(
-            d["L"],
-            d[f"{metric}_median"],
-            marker=marker[i % 10],
-            ms=3,
-            color=colors[name],
-            ls=linestyle[name],
-            label=name,
-        )
-        if metric == "max_weight":  # (b)'s bands span 0 to 1/T for the sharp rules: medians only
-            ax.fill_between(
-                d["L"], d[f"{metric}_q25"], d[f"{metric}_q75"], color=colors[name], alpha=0.1, lw=0
-            )
-    ax.set(xlabel="context length L", ylabel=ylabel, title=title)
-    log_axis(ax, "x", lengths)
-    if metric == "jacobian_norm":
-        # symlog: a sparse normalizer's one-token rows have a Jacobian of exactly 0
-        ax.set_yscale("symlog", linthresh=1e-3)
-        ax.set_ylim(bottom=0)
-    else:
-        ax.set_yscale("log")  # a maximum weight is never 0
-ax = axes[1, 0]
-for i, name in enumerate(names):
-    d = by_length.filter(pl.col("normalizer") == name).sort("L")
-    ax.plot(
-        d["L"],
-        d["N_crit_over_L"],
-        marker=marker[i % 10],
-        ms=3,
-        color=colors[name],
-        ls=linestyle[name],
-        label=name,
-    )
-log_axis(ax, "x", lengths)
-ax.set(
-    xlabel="context length L",
-    ylabel=r"$N_{crit} / L$",
-    title="(c) Critical N (KS vs Monte-Carlo E)",
-    ylim=(0, 1.05),
-)
-ax = axes[1, 1]
-for i, name in enumerate(names):
-    d = sep.filter(pl.col("normalizer") == name).sort("N")
-    ax.plot(
-        d["N"],
-        d["ratio_mean"],
-        marker=marker[i % 10],
-        ms=3,
-        color=colors[name],
-        ls=linestyle[name],
-        label=name,
-    )
-ax.axhline(0.8, color="0.5", lw=0.8, ls="--")
-log_axis(ax, "x", sorted(sep["N"].unique().to_list()))
-ax.set(
-    xlabel="top-N",
-    ylabel=r"mean $N_s / N$",
-    title=f"(d) Separability at L = {sep['L'][0]}",
-    ylim=(-0.02, 1.05),
-)
-handles, labels = axes[0, 0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="upper center", ncol=min(len(names), 4), bbox_to_anchor=(0.5, 1.08))
-censored = by_length.filter(pl.col("N_crit").is_null()).height
-save_run_figure(
-    fig,
-    snakemake,
-    "What-if: each normalizer re-normalises the logits the model learned under softmax; this is not a retrained model. "
-    f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: smallest N where a KS test "
-    f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
-    "pairs still separable at N = L-1 are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "
-    "top-N tokens of weight 0 (the sparse rules') are never distinguishable, N stays the denominator "
-    f"(mean per sample up to {sep['zero_weight_selected_mean'].max():.3g}).",
-    analysed_rows=True,
-)
-log.info("fig5 written: %d normalizers", len(names))
+fig, note = fig5(by_length, pl.read_csv(snakemake.input.separability))
+save_run_figure(fig, snakemake, note, analysed_rows=True)
+log.info("fig5 written: %d normalizers", by_length["normalizer"].n_unique())

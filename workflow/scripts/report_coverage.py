@@ -1,81 +1,29 @@
-"""Multi-head coverage: measured fraction of the heads' combined top-N set that at least one head
-keeps distinguishable, against the paper's 1 - (1 - p)^H and the overlap-aware prediction."""
+"""Multi-head coverage: measured against the paper's 1 - (1 - p)^H and the overlap-aware
+prediction, table and figure (attnlimits_workflow.assemble.coverage_report)."""
 
 import json
 
-import matplotlib.pyplot as plt
 import polars as pl
 
-from attnlimits.coverage import heads_for_coverage
+from attnlimits_workflow.assemble.coverage_report import (
+    NOTE,
+    coverage_by,
+    coverage_figure,
+    coverage_header,
+    coverage_table,
+)
 from attnlimits_workflow.jobs import job_logger
-from attnlimits_workflow.plotting import log_axis, save_run_figure, use_style
+from attnlimits_workflow.plotting import save_run_figure, use_style
 from attnlimits_workflow.tables import write_csv, write_markdown
 
 log = job_logger(snakemake, "coverage")
 use_style(snakemake.input.style)
 cov = pl.read_parquet(snakemake.input.coverage)
 n_conf = snakemake.params.n
-metrics = ["coverage", "p", "predicted_paper", "predicted_overlap", "union_selected"]
-by_n = cov.group_by("N").agg(pl.col(m).mean() for m in metrics).sort("N")
-by_layer = (
-    cov.filter(pl.col("N") == n_conf)
-    .group_by("layer")
-    .agg(pl.col(m).mean() for m in metrics)
-    .sort("layer")
-)
-heads = int(cov["heads"][0])
-table = pl.concat(
-    [
-        by_n.with_columns(pl.lit("all").alias("layer")),
-        by_layer.with_columns(
-            pl.lit(n_conf).cast(pl.Int32).alias("N"), pl.col("layer").cast(pl.String)
-        ),
-    ],
-    how="diagonal_relaxed",
-).select("layer", "N", *metrics)
-table = table.with_columns(
-    pl.col("p")
-    .map_elements(lambda p: heads_for_coverage(p, 0.99), return_dtype=pl.Float64)
-    .alias("heads_for_99pct_paper")
-)
+table = coverage_table(cov, n_conf)
 run = json.loads(open(snakemake.input.run).read())
-header = (
-    f"Multi-head coverage, {run['model']} ({run['weights']}), {heads} heads, L = {cov['L'][0]}, last-row "
-    "protocol (the analysed row, whatever analysis.protocol): means over (layer, chunk); rows 'all' per N, then per layer at N = "
-    f"{n_conf}. coverage = |tokens distinguishable by >= 1 head| / |union of the heads' top-N|; "
-    "p = mean N_s/N; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
-)
 write_csv(table, snakemake.output.csv)
-write_markdown(table, snakemake.output.md, header)
-
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.4), layout="constrained")
-ax1.plot(by_n["N"], by_n["coverage"], "k-o", ms=3, label="measured coverage")
-ax1.plot(by_n["N"], by_n["predicted_paper"], "r--", label=r"paper: $1-(1-p)^H$")
-ax1.plot(by_n["N"], by_n["predicted_overlap"], "b:", label=r"independence, measured overlap")
-ax1.plot(
-    by_n["N"], by_n["p"], color="0.5", marker="s", ms=3, lw=0.8, label=r"single head $p = N_s/N$"
-)
-log_axis(ax1, "x", by_n["N"].to_list())
-ax1.set(
-    xlabel="top-N per head",
-    ylabel="fraction",
-    ylim=(-0.02, 1.05),
-    title="(a) Coverage vs N",
-)
-ax1.legend(loc="lower left", fontsize=7)
-ax2.plot(by_layer["layer"], by_layer["coverage"], "k-o", ms=3, label="measured")
-ax2.plot(by_layer["layer"], by_layer["predicted_paper"], "r--", label="paper")
-ax2.plot(by_layer["layer"], by_layer["predicted_overlap"], "b:", label="measured overlap")
-ax2.set(
-    xlabel="layer", ylabel="fraction", ylim=(-0.02, 1.05), title=f"(b) Per layer at N = {n_conf}"
-)
-ax2.legend(loc="lower left", fontsize=7)
-save_run_figure(
-    fig,
-    snakemake,
-    "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
-    "The paper's formula assumes the heads select the same tokens independently. A top-N token of "
-    "weight 0 is not selected (analysis.zero_weight: the union and p count selected tokens only).",
-    analysed_rows=True,
-)
+write_markdown(table, snakemake.output.md, coverage_header(cov, n_conf, run))
+save_run_figure(coverage_figure(cov, n_conf), snakemake, NOTE, analysed_rows=True)
+by_layer = coverage_by(cov, n_conf)[1]
 log.info("coverage: mean %.3f at N=%d", by_layer["coverage"].mean(), n_conf)

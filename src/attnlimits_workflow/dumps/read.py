@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..packs import DumpError
+from ..packs import DumpError, age_folder, rename_corrupt
 from .schema import LAYER_COLUMNS, META_KEY, SCHEMA_SPEC, arrow_schema
 
 
@@ -169,24 +169,16 @@ def _quarantine(path: Path) -> Path:
     .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970): the
     next run sees it outdated and rebuilds it.
     """
-    moved = path.with_name(f"{path.name}.corrupt")
-    n = 1
-    while moved.exists():
-        moved, n = path.with_name(f"{path.name}.corrupt{n}"), n + 1
     try:
-        os.replace(path, moved)
+        moved = rename_corrupt(path)
     except FileNotFoundError:
         # Jobs of one run read the same batch in parallel: another job met the damaged file
         # first and set it aside. Report that file and still age the batch.
-        if not moved.with_name(f"{path.name}.corrupt").exists():
+        if not path.with_name(f"{path.name}.corrupt").exists():
             raise
         moved = max(path.parent.glob(f"{path.name}.corrupt*"), key=lambda p: p.stat().st_mtime_ns)
-    batch = path.parent
-    if batch.name.startswith("batch"):
-        stamp = batch / ".snakemake_timestamp"
-        stamp.touch()
-        os.utime(stamp, (0, 0))
-        os.utime(batch, (0, 0))
+    if path.parent.name.startswith("batch"):
+        age_folder(path.parent)
     return moved
 
 

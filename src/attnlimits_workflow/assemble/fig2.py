@@ -1,0 +1,142 @@
+"""Fig. 2: (a) distance vs L at fixed N, (b) vs N at fixed L, (c) critical N vs L."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+SERIES = [
+    ("distance", r"true distance $\tilde d$"),
+    ("mc_expectation", "E (Monte Carlo)"),
+    ("expectation_term", "Thm 1.2 term (as printed)"),
+    ("upper_bound", "Thm 1.1 upper bound"),
+]
+
+
+OTHER_MASKED = {"non_selected": "prefix", "prefix": "non_selected"}
+SHORT = {"distance": r"$\tilde d$", "expectation_term": "Thm 1.2 term"}
+
+
+def panel(ax, frame, x, xlabel, title, masked: str, other_masked=False):
+    """Distance, E, the printed term and the upper bound against ``x``: medians with their
+    interquartile bands; with ``other_masked``, the other reading of masked keys dashed."""
+    frame = frame.sort(x)
+    xs = frame[x].to_numpy()
+    colors = {}
+    for col, label in SERIES:
+        line = ax.plot(xs, frame[f"{col}_median"].to_numpy(), marker="o", label=label)[0]
+        colors[col] = line.get_color()
+        ax.fill_between(
+            xs,
+            frame[f"{col}_q25"].to_numpy(),
+            frame[f"{col}_q75"].to_numpy(),
+            color=line.get_color(),
+            alpha=0.18,
+            lw=0,
+        )
+    if other_masked and "distance_other_masked_median" in frame.columns:
+        # analysis.all_rows.masked the other way: the open choice's effect on d~ and on E
+        for col in ("distance", "expectation_term"):
+            ax.plot(
+                xs,
+                frame[f"{col}_other_masked_median"].to_numpy(),
+                ls="--",
+                marker="x",
+                color=colors[col],
+                label=f"{SHORT[col]}, masked keys {OTHER_MASKED[masked]}",
+            )
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, title=title)
+    ax.set_xticks(xs, [str(v) for v in xs], minor=False)
+    ax.minorticks_off()
+
+
+def fig2(dist: pl.DataFrame, crit: pl.DataFrame, p: dict, masked: str) -> tuple[Figure, str]:
+    """The figure and its caption's note, from the distance and critical-N summaries; ``p``:
+    analysis.distance, ``masked``: analysis.all_rows.masked."""
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
+    panel(
+        axes[0],
+        dist.filter(pl.col("N") == p["n_fixed"]),
+        "L",
+        "sequence length L",
+        f"(a) N = {p['n_fixed']}",
+        masked,
+        other_masked=True,
+    )
+    panel(
+        axes[1],
+        dist.filter(pl.col("L") == p["length_fixed"]),
+        "N",
+        "top-N",
+        f"(b) L = {p['length_fixed']}",
+        masked,
+    )
+    axes[0].set_ylabel("distance (median, IQR across heads)")
+    axes[0].legend(loc="upper left")
+
+    ax = axes[2]
+    lengths = np.array(sorted(crit["L"].unique().to_list()))
+    # The reading analysis.all_rows.masked names (an encoder's rows have one: "both"), filled markers
+    # where a search passed, open ones at the top N where it never did (N_crit >= that N, censored).
+    # The fitted line runs through the found lengths only: a censored length is a bound, not a value.
+    drawn = crit.filter(pl.col("masked").is_in([masked, "both"]))
+    censored_any = False
+    for kind, label, marker in (
+        ("monte_carlo", "KS vs E (Monte Carlo)", "o"),
+        ("closed_form", "KS vs Thm 1.2 term", "s"),
+    ):
+        f = drawn.filter(pl.col("expectation") == kind).sort("L")
+        found = f.filter(~pl.col("censored"))
+        line = ax.plot(
+            found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
+        )[0]
+        cens = f.filter(pl.col("censored"))
+        if cens.height:
+            censored_any = True
+            ax.plot(
+                cens["L"].to_numpy(),
+                cens["top_N"].to_numpy(),
+                marker=marker,
+                ls="none",
+                mfc="none",
+                color=line.get_color(),
+                label=f"{label}: censored, N_crit >= top N",
+            )
+        slope = f["fitted_slope"][0] if f.height else None
+        if found.height and slope is not None and np.isfinite(slope):
+            ax.plot(
+                lengths,
+                slope * lengths,
+                color=line.get_color(),
+                lw=1,
+                label=f"fit {slope:.3f} L (found L only)" if cens.height else f"fit {slope:.3f} L",
+            )
+    ax.plot(lengths, 0.06 * lengths, "k--", lw=1, label="paper: 0.06 L")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length L",
+        ylabel=r"critical $N$",
+        title=r"(c) critical N (KS, $\alpha$=0.01)",
+    )
+    ax.set_xticks(lengths, [str(v) for v in lengths])
+    ax.minorticks_off()
+    ax.legend(loc="upper left", fontsize=6)
+    reading = (
+        "no masked keys (both readings coincide)"
+        if (drawn["masked"] == "both").all()
+        else f"masked keys {masked} (analysis.all_rows.masked; the other reading in "
+        "summary/critical_n.csv and Table 1)"
+    )
+    note = f"(c) {reading}; KS over {drawn['ks_samples'].max()} values per side."
+    if censored_any:
+        note += (
+            " Open markers at the top N tried (L - 1): no N passed there, so N_crit >= that N"
+            " (censored); the fit runs through the found lengths only."
+        )
+    if "distance_other_masked_median" in dist.columns:
+        note += (
+            f" (a) dashed: a causal row's masked keys entered as {OTHER_MASKED[masked]} instead of"
+            f" {masked} (analysis.all_rows.masked)."
+        )
+    return fig, note

@@ -1,0 +1,53 @@
+"""The cross-model scorecard: one row per claim of Table 1, one verdict per model.
+
+Rows join on Table 1's claim_id (the claim texts name each run's own grid values); a claim a
+model's table lacks reads "not scored"."""
+
+import polars as pl
+
+from ..plotting import protocol_text
+
+NOT_SCORED = "not scored"
+
+
+def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """claim_id, claim, then per model (``tables``: its Table 1, in column order) its verdict and
+    "<model> measured"; claims in order of first appearance."""
+    ids: list[str] = []
+    text: dict[str, str] = {}
+    for t in tables.values():
+        for r in t.iter_rows(named=True):
+            if r["claim_id"] not in text:
+                ids.append(r["claim_id"])
+                text[r["claim_id"]] = r["claim"]
+    cells = {
+        m: {r["claim_id"]: (r["verdict"], r["measured"]) for r in t.iter_rows(named=True)}
+        for m, t in tables.items()
+    }
+    rows = []
+    for claim_id in ids:
+        row = {"claim_id": claim_id, "claim": text[claim_id]}
+        for m in tables:
+            verdict, measured = cells[m].get(claim_id, (NOT_SCORED, ""))
+            row[m] = verdict
+            row[f"{m} measured"] = measured
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def scorecard_header(table: pl.DataFrame, runs: dict[str, dict]) -> str:
+    """One line per model (``runs``: its run description): what it is and how many rows it
+    reproduces."""
+    lines = []
+    for m, run in runs.items():
+        weights = "seeded random weights" if run["weights"] == "random_init" else "trained weights"
+        verdicts = table[m].to_list()
+        lines.append(
+            f"- {m}: {run['model_type']}, {weights}, {run['layers']} layers x {run['heads']} "
+            f"heads; {protocol_text(run)}; {verdicts.count('reproduced')} of {len(verdicts)} rows "
+            "reproduced"
+        )
+    return (
+        "Reproduction scorecard, models side by side (verdicts by Table 1's rules):\n\n"
+        + "\n".join(lines)
+    )

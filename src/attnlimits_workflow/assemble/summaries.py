@@ -1,0 +1,494 @@
+"""Small summary tables of one analysis (per L / N / T aggregates, critical N) and its
+bound-violation counts; the figure and table rules read only these."""
+
+import numpy as np
+import polars as pl
+
+from attnlimits.checks import (
+    HOLDS,
+    NOT_TESTABLE,
+    RTOL_FLOAT32,
+    RTOL_FLOAT64,
+    VACUOUS,
+    VIOLATED,
+    check_bound,
+    describe_tolerance,
+    log10_slack,
+)
+from attnlimits.critical import censored_slope
+from attnlimits.separability import UPPER_BOUND_FLOOR
+
+
+def spread(col: str) -> list[pl.Expr]:
+    c = pl.col(col)
+    return [
+        c.median().alias(f"{col}_median"),
+        c.quantile(0.25).alias(f"{col}_q25"),
+        c.quantile(0.75).alias(f"{col}_q75"),
+        c.min().alias(f"{col}_min"),
+        c.max().alias(f"{col}_max"),
+        c.mean().alias(f"{col}_mean"),
+    ]
+
+
+def per_group(
+    frame: pl.DataFrame, by: tuple[str, ...], aggregates: list[pl.Expr], order: tuple[str, ...]
+) -> pl.DataFrame:
+    """One row per ``by`` group, sorted by ``order``: its sample count ("samples") and the
+    ``aggregates``."""
+    return frame.group_by(*by).agg(pl.len().alias("samples"), *aggregates).sort(*order)
+
+
+def count(
+    frame: pl.DataFrame,
+    column: str,
+    bound: str,
+    where: str,
+    rtol: float = RTOL_FLOAT64,
+    *,
+    slack: tuple[str, str, bool] | None = None,
+    vacuous_reason: str = "",
+    note: str = "",
+) -> dict:
+    """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
+    samples where the check could fail (holds or violated); vacuous those where it could not
+    on any data (``vacuous_reason`` says why). ``slack`` = (value column, bound column, upper):
+    the median over the applicable samples of log10(bound / value) (upper) or log10(value /
+    bound), how hard the data pushed on the bound. Where the table carries per-row outcome
+    counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too."""
+    col = frame[column]
+    name = column.removesuffix("_check")
+    row_counts = {
+        f"{label}_rows": int(frame[f"{name}_{label}_rows"].sum())
+        if f"{name}_{label}_rows" in frame.columns
+        else None
+        for label in ("violated", "not_testable", "vacuous")
+    }
+    median_slack = None
+    if slack is not None:
+        value, limit, upper = slack
+        applicable = frame.filter(col.is_not_null())
+        values = log10_slack(
+            applicable[value].to_numpy(), applicable[limit].to_numpy(), upper=upper
+        )
+        values = values[~np.isnan(values)]
+        median_slack = float(np.median(values)) if values.size else None
+    return {
+        "bound": bound,
+        "where": where,
+        "unit": "N values" if where == "each N" else "samples",
+        "checked": int(col.is_in([HOLDS, VIOLATED]).sum()),
+        "violations": int((col == VIOLATED).sum()),
+        "not_testable": int((col == NOT_TESTABLE).sum()),
+        "vacuous": int((col == VACUOUS).sum()),
+        "not_applicable": int(col.is_null().sum()),
+        "tolerance": describe_tolerance(rtol),
+        "median_log10_slack": median_slack,
+        "vacuous_reason": vacuous_reason,
+        "note": note,
+        "rows": int(frame[f"{name}_rows"].sum())
+        if f"{name}_rows" in frame.columns
+        else (int(frame["rows"].sum()) if "rows" in frame.columns else None),
+        **row_counts,
+        "mask_only_rows": int(frame["mask_only_rows"].sum())
+        if "mask_only_rows" in frame.columns
+        else None,
+        "by_n": "",
+    }
+
+
+def by_n(frame: pl.DataFrame, column: str) -> str:
+    """Per N, the violating units ("rows" where counted, else samples) against the units where
+    the check could fail: "N=2: 3 of 40 rows; ...", N = 1 included (set apart by the caller)."""
+    name = column.removesuffix("_check")
+    parts = []
+    for (n,), g in sorted(frame.group_by("N"), key=lambda kv: kv[0][0]):
+        if f"{name}_violated_rows" in g.columns:
+            bad = int(g[f"{name}_violated_rows"].sum())
+            vac = int(g[f"{name}_vacuous_rows"].sum())
+            total = int(g[f"{name}_rows"].sum() if f"{name}_rows" in g.columns else g["rows"].sum())
+            parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
+        else:
+            c = g[column]
+            parts.append(
+                f"N={n}: {int((c == VIOLATED).sum())} of {g.height} samples "
+                f"({int((c == VACUOUS).sum())} vacuous)"
+            )
+    return "; ".join(parts)
+
+
+def violation_table(rows: list[dict]) -> pl.DataFrame:
+    """One row per bound check (rows of :func:`count`), with the violated share of the checked."""
+    return pl.DataFrame(rows).with_columns(
+        (pl.col("violations") / pl.col("checked")).alias("violation_fraction")
+    )
+
+
+def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
+    """One row per (L, reading of masked keys, expectation): Algorithm 3's first passing N (null
+    and censored when no N up to top_N passed), the KS distance D at each fixed fraction of L
+    (columns D_at_<f>L), and per (reading, expectation) two slopes through the origin:
+    fitted_slope through the lengths where N_crit was found (NaN if none), and
+    slope_lower_bound with each censored length at its top_N (its N_crit is larger, so the slope
+    through every length is at least this; equal to fitted_slope when none is censored)."""
+    keys = ("L", "masked", "expectation")
+    search = crit.filter(pl.col("step") == "search")
+    summary = (
+        search.group_by(*keys)
+        .agg(
+            pl.col("N_crit").first(),
+            pl.col("censored").first(),
+            pl.col("top_N").first(),
+            pl.col("evaluations").first(),
+            pl.col("p_value").max().alias("max_p_value"),
+            pl.col("ks_samples").first(),
+            pl.col("ks_min_pvalue").first(),
+        )
+        .sort("masked", "expectation", "L")
+    )
+    fixed = crit.filter(pl.col("step") == "fixed_fraction")
+    for f in sorted(fixed["fraction"].unique().to_list()):
+        at = fixed.filter(pl.col("fraction") == f).select(
+            *keys, pl.col("ks_statistic").alias(f"D_at_{f:g}L")
+        )
+        summary = summary.join(at, on=keys, how="left")
+    summary = summary.with_columns((pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"))
+    slopes = []
+    for (masked, kind), g in summary.group_by("masked", "expectation"):
+        slope = censored_slope(
+            g["L"].to_numpy(),
+            g["N_crit"].cast(pl.Float64).to_numpy(),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        slopes.append(
+            {
+                "masked": masked,
+                "expectation": kind,
+                "fitted_slope": slope.found,
+                "slope_lower_bound": slope.at_least,
+                "censored_lengths": slope.censored,
+            }
+        )
+    return summary.join(pl.DataFrame(slopes), on=["masked", "expectation"], how="left").sort(
+        "masked", "expectation", "L"
+    )
+
+
+def summarise_distance(distance: pl.DataFrame, critical_n: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per (L, N) spreads of the distance samples, the critical-N summary and the counts of
+    Theorem 1's bound checks."""
+    d = distance
+    cols = (
+        "distance",
+        "upper_bound",
+        "expectation_term",
+        "mc_expectation",
+        "epsilon_bound",
+        "selected_mass",
+        # all_rows only: the other choice of analysis.all_rows.masked (Fig. 2a)
+        "distance_other_masked",
+        "expectation_term_other_masked",
+    )
+    cols = tuple(c for c in cols if c in d.columns)
+    summary = per_group(d, ("L", "N"), [e for c in cols for e in spread(c)], ("L", "N"))
+    critical = critical_n_summary(critical_n)
+    # all_rows: E is drawn on analysis.all_rows.mc_rows rows, and the check holds it against
+    # the term and bound of those same rows
+    matched = "_mc_rows" if "expectation_term_mc_rows" in d.columns else ""
+    d = d.with_columns(
+        (pl.col("mc_expectation") - pl.col(f"expectation_term{matched}")).alias("epsilon_residual"),
+        pl.col(f"epsilon_bound{matched}").alias("epsilon_bound_compared"),
+    )
+    violations = violation_table(
+        [
+            count(
+                d,
+                "upper_bound_check",
+                "Theorem 1.1 fixed-set upper bound on d~",
+                "every (L, N) sample",
+                slack=("distance", "upper_bound", True),
+            ),
+            count(
+                d,
+                "epsilon_bound_check",
+                "Theorem 1.2 epsilon bound (Monte-Carlo E, 3 s.e. slack)",
+                "every (L, N) sample",
+                slack=("epsilon_residual", "epsilon_bound_compared", True),
+                vacuous_reason="one-sided: E - term - 3 s.e. <= 0, where the printed term lies "
+                "above E, passes whatever the bound (>= 0) says",
+            ),
+        ]
+    )
+    return {"distance": summary, "critical_n": critical, "violations": violations}
+
+
+def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per (L, N) spreads of N_s/N and Theorem 2's bounds, and the counts of its checks: per
+    sample (N = 1 apart) and on the mean per N."""
+    s = separability
+    summary = per_group(
+        s,
+        ("L", "N"),
+        [
+            *spread("ratio"),
+            *(spread("ratio_other_masked") if "ratio_other_masked" in s.columns else []),
+            *spread("lower_bound"),
+            *spread("upper_bound"),
+            pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
+            *[
+                pl.col(c).sum().alias(c)
+                for c in ("zero_radius", "negative_xi_square", "no_outside_token", "mask_only_rows")
+                if c in s.columns
+            ],
+        ],
+        ("N",),
+    )
+
+    # Theorem 2 bounds E[N_s]/N; per-sample ratios are counted too, but the mean is what it bounds.
+    # N = 1 is left out: N_s/N = 1 there on every row, which meets the lower bound 1 - 0 = 1 as
+    # an identity and exceeds the upper bound exp(-r^2/16M^2) < 1 on any data with r > 0.
+    beyond_one = summary.filter(pl.col("N") > 1)
+
+    def mean_check(bound: str, **kind) -> list:
+        # N_s/N lies in [0, 1]: a lower bound <= 0 or an upper bound >= 1 cannot fail
+        return check_bound(
+            beyond_one["ratio_mean"].to_numpy(),
+            beyond_one[bound].to_numpy(),
+            rtol=RTOL_FLOAT64,
+            **kind,
+        ).tolist()
+
+    means = beyond_one.with_columns(
+        pl.Series(
+            "mean_lower_check",
+            mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0),
+            dtype=pl.String,
+        ),
+        pl.Series(
+            "mean_upper_check",
+            mean_check("upper_bound_mean", upper=True, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR),
+            dtype=pl.String,
+        ),
+    )
+    floor_reason = (
+        f"the bound is never below e^(-1/16) = {UPPER_BOUND_FLOOR:.3f}: an N_s/N at or below it "
+        "cannot violate it"
+    )
+    # N = 1: N_s/N is 1 on every row (the one selected token is s itself): the lower bound is
+    # then 1 as well (vacuous), and the upper bound < 1 is violated on any data with r > 0, so
+    # its violations say nothing about the model or about larger N: counted apart.
+    first, rest = s.filter(pl.col("N") == 1), s.filter(pl.col("N") > 1)
+    rows = []
+    lower_reasons = {
+        "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), and N_s/N = 1 meets any bound",
+        "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
+    }
+    upper_notes = {
+        "N >= 2": "",
+        "N = 1": "at N = 1, N_s/N = 1 exceeds the bound exp(-r^2/16M^2) < 1 on any data with "
+        "r > 0: a violation of the theorem, not a property of the model",
+    }
+    for part, label in ((rest, "N >= 2"), (first, "N = 1")):
+        if not part.height:
+            continue
+        rows += [
+            count(
+                part,
+                "lower_bound_check",
+                f"Theorem 2 lower bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "lower_bound", False),
+                vacuous_reason=lower_reasons[label],
+            )
+            | {"by_n": by_n(part, "lower_bound_check")},
+            count(
+                part,
+                "upper_bound_check",
+                f"Theorem 2 upper bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "upper_bound", True),
+                vacuous_reason=floor_reason,
+                note=upper_notes[label],
+            )
+            | {"by_n": by_n(part, "upper_bound_check")},
+        ]
+    rows += [
+        count(
+            means,
+            "mean_lower_check",
+            "Theorem 2 lower bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "lower_bound_mean", False),
+        ),
+        count(
+            means,
+            "mean_upper_check",
+            "Theorem 2 upper bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "upper_bound_mean", True),
+            vacuous_reason=floor_reason,
+        ),
+    ]
+    return {"separability": summary, "violations": violation_table(rows)}
+
+
+def summarise_gradient(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per (T, eps) the largest and median sensitivity and ||J||, and the counts of Corollary
+    3's checks (and of the Gershgorin bound)."""
+    g = gradient
+    summary = per_group(
+        g,
+        ("T", "eps"),
+        [
+            pl.col("g_max").max().alias("g_max_over_heads"),
+            pl.col("g_max").median().alias("g_max_median"),
+            pl.col("jacobian_norm").max().alias("jacobian_norm_max"),
+            pl.col("jacobian_norm").median().alias("jacobian_norm_median"),
+            pl.col("paper_bound").first(),
+            pl.col("gershgorin_bound").first(),
+        ],
+        ("eps", "T"),
+    )
+    once = g.filter(pl.col("eps") == g["eps"].min())  # the Jacobian does not depend on eps
+    wide = (
+        [
+            count(
+                once,
+                "jacobian_paper_wide_check",
+                "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||, rows with >= 4 visible keys",
+                "every (T) sample",
+                slack=("jacobian_norm", "paper_bound", True),
+            )
+        ]
+        if "jacobian_paper_wide_check" in once.columns
+        else []
+    )
+    violations = violation_table(
+        wide
+        + [
+            count(
+                once,
+                "jacobian_paper_check",
+                "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||",
+                "every (T) sample",
+                slack=("jacobian_norm", "paper_bound", True),
+            ),
+            count(
+                g,
+                "g_paper_check",
+                "Corollary 3 min{1/(4T), sqrt 2} on finite-difference g",
+                "every (T, eps) sample",
+                slack=("g_max", "paper_bound", True),
+                vacuous_reason="g <= sqrt 2 / eps for any logits: at large eps the bound lies "
+                "above every value g can take",
+            ),
+            count(
+                once,
+                "jacobian_gershgorin_check",
+                "1/(2T) (Gershgorin, this project) on exact ||J||",
+                "every (T) sample",
+                slack=("jacobian_norm", "gershgorin_bound", True),
+                vacuous_reason="||J|| <= 1/(2T) for every logit vector: the bound is the "
+                "quantity's own ceiling (checks the code, not the model)",
+            ),
+        ]
+    )
+    return {"gradient": summary, "violations": violations}
+
+
+def summarise_vanishing(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per L spreads of the largest and scaled weights, and the counts of Corollary 1's checks."""
+    v = vanishing
+    summary = per_group(
+        v,
+        ("L",),
+        [
+            *spread("max_weight"),
+            *spread("max_scaled"),
+            *spread("min_scaled"),
+        ],
+        ("L",),
+    )
+    violations = violation_table(
+        [
+            count(
+                v,
+                "lower_bound_check",
+                "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha (log space)",
+                "every (L) sample",
+                RTOL_FLOAT32,
+                slack=("min_scaled", "lower_bound", False),
+                vacuous_reason="L min alpha <= 1: a uniform row passes any bound <= 1",
+            ),
+            count(
+                v,
+                "upper_bound_check",
+                "Corollary 1 upper bound exp(2 Delta/T) on L max alpha (log space)",
+                "every (L) sample",
+                RTOL_FLOAT32,
+                slack=("max_scaled", "upper_bound", True),
+                vacuous_reason="L max alpha <= L whatever the logits: a bound exp(2 Delta/T) >= L "
+                "cannot be exceeded",
+            ),
+        ]
+    )
+    return {"vanishing": summary, "violations": violations}
+
+
+def summarise_normalizers(
+    samples: pl.DataFrame,
+    critical_n: pl.DataFrame,
+    separability: pl.DataFrame,
+    kinds: dict[str, str],
+) -> dict[str, pl.DataFrame]:
+    """The normalizer diagnostics per (normalizer, L) ("by_length", with each normalizer's
+    ``kinds`` entry and its critical N / L) and N_s/N per (normalizer, L, N) ("separability")."""
+    critical = critical_n
+    by_length = (
+        samples.group_by("normalizer", "L")
+        .agg(
+            pl.len().alias("samples"),
+            pl.col("max_weight").median().alias("max_weight_median"),
+            pl.col("max_weight").quantile(0.25).alias("max_weight_q25"),
+            pl.col("max_weight").quantile(0.75).alias("max_weight_q75"),
+            pl.col("jacobian_norm").median().alias("jacobian_norm_median"),
+            pl.col("jacobian_norm").quantile(0.25).alias("jacobian_norm_q25"),
+            pl.col("jacobian_norm").quantile(0.75).alias("jacobian_norm_q75"),
+            pl.col("jacobian_norm").max().alias("jacobian_norm_max"),
+            pl.col("entropy").median().alias("entropy_median"),
+            (pl.col("support") / pl.col("L")).median().alias("support_fraction_median"),
+            pl.col("row_sum").mean().alias("row_sum_mean"),
+            pl.col("row_sum").min().alias("row_sum_min"),
+            pl.col("N").first().alias("N"),
+            (pl.col("distance") / pl.col("mc_expectation")).median().alias("distance_ratio_median"),
+        )
+        .join(critical.select("normalizer", "L", "N_crit"), on=["normalizer", "L"], how="left")
+        .with_columns(
+            (pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"),
+            pl.col("normalizer").replace_strict(kinds, return_dtype=pl.String).alias("kind"),
+        )
+        .sort("normalizer", "L")
+    )
+    by_n = (
+        separability.group_by("normalizer", "L", "N")
+        .agg(
+            pl.col("ratio").mean().alias("ratio_mean"),
+            pl.col("ratio").quantile(0.25).alias("ratio_q25"),
+            pl.col("ratio").quantile(0.75).alias("ratio_q75"),
+            pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
+            pl.col("ratio_of_selected").mean().alias("ratio_of_selected_mean"),
+        )
+        .sort("normalizer", "N")
+    )
+    return {"by_length": by_length, "separability": by_n}
+
+
+# summarise.py's params.kind -> its function; each takes the rule's inputs by name (one frame
+# each) and returns its outputs by name.
+SUMMARIES = {
+    "distance": summarise_distance,
+    "separability": summarise_separability,
+    "gradient": summarise_gradient,
+    "vanishing": summarise_vanishing,
+}

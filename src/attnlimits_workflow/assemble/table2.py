@@ -1,0 +1,59 @@
+"""Table 2: normalizer x diagnostic at the largest L (and N_s/N at beyond.n), from the summaries
+of the what-if normalizers (summaries.summarise_normalizers)."""
+
+import polars as pl
+
+
+def table2(
+    by_length: pl.DataFrame, separability: pl.DataFrame, n: int, order: list[str]
+) -> pl.DataFrame:
+    """One row per normalizer, in ``order``: its medians at the largest L, the change of its
+    largest weight from the smallest L, and its N_s/N at N = ``n``."""
+    at_l = by_length.filter(pl.col("L") == by_length["L"].max())
+    ns = separability.filter(pl.col("N") == n).select(
+        "normalizer",
+        pl.col("ratio_mean").alias("ns_ratio"),
+        pl.col("zero_weight_selected_mean").alias("ns_zero_weight"),
+        pl.col("ratio_of_selected_mean").alias("ns_of_selected"),
+    )
+    growth = by_length.group_by("normalizer").agg(
+        (
+            pl.col("max_weight_median").sort_by("L").last()
+            / pl.col("max_weight_median").sort_by("L").first()
+        ).alias("max_weight_change")
+    )
+    table = (
+        at_l.join(ns, on="normalizer", how="left")
+        .join(growth, on="normalizer", how="left")
+        .select(
+            "normalizer",
+            "kind",
+            pl.col("max_weight_median").alias("max_weight"),
+            "max_weight_change",
+            pl.col("support_fraction_median").alias("support_fraction"),
+            pl.col("row_sum_mean").alias("row_sum"),
+            pl.col("entropy_median").alias("entropy"),
+            pl.col("jacobian_norm_median").alias("jacobian_norm"),
+            pl.col("jacobian_norm_max").alias("jacobian_norm_max"),
+            "N_crit_over_L",
+            "ns_ratio",
+            "ns_zero_weight",
+            "ns_of_selected",
+        )
+    )
+    return table.sort(pl.col("normalizer").replace_strict(order, list(range(len(order)))))
+
+
+def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame, n: int) -> str:
+    L, lmin = by_length["L"].max(), by_length["L"].min()
+    return (
+        f"Normalizers on {run['model']}'s logits ({run['weights']}), {run['corpus']}, last-row protocol "
+        f"(the analysed row of each (layer, chunk, head), whatever analysis.protocol): medians at L = {L}; "
+        f"max_weight_change = median max weight at L = {L} over that at L = {lmin}; ns_ratio = mean N_s/N at N = {n} "
+        f"(L = {separability['L'][0]}); ns_zero_weight = mean number of those top-{n} tokens with weight 0, "
+        "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator, so "
+        "a sparse rule's ns_ratio is capped by its support / N); ns_of_selected = N_s over the tokens "
+        "actually selected. "
+        "A what-if re-normalisation of logits learned under softmax, not a retrained model; "
+        "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalised row."
+    )

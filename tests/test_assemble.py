@@ -1,0 +1,518 @@
+"""attnlimits_workflow.assemble on tiny hand-made tables: the summaries' counts, Table 1's
+verdicts, Table 2, the cross-model scorecard, the findings page's fields, the heads and coverage
+reports, the figures' notes and the study's bound check; every expected value worked by hand."""
+
+import math
+
+import matplotlib
+import numpy as np
+import polars as pl
+import pytest
+
+from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits_workflow.assemble import (
+    compare_figure,
+    coverage_report,
+    fig1,
+    fig2,
+    fig3,
+    fig4,
+    fig5,
+    findings,
+    heads_report,
+    scorecard,
+    study_report,
+    summaries,
+    table1,
+    table2,
+)
+
+matplotlib.use("Agg")
+pytestmark = pytest.mark.unit
+
+
+# ------------------------------------------------------------------------------- summaries
+def test_count_sorts_outcomes_and_takes_the_median_slack():
+    frame = pl.DataFrame(
+        {
+            "upper_bound_check": [HOLDS, VIOLATED, NOT_TESTABLE, VACUOUS, None, HOLDS],
+            "value": [1.0, 20.0, 1.0, 1.0, 1.0, 10.0],
+            "bound": [10.0, 10.0, 10.0, 10.0, 10.0, 100.0],
+        }
+    )
+    row = summaries.count(
+        frame, "upper_bound_check", "a bound", "every sample", slack=("value", "bound", True)
+    )
+    # checked: the two holds and the violation; the null row is not applicable
+    assert (row["checked"], row["violations"]) == (3, 1)
+    assert (row["not_testable"], row["vacuous"], row["not_applicable"]) == (1, 1, 1)
+    # log10(bound / value) over the five applicable rows: 1, -0.301, 1, 1, 1 -> median 1
+    assert row["median_log10_slack"] == pytest.approx(1.0)
+    assert row["rows"] is None and row["violated_rows"] is None
+    table = summaries.violation_table([row])
+    assert table["violation_fraction"][0] == pytest.approx(1 / 3)
+
+
+def test_by_n_counts_rows_where_the_table_has_them():
+    frame = pl.DataFrame(
+        {
+            "N": [2, 2, 4],
+            "lower_bound_check": [HOLDS, HOLDS, VIOLATED],
+            "lower_bound_violated_rows": [1, 2, 5],
+            "lower_bound_vacuous_rows": [0, 1, 0],
+            "rows": [10, 10, 7],
+        }
+    )
+    assert summaries.by_n(frame, "lower_bound_check") == (
+        "N=2: 3 of 20 rows (1 vacuous); N=4: 5 of 7 rows (0 vacuous)"
+    )
+    plain = frame.select("N", "lower_bound_check")
+    assert summaries.by_n(plain, "lower_bound_check") == (
+        "N=2: 0 of 2 samples (0 vacuous); N=4: 1 of 1 samples (0 vacuous)"
+    )
+
+
+def test_vanishing_summary_and_its_checks():
+    v = pl.DataFrame(
+        {
+            "L": [8, 8, 8, 16],
+            "max_weight": [0.5, 0.3, 0.1, 0.2],
+            "max_scaled": [4.0, 2.4, 0.8, 3.2],
+            "min_scaled": [0.5, 0.5, 0.5, 0.4],
+            "lower_bound": [0.1, 0.1, 0.1, 0.1],
+            "upper_bound": [8.0, 8.0, 8.0, 2.0],
+            "lower_bound_check": [HOLDS, HOLDS, VACUOUS, HOLDS],
+            "upper_bound_check": [HOLDS, HOLDS, HOLDS, VIOLATED],
+        }
+    )
+    out = summaries.SUMMARIES["vanishing"](vanishing=v)
+    s = out["vanishing"]
+    assert s["L"].to_list() == [8, 16] and s["samples"].to_list() == [3, 1]
+    assert s["max_weight_median"].to_list() == pytest.approx([0.3, 0.2])
+    viol = out["violations"]
+    assert viol["checked"].to_list() == [3, 4] and viol["violations"].to_list() == [0, 1]
+    assert viol["tolerance"][0] == "rtol 1e-05 x (|value| + |bound|)"
+
+
+def test_normalizer_summary_by_hand():
+    samples = pl.DataFrame(
+        {
+            "normalizer": ["soft", "soft", "soft", "sparse"],
+            "L": [8, 8, 16, 8],
+            "N": [2, 2, 2, 2],
+            "max_weight": [0.2, 0.4, 0.1, 1.0],
+            "jacobian_norm": [0.1, 0.3, 0.05, 0.0],
+            "entropy": [1.0, 2.0, 2.5, 0.0],
+            "support": [8, 8, 16, 1],
+            "row_sum": [1.0, 1.0, 1.0, 1.0],
+            "distance": [2.0, 4.0, 1.0, 3.0],
+            "mc_expectation": [1.0, 1.0, 1.0, 1.0],
+        }
+    )
+    critical = pl.DataFrame({"normalizer": ["soft", "sparse"], "L": [8, 8], "N_crit": [2, None]})
+    sep = pl.DataFrame(
+        {
+            "normalizer": ["soft", "soft"],
+            "L": [8, 8],
+            "N": [2, 2],
+            "ratio": [0.5, 1.0],
+            "zero_weight_selected": [0, 0],
+            "ratio_of_selected": [0.5, 1.0],
+        }
+    )
+    out = summaries.summarise_normalizers(
+        samples, critical, sep, {"soft": "softmax", "sparse": "sparsemax"}
+    )
+    b = out["by_length"]
+    assert b.select("normalizer", "L").rows() == [("soft", 8), ("soft", 16), ("sparse", 8)]
+    assert b["max_weight_median"].to_list() == pytest.approx([0.3, 0.1, 1.0])
+    assert b["distance_ratio_median"].to_list() == pytest.approx([3.0, 1.0, 3.0])
+    assert b["N_crit_over_L"].to_list() == [0.25, None, None]
+    assert b["kind"].to_list() == ["softmax", "softmax", "sparsemax"]
+    assert out["separability"]["ratio_mean"].to_list() == pytest.approx([0.75])
+
+
+# ---------------------------------------------------------------------------------- Table 1
+CLAIMS = {
+    "vanishing": {
+        "claim": "weights vanish",
+        "paper": "slope {max_slope}",
+        "rule": "slope <= {max_slope}",
+        "max_slope": -0.5,
+    },
+    "linear_in_length": {
+        "claim": "d~ linear in L at N = {n}",
+        "paper": "linear",
+        "rule": "R^2 >= {min_r2}",
+        "min_lengths": 3,
+        "min_r2": 0.9,
+    },
+}
+
+
+def test_table1_vanishing_verdict_by_hand():
+    card = table1.Scorecard(CLAIMS)
+    # max weight 1/L: log-log slope -1 <= -0.5
+    van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
+    table1.vanishing_claims(card, van)
+    flat = pl.DataFrame({"L": [10, 100], "max_weight_median": [0.1, 0.1]})
+    table1.vanishing_claims(card, flat)
+    assert [r["claim_id"] for r in card.rows] == ["vanishing", "vanishing"]
+    assert card.rows[0]["measured"] == "log-log slope of median max weight -1.00"
+    assert card.rows[0]["verdict_rule"] == "slope <= -0.5"
+    assert [r["verdict"] for r in card.rows] == ["reproduced", "not reproduced"]
+    table1.vanishing_claims(card, flat.head(1))  # one length: no row
+    assert len(card.rows) == 2
+
+
+def test_table1_claim_ids_follow_each_reading_without_shared_state():
+    run = {"causal": True}
+    analysis = {"protocol": "all_rows", "all_rows": {"masked": "non_selected"}}
+    readings = table1.readings(run, analysis)
+    assert readings == [("non_selected", ""), ("prefix", "_other_masked")]
+    assert table1.readings({"causal": False}, analysis) == [(None, "")]
+    card = table1.Scorecard(CLAIMS)
+    claim_id, claim, _, rule = card.texts("linear_in_length", variant="prefix", n=4)
+    assert (claim_id, claim, rule) == (
+        "linear_in_length:prefix",
+        "d~ linear in L at N = 4",
+        "R^2 >= 0.9",
+    )
+    assert card.rows == []  # texts() adds nothing and sets nothing
+
+
+def test_table1_bound_rows_by_hand():
+    card = table1.Scorecard({})
+    base = {
+        "tolerance": "rtol 1e-09",
+        "unit": "samples",
+        "not_testable": 0,
+        "not_applicable": 0,
+        "violated_rows": None,
+        "note": "",
+        "mask_only_rows": None,
+        "median_log10_slack": 0.5,
+        "vacuous_reason": "cannot fail",
+        "by_n": "",
+    }
+    violations = pl.DataFrame(
+        [
+            {**base, "bound": "A", "checked": 10, "violations": 2, "vacuous": 0},
+            {**base, "bound": "B", "checked": 0, "violations": 0, "vacuous": 3},
+            {**base, "bound": "C", "checked": 4, "violations": 0, "vacuous": 0},
+        ]
+    )
+    table1.bound_claims(card, violations)
+    assert [r["claim_id"] for r in card.rows] == ["bound:A", "bound:B", "bound:C"]
+    assert [r["verdict"] for r in card.rows] == ["not reproduced", "vacuous", "reproduced"]
+    assert card.rows[0]["measured"] == (
+        "2 of 10 samples violate (0 not testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
+    )
+    assert card.rows[1]["measured"].endswith("vacuous: cannot fail)")
+
+
+# ---------------------------------------------------------------------------------- Table 2
+def test_table2_by_hand():
+    by_length = pl.DataFrame(
+        {
+            "normalizer": ["b", "b", "a", "a"],
+            "kind": ["sparsemax", "sparsemax", "softmax", "softmax"],
+            "L": [8, 32, 8, 32],
+            "max_weight_median": [0.8, 0.4, 0.5, 0.05],
+            "support_fraction_median": [0.5, 0.25, 1.0, 1.0],
+            "row_sum_mean": [1.0] * 4,
+            "entropy_median": [0.5, 0.7, 2.0, 3.4],
+            "jacobian_norm_median": [0.2, 0.1, 0.2, 0.03],
+            "jacobian_norm_max": [0.3, 0.2, 0.25, 0.1],
+            "N_crit_over_L": [None, 0.5, 0.25, 0.125],
+        }
+    )
+    sep = pl.DataFrame(
+        {
+            "normalizer": ["a", "b", "a"],
+            "L": [32, 32, 32],
+            "N": [4, 4, 8],
+            "ratio_mean": [0.75, 0.5, 0.9],
+            "zero_weight_selected_mean": [0.0, 2.0, 0.0],
+            "ratio_of_selected_mean": [0.75, 1.0, 0.9],
+        }
+    )
+    t = table2.table2(by_length, sep, 4, ["a", "b"])
+    assert t["normalizer"].to_list() == ["a", "b"]
+    assert t["max_weight"].to_list() == [0.05, 0.4]  # at the largest L
+    assert t["max_weight_change"].to_list() == pytest.approx([0.1, 0.5])
+    assert t["ns_ratio"].to_list() == [0.75, 0.5] and t["ns_zero_weight"].to_list() == [0, 2]
+    run = {"model": "m", "weights": "w", "corpus": "c"}
+    assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
+        table2.table2_header(run, by_length, sep, 4)
+    )
+
+
+# ------------------------------------------------------------------------------- scorecard
+def test_scorecard_joins_on_claim_id_and_marks_the_missing():
+    one = pl.DataFrame(
+        {
+            "claim_id": ["x", "y"],
+            "claim": ["X at 8", "Y"],
+            "verdict": ["reproduced", "vacuous"],
+            "measured": ["1", "2"],
+        }
+    )
+    two = pl.DataFrame(
+        {
+            "claim_id": ["x", "z"],
+            "claim": ["X at 16", "Z"],
+            "verdict": ["not reproduced", "reproduced"],
+            "measured": ["3", "4"],
+        }
+    )
+    t = scorecard.scorecard({"m1": one, "m2": two})
+    assert t["claim_id"].to_list() == ["x", "y", "z"]
+    assert t["claim"].to_list() == ["X at 8", "Y", "Z"]  # the first model's wording
+    assert t["m1"].to_list() == ["reproduced", "vacuous", scorecard.NOT_SCORED]
+    assert t["m2 measured"].to_list() == ["3", "", "4"]
+    run = {
+        "weights": "random_init",
+        "model_type": "gpt2",
+        "layers": 2,
+        "heads": 4,
+        "samples_per_L": 16,
+    }
+    header = scorecard.scorecard_header(t, {"m1": run, "m2": {**run, "weights": "trained"}})
+    assert (
+        "- m1: gpt2, seeded random weights, 2 layers x 4 heads; last-row protocol: the analysed "
+        "row of each (layer, chunk, head), 16 samples per L; 1 of 3 rows reproduced"
+    ) in header
+    assert "- m2: gpt2, trained weights" in header
+
+
+# -------------------------------------------------------------------------------- findings
+def test_findings_fields_and_summary_rows():
+    score = pl.DataFrame(
+        {
+            "claim_id": ["bound:||J|| <= 1", "plain"],
+            "claim": ["C1", "C2"],
+            "a": ["reproduced", "vacuous"],
+            "a measured": ["0 of 5", None],
+            "b": ["not testable", "not reproduced"],
+            "b measured": ["-", "3 of 5"],
+        }
+    )
+    text = (
+        "[[verdict|bound:||J|| <= 1|b]] / [[measured|bound:||J|| <= 1|a]] / [[measured|plain|a]]."
+    )
+    assert findings.fill_fields(text, score, ["a", "b"]) == "not testable / 0 of 5 / ."
+    with pytest.raises(findings.MissingCell, match="'plain' x 'c'"):
+        findings.fill_fields("[[verdict|plain|c]]", score, ["a", "b"])
+    assert findings.summary_row("C", {"a": "reproduced", "b": "not testable", "c": "vacuous"}) == [
+        "C",
+        "a",
+        "none",
+        "c",
+        "b (not testable)",
+    ]
+
+
+# ----------------------------------------------------------------------- heads and coverage
+def test_head_flags_by_hand():
+    heads = pl.DataFrame(
+        {
+            "layer": [1, 0, 0],
+            "head": [0, 1, 0],
+            "ns_ratio": [0.9, 0.8, 0.95],
+            "t_eff": [0.5, 2.0, 0.05],
+        }
+    )
+    f = heads_report.flag_heads(heads, ns_ratio_threshold=0.8, temperature_threshold=0.1)
+    assert f.select("layer", "head").rows() == [(0, 0), (0, 1), (1, 0)]
+    assert f["flag_ns_ratio"].to_list() == [False, True, False]  # <= threshold flags
+    assert f["flag_temperature"].to_list() == [True, False, False]
+    assert f["saturated"].to_list() == [True, True, False]
+
+
+def test_coverage_table_by_hand():
+    cov = pl.DataFrame(
+        {
+            "N": [2, 2, 4, 4],
+            "layer": [0, 1, 0, 1],
+            "coverage": [0.5, 1.0, 0.25, 0.75],
+            "p": [0.5, 0.7, 0.2, 0.4],
+            "predicted_paper": [0.9, 0.99, 0.6, 0.8],
+            "predicted_overlap": [0.8, 0.9, 0.5, 0.7],
+            "union_selected": [3, 4, 6, 8],
+            "heads": [4] * 4,
+            "L": [16] * 4,
+        }
+    )
+    t = coverage_report.coverage_table(cov, 4)
+    assert t["layer"].to_list() == ["all", "all", "0", "1"]
+    assert t["N"].to_list() == [2, 4, 4, 4]
+    assert t["coverage"].to_list() == pytest.approx([0.75, 0.5, 0.25, 0.75])
+    # 1 - (1 - p)^H >= 0.99: p = 0.6 -> H = ceil(log 0.01 / log 0.4) = 6; p = 0.3 -> 13
+    assert t["heads_for_99pct_paper"].to_list() == [6.0, 13.0, 21.0, 10.0]
+    assert "4 heads, L = 16" in coverage_report.coverage_header(
+        cov, 4, {"model": "m", "weights": "w"}
+    )
+    assert coverage_report.coverage_figure(cov, 4).axes[1].get_title() == "(b) Per layer at N = 4"
+
+
+# --------------------------------------------------------------------------------- figures
+def critical_summary(masked="non_selected"):
+    return pl.DataFrame(
+        {
+            "L": [8, 16, 8, 16],
+            "masked": [masked] * 4,
+            "expectation": ["monte_carlo", "monte_carlo", "closed_form", "closed_form"],
+            "N_crit": [2, None, 1, 2],
+            "N_crit_over_L": [0.25, None, 0.125, 0.125],
+            "censored": [False, True, False, False],
+            "top_N": [7, 15, 7, 15],
+            "fitted_slope": [0.25, 0.25, 0.125, 0.125],
+            "ks_samples": [20] * 4,
+            "ks_min_pvalue": [1e-6, 1e-6, 1e-6, 0.5],
+        }
+    )
+
+
+def distance_summary():
+    cols = {"L": [8, 16, 16], "N": [2, 2, 4]}
+    for c in ("distance", "mc_expectation", "expectation_term", "upper_bound"):
+        for stat, k in (("median", 1.0), ("q25", 0.5), ("q75", 2.0)):
+            cols[f"{c}_{stat}"] = [k * v for v in (1.0, 2.0, 3.0)]
+    return pl.DataFrame(cols)
+
+
+def test_fig2_note_names_the_censored_lengths():
+    fig, note = fig2.fig2(
+        distance_summary(), critical_summary(), {"n_fixed": 2, "length_fixed": 16}, "non_selected"
+    )
+    assert note.startswith("(c) masked keys non_selected (analysis.all_rows.masked")
+    assert "KS over 20 values per side." in note and "censored" in note
+    both = critical_summary("both").with_columns(censored=pl.lit(False))
+    _, plain = fig2.fig2(distance_summary(), both, {"n_fixed": 2, "length_fixed": 16}, "prefix")
+    assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
+
+
+def test_compare_caption_counts_blind_and_censored_lengths():
+    run = {
+        "weights": "trained",
+        "protocol": "last_row",
+        "layers": 2,
+        "heads": 4,
+        "masked": "non_selected",
+    }
+    tables = {"m": critical_summary()}
+    fig, caption = compare_figure.compare_figure(
+        "critical_n", tables, {"m": run}, {"m": 0.01}, {"m": 2}
+    )
+    assert "m (monte_carlo): censored (no pass up to N = L - 1) at 1 of 2 L" in caption
+    assert "m (closed_form): KS cannot reject at 1 of 2 L (not testable, not drawn)" in caption
+    assert compare_figure.label("m", run, "critical_n") == "m (trained; 2x4 heads; analysed row)"
+    with pytest.raises(ValueError, match="unknown claim"):
+        compare_figure.compare_figure("nothing", tables, {"m": run}, {"m": 0.01}, {"m": 2})
+
+
+def test_fig5_note_counts_the_undrawn_critical_n():
+    by_length = pl.DataFrame(
+        {
+            "normalizer": ["a", "a", "b", "b"],
+            "L": [8, 16, 8, 16],
+            "samples": [12, 12, 12, 12],
+            "N_crit": [2, None, None, 4],
+            "N_crit_over_L": [0.25, None, None, 0.25],
+            **{
+                f"{m}_{s}": [0.5, 0.25, 1.0, 1.0]
+                for m in ("max_weight", "jacobian_norm")
+                for s in ("median", "q25", "q75")
+            },
+        }
+    )
+    sep = pl.DataFrame(
+        {
+            "normalizer": ["a", "b"],
+            "L": [16, 16],
+            "N": [2, 2],
+            "ratio_mean": [0.5, 1.0],
+            "zero_weight_selected_mean": [0.0, 0.5],
+        }
+    )
+    fig, note = fig5.fig5(by_length, sep)
+    assert "(12 per L)" in note and "; 2 (normalizer, L) pairs still separable" in note
+    assert "(mean per sample up to 0.5)" in note
+    assert [line.get_label() for line in fig.axes[2].get_lines()] == ["a", "b"]
+
+
+def test_fig3_and_fig4_notes():
+    sep = pl.DataFrame(
+        {
+            "N": [4, 2],
+            "L": [16, 16],
+            **{f"ratio_{s}": [0.5, 0.6] for s in ("min", "q25", "median", "q75", "max")},
+            "upper_bound_median": [0.95, 0.97],
+            "lower_bound_median": [-1.0, 0.1],
+            "zero_radius": [1, 0],
+            "negative_xi_square": [0, 2],
+            "zero_weight_selected_mean": [0.0, 0.25],
+        }
+    )
+    _, note = fig3.fig3(sep, {"protocol": "all_rows"})
+    assert "across the (layer, head) values; L = 16; 3 degenerate samples" in note
+    grad = pl.DataFrame(
+        {
+            "T": [0.1, 1.0, 0.1, 1.0],
+            "eps": [1e-3, 1e-3, 1e-2, 1e-2],
+            "g_max_over_heads": [2.0, 0.2, 1.5, 0.2],
+            "jacobian_norm_max": [2.5, 0.25, 2.5, 0.25],
+        }
+    )
+    fig, note = fig4.fig4(grad, {"protocol": "last_row"})
+    assert note.startswith("Maximum across all heads")
+    assert [line.get_label() for line in fig.axes[0].get_lines()][:2] == [
+        "max g(T, eps=0.001)",
+        "max g(T, eps=0.01)",
+    ]
+
+
+def test_fig1_ratio_is_the_share_inside_the_ball():
+    fig, caption, ratio = fig1.fig1(np.random.default_rng(0))
+    assert ratio in (0.0, 0.25, 0.5, 0.75, 1.0)  # N = 4 selected tokens
+    assert caption.startswith("Illustration with 12 seeded random points")
+    assert f"N_s/N$ = {ratio:.2f}" in fig.axes[2].get_title()
+
+
+# ------------------------------------------------------------------------------ the study
+def test_study_bound_check_and_rule_text():
+    g = pl.DataFrame(
+        {
+            "bound": [1.0, 1.0, 1.0],
+            "violated": [True, False, False],
+            "not_testable": [False, True, False],
+        }
+    )
+    assert study_report.bound_check(g) == ("1 of 3 (row, T) above it, 1 not testable", 1)
+    unknown = pl.DataFrame({"bound": [math.nan], "violated": [False], "not_testable": [False]})
+    assert study_report.bound_check(unknown) == ("no known bound", None)
+    assert (
+        study_report.rule_text({"kind": "softmax", "temperature": 0.1})
+        == "softmax(temperature=0.1)"
+    )
+    assert study_report.rule_text({"kind": "sparsemax"}) == "sparsemax"
+    h = pl.DataFrame({"entropy": [1.0, 3.0], "entropy_uniform": [2.0, 4.0]})
+    assert study_report.entropy_share(h) == "0.62"  # mean of 0.5 and 0.75
+    negative = pl.DataFrame({"entropy": [math.nan], "entropy_uniform": [2.0]})
+    assert study_report.entropy_share(negative) == "n/a (negative weights)"
+
+
+def test_an_empty_study_is_refused():
+    with pytest.raises(ValueError, match="study.normalizers is empty"):
+        study_report.Study(
+            models=[],
+            settings={},
+            seed=0,
+            n_fixed={},
+            ns_ratio_threshold={},
+            command="",
+            **{k: {} for k in ("samples", "critical_n", "separability", "gradient", "coverage")},
+            **{k: {} for k in ("heads", "histories", "evaluations", "timings", "manifests")},
+            vocab_size=0,
+        )
