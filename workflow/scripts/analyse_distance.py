@@ -59,7 +59,17 @@ if p.protocol == "all_rows":
                 block.take(drawn), n=N, draws=p.all_rows["mc_draws"], rng=rng
             )
         out["mc_expectation"] = draws.mean(axis=0)
-        out["mc_draw_sq"] = (draws**2).mean(axis=0)  # for the pooled standard error
+        # Theorem 1.2's check compares E with the term and bound of the same rows, so the only
+        # uncertainty is each drawn row's Monte-Carlo error (the variance within the row over
+        # draws); the spread between rows is not an error of that comparison
+        d = draws.shape[0]
+        out["mc_var_of_mean"] = (
+            draws.var(axis=0, ddof=1) / d if d > 1 else np.full(len(rows), np.nan)
+        )
+        on_drawn = np.full(len(rows), np.nan)
+        on_drawn[drawn] = 1.0
+        out["expectation_term_mc_rows"] = out["expectation_term"] * on_drawn
+        out["epsilon_bound_mc_rows"] = out["epsilon_bound"] * on_drawn
         if causal:
             got = row_statistics(block.read_as(other_masked, rows, L), n=N, upper_bound=False)
             out["distance_other_masked"] = got["distance"]
@@ -81,8 +91,8 @@ if p.protocol == "all_rows":
     pooled = pool_chunks(samples, means)
     rows = pooled.pop("mc_expectation_rows")
     draws = rows * p.all_rows["mc_draws"]
-    spread = np.sqrt(np.maximum(pooled.pop("mc_draw_sq") - pooled["mc_expectation"] ** 2, 0.0))
-    stderr = spread / np.sqrt(np.maximum(draws, 1))
+    # the head's E is the mean over its drawn rows: Var = mean(row Var of mean) / rows
+    stderr = np.sqrt(pooled.pop("mc_var_of_mean") / np.maximum(rows, 1))
     upper_check = head_outcomes(pooled, "upper_bound")
     H = len(pooled["layer"])
     table = pl.DataFrame(
@@ -100,6 +110,8 @@ if p.protocol == "all_rows":
                     "expectation_term",
                     "epsilon_bound",
                     "mc_expectation",
+                    "expectation_term_mc_rows",
+                    "epsilon_bound_mc_rows",
                 )
             },
             **{k: pooled[k] for k in ("distance_other_masked", "expectation_term_other_masked")},
@@ -113,10 +125,11 @@ if p.protocol == "all_rows":
             # a head holds when none of its rows violates, and is not testable when a row is
             **upper_check,
             # one-sided (E - term <= bound, the bound >= 0): vacuous where E - term - 3 s.e.
-            # is already <= 0, as where the printed term lies above E
+            # is already <= 0, as where the printed term lies above E; term and bound averaged
+            # over the rows E was drawn on, not over all L
             "epsilon_bound_check": check_bound(
-                pooled["mc_expectation"] - pooled["expectation_term"] - 3 * stderr,
-                pooled["epsilon_bound"],
+                pooled["mc_expectation"] - pooled["expectation_term_mc_rows"] - 3 * stderr,
+                pooled["epsilon_bound_mc_rows"],
                 upper=True,
                 rtol=RTOL_FLOAT64,
                 bound_floor=0.0,
