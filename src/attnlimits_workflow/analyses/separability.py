@@ -58,6 +58,16 @@ def checks(ratio, lower, upper) -> dict[str, NDArray[np.object_]]:
     }
 
 
+def pairwise_separation(pack: Pack, radius: float) -> pl.DataFrame:
+    """delta of Assumption 2 per sample: the minimum pairwise distance of its sphere-projected
+    embeddings (computed once per L, shared by every N: the pairwise_separation rule)."""
+    samples = pack.weights.shape[0]
+    delta = np.empty(samples)
+    for sl in blocks(samples, pack.length, pack.x.shape[2]):
+        delta[sl] = min_pairwise_distance(project_to_sphere(pack.x[sl], radius))
+    return pl.DataFrame({**sample_columns(pack, L=pack.length), "delta": delta})
+
+
 def context_delta(pack: Pack, separation: pl.DataFrame | None, source: str = "") -> NDArray:
     """delta per sample: of the whole context (analysis.separability.delta_over "context": the
     pairwise_separation table ``separation``, read from ``source``, refused when its samples are
