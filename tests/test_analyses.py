@@ -202,6 +202,17 @@ class TestSeparability:
         assert (row["lower_bound_check"], row["lower_bound_vacuous_rows"]) == (VACUOUS, 3)
         assert row["mask_only_rows"] == 0
 
+    def test_all_rows_causal_rows_set_by_the_mask_are_left_out_of_the_checks(self):
+        """Causal rows under non_selected: row 0 (t + 1 <= N = 1) selects its one visible key
+        and its bounds are made by the two masked keys, so it keeps its N_s/N but is not
+        counted in either check; rows 1 and 2 are."""
+        pack = make_pack([1 / 3] * 3, X_CIRCLE, rows=True, causal=True)
+        settings = separability_settings("all_rows")
+        row = separability.all_rows(pack, 1, settings, np.array([math.sqrt(2)])).row(0, named=True)
+        assert (row["rows"], row["mask_only_rows"]) == (3, 1)
+        assert (row["upper_bound_rows"], row["lower_bound_rows"]) == (2, 2)
+        assert row["ratio"] == 1.0  # N = 1: the one selected token is always distinguishable
+
 
 def gradient_settings(protocol: str, temperature_on: str = "model_logits") -> gradient.Settings:
     return gradient.Settings(
