@@ -1,30 +1,21 @@
 """delta of Assumption 2 at one L: the minimum pairwise distance of the sphere-projected
-embeddings of each sample (computed once per L, shared by every N)."""
+embeddings of each sample (attnlimits_workflow.analyses.separability.pairwise_separation)."""
 
 import numpy as np
-import polars as pl
 
-from attnlimits.separability import min_pairwise_distance, project_to_sphere
-from attnlimits_workflow.jobs import Timer, blocks, job_logger, sample_keys, write_table
-from attnlimits_workflow.packs import read_pack
+from attnlimits_workflow.analyses.common import start_job
+from attnlimits_workflow.analyses.separability import pairwise_separation
+from attnlimits_workflow.jobs import write_table
 
-log = job_logger(snakemake, "separation")
-timer = Timer()
-L = int(snakemake.wildcards.length)
-samples = read_pack(snakemake.input.pack)
-S = samples.weights.shape[0]
-delta = np.empty(S)
-for sl in blocks(S, L, samples.x.shape[2]):
-    delta[sl] = min_pairwise_distance(project_to_sphere(samples.x[sl], snakemake.params.radius))
-write_table(
-    pl.DataFrame({**sample_keys(samples), "L": np.full(S, L, dtype=np.int32), "delta": delta}),
-    snakemake.output[0],
-)
-log.info(
+job = start_job(snakemake, "separation")
+table = pairwise_separation(job.pack, snakemake.params.radius)
+write_table(table, snakemake.output[0])
+delta = table["delta"].to_numpy()
+job.log.info(
     "L=%d: delta for %d samples in %s (median %.4g, min %.4g)",
-    L,
-    S,
-    timer,
+    job.pack.length,
+    len(delta),
+    job.timer,
     np.median(delta),
     delta.min(),
 )

@@ -1,0 +1,222 @@
+"""Critical top-N at one L: smallest N where a KS test cannot tell d~ from the expected distance
+(both the paper's closed-form term and the Monte-Carlo expectation).
+
+Every search reaches N = L - 1, so "no pass" is a censored N_crit > L - 1 (columns censored and
+top_N), not the edge of a grid. The KS test compares analysis.critical_n.samples values per side
+(a seeded subset of the heads or rows, the same at every L and N; null: all), and beside the first
+passing N the table gives the KS distance D at analysis.critical_n.d_fractions of L, which a reader
+can compare across models whatever the test's power. A causal model's rows are searched under both
+readings of its masked keys (column masked: non_selected, the paper's L x L rows, and prefix); a
+bidirectional encoder's rows, and the last-row protocol's last rows, have no masked key, so the two
+readings coincide and are computed once (masked = "both")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from attnlimits import distance as dist
+from attnlimits.critical import (
+    BlockedDistances,
+    critical_n_search,
+    ks_min_pvalue,
+    ks_subsample,
+    ks_test,
+)
+from attnlimits.protocol import critical_n_list, fixed_fraction_ns
+from attnlimits_workflow.jobs import Timer, blocks
+from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.rows import critical_n_all_rows
+from attnlimits_workflow.streams import Stream, stream_rng
+
+LOG = logging.getLogger("critical_n")
+KINDS = ("closed_form", "monte_carlo")
+# N per pass over the rows in the all-rows search: a pass costs one sort per row plus one
+# evaluation per N, so a batch amortises the sort without computing far past an early N_crit.
+CRITICAL_N_BATCH = 8
+SCHEMA = {
+    "N_crit": pl.Int64,
+    "top_N": pl.Int64,
+    "fraction": pl.Float64,
+    "ks_statistic": pl.Float64,
+    "censored": pl.Boolean,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """analysis.critical_n.{ks_alpha, mc_draws, cache_mb, samples, d_fractions}, seed,
+    analysis.protocol, analysis.all_rows, analysis.zero_weight."""
+
+    ks_alpha: float
+    mc_draws: int
+    cache_mb: int
+    samples: int | None
+    d_fractions: Sequence[float]
+    seed: int
+    protocol: str
+    all_rows: Mapping[str, Any]
+    zero_weight: str
+
+
+def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, count) -> list:
+    """The output rows of one (reading, expectation): every N the search tried, then the KS test
+    at each fixed fraction of L (its D and p-value)."""
+    common = {
+        "L": length,
+        "masked": masked,
+        "expectation": kind,
+        "N_crit": critical,
+        "censored": censored,
+        "top_N": top_n,
+        "evaluations": len(tried),
+        "ks_samples": count,  # values per side of the KS test
+        "ks_min_pvalue": ks_min_pvalue(count, count),
+    }
+    return [
+        {**common, "step": "search", "fraction": None, "N": n, "p_value": pv, "ks_statistic": None}
+        for n, pv in tried
+    ] + [
+        {
+            **common,
+            "step": "fixed_fraction",
+            "fraction": f,
+            "N": n,
+            "p_value": res.pvalue,
+            "ks_statistic": res.statistic,
+        }
+        for f, (n, res) in fixed.items()
+    ]
+
+
+def analyse(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """The table of the configured protocol (settings.protocol)."""
+    protocol = all_rows if settings.protocol == "all_rows" else last_row
+    return protocol(pack, settings, log)
+
+
+def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """Algorithm 3 (attnlimits_workflow.rows.critical_n_all_rows), under each reading of a
+    causal row's masked keys, on a seeded subset of the heads."""
+    timer = Timer()
+    length, rows_settings = pack.length, settings.all_rows
+    grid = critical_n_list(length, rows_settings["critical_n_fractions"])
+    heads = len(np.unique(np.stack([pack.layer, pack.head]), axis=1)[0])
+    # the same heads at every L, N and reading: the stream is keyed by the head count alone
+    keep = ks_subsample(
+        heads, settings.samples, stream_rng(settings.seed, Stream.CRITICAL_N_SUBSAMPLE, heads)
+    )
+    found = critical_n_all_rows(
+        pack,
+        grid=grid,
+        fractions=settings.d_fractions,
+        alpha=settings.ks_alpha,
+        keep=keep,
+        seed=settings.seed,
+        default_masked=rows_settings["masked"],
+        chunks=rows_settings["chunks"],
+        mc_rows=rows_settings["mc_rows"],
+        mc_draws=rows_settings["mc_draws"],
+        batch=CRITICAL_N_BATCH,
+        zero_weight=settings.zero_weight,
+        log=lambda *a: log.info(*a, timer),
+    )
+    rows = []
+    for (reading, kind), (search, fixed) in found.items():
+        log.info(
+            "%s, %s: N_crit=%s%s (Algorithm 3, N list %s; p-values %s); D at %s",
+            reading,
+            kind,
+            search.critical_n,
+            " (censored)" if search.censored else "",
+            grid,
+            [round(pv, 4) for _, pv in search.tried],
+            {f: round(r.statistic, 3) for f, (_, r) in fixed.items()},
+        )
+        rows += table_rows(
+            length,
+            reading,
+            kind,
+            search.tried,
+            fixed,
+            None if search.censored else search.critical_n,
+            search.censored,
+            search.top_n,
+            len(keep),
+        )
+    return pl.DataFrame(rows, schema_overrides=SCHEMA)
+
+
+def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """The search over N = 1..L - 1 on the samples' analysed rows, against each expectation, on
+    a seeded subset of the samples."""
+    timer = Timer()
+    L, S = pack.length, pack.weights.shape[0]
+    # The products every evaluation shares, kept within analysis.critical_n.cache_mb: past it,
+    # a block is prepared again at each N (same values), so memory does not grow with the corpus.
+    distances = BlockedDistances.within(
+        list(blocks(S, L, pack.x.shape[2])),
+        lambda sl: dist.weighted(pack.weights[sl], pack.x[sl], zero_weight=settings.zero_weight),
+        S,
+        max_bytes=settings.cache_mb << 20,
+    )
+    log.info(
+        "prepared %d blocks in %s; %d held within cache_mb %d, the rest recomputed at each N",
+        len(distances.prepared),
+        timer,
+        distances.held_blocks,
+        settings.cache_mb,
+    )
+    # the same samples at every L and N: the stream is keyed by the sample count alone
+    keep = ks_subsample(
+        S, settings.samples, stream_rng(settings.seed, Stream.CRITICAL_N_SUBSAMPLE, S)
+    )
+    expectations: dict[tuple[str, int], np.ndarray] = {}
+
+    def expectation(kind: str, n: int) -> np.ndarray:
+        if (kind, n) not in expectations:
+            if kind == "closed_form":
+                out = distances.closed_form(n)
+            else:
+                # One generator per N: a value does not depend on the order the search visits N.
+                rng = stream_rng(settings.seed, Stream.CRITICAL_N_MONTE_CARLO, L, n)
+                out = distances.monte_carlo(n, settings.mc_draws, rng)
+            expectations[(kind, n)] = out
+            log.info("  computed d~ and %s at N=%d (%s)", kind, n, timer)
+        return expectations[(kind, n)]
+
+    def ks_at(kind: str, n: int):
+        return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
+
+    rows = []
+    for kind in KINDS:
+        result = critical_n_search(lambda n, k=kind: ks_at(k, n), L - 1, settings.ks_alpha)
+        fixed = {
+            f: (n, ks_at(kind, n)) for f, n in fixed_fraction_ns(L, settings.d_fractions).items()
+        }
+        log.info(
+            "%s: N_crit=%s after %d evaluations %s; D at %s",
+            kind,
+            result.n_crit,
+            len(result.evaluations),
+            result.evaluations,
+            {f: round(r.statistic, 3) for f, (_, r) in fixed.items()},
+        )
+        # the analysed row (the last of a causal model, an encoder's) has no masked key
+        rows += table_rows(
+            L,
+            "both",
+            kind,
+            result.evaluations,
+            fixed,
+            result.n_crit,
+            result.censored,
+            result.top_n,
+            len(keep),
+        )
+    return pl.DataFrame(rows, schema_overrides=SCHEMA)

@@ -1,0 +1,235 @@
+"""Theorem 1 at one (L, N): true distance d~, fixed-set bound, the paper's expectation term,
+epsilon bound, and the Monte-Carlo expectation E over uniformly random top-N sets."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numpy.typing import ArrayLike, NDArray
+
+from attnlimits import distance as dist
+from attnlimits.checks import (
+    RTOL_FLOAT64,
+    VIOLATED,
+    check_bound,
+    head_outcomes,
+    row_outcome_columns,
+)
+from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics, sampled_rows
+from attnlimits_workflow.jobs import Timer, blocks
+from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.rows import pool_chunks, row_means
+from attnlimits_workflow.streams import Stream, stream_rng
+
+from .common import head_columns, other_reading, sample_columns
+
+LOG = logging.getLogger("distance")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """analysis.distance.{mc_draws, mc_strata, mc_max_draws, mc_target_rel_stderr}, seed,
+    analysis.protocol, analysis.all_rows, analysis.zero_weight."""
+
+    mc_draws: int
+    mc_strata: int
+    mc_max_draws: int
+    mc_target_rel_stderr: float
+    seed: int
+    protocol: str
+    all_rows: Mapping[str, Any]
+    zero_weight: str
+
+
+def upper_bound_check(distance: ArrayLike, bound: ArrayLike) -> NDArray[np.object_]:
+    """Theorem 1.1 per sample or row: d~ <= the fixed-set bound."""
+    return check_bound(distance, bound, upper=True, rtol=RTOL_FLOAT64)
+
+
+def epsilon_bound_check(
+    mc_expectation: ArrayLike, term: ArrayLike, bound: ArrayLike, mc_stderr: ArrayLike
+) -> list:
+    """Theorem 1.2 says E = term + eps with eps <= bound; E is known only up to its Monte-Carlo
+    error, so E - term - 3 s.e. <= bound is checked. One-sided (the bound >= 0): vacuous where
+    E - term - 3 s.e. is already <= 0, as where the printed term lies above E."""
+    residual = np.asarray(mc_expectation) - np.asarray(term)
+    return check_bound(
+        residual - 3 * np.asarray(mc_stderr), bound, upper=True, rtol=RTOL_FLOAT64, bound_floor=0.0
+    ).tolist()
+
+
+def analyse(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """The table of the configured protocol (settings.protocol)."""
+    log.info("L=%d N=%d: %d samples loaded", pack.length, n, pack.weights.shape[0])
+    protocol = all_rows if settings.protocol == "all_rows" else last_row
+    return protocol(pack, n, settings, log)
+
+
+def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer,
+    head); E on analysis.all_rows.mc_rows rows only, and the epsilon check holds it against the
+    term and bound averaged over those same rows."""
+    timer = Timer()
+    L, mc_draws, masked = pack.length, settings.all_rows["mc_draws"], settings.all_rows["masked"]
+    rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n)
+    mc_rows = sampled_rows(L, settings.all_rows["mc_rows"])
+    causal = bool(pack.metadata["causal"])
+    # analysis.all_rows.masked's effect, shown in Fig. 2a and scored in Table 1 at every N: d~ and
+    # the closed-form E with a causal row's masked keys entered the other way (in an encoder both
+    # ways are the same)
+    other_masked = other_reading(masked)
+
+    def per_row(block, logits, rows, sample):
+        out = row_statistics(block, n=n)
+        out["epsilon_bound"] = row_epsilon_bound(block, n=n)
+        # the Monte-Carlo E on the drawn rows only (analysis.all_rows.mc_rows); NaN elsewhere
+        drawn = np.nonzero(np.isin(rows, mc_rows))[0]
+        draws = np.full((mc_draws, len(rows)), np.nan)
+        if drawn.size:
+            draws[:, drawn] = row_monte_carlo(block.take(drawn), n=n, draws=mc_draws, rng=rng)
+        out["mc_expectation"] = draws.mean(axis=0)
+        # Theorem 1.2's check compares E with the term and bound of the same rows, so the only
+        # uncertainty is each drawn row's Monte-Carlo error (the variance within the row over
+        # draws); the spread between rows is not an error of that comparison
+        d = draws.shape[0]
+        out["mc_var_of_mean"] = (
+            draws.var(axis=0, ddof=1) / d if d > 1 else np.full(len(rows), np.nan)
+        )
+        on_drawn = np.full(len(rows), np.nan)
+        on_drawn[drawn] = 1.0
+        out["expectation_term_mc_rows"] = out["expectation_term"] * on_drawn
+        out["epsilon_bound_mc_rows"] = out["epsilon_bound"] * on_drawn
+        if causal:
+            got = row_statistics(block.read_as(other_masked, rows, L), n=n, upper_bound=False)
+            out["distance_other_masked"] = got["distance"]
+            out["expectation_term_other_masked"] = got["expectation_term"]
+        else:
+            out["distance_other_masked"] = out["distance"]
+            out["expectation_term_other_masked"] = out["expectation_term"]
+        check = upper_bound_check(out["distance"], out["upper_bound"])
+        return out | row_outcome_columns("upper_bound", check)
+
+    means = row_means(
+        pack,
+        per_row,
+        masked=masked,
+        chunks=settings.all_rows["chunks"],
+        zero_weight=settings.zero_weight,
+        progress=lambda i, k: log.info("  %d/%d heads (%s)", i, k, timer) if i % 64 == 0 else None,
+    )
+    pooled = pool_chunks(pack, means)
+    rows = pooled.pop("mc_expectation_rows")
+    # the head's E is the mean over its drawn rows: Var = mean(row Var of mean) / rows
+    stderr = np.sqrt(pooled.pop("mc_var_of_mean") / np.maximum(rows, 1))
+    upper_check = head_outcomes(pooled, "upper_bound")
+    table = pl.DataFrame(
+        {
+            **head_columns(pooled, L=L, N=n),
+            **{
+                k: pooled[k]
+                for k in (
+                    "distance",
+                    "upper_bound",
+                    "expectation_term",
+                    "epsilon_bound",
+                    "mc_expectation",
+                    "expectation_term_mc_rows",
+                    "epsilon_bound_mc_rows",
+                    "distance_other_masked",
+                    "expectation_term_other_masked",
+                )
+            },
+            "mc_stderr": stderr,
+            "mc_draws_used": (rows * mc_draws).astype(np.float64),
+            "selected_mass": pooled["selected_mass"],
+            # mean over rows of the top-N keys of weight 0 (not selected by default)
+            "zero_weight_selected": pooled["zero_weight_selected"],
+            "rows": pooled["distance_rows"],
+            "chunks": pooled["chunks"],
+            # a head holds when none of its rows violates, and is not testable when a row is
+            **upper_check,
+            # term and bound averaged over the rows E was drawn on, not over all L
+            "epsilon_bound_check": epsilon_bound_check(
+                pooled["mc_expectation"],
+                pooled["expectation_term_mc_rows"],
+                pooled["epsilon_bound_mc_rows"],
+                stderr,
+            ),
+        },
+        strict=False,
+    )
+    log.info(
+        "done in %s (all rows): fixed-set bound violated on %d of %d rows",
+        timer,
+        int(upper_check["upper_bound_violated_rows"].sum()),
+        int(pooled["distance_rows"].sum()),
+    )
+    return table
+
+
+LAST_ROW_COLUMNS = (
+    "distance",
+    "upper_bound",
+    "expectation_term",
+    "epsilon_bound",
+    "mc_expectation",
+    "mc_stderr",
+    "mc_draws_used",
+    "selected_mass",
+    "zero_weight_selected",
+)
+
+
+def last_row(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
+    """Per sample (its analysed row): every quantity of Theorem 1, E by stratified Monte Carlo
+    (analysis.distance.mc_*), and both checks."""
+    timer = Timer()
+    L, S = pack.length, pack.weights.shape[0]
+    rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n)
+    cols = {k: np.empty(S) for k in LAST_ROW_COLUMNS}
+    for sl in blocks(S, L, pack.x.shape[2]):
+        # The products every quantity shares, computed once per block.
+        w = dist.weighted(pack.weights[sl], pack.x[sl], zero_weight=settings.zero_weight)
+        cols["distance"][sl] = dist.distance_to_context(w, n=n)
+        cols["upper_bound"][sl] = dist.fixed_set_upper_bound(w, n=n)
+        cols["expectation_term"][sl] = dist.expectation_term(w, n=n)
+        cols["epsilon_bound"][sl] = dist.epsilon_bound(w, n=n)
+        mc = dist.monte_carlo_expected_distance(
+            w,
+            n=n,
+            draws=settings.mc_draws,
+            rng=rng,
+            strata=settings.mc_strata,
+            max_draws=settings.mc_max_draws,
+            target_rel_stderr=settings.mc_target_rel_stderr,
+        )
+        cols["mc_expectation"][sl], cols["mc_stderr"][sl], cols["mc_draws_used"][sl] = mc
+        cols["selected_mass"][sl] = dist.selected_mass(w, n=n)
+        cols["zero_weight_selected"][sl] = w.zero_weight_in_top_n(n)
+    upper_check = upper_bound_check(cols["distance"], cols["upper_bound"])
+    table = pl.DataFrame(
+        {
+            **sample_columns(pack, L=L, N=n),
+            **cols,
+            "upper_bound_check": upper_check.tolist(),
+            "epsilon_bound_check": epsilon_bound_check(
+                cols["mc_expectation"],
+                cols["expectation_term"],
+                cols["epsilon_bound"],
+                cols["mc_stderr"],
+            ),
+        },
+        strict=False,
+    )
+    log.info(
+        "done in %s: fixed-set bound violated on %d of %d samples",
+        timer,
+        int((upper_check == VIOLATED).sum()),
+        S,
+    )
+    return table

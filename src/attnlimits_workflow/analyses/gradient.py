@@ -1,0 +1,194 @@
+"""Lemma 2 / Corollary 3 at one temperature: finite-difference sensitivity g(T, eps) over seeded
+random unit directions, the exact Jacobian norm of softmax(l/T), and the paper's bound.
+
+Checks are vacuous where no data could fail them: ||J|| of softmax(l/T) is at most 1/(2T) for
+every l (so the Gershgorin bound, 1/(2T) itself, cannot fail), and g for a unit direction is at
+most min{1/(2T), sqrt 2 / eps} (mean value theorem; two probability vectors lie within sqrt 2)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
+from attnlimits.gradient import (
+    corollary3_bound,
+    finite_difference_sensitivity,
+    gershgorin_bound,
+    random_unit_directions,
+    softmax,
+    softmax_jacobian_norm,
+    softmax_jacobian_norm_from_weights,
+)
+from attnlimits.protocol import row_sensitivity, unit_directions
+from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.rows import pool_chunks, row_means
+from attnlimits_workflow.streams import Stream, stream_rng
+
+from .common import head_columns, sample_columns
+
+LOG = logging.getLogger("gradient")
+WIDE_ROW_KEYS = 4  # rows with fewer visible keys can violate Corollary 3 by their size alone
+
+
+@dataclass(frozen=True)
+class Settings:
+    """analysis.gradient.{epsilons, directions, temperature_on}, seed, analysis.protocol,
+    analysis.all_rows."""
+
+    epsilons: Sequence[float]
+    directions: int
+    temperature_on: str
+    seed: int
+    protocol: str
+    all_rows: Mapping[str, Any]
+
+
+def g_ceiling(temperature: float, eps) -> float:
+    """The largest g any logits and unit direction can give at (T, eps)."""
+    return min(float(gershgorin_bound(temperature)), float(np.sqrt(2.0)) / float(eps))
+
+
+def analyse(
+    pack: Pack, temperature: float, settings: Settings, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """The table of the configured protocol (settings.protocol), one block of rows per eps."""
+    protocol = all_rows if settings.protocol == "all_rows" else last_row
+    return protocol(pack, temperature, settings, log)
+
+
+def all_rows(
+    pack: Pack, temperature: float, settings: Settings, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """Algorithm 5: every row t, one random unit direction v over its visible keys,
+    l' = l + eps v, delta = ||softmax(l'/T) - softmax(l/T)|| / eps, averaged over rows per
+    (layer, head); Fig. 4 then takes the maximum over heads (summarise: g_max_over_heads)."""
+    T = temperature
+    paper = float(corollary3_bound(T))
+    gersh = float(gershgorin_bound(T))
+
+    def per_row(block, logits, rows, sample):
+        if settings.temperature_on == "raw_scores":
+            logits = logits / float(pack.score_scale[0])
+        visible = np.isfinite(logits).sum(axis=1)
+        # seeded by sample and row, not T: every T sees the same directions
+        rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, sample, rows[0])
+        v = unit_directions(rng, len(rows), visible, logits.shape[1])
+        base = softmax(logits, T)
+        jac = softmax_jacobian_norm_from_weights(base) / T
+        out = {"jacobian_norm": jac}
+        for check_name, bound in (("jacobian_paper", paper), ("jacobian_gershgorin", gersh)):
+            c = check_bound(jac, bound, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh)
+            out |= row_outcome_columns(check_name, c)
+            if check_name == "jacobian_paper":
+                # A near-uniform row of m visible keys has T ||J|| = 1/m > 1/4 for m <= 3: a
+                # causal head's first rows violate Corollary 3 at any T whatever it learnt, so
+                # the rows with at least 4 visible keys are counted apart.
+                c = c.copy()
+                c[visible < WIDE_ROW_KEYS] = None
+                out |= row_outcome_columns("jacobian_paper_wide", c)
+        epsilons = [float(e) for e in settings.epsilons]
+        sensitivity = row_sensitivity(logits, v, temperature=T, epsilons=epsilons, base=base)
+        for eps, g in zip(settings.epsilons, sensitivity, strict=True):
+            out[f"g_{eps}"] = g
+            c = check_bound(g, paper, upper=True, rtol=RTOL_FLOAT64, ceiling=g_ceiling(T, eps))
+            out |= row_outcome_columns(f"g_{eps}", c)
+        return out
+
+    pooled = pool_chunks(
+        pack,
+        row_means(
+            pack, per_row, masked="prefix", chunks=settings.all_rows["chunks"], logits_only=True
+        ),
+    )
+
+    def head_check(name):
+        return head_outcomes(pooled, name)[f"{name}_check"]
+
+    H = len(pooled["layer"])
+    frames = []
+    for eps in settings.epsilons:
+        g = pooled[f"g_{eps}"]
+        frames.append(
+            pl.DataFrame(
+                {
+                    **head_columns(pooled),
+                    "T": np.full(H, T),
+                    "eps": np.full(H, float(eps)),
+                    "g_max": g,  # Algorithm 5: the mean over rows (one direction per row)
+                    "g_mean": g,
+                    "jacobian_norm": pooled["jacobian_norm"],
+                    "paper_bound": np.full(H, paper),
+                    "gershgorin_bound": np.full(H, gersh),
+                    "rows": pooled["jacobian_norm_rows"],
+                    "jacobian_paper_check": head_check("jacobian_paper"),
+                    "jacobian_paper_wide_check": head_check("jacobian_paper_wide"),
+                    "g_paper_check": head_check(f"g_{eps}"),
+                    "jacobian_gershgorin_check": head_check("jacobian_gershgorin"),
+                },
+                strict=False,
+            )
+        )
+    log.info(
+        "T=%g (all rows): max over heads of mean ||J|| %.4g", T, np.nanmax(pooled["jacobian_norm"])
+    )
+    return pl.concat(frames)
+
+
+def last_row(
+    pack: Pack, temperature: float, settings: Settings, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """Per sample (its analysed row) and eps: g's maximum and mean over the seeded directions,
+    the exact ||J||, both bounds and their checks."""
+    T = temperature
+    logits = np.asarray(pack.logits, dtype=np.float64)
+    if settings.temperature_on == "raw_scores":
+        # T then divides q.k itself: T = 1/scale (sqrt(d_head) for GPT-2) is the model's own
+        # attention.
+        logits = logits / pack.score_scale[:, None]
+    S, L = logits.shape
+    # The same directions for every T (the seed does not involve T): curves over T compare.
+    directions = random_unit_directions(
+        settings.directions, L, stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, L)
+    )
+    jac = softmax_jacobian_norm(logits, T)
+    paper = float(corollary3_bound(T))
+    gersh = gershgorin_bound(T)
+    frames = []
+    for eps in settings.epsilons:
+        g = finite_difference_sensitivity(logits, temperature=T, eps=eps, directions=directions)
+        frames.append(
+            pl.DataFrame(
+                {
+                    **sample_columns(pack),
+                    "T": np.full(S, T),
+                    "eps": np.full(S, float(eps)),
+                    "g_max": g.max(axis=1),
+                    "g_mean": g.mean(axis=1),
+                    "jacobian_norm": jac,
+                    "paper_bound": np.full(S, paper),
+                    "gershgorin_bound": np.full(S, float(gersh)),
+                    "jacobian_paper_check": check_bound(
+                        jac, paper, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh
+                    ).tolist(),
+                    "g_paper_check": check_bound(
+                        g.max(axis=1),
+                        paper,
+                        upper=True,
+                        rtol=RTOL_FLOAT64,
+                        ceiling=g_ceiling(T, eps),
+                    ).tolist(),
+                    "jacobian_gershgorin_check": check_bound(
+                        jac, gersh, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh
+                    ).tolist(),
+                },
+                strict=False,
+            )
+        )
+    log.info("T=%g: max ||J|| %.4g vs paper bound %.4g", T, jac.max(), paper)
+    return pl.concat(frames)

@@ -1,0 +1,254 @@
+"""Theorem 2 at one (L, N): N_s/N with its lower and upper bounds (Eqs. 10-12).
+
+Checks: N_s/N lies in [0, 1], so a lower bound <= 0 or an upper bound >= 1 is vacuous, and the
+upper bound is never below e^(-1/16) (attnlimits.separability.UPPER_BOUND_FLOOR): a ratio at or
+below it cannot violate it, and that row's check is vacuous too."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
+from attnlimits.protocol import RowBlock, row_separability
+from attnlimits.selection import top_n_indices
+from attnlimits.separability import (
+    UPPER_BOUND_FLOOR,
+    min_pairwise_distance,
+    project_to_sphere,
+    separability,
+)
+from attnlimits_workflow.jobs import Timer, blocks, sample_keys
+from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.rows import pool_chunks, row_means
+
+from .common import head_columns, other_reading, sample_columns
+
+LOG = logging.getLogger("separability")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """analysis.separability.{radius, delta_over}, analysis.protocol, analysis.all_rows,
+    analysis.zero_weight."""
+
+    radius: float
+    delta_over: str
+    protocol: str
+    all_rows: Mapping[str, Any]
+    zero_weight: str
+
+
+def checks(ratio, lower, upper) -> dict[str, NDArray[np.object_]]:
+    """The two Theorem 2 checks, per sample or row."""
+    return {
+        # N_s/N = 1 (every N = 1 row, where the bound is 1 - 0 = 1) passes any lower bound
+        "lower_bound": check_bound(
+            ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0, bound_ceiling=1.0
+        ),
+        "upper_bound": check_bound(
+            ratio, upper, upper=True, rtol=RTOL_FLOAT64, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR
+        ),
+    }
+
+
+def pairwise_separation(pack: Pack, radius: float) -> pl.DataFrame:
+    """delta of Assumption 2 per sample: the minimum pairwise distance of its sphere-projected
+    embeddings (computed once per L, shared by every N: the pairwise_separation rule)."""
+    samples = pack.weights.shape[0]
+    delta = np.empty(samples)
+    for sl in blocks(samples, pack.length, pack.x.shape[2]):
+        delta[sl] = min_pairwise_distance(project_to_sphere(pack.x[sl], radius))
+    return pl.DataFrame({**sample_columns(pack, L=pack.length), "delta": delta})
+
+
+def context_delta(pack: Pack, separation: pl.DataFrame | None, source: str = "") -> NDArray:
+    """delta per sample: of the whole context (analysis.separability.delta_over "context": the
+    pairwise_separation table ``separation``, read from ``source``, refused when its samples are
+    not the pack's in the same order), else an empty array the last-row protocol fills."""
+    if separation is None:
+        return np.empty(pack.weights.shape[0])
+    for k, v in sample_keys(pack).items():  # same reader, same order; refuse a stale table
+        if not np.array_equal(separation[k].to_numpy(), v):
+            raise SystemExit(
+                f"{source}: sample order differs from the dumps; rerun pairwise_separation"
+            )
+    return separation["delta"].to_numpy()
+
+
+def analyse(
+    pack: Pack,
+    n: int,
+    settings: Settings,
+    separation: pl.DataFrame | None = None,
+    source: str = "",
+    log: logging.Logger = LOG,
+) -> pl.DataFrame:
+    """The table of the configured protocol (settings.protocol); ``separation``: the
+    pairwise_separation table where settings.delta_over is "context"."""
+    delta = context_delta(pack, separation, source)
+    protocol = all_rows if settings.protocol == "all_rows" else last_row
+    return protocol(pack, n, settings, delta, log)
+
+
+def all_rows(
+    pack: Pack, n: int, settings: Settings, delta: NDArray, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """Algorithm 4: every row t of each head, N_s/N by direct counting and Theorem 2's bounds on
+    the sphere-projected x, delta of the head's whole context; averaged over rows and chunks.
+    A causal row's masked keys are read both ways in the same pass (ratio_other_masked)."""
+    timer = Timer()
+    length, radius, masked = pack.length, settings.radius, settings.all_rows["masked"]
+    causal = bool(pack.metadata["causal"])
+    other_masked = other_reading(masked)
+    # Under non_selected a causal row t with t + 1 <= N selects every visible key; its
+    # non-selected tokens are masked keys only, which fix r = ||s|| and the zero slots' xi = M,
+    # so its bounds are made by the mask (row 0: lower bound = N_s/N = 1/N exactly). Such rows
+    # keep their N_s/N but are not counted in the bound checks ("mask_only_rows").
+    mask_only_reading = causal and masked == "non_selected"
+
+    def per_row(block: RowBlock, logits, rows, sample):
+        out = row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius)
+        mask_only = (rows + 1 <= n) if mask_only_reading else np.zeros(len(rows), dtype=bool)
+        out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
+        for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
+            outcome[mask_only] = None
+            out |= row_outcome_columns(name, outcome)
+        out["zero_radius"] = np.where(
+            np.isnan(out["ratio"]),
+            np.nan,
+            np.isnan(out["lower_bound"]) & ~np.isnan(out["upper_bound"]),
+        )
+        if causal:
+            got = row_separability(
+                block.read_as(other_masked, rows, length),
+                n=n,
+                delta=float(delta[sample]),
+                radius_m=radius,
+            )
+            out["ratio_other_masked"] = got["ratio"]
+        else:  # an encoder's rows read the same either way
+            out["ratio_other_masked"] = out["ratio"]
+        return out
+
+    pooled = pool_chunks(
+        pack,
+        row_means(
+            pack,
+            per_row,
+            masked=masked,
+            chunks=settings.all_rows["chunks"],
+            vectors=lambda x: project_to_sphere(x[None], radius)[0],
+            zero_weight=settings.zero_weight,
+        ),
+    )
+    rows = pooled["ratio_rows"]
+
+    def row_count(name: str) -> NDArray[np.int64]:
+        return np.rint(pooled[name] * rows).astype(np.int64)
+
+    table = pl.DataFrame(
+        {
+            **head_columns(pooled, L=length, N=n),
+            "ratio": pooled["ratio"],
+            "ratio_other_masked": pooled["ratio_other_masked"],
+            "lower_bound": pooled["lower_bound"],
+            "upper_bound": pooled["upper_bound"],
+            "zero_weight_selected": pooled["zero_weight_selected"],
+            "rows": rows,
+            "mask_only_rows": row_count("mask_only"),
+            "chunks": pooled["chunks"],
+            "zero_radius": row_count("zero_radius"),
+            "negative_xi_square": row_count("negative_xi_square"),
+            "no_outside_token": np.zeros(len(rows), dtype=np.int64),
+            **head_outcomes(pooled, "lower_bound"),
+            **head_outcomes(pooled, "upper_bound"),
+        },
+        strict=False,
+    )
+    log.info(
+        "L=%d N=%d (all rows): median over heads of mean N_s/N %.3f (%s reading), %.3f (%s); "
+        "mean zero-weight top-N keys per row %.3g; done in %s",
+        length,
+        n,
+        np.nanmedian(pooled["ratio"]),
+        masked,
+        np.nanmedian(pooled["ratio_other_masked"]),
+        other_masked,
+        np.nanmean(pooled["zero_weight_selected"]),
+        timer,
+    )
+    return table
+
+
+LAST_ROW_FIELDS = (
+    "n_distinguishable",
+    "ratio",
+    "radius",
+    "lower_bound",
+    "upper_bound",
+    "no_outside_token",
+    "zero_radius",
+    "negative_xi_square",
+    "zero_weight_selected",
+)
+
+
+def last_row(
+    pack: Pack, n: int, settings: Settings, delta: NDArray, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """Per sample (its analysed row): N_s/N, its bounds and checks; delta of the whole context
+    (``delta``) or, under delta_over "selected", of the top-N tokens (filled in here)."""
+    timer = Timer()
+    samples = pack.weights.shape[0]
+    fields: dict[str, list] = {k: [] for k in LAST_ROW_FIELDS}
+    for sl in blocks(samples, pack.length, pack.x.shape[2]):
+        x = project_to_sphere(pack.x[sl], settings.radius)
+        if settings.delta_over == "selected":
+            idx = top_n_indices(pack.weights[sl], n)
+            delta[sl] = (
+                min_pairwise_distance(np.take_along_axis(x, idx[:, :, None], axis=1))
+                if n > 1
+                else np.nan
+            )
+        res = separability(
+            pack.weights[sl],
+            x,
+            n=n,
+            delta=delta[sl],
+            radius_m=settings.radius,
+            zero_weight=settings.zero_weight,
+        )
+        for k in fields:
+            fields[k].append(getattr(res, k))
+    cols = {k: np.concatenate(v) for k, v in fields.items()}
+    outcomes = checks(cols["ratio"], cols["lower_bound"], cols["upper_bound"])
+    table = pl.DataFrame(
+        {
+            **sample_columns(pack, L=pack.length, N=n),
+            "delta": delta,
+            **cols,
+            "rows": np.ones(samples, dtype=np.int64),
+            "lower_bound_check": outcomes["lower_bound"].tolist(),
+            "upper_bound_check": outcomes["upper_bound"].tolist(),
+        },
+        strict=False,
+    )
+    log.info(
+        "L=%d N=%d: median N_s/N %.3f; degenerate: r=0 %d, xi^2<0 %d; "
+        "zero-weight top-N keys %d; done in %s",
+        pack.length,
+        n,
+        np.median(cols["ratio"]),
+        cols["zero_radius"].sum(),
+        cols["negative_xi_square"].sum(),
+        cols["zero_weight_selected"].sum(),
+        timer,
+    )
+    return table

@@ -1,0 +1,51 @@
+"""Lemma 1 / Corollary 1 at one L: extremes of L * alpha_i against exp(+-2 Delta/T), compared in
+log space from the float64 logits. Last-row protocol only (one row per sample)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from attnlimits.checks import RTOL_FLOAT32, check_bound
+from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
+from attnlimits_workflow.packs import Pack
+
+from .common import sample_columns
+
+
+def last_row(pack: Pack) -> pl.DataFrame:
+    """Per sample: the scaled weight extremes, Delta/T from the norms, both bounds and checks."""
+    length = pack.length
+    delta = corollary1_delta_from_norms(pack.query_norm, pack.key_norm_max, pack.score_scale)
+    res = vanishing(pack.logits, delta_over_t=delta)
+    # log(L alpha) against -+2 Delta/T: logits and norms come from separate float32 computations.
+    # L max alpha <= L whatever the logits, so an upper bound exp(2 Delta/T) >= L cannot be
+    # exceeded (vacuous); L min alpha <= 1, so only a uniform row meets the lower bound's
+    # ceiling exp(0).
+    lower = check_bound(
+        res.log_min_scaled, -2.0 * delta, upper=False, rtol=RTOL_FLOAT32, bound_ceiling=0.0
+    )
+    upper = check_bound(
+        res.log_max_scaled,
+        2.0 * delta,
+        upper=True,
+        rtol=RTOL_FLOAT32,
+        ceiling=float(np.log(length)),
+    )
+    return pl.DataFrame(
+        {
+            **sample_columns(pack, L=length),
+            "max_weight": res.max_weight,
+            "max_scaled": res.max_scaled,
+            "min_scaled": res.min_scaled,
+            "log_max_scaled": res.log_max_scaled,
+            "log_min_scaled": res.log_min_scaled,
+            "delta_over_t": delta,
+            "logit_span": res.logit_span,
+            "lower_bound": res.lower_bound,
+            "upper_bound": res.upper_bound,
+            "lower_bound_check": lower.tolist(),
+            "upper_bound_check": upper.tolist(),
+        },
+        strict=False,
+    )

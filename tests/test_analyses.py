@@ -1,0 +1,426 @@
+"""The analyses (attnlimits_workflow.analyses) on tiny hand-made packs, without Snakemake: each
+protocol's table against values worked out by hand from the paper's formulas."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from attnlimits.checks import HOLDS, VACUOUS, VIOLATED
+from attnlimits_workflow.analyses import (
+    critical_n,
+    distance,
+    gradient,
+    heads,
+    normalizer,
+    separability,
+    study_gradient,
+    vanishing,
+)
+from attnlimits_workflow.analyses.common import settings_from
+from attnlimits_workflow.packs import Pack
+
+pytestmark = pytest.mark.unit
+
+ALL_ROWS = {
+    "chunks": None,
+    "masked": "non_selected",
+    "mc_draws": 4,
+    "mc_rows": 256,
+    "critical_n_fractions": [0.5, 0.99],
+}
+# x of the distance cases: three 1-d tokens 2, 1, -1
+X_LINE = [[2.0], [1.0], [-1.0]]
+# x of the separability cases: three unit vectors, delta = sqrt 2
+X_CIRCLE = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]
+
+
+def make_pack(
+    weights,
+    x,
+    *,
+    logits=None,
+    layer=None,
+    chunk=None,
+    head=None,
+    rows: bool = False,
+    causal: bool = False,
+    query_norm=None,
+    key_norm_max=None,
+) -> Pack:
+    """A pack of S samples of L keys, weights (S, L), x (S, L, d) or one (L, d) for every sample.
+    ``rows``: q/k rows for the all-rows protocol whose queries are 0, so that every row's
+    attention is uniform over its visible keys."""
+    weights = np.atleast_2d(np.asarray(weights, dtype=np.float32))
+    S, L = weights.shape
+    x = np.asarray(x, dtype=np.float32)
+    x = np.broadcast_to(x, (S, *x.shape[-2:])).copy()
+    index = np.arange(S)
+    return Pack(
+        length=L,
+        layer=np.zeros(S, dtype=np.int64) if layer is None else np.asarray(layer),
+        chunk=index if chunk is None else np.asarray(chunk),
+        head=np.zeros(S, dtype=np.int64) if head is None else np.asarray(head),
+        weights=weights,
+        logits=np.log(weights) if logits is None else np.atleast_2d(np.asarray(logits)),
+        x=x,
+        query_norm=np.ones(S) if query_norm is None else np.asarray(query_norm),
+        key_norm_max=np.ones(S) if key_norm_max is None else np.asarray(key_norm_max),
+        score_scale=np.ones(S),
+        metadata={"causal": causal, "softcap": None},
+        q_rows=np.zeros((S, L, 2)) if rows else None,
+        k_rows=np.random.default_rng(0).standard_normal((S, L, 2)) if rows else None,
+    )
+
+
+def distance_settings(protocol: str) -> distance.Settings:
+    return distance.Settings(
+        mc_draws=64,
+        mc_strata=1,
+        mc_max_draws=64,
+        mc_target_rel_stderr=0.05,
+        seed=3,
+        protocol=protocol,
+        all_rows=ALL_ROWS,
+        zero_weight="not_selected",
+    )
+
+
+class TestDistance:
+    def test_last_row_hand_case(self):
+        """alpha = (0.5, 0.3, 0.2), x = (2, 1, -1), N = 1: s = 1, d~ = 0.7 + 1.2; fixed-set
+        bound (1 - 0.5) 3 + 2 (0.5 * 2 - 0.5); term 2/3 (0.9 + 0.3 + 1.8) with xbar = 1.1; the
+        exact E is the mean of the three one-token sets' d~ (1.9, 1.2, 1.7) = 1.6 < term, so the
+        one-sided epsilon check cannot fail: vacuous."""
+        pack = make_pack([0.5, 0.3, 0.2], X_LINE)
+        table = distance.last_row(pack, 1, distance_settings("last_row"))
+        row = table.row(0, named=True)
+        assert (row["layer"], row["chunk"], row["head"], row["L"], row["N"]) == (0, 0, 0, 3, 1)
+        assert row["distance"] == pytest.approx(1.9, rel=1e-6)
+        assert row["upper_bound"] == pytest.approx(2.5, rel=1e-6)
+        assert row["expectation_term"] == pytest.approx(2.0, rel=1e-6)
+        # c = 1/2: sum over i of sum_{j != i} a_j^2 x_j^2 / |a_i x_i - c sum_{j != i} a_j x_j|
+        eps = (0.13 / 0.95 + 1.04 / 0.1 + 1.09 / 0.85) * 0.5 * (2 / 3) * 0.5
+        assert row["epsilon_bound"] == pytest.approx(eps, rel=1e-6)
+        assert 1.2 - 1e-6 <= row["mc_expectation"] <= 1.9 + 1e-6
+        assert abs(row["mc_expectation"] - 1.6) <= 5 * row["mc_stderr"] + 1e-9
+        assert row["selected_mass"] == pytest.approx(0.5, rel=1e-6)
+        assert (row["upper_bound_check"], row["epsilon_bound_check"]) == (HOLDS, VACUOUS)
+
+    def test_all_rows_hand_case(self):
+        """Uniform rows over x = (2, 1, -1), N = 1 (ties to key 0): every row has s = 2/3,
+        d~ = 1/3 + 1 = 4/3, fixed-set bound (2/3) 3 + 2 (2/3 - 2/3) = 2, term
+        (2/3)(1 + 1/6 + 3/2) = 16/9; the one-token sets' d~ are 4/3, 1, 5/3."""
+        pack = make_pack([[1 / 3] * 3, [1 / 3] * 3], X_LINE, rows=True, chunk=[0, 1])
+        table = distance.all_rows(pack, 1, distance_settings("all_rows"))
+        assert table.height == 1  # two chunks of one (layer, head)
+        row = table.row(0, named=True)
+        assert (row["chunk"], row["rows"], row["chunks"]) == (-1, 6, 2)
+        assert row["distance"] == pytest.approx(4 / 3, rel=1e-6)
+        assert row["upper_bound"] == pytest.approx(2.0, rel=1e-6)
+        assert row["expectation_term"] == pytest.approx(16 / 9, rel=1e-6)
+        assert row["expectation_term_mc_rows"] == pytest.approx(16 / 9, rel=1e-6)
+        assert 1.0 - 1e-6 <= row["mc_expectation"] <= 5 / 3 + 1e-6
+        assert row["mc_draws_used"] == 6 * ALL_ROWS["mc_draws"]
+        assert row["upper_bound_check"] == HOLDS and row["upper_bound_violated_rows"] == 0
+        # an encoder reads its rows the same both ways
+        assert row["distance_other_masked"] == row["distance"]
+
+    @pytest.mark.parametrize(
+        "mc, term, bound, stderr, want",
+        [
+            (3.0, 1.0, 1.5, 0.1, VIOLATED),  # 3 - 1 - 0.3 = 1.7 > 1.5
+            (3.0, 1.0, 1.5, 0.2, HOLDS),  # 3 - 1 - 0.6 = 1.4
+            (1.0, 1.0, 0.1, 0.0, VACUOUS),  # E = term: no bound >= 0 can fail
+            (2.0, 1.0, np.inf, 0.0, VACUOUS),
+        ],
+    )
+    def test_the_one_epsilon_check(self, mc, term, bound, stderr, want):
+        got = distance.epsilon_bound_check([mc], [term], [bound], [stderr])
+        assert got == [want]
+
+
+def separability_settings(protocol: str, delta_over: str = "context") -> separability.Settings:
+    return separability.Settings(
+        radius=1.0,
+        delta_over=delta_over,
+        protocol=protocol,
+        all_rows=ALL_ROWS,
+        zero_weight="not_selected",
+    )
+
+
+class TestSeparability:
+    def test_last_row_hand_case(self):
+        """alpha = (0.6, 0.3, 0.1) on unit vectors e1, e2, -e1, N = 2: s = (0.6, 0.3),
+        r = |s + 0.1 e1| = sqrt 0.58, both selected tokens within r (0.3, 0.6): N_s/N = 1;
+        xi = (0.3, 0.6), delta = sqrt 2 of the two selected."""
+        pack = make_pack([0.6, 0.3, 0.1], X_CIRCLE)
+        table = separability.analyse(pack, 2, separability_settings("last_row", "selected"))
+        row = table.row(0, named=True)
+        r = math.sqrt(0.58)
+        assert row["delta"] == pytest.approx(math.sqrt(2), rel=1e-6)
+        assert row["radius"] == pytest.approx(r, rel=1e-6)
+        assert (row["n_distinguishable"], row["ratio"]) == (2, 1.0)
+        assert row["lower_bound"] == pytest.approx(1 - 0.9 / (2 * r), rel=1e-6)
+        upper = (math.exp(-((r - 0.3) ** 2) / 16) + math.exp(-((r - 0.6) ** 2) / 16)) / 2
+        assert row["upper_bound"] == pytest.approx(upper, rel=1e-6)
+        # N_s/N = 1 passes any lower bound (vacuous) and exceeds this upper bound
+        assert (row["lower_bound_check"], row["upper_bound_check"]) == (VACUOUS, VIOLATED)
+
+    def test_context_delta_is_read_and_a_reordered_table_refused(self):
+        pack = make_pack([[0.6, 0.3, 0.1]] * 2, X_CIRCLE)
+        keys = {"layer": [0, 0], "chunk": [0, 1], "head": [0, 0]}
+        table = pl.DataFrame({**keys, "delta": [0.25, 0.5]})
+        got = separability.analyse(
+            pack, 2, separability_settings("last_row"), separation=table, source="t.parquet"
+        )
+        assert got["delta"].to_list() == [0.25, 0.5]
+        with pytest.raises(SystemExit, match="t.parquet: sample order differs"):
+            separability.analyse(
+                pack,
+                2,
+                separability_settings("last_row"),
+                separation=table.reverse(),
+                source="t.parquet",
+            )
+
+    def test_all_rows_hand_case(self):
+        """Uniform rows over e1, e2, -e1, N = 1 (key 0): s = e1/3, r = min(sqrt 2, 2)/3, N_s/N = 1,
+        lower bound 1 (xi = 0), upper bound exp(-r^2/16) < 1: every row violates it."""
+        pack = make_pack([1 / 3] * 3, X_CIRCLE, rows=True)
+        settings = separability_settings("all_rows")
+        table = separability.all_rows(pack, 1, settings, np.array([math.sqrt(2)]))
+        row = table.row(0, named=True)
+        assert (row["chunk"], row["rows"], row["ratio"], row["lower_bound"]) == (-1, 3, 1.0, 1.0)
+        assert row["upper_bound"] == pytest.approx(math.exp(-(2 / 9) / 16), rel=1e-6)
+        assert (row["upper_bound_check"], row["upper_bound_violated_rows"]) == (VIOLATED, 3)
+        assert (row["lower_bound_check"], row["lower_bound_vacuous_rows"]) == (VACUOUS, 3)
+        assert row["mask_only_rows"] == 0
+
+    def test_all_rows_causal_rows_set_by_the_mask_are_left_out_of_the_checks(self):
+        """Causal rows under non_selected: row 0 (t + 1 <= N = 1) selects its one visible key
+        and its bounds are made by the two masked keys, so it keeps its N_s/N but is not
+        counted in either check; rows 1 and 2 are."""
+        pack = make_pack([1 / 3] * 3, X_CIRCLE, rows=True, causal=True)
+        settings = separability_settings("all_rows")
+        row = separability.all_rows(pack, 1, settings, np.array([math.sqrt(2)])).row(0, named=True)
+        assert (row["rows"], row["mask_only_rows"]) == (3, 1)
+        assert (row["upper_bound_rows"], row["lower_bound_rows"]) == (2, 2)
+        assert row["ratio"] == 1.0  # N = 1: the one selected token is always distinguishable
+
+
+def gradient_settings(protocol: str, temperature_on: str = "model_logits") -> gradient.Settings:
+    return gradient.Settings(
+        epsilons=[0.001, 0.1],
+        directions=3,
+        temperature_on=temperature_on,
+        seed=1,
+        protocol=protocol,
+        all_rows=ALL_ROWS,
+    )
+
+
+class TestGradient:
+    def test_last_row_two_way_tie(self):
+        """A two-way tie: ||J|| = 1/(2T), twice Corollary 3's 1/(4T) (violated) and equal to
+        the Gershgorin bound, which no data can exceed (vacuous); g <= ||J||."""
+        pack = make_pack([[0.5, 0.5]] * 2, [[1.0], [2.0]])
+        table = gradient.last_row(pack, 2.0, gradient_settings("last_row"))
+        assert table.height == 2 * 2  # samples x epsilons
+        assert table["jacobian_norm"].to_list() == pytest.approx([0.25] * 4)
+        assert table["paper_bound"].to_list() == pytest.approx([0.125] * 4)
+        assert set(table["jacobian_paper_check"]) == {VIOLATED}
+        assert set(table["jacobian_gershgorin_check"]) == {VACUOUS}
+        assert (table["g_max"] <= 0.25 + 1e-6).all()
+        assert set(table["eps"]) == {0.001, 0.1}
+
+    def test_raw_scores_divide_the_logits_by_the_models_scale(self):
+        """Under raw_scores T divides q.k = logits / scale: logits l of scale 0.5 at T are the
+        raw scores 2 l at T."""
+        pack = make_pack([[0.5, 0.5]], [[1.0], [2.0]], logits=[[0.0, 1.0]])
+        pack.score_scale = np.array([0.5])
+        raw = gradient.last_row(pack, 1.0, gradient_settings("last_row", "raw_scores"))
+        pack.logits, pack.score_scale = np.array([[0.0, 2.0]]), np.array([1.0])
+        doubled = gradient.last_row(pack, 1.0, gradient_settings("last_row"))
+        a = 1 / (1 + math.e**2)  # softmax(0, 2): two weights a, 1 - a; ||J|| = 2 a (1 - a)
+        assert doubled["jacobian_norm"].to_list() == pytest.approx([2 * a * (1 - a)] * 2)
+        assert raw["jacobian_norm"].to_list() == pytest.approx(doubled["jacobian_norm"].to_list())
+
+    def test_all_rows_uniform_rows(self):
+        """Uniform rows over 2 keys: ||J|| = 1/(2T) on every row; rows with fewer than 4
+        visible keys are left out of the wide-row check (no such row: None)."""
+        pack = make_pack([0.5, 0.5], [[1.0], [2.0]], rows=True)
+        table = gradient.all_rows(pack, 1.0, gradient_settings("all_rows"))
+        assert table.height == 2  # one head x two epsilons
+        row = table.row(0, named=True)
+        assert (row["chunk"], row["rows"]) == (-1, 2)
+        assert row["jacobian_norm"] == pytest.approx(0.5)
+        assert row["g_max"] == row["g_mean"] <= 0.5 + 1e-6
+        assert (row["jacobian_paper_check"], row["jacobian_gershgorin_check"]) == (
+            VIOLATED,
+            VACUOUS,
+        )
+        assert row["jacobian_paper_wide_check"] is None
+
+
+def critical_settings(protocol: str) -> critical_n.Settings:
+    return critical_n.Settings(
+        ks_alpha=0.01,
+        mc_draws=2,
+        cache_mb=1,
+        samples=None,
+        d_fractions=[0.5],
+        seed=2,
+        protocol=protocol,
+        all_rows=ALL_ROWS,
+        zero_weight="not_selected",
+    )
+
+
+class TestCriticalN:
+    """x = 0: d~ and both expectations are 0 at every N, so the KS test passes at N = 1 with
+    D = 0 and p = 1."""
+
+    def test_last_row_passes_at_one(self):
+        pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)))
+        table = critical_n.last_row(pack, critical_settings("last_row"))
+        assert set(table["expectation"]) == set(critical_n.KINDS)
+        search = table.filter(pl.col("step") == "search")
+        assert search["N"].to_list() == [1, 1] and search["p_value"].to_list() == [1.0, 1.0]
+        fixed = table.filter(pl.col("step") == "fixed_fraction")
+        assert fixed["N"].to_list() == [3, 3] and fixed["ks_statistic"].to_list() == [0.0, 0.0]
+        assert set(table["N_crit"]) == {1} and not table["censored"].any()
+        assert set(table["masked"]) == {"both"} and set(table["ks_samples"]) == {10}
+
+    def test_all_rows_passes_at_one(self):
+        pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)), rows=True, head=np.arange(10))
+        table = critical_n.all_rows(pack, critical_settings("all_rows"))
+        assert set(table["masked"]) == {"both"}  # an encoder: one reading
+        # Algorithm 3 searches N = 0.5 L, 0.99 L (analysis.all_rows.critical_n_fractions)
+        search = table.filter(pl.col("step") == "search")
+        assert search["N"].to_list() == [3, 3] and search["p_value"].to_list() == [1.0, 1.0]
+        assert set(table["N_crit"]) == {3} and not table["censored"].any()
+        fixed = table.filter(pl.col("step") == "fixed_fraction")
+        assert fixed["ks_statistic"].to_list() == [0.0, 0.0]
+
+
+def test_vanishing_hand_case():
+    """alpha = (0.25, 0.75), Delta/T = 1 * 2 * 0.5: L alpha in [0.5, 1.5] within exp(-+2); the
+    upper bound e^2 >= L = 2 cannot be exceeded (vacuous)."""
+    pack = make_pack([0.25, 0.75], [[1.0], [2.0]], key_norm_max=[2.0])
+    pack.score_scale = np.array([0.5])
+    row = vanishing.last_row(pack).row(0, named=True)
+    assert row["max_scaled"] == pytest.approx(1.5) and row["min_scaled"] == pytest.approx(0.5)
+    assert row["delta_over_t"] == 1.0
+    assert (row["lower_bound_check"], row["upper_bound_check"]) == (HOLDS, VACUOUS)
+
+
+def test_heads_report_and_coverage():
+    """Two heads, two chunks, uniform weights over L = 4 keys: entropy log 4, max weight 1/4;
+    N = 1 selects key 0 in both heads: one token in the union, distinguishable (N_s/N = 1)."""
+    pack = make_pack(
+        np.full((4, 4), 0.25),
+        np.eye(4),
+        chunk=[0, 0, 1, 1],
+        head=[0, 1, 0, 1],
+    )
+    settings = heads.Settings(
+        n=1,
+        n_grid=[1, 2],
+        radius=1.0,
+        ks_alpha=0.01,
+        mc_draws=2,
+        seed=0,
+        zero_weight="not_selected",
+    )
+    coverage, stats = heads.coverage(pack, settings)
+    at_one = coverage.filter(pl.col("N") == 1)
+    assert at_one["union_selected"].to_list() == [1, 1]
+    assert at_one["heads"].to_list() == [2, 2]
+    report = heads.per_head(pack, settings, stats)
+    assert report.height == 2
+    assert report["entropy"].to_list() == pytest.approx([math.log(4)] * 2)
+    assert report["max_weight"].to_list() == pytest.approx([0.25] * 2)
+    assert report["ns_ratio"].to_list() == [1.0, 1.0]
+    assert report["chunks"].to_list() == [2, 2]
+    # two chunks per head cannot reach p < 0.01: no per-head critical N
+    assert report["N_crit"].to_list() == [None, None]
+
+
+def normalizer_settings(entry: dict) -> normalizer.Settings:
+    return normalizer.Settings(
+        entry=entry,
+        max_samples=10,
+        n_fixed=1,
+        zero_weight="not_selected",
+        ks_alpha=0.01,
+        mc_draws=2,
+        separability_length=4,
+        n_grid=[1],
+        radius=1.0,
+        seed=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "entry, jacobian", [({"kind": "softmax", "temperature": 1.0}, 0.25), ({"kind": "sparsemax"}, 1)]
+)
+def test_normalizer_on_equal_logits(entry, jacobian):
+    """Equal logits over L = 4: every rule gives 1/4 each; softmax's ||J|| = 1/L, sparsemax's
+    is the projection onto sum-zero vectors, norm 1."""
+    pack = make_pack(np.full((3, 4), 0.25), np.eye(4), logits=np.zeros((3, 4)))
+    tables = normalizer.analyse([pack], "rule", normalizer_settings(entry), learned={})
+    samples = tables.samples
+    assert samples.height == 3 and set(samples["kind"]) == {entry["kind"]}
+    assert samples["max_weight"].to_list() == pytest.approx([0.25] * 3)
+    assert samples["support"].to_list() == [4, 4, 4]
+    assert samples["entropy"].to_list() == pytest.approx([math.log(4)] * 3)
+    assert samples["jacobian_norm"].to_list() == pytest.approx([jacobian] * 3)
+    assert tables.critical_n["L"].to_list() == [4]
+    assert tables.separability["ratio"].to_list() == [1.0, 1.0, 1.0]
+
+
+def test_study_gradient_softmax_bound():
+    """A two-way tie under softmax: ||d softmax(z/T)/dz|| = 1/(2T), exactly the rule's bound
+    1/(2 T0 T) with T0 = 1: holds at every T, never violated."""
+    pack = make_pack([[0.5, 0.5]] * 2, [[1.0], [2.0]], logits=np.zeros((2, 2)))
+    rule = {"kind": "softmax", "temperature": 1.0}
+    settings = study_gradient.Settings(
+        rule=rule, entry=rule, temperatures=[2.0, 0.5], max_samples=5, seed=0
+    )
+    table = study_gradient.analyse(pack, settings, learned={})
+    assert table["T"].to_list() == [0.5, 0.5, 2.0, 2.0]
+    assert table["jacobian_norm"].to_list() == pytest.approx([1.0, 1.0, 0.25, 0.25])
+    assert table["bound"].to_list() == pytest.approx([1.0, 1.0, 0.25, 0.25])
+    assert not table["violated"].any() and not table["not_testable"].any()
+
+
+def test_settings_are_read_by_name_and_extras_ignored():
+    class Params:
+        radius, delta_over, protocol, zero_weight = 1.0, "context", "all_rows", "literal"
+        all_rows = ALL_ROWS
+        embedding = "value"  # read by the rule, not the analysis
+
+    got = settings_from(separability.Settings, Params())
+    assert got == separability.Settings(1.0, "context", "all_rows", ALL_ROWS, "literal")
+
+
+def test_analyses_log_to_the_given_logger(caplog):
+    pack = make_pack([0.5, 0.3, 0.2], X_LINE)
+    log = logging.getLogger("test-analyses")
+    with caplog.at_level(logging.INFO, logger="test-analyses"):
+        distance.analyse(pack, 1, distance_settings("last_row"), log)
+    assert "fixed-set bound violated on 0 of 1 samples" in caplog.text
+
+
+def test_pairwise_separation_is_the_closest_pair_on_the_sphere():
+    """e1, e2, -e1 (scaled: the projection puts them on the unit sphere): delta = sqrt 2."""
+    pack = make_pack([[1 / 3] * 3], np.array(X_CIRCLE) * [[3.0], [0.5], [2.0]])
+    table = separability.pairwise_separation(pack, 1.0)
+    assert table.columns == ["layer", "chunk", "head", "L", "delta"]
+    assert table["delta"].to_list() == pytest.approx([math.sqrt(2)])
