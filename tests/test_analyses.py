@@ -3,6 +3,8 @@ protocol's table against values worked out by hand from the paper's formulas."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import math
 
@@ -10,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from attnlimits import reference
 from attnlimits.checks import HOLDS, VACUOUS, VIOLATED
 from attnlimits_workflow.analyses import (
     critical_n,
@@ -129,6 +132,59 @@ class TestDistance:
         assert row["upper_bound_check"] == HOLDS and row["upper_bound_violated_rows"] == 0
         # an encoder reads its rows the same both ways
         assert row["distance_other_masked"] == row["distance"]
+
+    def test_all_rows_epsilon_check_reads_the_drawn_rows_and_their_own_mc_error(self):
+        """Review finding 10. Three rows over x = (2, 1, -1), N = 1, two chunks: rows 0 and 1
+        attend uniformly, row 2 puts e^6 / (e^6 + 2) on key 0. (a) With mc_rows = 1 only the last
+        row is drawn, so E must be held against that row's term and bound, not the mean over all
+        three rows. (b) With every row drawn, the standard error of the head's E is each row's
+        Monte-Carlo error, sqrt(mean_r Var_r / D / R), Var_r the variance of d~ over the three
+        equally likely one-token sets, and not the spread between rows' d~ pooled into it."""
+        pack = make_pack([[1 / 3] * 3, [1 / 3] * 3], X_LINE, rows=True, chunk=[0, 1])
+        q = np.zeros((2, 3, 2))
+        q[:, 2, 0] = 6.0  # row 2's logits (6, 0, 0); rows 0 and 1: (0, 0, 0)
+        k = np.zeros((2, 3, 2))
+        k[:, 0, 0] = 1.0
+        pack = dataclasses.replace(pack, q_rows=q, k_rows=k)
+        x = np.asarray(X_LINE)
+        peaked = np.exp([6.0, 0.0, 0.0]) / np.exp([6.0, 0.0, 0.0]).sum()
+        row_weights = [np.full(3, 1 / 3), np.full(3, 1 / 3), peaked]
+        terms = [reference.expectation_term(w, x, 1) for w in row_weights]
+        bounds = [reference.epsilon_bound(w, x, 1) for w in row_weights]
+        assert abs(terms[2] - np.mean(terms)) > 0.3  # the two readings are far apart
+
+        last = dict(ALL_ROWS, mc_rows=1, mc_draws=50)
+        row = distance.all_rows(
+            pack, 1, dataclasses.replace(distance_settings("all_rows"), all_rows=last)
+        ).row(0, named=True)
+        assert row["expectation_term"] == pytest.approx(np.mean(terms), rel=1e-9)
+        assert row["expectation_term_mc_rows"] == pytest.approx(terms[2], rel=1e-9)
+        assert row["epsilon_bound_mc_rows"] == pytest.approx(bounds[2], rel=1e-9)
+        assert row["mc_draws_used"] == 2 * 50  # one drawn row per chunk
+
+        # (b) N = 2, row r nearly one-hot on key r (q_r = 4 e_r, k_j = e_j): each row's d~ barely
+        # moves between its three 2-sets, but the rows' d~ differ (about 2, 1 and 1)
+        draws = 400
+        pack = dataclasses.replace(
+            pack,
+            q_rows=np.broadcast_to(4.0 * np.eye(3), (2, 3, 3)),
+            k_rows=np.tile(np.eye(3), (2, 1, 1)),
+        )
+        row_weights = [
+            np.exp(4.0 * np.eye(3)[r]) / np.exp(4.0 * np.eye(3)[r]).sum() for r in range(3)
+        ]
+        sets = [
+            [reference.distance(w, x, list(two)) for two in itertools.combinations(range(3), 2)]
+            for w in row_weights
+        ]
+        within = np.sqrt(np.mean([np.var(d) for d in sets]) / draws / 6)
+        pooled = np.sqrt(np.var(np.concatenate(sets * 2)) / draws / 6)  # between rows as well
+        assert pooled > 10 * within  # the case tells the two apart
+        every = dict(ALL_ROWS, mc_rows=256, mc_draws=draws)
+        row = distance.all_rows(
+            pack, 2, dataclasses.replace(distance_settings("all_rows"), all_rows=every)
+        ).row(0, named=True)
+        assert 0.75 * within < row["mc_stderr"] < 1.3 * within
 
     @pytest.mark.parametrize(
         "mc, term, bound, stderr, want",
