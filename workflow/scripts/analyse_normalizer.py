@@ -26,8 +26,10 @@ normalizer = nz.get(kind)
 log.info("normalizer %s = %s(%s)", name, kind, entry)
 trained = snakemake.input.get("model")
 learned = read_learned(trained if isinstance(trained, str) else (trained[0] if trained else None))
-if kind == "scalable_softmax" and "s" in learned:
-    log.info("s: the trained model's learned per-head values %s", learned["s"])
+for learned_name in (q.name for q in normalizer.learned if q.name in learned):
+    log.info(
+        "%s: the trained model's learned per-head values %s", learned_name, learned[learned_name]
+    )
 
 sample_frames, critical_rows, separability_frames = [], [], []
 for pack_dir in snakemake.input.packs:

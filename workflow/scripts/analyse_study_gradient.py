@@ -7,10 +7,10 @@ import polars as pl
 
 from attnlimits import normalizers as nz
 from attnlimits.checks import NOT_TESTABLE, RTOL_FLOAT64, VIOLATED, check_bound
+from attnlimits.rules import jacobian_bound
 from attnlimits_workflow.jobs import Timer, job_logger, sample_keys, write_table
 from attnlimits_workflow.packs import read_pack
 from attnlimits_workflow.streams import Stream, stream_rng
-from attnlimits_workflow.study import jacobian_bound
 from attnlimits_workflow.training import normalizer_arguments, read_learned
 
 log = job_logger(snakemake, "study_gradient")
@@ -28,19 +28,16 @@ logits = np.asarray(pack.logits[keep], dtype=np.float64)
 arguments = normalizer_arguments(
     entry, read_learned(snakemake.input.model), keys["layer"], keys["head"]
 )
-scale = None
-if rule["kind"] == "scalable_softmax":
-    if "s" not in arguments:
-        raise SystemExit(f"{snakemake.input.model}: no learned Scalable-Softmax s (learned.json)")
-    # its logit scale s log(n): every key of the analysed row is visible (n = L)
-    scale = np.asarray(arguments["s"], dtype=np.float64).reshape(-1) * np.log(L)
+missing = [q.name for q in normalizer.learned if q.name not in arguments]
+if missing:
+    raise SystemExit(f"{snakemake.input.model}: no learned {rule['kind']} {missing} (learned.json)")
 log.info("rule %s, L=%d, %d rows, %d temperatures", rule, L, len(keep), len(p.temperatures))
 
 frames = []
 for T in sorted(float(t) for t in p.temperatures):
     # chain rule: d rule(z/T)/dz = J_rule(z/T) / T
     norm = normalizer.jacobian_norm(logits / T, L, **arguments) / T
-    bound = jacobian_bound(rule, T, scale)
+    bound = jacobian_bound(entry["kind"], T, L, arguments)  # every key of a row is visible: n = L
     bound_rows = np.broadcast_to(np.nan if bound is None else bound, norm.shape).astype(np.float64)
     check = check_bound(norm, bound_rows, upper=True, rtol=RTOL_FLOAT64)
     violated = check == VIOLATED

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from attnlimits import rules as rule_table
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import log_axis, save, use_style
@@ -225,7 +226,8 @@ for n in names:
         .sort("T")
     )
     ax.plot(g["T"], g["jacobian_norm"], **style[n])
-    if g["bound"].is_finite().all() and rules[n]["kind"] != "scalable_softmax":
+    # a bound with a learned parameter is one per row (per head), not a curve
+    if g["bound"].is_finite().all() and not rule_table.get(rules[n]["kind"]).learned:
         ax.plot(g["T"], g["bound"], color=style[n]["color"], ls="--", lw=0.8)
 grad_l = int(gradient[names[0]]["L"][0])
 ax.set(
