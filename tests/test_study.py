@@ -79,7 +79,9 @@ def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
         return nz.scalable_softmax_weights(row, z.size, s)[0]
     if kind == "self_adjust_softmax_raw":
         return z * nz.softmax_weights(row, z.size)[0]
-    return nz.self_adjust_softmax_weights(row, z.size)[0]
+    if kind == "self_adjust_softmax":
+        return nz.self_adjust_softmax_weights(row, z.size)[0]
+    raise NotImplementedError(f"{kind}: add its published formula here (docs/extending.md)")
 
 
 def causal_case(seed: int, heads: int = 3, n: int = 9, spread: float = 3.0):
