@@ -67,7 +67,8 @@ def test_targets_follow_the_papers_three_families():
     # Section 4: sparsity-inducing, length-aware, gradient-controlled; softmax is the baseline
     assert rules.get("softmax").targets == ()
     assert "length" in rules.get("scalable_softmax").targets
-    assert "separability" in rules.get("sparsemax").targets
+    assert "separability" in rules.get("scalable_softmax").targets
+    assert "vanishing" in rules.get("sparsemax").targets
     assert "gradient_low_t" in rules.get("self_adjust_softmax").targets
 
 

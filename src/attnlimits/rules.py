@@ -117,31 +117,35 @@ RULES: dict[str, Rule] = {
     rule.name: rule
     for rule in (
         Rule("softmax", nz.softmax_weights, nz.softmax_normalizer_jacobian_norm, (), softmax_bound),
-        # sparsity-inducing (paper, Section 4, 1.): exact zeros, lower entropy
+        # Targets, from the paper's Section 4: "sparse or length-aware rules can improve
+        # long-context performance" (the distance bound); "normalisers that decouple selectivity
+        # from gradient health (e.g. Sparsemax, SS-Max, or SA-Softmax)" (T <= 0.1); and per family:
+        # sparsity-inducing: "exact zeros", against softmax's "dense distributions" (vanishing)
         Rule(
             "sparsemax",
             nz.sparsemax_weights,
             nz.sparsemax_jacobian_norm,
-            (VANISHING, DISTANCE, SEPARABILITY),
+            (VANISHING, DISTANCE, GRADIENT_LOW_T),
             sparse_bound,
         ),
         Rule(
             "entmax15",
             nz.entmax15_weights,
             nz.entmax15_jacobian_norm,
-            (VANISHING, DISTANCE, SEPARABILITY),
+            (VANISHING, DISTANCE, GRADIENT_LOW_T),
             sparse_bound,
         ),
-        # length-aware (Section 4, 2.): the largest weight stays put as L grows
+        # length-aware: "alleviating the vanishing-attention problem"; "switching to a
+        # length-aware normaliser can restore separability"; and its own length claim
         Rule(
             "scalable_softmax",
             nz.scalable_softmax_weights,
             nz.scalable_softmax_jacobian_norm,
-            (VANISHING, DISTANCE, LENGTH),
+            (VANISHING, DISTANCE, SEPARABILITY, GRADIENT_LOW_T, LENGTH),
             scalable_softmax_bound,
             learned=(_SCALE,),
         ),
-        # gradient-controlled (Section 4, 3.): the Jacobian in a healthy band
+        # gradient-controlled: "keeping the Jacobian spectrum in a healthy band"
         Rule(
             "self_adjust_softmax_raw",
             nz.self_adjust_softmax_raw_weights,
