@@ -29,16 +29,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import attention_rules
+from . import attention_rules, rules
 from .families import Family, family
 
 CAPTURE = "attnlimits_capture"
 # The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
-# {"kind": "sparsemax"}); Scalable-Softmax's learned per-head s is the parameter SCALE_PARAMETER of
-# each attention module.
+# {"kind": "sparsemax"}); a rule's learned per-head parameters (Scalable-Softmax's s) are
+# parameters of each attention module, named by attnlimits.rules (Learned.attribute).
 RULE_ATTENTION = "attnlimits_rule"
 RULE_KEY = "attnlimits_attention"
-SCALE_PARAMETER = "attention_scale"
 # Keyword arguments that add terms to the scores which the capture does not reproduce.
 _UNREPRODUCED = ("s_aux", "sinks", "position_bias", "alibi", "attention_bias")
 # Query rows per block when the capture computes attention itself (soft-capped models).
@@ -233,7 +232,7 @@ class _Recorder:
             if rule is not None:  # the model's own normaliser, on the same logits
                 seen = torch.isfinite(logits)[:, None, :]
                 weights = attention_rules.normalize(
-                    logits[:, None, :], seen, rule, rule_scale(module)
+                    logits[:, None, :], seen, rule, rule_learned(module, rule, detach=True)
                 )[:, 0, :]
             rows[L] = (pos, _to_host(logits), _to_host(weights))
         self.layers[layer] = {
@@ -297,9 +296,17 @@ def model_rule(module: nn.Module) -> dict[str, Any] | None:
     return getattr(config, RULE_KEY, None) if config is not None else None
 
 
-def rule_scale(module: nn.Module) -> torch.Tensor | None:
-    scale = getattr(module, SCALE_PARAMETER, None)
-    return None if scale is None else scale.detach().float()
+def rule_learned(
+    module: nn.Module, rule: dict[str, Any], detach: bool = False
+) -> dict[str, torch.Tensor]:
+    """The rule's learned parameters (attnlimits.rules) the attention module holds, by name;
+    ``detach``: as float32 values out of the graph (the capture)."""
+    found = {}
+    for p in rules.get(rule["kind"]).learned:
+        value = getattr(module, p.attribute, None)
+        if value is not None:
+            found[p.name] = value.detach().float() if detach else value
+    return found
 
 
 def rule_attention(
@@ -330,9 +337,7 @@ def rule_attention(
     visible = attention_rules.visible_from_mask(
         attention_mask, is_causal, query.shape[2], keys.shape[2], query.device
     )
-    weights = attention_rules.normalize(
-        scores, visible, rule, getattr(module, SCALE_PARAMETER, None)
-    )
+    weights = attention_rules.normalize(scores, visible, rule, rule_learned(module, rule))
     if dropout and module.training:
         weights = nn.functional.dropout(weights, p=dropout)
     return (weights @ values).transpose(1, 2).contiguous(), weights

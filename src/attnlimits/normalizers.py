@@ -3,8 +3,9 @@
 A what-if: the logits were learned under softmax, and each normalizer here re-normalises them
 (paper, Section 4: sparsity-inducing, length-aware and gradient-controlled rules). Every
 normalizer maps logits (S, L) to weights (S, L) and knows the spectral norm of its Jacobian
-d weights / d logits per row. Add one by writing a :class:`Normalizer` and putting it in
-:data:`KINDS`; the workflow's config then names it (docs/normalizers.md).
+d weights / d logits per row. The functions are here; the rules' table, which names them (and
+the torch forward of a model trained with each), is :mod:`attnlimits.rules`; :func:`get` looks a
+rule up there (docs/extending.md, "Adding a normaliser").
 
 Sparsemax and 1.5-entmax come from the ``entmax`` package (Peters, Niculae and Martins), which is
 built on torch: only their functions import it.
@@ -12,8 +13,7 @@ built on torch: only their functions import it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,20 +21,10 @@ from numpy.typing import NDArray
 from . import gradient
 from .gradient import largest_eigenvalue_diag_minus_rank_one, softmax, sum_of_others
 
+if TYPE_CHECKING:
+    from .rules import Rule
+
 FloatArray = NDArray[np.floating]
-
-
-@dataclass(frozen=True)
-class Normalizer:
-    """weights(logits, length, **params) and jacobian_norm(logits, length, **params).
-
-    ``length`` is the row's own context length (Scalable-Softmax scales by log L).
-    ``sums_to_one`` is False for rules whose rows are not distributions (Self-Adjust Softmax).
-    """
-
-    weights: Callable[..., NDArray[np.float64]]
-    jacobian_norm: Callable[..., NDArray[np.float64]]
-    sums_to_one: bool = True
 
 
 # ---------------------------------------------------------------------------------- softmax(l/T)
@@ -218,33 +208,25 @@ def self_adjust_softmax_raw_jacobian_norm(
     )
 
 
-KINDS: dict[str, Normalizer] = {
-    "softmax": Normalizer(softmax_weights, softmax_normalizer_jacobian_norm),
-    "sparsemax": Normalizer(sparsemax_weights, sparsemax_jacobian_norm),
-    "entmax15": Normalizer(entmax15_weights, entmax15_jacobian_norm),
-    "scalable_softmax": Normalizer(scalable_softmax_weights, scalable_softmax_jacobian_norm),
-    "self_adjust_softmax": Normalizer(
-        self_adjust_softmax_weights, self_adjust_softmax_jacobian_norm, sums_to_one=False
-    ),
-    "self_adjust_softmax_raw": Normalizer(
-        self_adjust_softmax_raw_weights, self_adjust_softmax_raw_jacobian_norm, sums_to_one=False
-    ),
-}
+# attnlimits.rules imports this module's functions for its table, hence the lookups at call time.
+def get(kind: str) -> Rule:
+    """The rule ``kind`` of the table (attnlimits.rules): its weights, jacobian_norm, settings."""
+    from .rules import get as get_rule
 
-
-def get(kind: str) -> Normalizer:
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown normalizer kind {kind!r}; known: {sorted(KINDS)}") from None
+    return get_rule(kind)
 
 
 def parameters(kind: str) -> list[str]:
     """The keyword parameters a kind takes (besides logits and length), for config checks."""
-    import inspect
+    return list(get(kind).settings)
 
-    sig = inspect.signature(get(kind).weights)
-    return [p for p in sig.parameters if p not in ("logits", "length")]
+
+def __getattr__(name: str):
+    if name == "KINDS":  # the table's rules by name, as config checks and tests list them
+        from .rules import RULES
+
+        return RULES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def entropy(weights: FloatArray) -> NDArray[np.float64]:

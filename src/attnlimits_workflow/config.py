@@ -234,11 +234,11 @@ STUDY_PREFIX = "study-"
 def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
     """The beyond.normalizers entry (attnlimits.normalizers) that is a trained model's own
     attention on its dumped logits (q k^T times the scaling): the rule with its settings, except
-    Scalable-Softmax's s, which the normalizer job reads from the model's learned.json."""
-    kind = rule["kind"]
-    if kind == "scalable_softmax":
-        return {"kind": kind}
-    return dict(rule)
+    its learned parameters' initialisers (Scalable-Softmax's s_init): the normalizer job reads
+    the learned values from the model's learned.json."""
+    from attnlimits.rules import what_if_entry
+
+    return what_if_entry(rule)
 
 
 def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict]:
@@ -269,14 +269,14 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
 def study_errors(config: dict[str, Any]) -> list[str]:
     """The study's cross-key rules: known attention rules and their settings, the baseline, the
     evaluation contexts within the model's positions, training windows within them."""
-    from attnlimits import attention_rules
+    from attnlimits.rules import trained_settings
 
     study = config.get("study") or {}
     rules = study.get("normalizers") or {}
     errs = []
     for name, rule in rules.items():
         try:
-            attention_rules.parameters(rule)
+            trained_settings(rule)
         except ValueError as exc:
             errs.append(f"study.normalizers.{name}: {exc}")
     if rules and study.get("baseline") not in rules:

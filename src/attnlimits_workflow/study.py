@@ -34,6 +34,8 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from attnlimits.rules import jacobian_bound as jacobian_bound  # the rules' bounds (table's)
+
 from .tables import markdown_table
 
 RELAXES, TIGHTENS, NO_CHANGE = "relaxes", "tightens", "no change"
@@ -437,28 +439,3 @@ def fill_template(template: str, fields: Mapping[str, str]) -> str:
         return fields[key]
 
     return re.sub(r"\[\[([a-z_]+)\]\]", fill, template)
-
-
-def jacobian_bound(
-    rule: dict[str, Any], temperature: float = 1.0, scale: np.ndarray | None = None
-) -> float | np.ndarray | None:
-    """An upper bound on ||d rule(z / temperature) / d z||_2 that holds for every row, where one is
-    known (None for the Self-Adjust rules, whose Jacobian grows with |z|):
-
-    - softmax(z / T0): 1 / (2 T0 T) -- Gershgorin, the row sums of |J| are 2 a_i (1 - a_i) / T;
-    - sparsemax(z / T0): 1 / (T0 T) -- T0 T J is an orthogonal projection;
-    - 1.5-entmax(z / T0): 1 / (T0 T) -- T0 T J = diag(g) - g g^T / sum(g) with g = sqrt(p) <= 1 is
-      positive semi-definite and at most diag(g);
-    - Scalable-Softmax softmax(s log(n) z): |s log n| / (2 T) per row, ``scale`` = s log n (one
-      per row, or one number).
-    """
-    kind, t0 = rule["kind"], float(rule.get("temperature", 1.0))
-    if kind == "softmax":
-        return 1.0 / (2.0 * t0 * temperature)
-    if kind in ("sparsemax", "entmax15"):
-        return 1.0 / (t0 * temperature)
-    if kind == "scalable_softmax":
-        if scale is None:
-            raise ValueError("the Scalable-Softmax bound needs the rows' scale s log(n)")
-        return np.abs(np.asarray(scale, dtype=np.float64)) / (2.0 * temperature)
-    return None

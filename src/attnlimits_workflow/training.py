@@ -1,7 +1,8 @@
 """The normaliser study's training stage: a BPE tokenizer trained on the corpus, small Llama
 models identical but for their attention normaliser (attnlimits.attention_rules), a seeded
 training loop, held-out evaluation, and model folders the rest of the workflow reads like any
-other (config.json names the rule; Scalable-Softmax's learned s are weights like the others)."""
+other (config.json names the rule; a rule's learned parameters, Scalable-Softmax's s, are
+weights like the others)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 from .models import MANIFEST, sha256_files
 
 TOKENIZER_FILE = "tokenizer.json"
-LEARNED_FILE = "learned.json"  # Scalable-Softmax's learned s per layer and head
+LEARNED_FILE = "learned.json"  # a rule's learned parameters (Scalable-Softmax's s) per layer, head
 
 
 def train_tokenizer(text: str, vocab_size: int, min_frequency: int):
@@ -53,10 +54,10 @@ def build_model(
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from attnlimits import attention_rules
-    from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER, register_rule_attention
+    from attnlimits import rules
+    from attnlimits.extraction import RULE_KEY, register_rule_attention
 
-    params = attention_rules.parameters(rule)
+    params = rules.trained_settings(rule)
     config = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=architecture["hidden_size"],
@@ -75,24 +76,27 @@ def build_model(
     config._attn_implementation = register_rule_attention()
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    if rule["kind"] == "scalable_softmax":
-        s_init = float(params.get("s_init", 1.0 / math.log(context)))
+    for p in rules.get(rule["kind"]).learned:
+        init = float(params.get(p.init_setting, p.init_default(context)))
         for layer in model.model.layers:
             layer.self_attn.register_parameter(
-                SCALE_PARAMETER,
-                torch.nn.Parameter(torch.full((architecture["heads"],), s_init)),
+                p.attribute, torch.nn.Parameter(torch.full((architecture["heads"],), init))
             )
     return model
 
 
 def learned_parameters(model) -> dict[str, Any]:
-    """Per layer and head, the rule's learned parameters (Scalable-Softmax's s), else {}."""
-    from attnlimits.extraction import SCALE_PARAMETER
+    """Per layer and head, the rule's learned parameters by name (Scalable-Softmax's s), else {}."""
+    from attnlimits import rules
+    from attnlimits.extraction import RULE_KEY
 
-    scales = [getattr(layer.self_attn, SCALE_PARAMETER, None) for layer in _decoder(model).layers]
-    if any(s is None for s in scales):
-        return {}
-    return {"s": [[float(x) for x in s.detach().cpu()] for s in scales]}
+    rule = getattr(model.config, RULE_KEY, None)
+    found = {}
+    for p in rules.get(rule["kind"]).learned if rule else ():
+        values = [getattr(layer.self_attn, p.attribute, None) for layer in _decoder(model).layers]
+        if all(v is not None for v in values):
+            found[p.name] = [[float(x) for x in v.detach().cpu()] for v in values]
+    return found
 
 
 def read_learned(model_dir: str | Path | None) -> dict[str, Any]:
@@ -113,12 +117,15 @@ def normalizer_arguments(
     entry: dict[str, Any], learned: dict[str, Any], layer: np.ndarray, head: np.ndarray
 ) -> dict[str, Any]:
     """The keyword arguments of a beyond.normalizers entry's normalizer (attnlimits.normalizers)
-    for samples of the given (layer, head): its settings, and for a model trained with
-    Scalable-Softmax the learned s of each sample's head, shape (samples, 1)."""
+    for samples of the given (layer, head): its settings, and for a model trained with the rule
+    each learned parameter (attnlimits.rules) of each sample's head, shape (samples, 1)."""
+    from attnlimits import rules
+
     arguments = {k: v for k, v in entry.items() if k != "kind"}
-    if entry["kind"] == "scalable_softmax" and "s" in learned:
-        table = np.asarray(learned["s"], dtype=np.float64)  # (layers, heads)
-        arguments["s"] = table[np.asarray(layer), np.asarray(head)][:, None]
+    for p in rules.get(entry["kind"]).learned:
+        if p.name in learned:
+            table = np.asarray(learned[p.name], dtype=np.float64)  # (layers, heads)
+            arguments[p.name] = table[np.asarray(layer), np.asarray(head)][:, None]
     return arguments
 
 
@@ -265,12 +272,14 @@ def save_trained(model, tokenizer_file: Path, out_dir: Path, manifest: dict[str,
 
 def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: bool = False):
     """A trained model folder, rebuilt from its config and every saved weight (strictly: the
-    learned s too, which from_pretrained would drop), attention as ``attn_implementation``."""
+    learned parameters too, which from_pretrained would drop), attention as
+    ``attn_implementation``."""
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig, LlamaForCausalLM
 
-    from attnlimits.extraction import RULE_KEY, SCALE_PARAMETER
+    from attnlimits import rules
+    from attnlimits.extraction import RULE_KEY
 
     from .models import ModelSourceError, check_model_folder, one_line
 
@@ -280,10 +289,10 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
         rule = getattr(config, RULE_KEY)
         config._attn_implementation = attn_implementation
         model = LlamaForCausalLM(config)
-        if rule["kind"] == "scalable_softmax":
+        for p in rules.get(rule["kind"]).learned:
             for layer in model.model.layers:
                 layer.self_attn.register_parameter(
-                    SCALE_PARAMETER, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
+                    p.attribute, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
                 )
         state = {}
         for path in sorted(Path(model_dir).glob("*.safetensors")):

@@ -14,9 +14,9 @@ import polars as pl
 
 from attnlimits import normalizers as nz
 from attnlimits.checks import NOT_TESTABLE, RTOL_FLOAT64, VIOLATED, check_bound
+from attnlimits.rules import jacobian_bound
 from attnlimits_workflow.jobs import Timer, sample_keys
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.study import jacobian_bound
 from attnlimits_workflow.training import normalizer_arguments
 
 from .common import constant_columns
@@ -55,12 +55,9 @@ def analyse(
     keys = {k: v[keep] for k, v in sample_keys(pack).items()}
     logits = np.asarray(pack.logits[keep], dtype=np.float64)
     arguments = normalizer_arguments(entry, learned, keys["layer"], keys["head"])
-    scale = None
-    if rule["kind"] == "scalable_softmax":
-        if "s" not in arguments:
-            raise SystemExit(f"{source}: no learned Scalable-Softmax s (learned.json)")
-        # its logit scale s log(n): every key of the analysed row is visible (n = L)
-        scale = np.asarray(arguments["s"], dtype=np.float64).reshape(-1) * np.log(L)
+    missing = [q.name for q in normalizer.learned if q.name not in arguments]
+    if missing:
+        raise SystemExit(f"{source}: no learned {rule['kind']} {missing} (learned.json)")
     log.info(
         "rule %s, L=%d, %d rows, %d temperatures", rule, L, len(keep), len(settings.temperatures)
     )
@@ -68,7 +65,9 @@ def analyse(
     for T in sorted(float(t) for t in settings.temperatures):
         # chain rule: d rule(z/T)/dz = J_rule(z/T) / T
         norm = normalizer.jacobian_norm(logits / T, L, **arguments) / T
-        bound = jacobian_bound(rule, T, scale)
+        bound = jacobian_bound(
+            entry["kind"], T, L, arguments
+        )  # every key of a row is visible: n = L
         bound_rows = np.broadcast_to(np.nan if bound is None else bound, norm.shape)
         bound_rows = bound_rows.astype(np.float64)
         check = check_bound(norm, bound_rows, upper=True, rtol=RTOL_FLOAT64)

@@ -9,6 +9,8 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from attnlimits import rules as rule_table
+
 from ..plotting import log_axis
 from ..study import (
     LIMITS,
@@ -250,7 +252,8 @@ def study_figure(s: Study) -> tuple[Figure, str]:
             .sort("T")
         )
         ax.plot(g["T"], g["jacobian_norm"], **style[n])
-        if g["bound"].is_finite().all() and rules[n]["kind"] != "scalable_softmax":
+        # a bound with a learned parameter is one per row (per head), not a curve
+        if g["bound"].is_finite().all() and not rule_table.get(rules[n]["kind"]).learned:
             ax.plot(g["T"], g["bound"], color=style[n]["color"], ls="--", lw=0.8)
     grad_l = int(gradient[names[0]]["L"][0])
     ax.set(

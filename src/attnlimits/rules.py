@@ -1,0 +1,208 @@
+"""The attention rules, one table: every normaliser the workflow knows, what it is set with, what a
+model trained with it learns, its Jacobian, and which of the paper's limits it is meant to relax.
+
+Both uses of a rule are looked up here by its name (the config's ``kind``):
+
+- the what-if (:mod:`attnlimits.normalizers`, numpy): ``weights`` and ``jacobian_norm`` of a
+  softmax model's logits, rows (S, L), keyword settings;
+- the study's trained models (:mod:`attnlimits.attention_rules`, torch): the forward of the same
+  name there, with the settings and the ``learned`` parameters, one value per head.
+
+This module imports neither torch nor transformers: the workflow's planning and config checks
+read it. Adding a rule: docs/extending.md ("Adding a normaliser").
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import normalizers as nz
+
+# The keys of attnlimits_workflow.study.LIMITS (the study's measures), which a rule may target.
+VANISHING, DISTANCE, SEPARABILITY = "vanishing", "distance", "separability"
+GRADIENT, GRADIENT_LOW_T, LENGTH = "gradient", "gradient_low_t", "length"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A parameter a model trained with the rule learns, one value per head and layer.
+
+    ``name``: the keyword of the rule's ``weights`` / ``jacobian_norm`` (and torch forward) it
+    fills, which the what-if then takes per row, shape (rows, 1), from each row's head;
+    ``attribute``: the attention module's parameter holding it, shape (heads,) (the saved
+    weights' key: changing it orphans trained models); ``init_setting``: the study config's
+    setting that initialises it; ``init_default``: its value when unset, from the training
+    context length.
+    """
+
+    name: str
+    attribute: str
+    init_setting: str
+    init_default: Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One attention rule. ``weights(logits, length, **settings)`` and
+    ``jacobian_norm(logits, length, **settings)`` are numpy, rows (S, L) of logits, ``length``
+    the rows' context length; their keyword parameters are the rule's settings (with defaults).
+
+    ``jacobian_bound(length, outer, **settings)``: an upper bound on
+    ||d weights(z / outer) / d z||_2 for every row (a number, or one per row where a
+    learned parameter enters it), None where none is known. ``targets``: the limits (keys of
+    attnlimits_workflow.study.LIMITS) the paper's Section 4 says the rule's family relaxes.
+    ``sums_to_one`` is False for rules whose rows are not distributions.
+    """
+
+    name: str
+    weights: Callable[..., NDArray[np.float64]]
+    jacobian_norm: Callable[..., NDArray[np.float64]]
+    targets: tuple[str, ...]
+    jacobian_bound: Callable[..., float | NDArray[np.float64]] | None = None
+    learned: tuple[Learned, ...] = ()
+    sums_to_one: bool = True
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The what-if settings and their defaults: ``weights``' keyword parameters."""
+        sig = inspect.signature(self.weights)
+        return {k: p.default for k, p in sig.parameters.items() if k not in ("logits", "length")}
+
+    @property
+    def trained_settings(self) -> set[str]:
+        """A study entry's settings: the what-if's, with each learned parameter replaced by the
+        setting that initialises it."""
+        learned = {p.name for p in self.learned}
+        return {k for k in self.settings if k not in learned} | {
+            p.init_setting for p in self.learned
+        }
+
+
+# ------------------------------------------------------------------------------- Jacobian bounds
+# Each is bound(length, outer, **settings): a bound on ||d weights(z / outer) / d z||_2, the
+# rule's own settings (and learned values) as the weights function takes them.
+def softmax_bound(length: int, outer: float, temperature: float = 1.0) -> float:
+    """softmax(z / (T0 T)): 1 / (2 T0 T) -- Gershgorin, the row sums of |J| are 2 a_i (1 - a_i)
+    over T0 T."""
+    return 1.0 / (2.0 * float(temperature) * outer)
+
+
+def sparse_bound(length: int, outer: float, temperature: float = 1.0) -> float:
+    """sparsemax and 1.5-entmax of z / (T0 T): 1 / (T0 T) -- T0 T J is an orthogonal projection
+    (sparsemax), or diag(g) - g g^T / sum(g) with g = sqrt(p) <= 1, positive semi-definite and at
+    most diag(g) (1.5-entmax)."""
+    return 1.0 / (float(temperature) * outer)
+
+
+def scalable_softmax_bound(length: int, outer: float, s) -> NDArray[np.float64]:
+    """softmax(s log(n) z / T): |s log n| / (2 T) per row (a learned s may be negative); ``s`` one
+    number or one per row."""
+    scale = np.asarray(s, dtype=np.float64).reshape(-1) * np.log(length)
+    return np.abs(scale) / (2.0 * outer)
+
+
+# ------------------------------------------------------------------------------------- the table
+_SCALE = Learned(
+    "s", "attention_scale", "s_init", lambda context: 1.0 / math.log(context)
+)  # Nakanishi's s, initialised so that s log(C) = 1 at the training context C
+
+RULES: dict[str, Rule] = {
+    rule.name: rule
+    for rule in (
+        Rule("softmax", nz.softmax_weights, nz.softmax_normalizer_jacobian_norm, (), softmax_bound),
+        # Targets, from the paper's Section 4: "sparse or length-aware rules can improve
+        # long-context performance" (the distance bound); "normalisers that decouple selectivity
+        # from gradient health (e.g. Sparsemax, SS-Max, or SA-Softmax)" (T <= 0.1); and per family:
+        # sparsity-inducing: "exact zeros", against softmax's "dense distributions" (vanishing)
+        Rule(
+            "sparsemax",
+            nz.sparsemax_weights,
+            nz.sparsemax_jacobian_norm,
+            (VANISHING, DISTANCE, GRADIENT_LOW_T),
+            sparse_bound,
+        ),
+        Rule(
+            "entmax15",
+            nz.entmax15_weights,
+            nz.entmax15_jacobian_norm,
+            (VANISHING, DISTANCE, GRADIENT_LOW_T),
+            sparse_bound,
+        ),
+        # length-aware: "alleviating the vanishing-attention problem"; "switching to a
+        # length-aware normaliser can restore separability"; and its own length claim
+        Rule(
+            "scalable_softmax",
+            nz.scalable_softmax_weights,
+            nz.scalable_softmax_jacobian_norm,
+            (VANISHING, DISTANCE, SEPARABILITY, GRADIENT_LOW_T, LENGTH),
+            scalable_softmax_bound,
+            learned=(_SCALE,),
+        ),
+        # gradient-controlled: "keeping the Jacobian spectrum in a healthy band"
+        Rule(
+            "self_adjust_softmax_raw",
+            nz.self_adjust_softmax_raw_weights,
+            nz.self_adjust_softmax_raw_jacobian_norm,
+            (GRADIENT, GRADIENT_LOW_T),
+            sums_to_one=False,
+        ),
+        Rule(
+            "self_adjust_softmax",
+            nz.self_adjust_softmax_weights,
+            nz.self_adjust_softmax_jacobian_norm,
+            (GRADIENT, GRADIENT_LOW_T),
+            sums_to_one=False,
+        ),
+    )
+}
+
+
+def get(kind: str) -> Rule:
+    try:
+        return RULES[kind]
+    except KeyError:
+        raise ValueError(f"unknown normalizer kind {kind!r}; known: {sorted(RULES)}") from None
+
+
+def trained_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A study entry's settings without its kind (``{"kind": ..., **settings}``); refuses unknown
+    kinds and settings."""
+    kind = spec.get("kind")
+    if kind not in RULES:
+        raise ValueError(f"unknown attention rule {kind!r}; known: {', '.join(RULES)}")
+    allowed = RULES[kind].trained_settings
+    params = {k: v for k, v in spec.items() if k != "kind"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(f"attention rule {kind}: unknown settings {unknown}; allowed: {allowed}")
+    return params
+
+
+def what_if_entry(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The what-if entry (beyond.normalizers) of a trained model's own rule: its settings but the
+    learned parameters' initialisers, since the model's learned values replace them. An unknown
+    kind is kept whole (trained_settings reports it)."""
+    rule = RULES.get(spec["kind"])
+    inits = {p.init_setting for p in rule.learned} if rule else set()
+    return {k: v for k, v in spec.items() if k not in inits}
+
+
+def jacobian_bound(
+    kind: str, outer: float, length: int, arguments: Mapping[str, Any]
+) -> float | NDArray[np.float64] | None:
+    """The rule's bound on ||d rule(z / outer) / d z||_2 at rows of context ``length``, with the
+    weights' keyword ``arguments`` (its settings and learned values); None where none is known."""
+    rule = get(kind)
+    if rule.jacobian_bound is None:
+        return None
+    missing = [p.name for p in rule.learned if p.name not in arguments]
+    if missing:
+        raise ValueError(f"the {rule.name} bound needs the learned {', '.join(missing)}")
+    return rule.jacobian_bound(length, outer, **arguments)
