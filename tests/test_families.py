@@ -32,9 +32,10 @@ DECODER = {
     "head_dim": 16,
 }
 
-# One tiny config per family; between them: GQA (llama, qwen3, gemma2), sliding windows smaller
-# than the context (mistral, gemma2, gemma3_text), soft-capping (gemma2), q/k norms (qwen3,
-# olmo2, gemma3_text), and GPT-2's per-layer inverse scaling.
+# One tiny config per family; between them: GQA (llama, qwen3, gemma2, phi3, granite), sliding
+# windows smaller than the context (mistral, gemma2, gemma3_text, olmo3, phi3), soft-capping (gemma2), q/k norms (qwen3,
+# olmo2, olmo3, gemma3_text), GPT-2's per-layer inverse scaling, Granite's attention_multiplier
+# and Phi-3's fused qkv projection.
 TINY: dict[str, dict] = {
     "gpt2": {
         "n_layer": 2,
@@ -68,6 +69,16 @@ TINY: dict[str, dict] = {
         "layer_types": ["sliding_attention", "full_attention"],
     },
     "olmo2": {**DECODER, "num_key_value_heads": 4},
+    "olmo3": {
+        **DECODER,
+        "num_key_value_heads": 4,
+        "sliding_window": 16,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    "phi3": {**DECODER, "num_key_value_heads": 2, "sliding_window": 16},
+    # an attention_multiplier far from head_dim ** -0.5 = 0.25, so a capture that assumed the
+    # usual scaling would fail
+    "granite": {**DECODER, "num_key_value_heads": 2, "attention_multiplier": 0.6},
 }
 
 
@@ -210,8 +221,20 @@ def test_unsupported_family_is_refused_by_name():
 
 
 # Each family's q, k and v projections: the modules whose input is Eq. 1's x_i. GPT-2 computes all
-# three with one c_attn.
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "attn.c_attn", "self.query", "self.key", "self.value")
+# three with one c_attn, Phi-3 with one qkv_proj.
+PROJECTIONS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "qkv_proj",
+    "attn.c_attn",
+    "self.query",
+    "self.key",
+    "self.value",
+)
+FUSED_QKV = ("gpt2", "phi3")
+# families whose attention reads the residual stream as it is (no norm before the projections)
+UNNORMED_INPUT = ("bert", "olmo2", "olmo3")
 
 
 def projection_inputs(model, tokens, causal):
@@ -239,7 +262,7 @@ def projection_inputs(model, tokens, causal):
             h.remove()
     out = {}
     for key, inputs in seen.items():
-        assert len(inputs) == (1 if model.config.model_type == "gpt2" else 3), key
+        assert len(inputs) == (1 if model.config.model_type in FUSED_QKV else 3), key
         assert all(torch.equal(x, inputs[0]) for x in inputs), key
         out[key] = inputs[0].float()
     return out
@@ -262,9 +285,9 @@ def test_attention_input_is_what_the_projections_read(family_dump):
         assert cap.attention_input.dtype == torch.float32
         assert torch.equal(cap.attention_input, x), (model_type, cap.layer)
         # pre-norm families normalise the residual stream before the projections; BERT (post-norm)
-        # and OLMo 2 (norm after the attention) feed it as it is
+        # and OLMo 2 and 3 (norm after the attention) feed it as it is
         same = torch.equal(cap.hidden, x)
-        assert same == (model_type in ("bert", "olmo2")), (model_type, cap.layer)
+        assert same == (model_type in UNNORMED_INPUT), (model_type, cap.layer)
 
 
 def test_dumped_attention_input_is_what_the_projections_read(family_dump):
@@ -282,4 +305,4 @@ def test_dumped_attention_input_is_what_the_projections_read(family_dump):
             np.testing.assert_array_equal(s.x[i], x, err_msg=f"{model_type} L={L} sample {i}")
         hidden = load_samples([out], L, embedding="hidden")
         assert hidden.x.shape == s.x.shape
-        assert np.array_equal(hidden.x, s.x) == (model_type in ("bert", "olmo2"))
+        assert np.array_equal(hidden.x, s.x) == (model_type in UNNORMED_INPUT)

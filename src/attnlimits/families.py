@@ -31,6 +31,12 @@ FAMILIES: dict[str, Family] = {
     "gemma2": Family(causal=True),
     "gemma3_text": Family(causal=True),
     "olmo2": Family(causal=True),
+    # OLMo 3: OLMo 2's q/k norms, sliding layers between full ones (``layer_types``)
+    "olmo3": Family(causal=True),
+    # Phi-3: one fused qkv projection, split before the rotary embedding
+    "phi3": Family(causal=True),
+    # Granite: the scaling is config.attention_multiplier, not head_dim ** -0.5
+    "granite": Family(causal=True),
 }
 
 
