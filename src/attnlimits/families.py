@@ -40,11 +40,60 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+# Models with layers that mix tokens without a softmax attention: hybrids of attention and linear
+# attention, state-space or convolution layers, and models with no attention at all. The paper's
+# objects (a row of softmax weights over the keys) do not exist in those layers, so the whole model
+# is refused by name before any job, rather than analysed on a subset of its layers.
+# model_type (as in transformers 5.24's CONFIG_MAPPING) -> the layers that have no softmax.
+_LINEAR = "gated DeltaNet linear-attention layers"
+_MAMBA = "Mamba state-space layers"
+_CONV = "short-convolution layers"
+NO_SOFTMAX_LAYERS: dict[str, str] = {
+    "qwen3_next": _LINEAR,
+    "qwen3_5": _LINEAR,
+    "qwen3_5_text": _LINEAR,
+    "qwen3_5_moe": _LINEAR,
+    "qwen3_5_moe_text": _LINEAR,
+    "olmo_hybrid": _LINEAR,
+    "lara_mini": _LINEAR,
+    "qwen4_exp": _LINEAR,
+    "qwen4_exp_text": _LINEAR,
+    "kimi_linear": "Kimi delta-attention (linear-attention) layers",
+    "glm5_next": "linear-attention layers",
+    "glm5_next_text": "linear-attention layers",
+    "bailing_hybrid": "linear-attention layers",
+    "minimax": "lightning (linear) attention layers",
+    "jamba": _MAMBA,
+    "bamba": _MAMBA,
+    "granitemoehybrid": _MAMBA,
+    "nemotron_h": _MAMBA,
+    "zamba": _MAMBA,
+    "zamba2": _MAMBA,
+    "falcon_h1": "a Mamba-2 mixer beside the attention in every layer",
+    "lfm2": _CONV,
+    "lfm2_moe": _CONV,
+    "lfm3": _CONV,
+    "recurrent_gemma": "RG-LRU recurrent blocks",
+    "mamba": "only Mamba state-space layers (no attention)",
+    "mamba2": "only Mamba-2 state-space layers (no attention)",
+    "falcon_mamba": "only Mamba state-space layers (no attention)",
+    "rwkv": "only RWKV recurrent layers (no attention)",
+    "xlstm": "only xLSTM recurrent layers (no attention)",
+}
+
+
 class UnsupportedModelError(ValueError):
     """A model whose attention the capture cannot reproduce; the message names its model_type."""
 
 
 def family(model_type: str | None) -> Family:
+    if model_type in NO_SOFTMAX_LAYERS:
+        raise UnsupportedModelError(
+            f"model_type {model_type!r} is not supported: it has {NO_SOFTMAX_LAYERS[model_type]}, "
+            "which mix tokens without softmax attention weights, so those layers have no rows "
+            "for the paper's analyses; the workflow refuses such models rather than analysing "
+            "some of their layers"
+        )
     if model_type not in FAMILIES:
         raise UnsupportedModelError(
             f"model_type {model_type!r} is not supported: its attention does not go through "

@@ -1,0 +1,72 @@
+"""The families table (attnlimits.families) without a model forward: models with layers that have
+no softmax attention are refused by name, with the reason, by the one validation pass that runs
+before any job; and the table imports nothing heavy, so that pass stays torch-free."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+from project import REPO, tiny_config
+
+from attnlimits.families import FAMILIES, NO_SOFTMAX_LAYERS, UnsupportedModelError, family
+from attnlimits_workflow.config import ConfigError, load_config
+
+pytestmark = pytest.mark.unit
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+def test_every_refused_hybrid_is_a_transformers_model_type():
+    """A misspelt name would refuse nothing: each one is a model_type transformers knows."""
+    from transformers import CONFIG_MAPPING
+
+    missing = sorted(t for t in NO_SOFTMAX_LAYERS if t not in CONFIG_MAPPING)
+    assert not missing
+    assert not set(NO_SOFTMAX_LAYERS) & set(FAMILIES)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_next", "jamba", "falcon_h1", "lfm2", "mamba"])
+def test_a_hybrid_is_refused_by_name_with_its_reason(model_type):
+    with pytest.raises(UnsupportedModelError) as err:
+        family(model_type)
+    message = str(err.value)
+    assert f"model_type {model_type!r} is not supported" in message
+    assert NO_SOFTMAX_LAYERS[model_type] in message
+    assert "without softmax attention weights" in message
+
+
+def test_a_hybrid_fails_the_config_check_before_any_job(tmp_path):
+    """load_config (the validation pass the Snakefile runs before any job) refuses a model folder
+    whose config.json names a hybrid, naming its model_type and its linear-attention layers."""
+    cfg = tiny_config(tmp_path)
+    folder = tmp_path / "qwen3-next-src"
+    folder.mkdir()
+    settings = {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 4,
+        "max_position_embeddings": 64,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    }
+    (folder / "config.json").write_text(json.dumps(settings))
+    cfg["model"] = {"name": "hybrid", "path": str(folder), "random_init": True}
+    with pytest.raises(ConfigError) as err:
+        load_config(DEFAULTS, cfg, SCHEMA, tmp_path)
+    message = str(err.value)
+    assert "model: model_type 'qwen3_next' is not supported" in message
+    assert "gated DeltaNet linear-attention layers" in message
+
+
+def test_the_table_imports_neither_torch_nor_transformers():
+    code = (
+        "import sys, attnlimits.families; "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
