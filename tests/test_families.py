@@ -17,6 +17,7 @@ from transformers import AutoConfig, AutoModel
 
 from attnlimits.extraction import extract_chunk, model_shape, register_capture, soft_capped
 from attnlimits.families import FAMILIES, UnsupportedModelError, family
+from attnlimits_workflow.dumps.read import read_metadata
 from attnlimits_workflow.dumps.write import write_batch
 
 TOL = 1e-5
@@ -79,6 +80,14 @@ TINY: dict[str, dict] = {
     # an attention_multiplier far from head_dim ** -0.5 = 0.25, so a capture that assumed the
     # usual scaling would fail
     "granite": {**DECODER, "num_key_value_heads": 2, "attention_multiplier": 0.6},
+    # layer 0 rotary, layer 1 RoPE-free (NoPE)
+    "smollm3": {**DECODER, "num_key_value_heads": 2, "no_rope_layers": [1, 0]},
+}
+# each family's per-layer position embedding, as the dumps must record it
+POSITION_EMBEDDINGS = {
+    "gpt2": ["absolute"] * 2,
+    "bert": ["absolute"] * 2,
+    "smollm3": ["rotary", "none"],
 }
 
 
@@ -306,3 +315,47 @@ def test_dumped_attention_input_is_what_the_projections_read(family_dump):
         hidden = load_samples([out], L, embedding="hidden")
         assert hidden.x.shape == s.x.shape
         assert np.array_equal(hidden.x, s.x) == (model_type in UNNORMED_INPUT)
+
+
+@pytest.mark.integration
+def test_dumps_record_each_layers_position_embedding(family_dump):
+    """Metadata position_embedding, per layer file: rotary, none (a NoPE layer) or absolute."""
+    model_type, captured, _, out = family_dump
+    recorded = [
+        read_metadata(out / f"layer{layer:02d}.parquet")["position_embedding"]
+        for layer in range(model_shape(captured).n_layers)
+    ]
+    assert recorded == POSITION_EMBEDDINGS.get(model_type, ["rotary"] * 2)
+
+
+@pytest.mark.integration
+def test_a_nope_layer_scores_unrotated_q_and_k():
+    """SmolLM3: the q and k the capture records for its NoPE layer are the q_proj and k_proj
+    outputs as they are; for its rotary layer they differ from them at every position > 0 (and
+    equal them at position 0, where the rotation is the identity)."""
+    captured, _ = pair("smollm3")
+    tokens = ids()
+    projected = {}
+    hooks = []
+    for name, module in captured.named_modules():
+        if name.endswith(("self_attn.q_proj", "self_attn.k_proj")):
+            layer = int(next(p for p in name.split(".") if p.isdigit()))
+
+            def grab(_m, _args, output, key=(layer, name[-6])):
+                projected[key] = output[0].detach().float()
+
+            hooks.append(module.register_forward_hook(grab))
+    try:
+        captures = {c.layer: c for c in extract_chunk(captured, tokens, [CONTEXT])}
+    finally:
+        for h in hooks:
+            h.remove()
+    for layer, rotary in ((0, True), (1, False)):
+        for which, got in (("q", captures[layer].q), ("k", captures[layer].k)):
+            raw = projected[(layer, which)].view(CONTEXT, got.shape[0], -1).transpose(0, 1)
+            assert torch.allclose(got[:, 0], raw[:, 0], atol=1e-6)
+            moved = (got[:, 1:] - raw[:, 1:]).abs().amax(dim=-1)
+            if rotary:
+                assert (moved > 1e-4).all(), (layer, which)
+            else:
+                assert torch.equal(got, raw), (layer, which)

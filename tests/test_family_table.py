@@ -12,7 +12,13 @@ import pytest
 import yaml
 from project import REPO, tiny_config
 
-from attnlimits.families import FAMILIES, NO_SOFTMAX_LAYERS, UnsupportedModelError, family
+from attnlimits.families import (
+    FAMILIES,
+    NO_SOFTMAX_LAYERS,
+    UnsupportedModelError,
+    family,
+    layer_position_embeddings,
+)
 from attnlimits_workflow.config import ConfigError, load_config
 
 pytestmark = pytest.mark.unit
@@ -59,6 +65,38 @@ def test_a_hybrid_fails_the_config_check_before_any_job(tmp_path):
     message = str(err.value)
     assert "model: model_type 'qwen3_next' is not supported" in message
     assert "gated DeltaNet linear-attention layers" in message
+
+
+@pytest.mark.parametrize(
+    ("settings", "want"),
+    [
+        ({"model_type": "gpt2", "n_layer": 2}, ["absolute", "absolute"]),
+        ({"model_type": "bert", "num_hidden_layers": 1}, ["absolute"]),
+        ({"model_type": "llama", "num_hidden_layers": 2}, ["rotary", "rotary"]),
+        # no_rope_layers: 1 applies RoPE, 0 is a NoPE layer
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 3, "no_rope_layers": [1, 0, 1]},
+            ["rotary", "none", "rotary"],
+        ),
+        # without the list, every interval-th layer (1-based) is NoPE, as SmolLM3's config fills it
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 5, "no_rope_layer_interval": 4},
+            ["rotary", "rotary", "rotary", "none", "rotary"],
+        ),
+    ],
+)
+def test_layer_position_embeddings(settings, want):
+    assert layer_position_embeddings(settings) == want
+
+
+def test_layer_position_embeddings_match_smollm3s_own_config():
+    """transformers fills SmolLM3's no_rope_layers from the interval the same way."""
+    from transformers import SmolLM3Config
+
+    cfg = SmolLM3Config(num_hidden_layers=9, no_rope_layer_interval=3)
+    settings = {k: v for k, v in cfg.to_dict().items() if k != "no_rope_layers"}
+    assert layer_position_embeddings(settings) == layer_position_embeddings(cfg.to_dict())
+    assert layer_position_embeddings(cfg.to_dict()).count("none") == 3
 
 
 def test_the_table_imports_neither_torch_nor_transformers():

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import attention_rules
-from .families import Family, family
+from .families import NO_POSITION, ROTARY, Family, family, layer_position_embeddings
 
 CAPTURE = "attnlimits_capture"
 # The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
@@ -81,6 +81,8 @@ class ModelShape:
     head_dim: int
     max_positions: int
     causal: bool
+    # per layer: how its q and k carry positions (attnlimits.families.layer_position_embeddings)
+    position_embeddings: tuple[str, ...] = ()
 
     @property
     def kv_head_of_query(self) -> tuple[int, ...]:
@@ -110,6 +112,7 @@ def model_shape(model: nn.Module) -> ModelShape:
         head_dim=int(head_dim),
         max_positions=positions,
         causal=fam.causal,
+        position_embeddings=tuple(layer_position_embeddings(text.to_dict())),
     )
 
 
@@ -187,10 +190,12 @@ class _Recorder:
         query_row: str,
         kv_map: Sequence[int],
         store_attention_input: bool = False,
+        position_embeddings: Sequence[str] = (),
     ):
         self.lengths = list(lengths)
         self.query_row = query_row
         self.kv_map = list(kv_map)
+        self.position_embeddings = list(position_embeddings)
         self.store_attention_input = store_attention_input
         # attention module -> the input its pre-hook saw, until that module calls the capture
         self.attention_inputs: dict[nn.Module, torch.Tensor] = {}
@@ -211,6 +216,14 @@ class _Recorder:
                 f"layer {layer} passes {found} to its attention: terms the capture does not "
                 "reproduce, so its rows would be wrong"
             )
+        uses_rope = getattr(module, "use_rope", None)  # SmolLM3's and Llama 4's per-layer flag
+        if uses_rope is not None and self.position_embeddings:
+            expected = self.position_embeddings[layer]
+            if expected != (ROTARY if uses_rope else NO_POSITION):
+                raise RuntimeError(
+                    f"layer {layer}'s attention has use_rope={bool(uses_rope)}, the config's "
+                    f"no_rope_layers say {expected!r}: the dump would mislabel it"
+                )
         q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
         context = q.shape[1]
         softcap = kwargs.get("softcap")
@@ -453,7 +466,13 @@ def extract_chunk(
             ids = token_ids[:context]
         ids = ids.to(device)[None, :]
         wanted = [L for L in lengths if L <= context] if shape.causal else [context]
-        recorder = _Recorder(wanted, query_row, shape.kv_head_of_query, store_attention_input)
+        recorder = _Recorder(
+            wanted,
+            query_row,
+            shape.kv_head_of_query,
+            store_attention_input,
+            shape.position_embeddings,
+        )
         hooks = (
             [
                 m.register_forward_pre_hook(recorder.see_input, with_kwargs=True)

@@ -13,17 +13,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# How a layer's q and k carry positions (the dumps' per-layer ``position_embedding``):
+ROTARY = "rotary"  # rotated by position before scoring (RoPE)
+NO_POSITION = "none"  # a NoPE layer: no position embedding of its own, between rotary layers
+ABSOLUTE = "absolute"  # learned positions added to the model's input; the layer adds none
+
 
 @dataclass(frozen=True)
 class Family:
     causal: bool
     # config.json keys holding the number of positions, first match wins
     position_keys: tuple[str, ...] = ("max_position_embeddings",)
+    # every layer's position embedding, unless the config's ``no_rope_layers`` names NoPE layers
+    position_embedding: str = ROTARY
 
 
 FAMILIES: dict[str, Family] = {
-    "gpt2": Family(causal=True, position_keys=("n_positions", "max_position_embeddings")),
-    "bert": Family(causal=False),
+    "gpt2": Family(
+        causal=True,
+        position_keys=("n_positions", "max_position_embeddings"),
+        position_embedding=ABSOLUTE,
+    ),
+    "bert": Family(causal=False, position_embedding=ABSOLUTE),
     "llama": Family(causal=True),
     "mistral": Family(causal=True),
     "qwen2": Family(causal=True),
@@ -37,6 +48,8 @@ FAMILIES: dict[str, Family] = {
     "phi3": Family(causal=True),
     # Granite: the scaling is config.attention_multiplier, not head_dim ** -0.5
     "granite": Family(causal=True),
+    # SmolLM3: RoPE-free (NoPE) layers between rotary ones, per ``no_rope_layers``
+    "smollm3": Family(causal=True),
 }
 
 
@@ -134,3 +147,30 @@ def sliding_windows(model_config: dict[str, Any]) -> list[int | None]:
     if model_config.get("model_type") == "gemma2":
         return [int(window) if i % 2 == 0 else None for i in range(n_layers)]
     return [int(window)] * n_layers
+
+
+def layer_position_embeddings(model_config: dict[str, Any]) -> list[str]:
+    """Per layer, how its q and k carry positions: ROTARY, NO_POSITION or ABSOLUTE.
+
+    SmolLM3 and Llama 4 list per layer in ``no_rope_layers`` whether it applies RoPE (1) or not
+    (0: a NoPE layer); without the list, every ``no_rope_layer_interval``-th layer is NoPE, as
+    their configs fill it in.
+    """
+    n_layers = int(
+        model_config.get("num_hidden_layers")
+        or model_config.get("n_layer")
+        or model_config.get("num_layers")
+        or 0
+    )
+    fam = family(model_config.get("model_type"))
+    if fam.position_embedding != ROTARY:
+        return [fam.position_embedding] * n_layers
+    uses_rope = model_config.get("no_rope_layers")
+    if not uses_rope and "no_rope_layer_interval" in model_config:
+        interval = int(model_config["no_rope_layer_interval"])
+        uses_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+    if not uses_rope:
+        return [ROTARY] * n_layers
+    if len(uses_rope) != n_layers:
+        raise ValueError(f"no_rope_layers has {len(uses_rope)} entries for {n_layers} layers")
+    return [ROTARY if use else NO_POSITION for use in uses_rope]

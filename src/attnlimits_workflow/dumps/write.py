@@ -214,6 +214,7 @@ def write_batch(
                 "score_scale": capture.scaling,
                 "softcap": capture.softcap,
                 "sliding_window": capture.sliding_window,
+                "position_embedding": shape.position_embeddings[layer],
                 "lengths": [int(L) for L in lengths],
                 "query_row": query_row,
                 "store_hidden": store_hidden,
