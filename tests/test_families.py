@@ -82,6 +82,23 @@ TINY: dict[str, dict] = {
     "granite": {**DECODER, "num_key_value_heads": 2, "attention_multiplier": 0.6},
     # layer 0 rotary, layer 1 RoPE-free (NoPE)
     "smollm3": {**DECODER, "num_key_value_heads": 2, "no_rope_layers": [1, 0]},
+    # a learned sink logit per head (set far from zero in build), a sliding layer, then a full one
+    "gpt_oss": {
+        **DECODER,
+        "num_key_value_heads": 2,
+        "sliding_window": 16,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 16,
+            "rope_theta": 150000.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+        },
+    },
 }
 # each family's per-layer position embedding, as the dumps must record it
 POSITION_EMBEDDINGS = {
@@ -100,6 +117,11 @@ def build(model_type: str, implementation: str, state=None):
     config = AutoConfig.for_model(model_type, **settings)
     torch.manual_seed(0)
     model = AutoModel.from_config(config, attn_implementation=implementation)
+    for layer, module in enumerate(m for m in model.modules() if hasattr(m, "sinks")):
+        # sink logits from -2 to 4: rows whose sink takes from a few percent to most of the weight
+        # (random init leaves them near 0, where a capture that dropped the sink is barely off)
+        with torch.no_grad():
+            module.sinks.copy_(torch.linspace(-2.0, 4.0, module.sinks.numel()) + layer)
     if state is not None:
         model.load_state_dict(state)
     return model.eval()
@@ -156,17 +178,26 @@ def test_dumped_rows_equal_eager_attention(family_dump):
     model_type, captured, eager, out = family_dump
     shape = model_shape(captured)
     want = {0: eager_rows(eager, ids(), shape.causal), 1: eager_rows(eager, ids(2), shape.causal)}
+    sink_logits = [
+        read_metadata(out / f"layer{layer:02d}.parquet")["sink_logits"]
+        for layer in range(shape.n_layers)
+    ]
+    assert all((sinks is not None) == (model_type == "gpt_oss") for sinks in sink_logits)
     for L in LENGTHS:
         s = load_samples([out], L, embedding="value", with_logits=True)
         for i in range(len(s.head)):
             ref = want[int(s.chunk[i])][L][int(s.layer[i])][int(s.head[i])].numpy()
             err = np.abs(s.weights[i] - ref).max()
             assert err <= TOL, (model_type, L, i, err)
-            # the softmax of the dumped logits is the dumped row
-            assert (
-                np.abs(torch.softmax(torch.tensor(s.logits[i]), -1).numpy() - s.weights[i]).max()
-                <= TOL
-            )
+            # the softmax of the dumped logits (and the head's sink logit) is the dumped row
+            logits = torch.tensor(s.logits[i])
+            sinks = sink_logits[int(s.layer[i])]
+            if sinks is not None:
+                sink = torch.tensor([sinks[int(s.head[i])]])
+                row = torch.softmax(torch.cat([logits, sink]), -1)[:-1]
+            else:
+                row = torch.softmax(logits, -1)
+            assert np.abs(row.numpy() - s.weights[i]).max() <= TOL
 
 
 def test_dumped_q_and_k_reproduce_the_dumped_logits(family_dump):
@@ -359,3 +390,43 @@ def test_a_nope_layer_scores_unrotated_q_and_k():
                 assert (moved > 1e-4).all(), (layer, which)
             else:
                 assert torch.equal(got, raw), (layer, which)
+
+
+@pytest.mark.integration
+def test_the_capture_leaves_the_models_output_unchanged(family_dump):
+    """What the capture hands back to the model (SDPA, or its own block-wise attention for
+    soft-caps and sinks) is the model's eager attention: the last hidden states agree."""
+    model_type, captured, eager, _ = family_dump
+    tokens = ids()[None]
+    with torch.inference_mode():
+        mine = captured(tokens).last_hidden_state
+        theirs = eager(tokens).last_hidden_state
+    assert (mine - theirs).abs().max().item() <= 1e-4, model_type
+
+
+@pytest.mark.integration
+def test_sink_logits_and_the_weight_they_take():
+    """GPT-OSS: each layer file records its heads' learned sink logits; a dumped row sums to
+    1 - the sink's weight, which sink_weight recomputes from the dumped logits and which equals
+    the weight eager attention gives its sink (1 - the sum of its row over the real keys)."""
+    from attnlimits.extraction import sink_weight
+
+    captured, eager = pair("gpt_oss")
+    sinks = [m.sinks.detach() for m in captured.modules() if hasattr(m, "sinks")]
+    tokens = ids()
+    want = eager_rows(eager, tokens, causal=True)
+    captures = list(extract_chunk(captured, tokens, LENGTHS))
+    assert len(captures) == len(sinks) == 2
+    taken = []
+    for cap in captures:
+        assert torch.equal(cap.sink_logits, sinks[cap.layer].float())
+        for L in LENGTHS:
+            _, logits, weights = cap.rows[L]
+            to_sink = sink_weight(logits, cap.sink_logits)
+            eager_sink = 1 - want[L][cap.layer].sum(-1)
+            assert (to_sink - eager_sink).abs().max().item() <= TOL, (cap.layer, L)
+            assert (1 - weights.sum(-1) - to_sink).abs().max().item() <= TOL, (cap.layer, L)
+            taken.append(to_sink)
+    taken = torch.cat(taken)
+    # the test rows span a sink that takes little to one that takes most of the weight
+    assert taken.min().item() < 0.05 and taken.max().item() > 0.5

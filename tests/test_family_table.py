@@ -108,3 +108,23 @@ def test_the_table_imports_neither_torch_nor_transformers():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def gpt_oss_config(tmp_path, protocol):
+    cfg = tiny_config(tmp_path)
+    folder = tmp_path / "gpt-oss-src"
+    folder.mkdir(exist_ok=True)
+    settings = {"model_type": "gpt_oss", "num_hidden_layers": 2, "max_position_embeddings": 64}
+    (folder / "config.json").write_text(json.dumps(settings))
+    cfg["model"] = {"name": "sinks", "path": str(folder), "random_init": True}
+    cfg["analysis"]["protocol"] = protocol
+    return cfg
+
+
+def test_a_sink_model_is_refused_under_the_all_rows_protocol(tmp_path):
+    """The all-rows protocol recomputes rows from q and k alone, which would leave GPT-OSS's sink
+    out of every row: refused before any job, naming the key; the last-row protocol passes."""
+    with pytest.raises(ConfigError) as err:
+        load_config(DEFAULTS, gpt_oss_config(tmp_path, "all_rows"), SCHEMA, tmp_path)
+    assert "analysis.protocol: gpt_oss's learned attention sinks" in str(err.value)
+    load_config(DEFAULTS, gpt_oss_config(tmp_path, "last_row"), SCHEMA, tmp_path)

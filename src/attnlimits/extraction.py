@@ -2,7 +2,8 @@
 
 One capture serves every family in :mod:`attnlimits.families`: a function registered with
 transformers' AttentionInterface receives q and k exactly as the model scores them (after rotary
-embeddings and any q/k norm), v, the scaling, the soft-cap and the mask (causal, sliding window).
+embeddings and any q/k norm), v, the scaling, the soft-cap, the mask (causal, sliding window) and
+any learned per-head sink logits (GPT-OSS).
 It records them and delegates to the model's fast attention (SDPA), so no L x L matrix is ever
 materialised; only the analysed query rows are scored here, in float32, as the model scores them.
 
@@ -39,9 +40,10 @@ CAPTURE = "attnlimits_capture"
 RULE_ATTENTION = "attnlimits_rule"
 RULE_KEY = "attnlimits_attention"
 SCALE_PARAMETER = "attention_scale"
-# Keyword arguments that add terms to the scores which the capture does not reproduce.
-_UNREPRODUCED = ("s_aux", "sinks", "position_bias", "alibi", "attention_bias")
-# Query rows per block when the capture computes attention itself (soft-capped models).
+# Keyword arguments that add terms to the scores which the capture does not reproduce. (``s_aux``,
+# GPT-OSS's learned per-head sink logits, it does: see score_row.)
+_UNREPRODUCED = ("sinks", "position_bias", "alibi", "attention_bias")
+# Query rows per block when the capture computes attention itself (soft-capped models, sinks).
 ATTENTION_BLOCK = 256
 
 
@@ -54,7 +56,10 @@ class LayerCapture:
     attention_input: (positions, d_model) or None: the input of the layer's attention module,
     which its q, k and v projections read (the paper's x_i, Eq. 1);
     rows: analysed length L -> (query_position, logits (heads, L), weights (heads, L)); keys the
-    model masks (sliding window) have logit -inf and weight 0.
+    model masks (sliding window) have logit -inf and weight 0;
+    sink_logits: (heads,) or None: a learned sink logit per query head that joins each row's
+    softmax as one more key with no value (GPT-OSS); the weights over the real keys then sum to
+    1 - sink weight, which :func:`sink_weight` recomputes from a row's logits.
     """
 
     layer: int
@@ -68,6 +73,7 @@ class LayerCapture:
     softcap: float | None = None
     sliding_window: int | None = None
     attention_input: torch.Tensor | None = None
+    sink_logits: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -140,11 +146,14 @@ def score_row(
     *,
     softcap: float | None = None,
     visible: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits and softmax weights of query ``position`` over keys 0..length-1, per query head.
 
     ``visible`` (length,) bool marks the keys the model's mask lets the query see; the others get
-    logit -inf and weight 0.
+    logit -inf and weight 0. ``sinks`` (heads,): each head's sink logit joins the softmax as one
+    more key, whose weight is then dropped (GPT-OSS's eager attention), so a row sums to less
+    than one.
     """
     keys = k[list(kv_head_of_query), :length].float()
     logits = soft_capped(
@@ -152,7 +161,17 @@ def score_row(
     )
     if visible is not None:
         logits = logits.masked_fill(~visible, float("-inf"))
-    return logits, torch.softmax(logits, dim=-1)
+    if sinks is None:
+        return logits, torch.softmax(logits, dim=-1)
+    with_sink = torch.cat([logits, sinks.float().to(logits.device)[:, None]], dim=-1)
+    return logits, torch.softmax(with_sink, dim=-1)[:, :-1]
+
+
+def sink_weight(logits: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
+    """The weight a row gives its sink: exp(s) / (exp(s) + sum_j exp(logit_j)), per row of
+    ``logits`` (..., L) with the sink logit ``sink_logits`` (...,) of its head."""
+    s = sink_logits.to(logits.dtype)[..., None]
+    return torch.softmax(torch.cat([logits, s], dim=-1), dim=-1)[..., -1]
 
 
 def visible_keys(
@@ -227,6 +246,8 @@ class _Recorder:
         q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
         context = q.shape[1]
         softcap = kwargs.get("softcap")
+        sinks = kwargs.get("s_aux")
+        sinks = None if sinks is None else sinks.detach().float()
         rule = model_rule(module)
         attention_input = self.attention_inputs.pop(module, None)
         if self.store_attention_input and attention_input is None:
@@ -241,7 +262,7 @@ class _Recorder:
             pos = analysed_position(L, self.query_row)
             visible = visible_keys(mask, bool(is_causal), pos, L)
             logits, weights = score_row(
-                q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible
+                q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible, sinks=sinks
             )
             if rule is not None:  # the model's own normaliser, on the same logits
                 seen = torch.isfinite(logits)[:, None, :]
@@ -260,6 +281,7 @@ class _Recorder:
             "attention_input": None
             if attention_input is None
             else _to_host(attention_input[0].float().contiguous()),
+            "sink_logits": None if sinks is None else _to_host(sinks),
         }
 
 
@@ -277,10 +299,13 @@ def blockwise_attention(
     softcap: float | None,
     is_causal: bool,
     block: int = ATTENTION_BLOCK,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(softcap(q k^T * scaling) + mask) v, ``block`` query rows at a time, as the eager
     attention of soft-capped models computes it (SDPA has no soft-cap): memory is
-    heads x block x keys, never keys x keys. Returns (batch, queries, heads, head_dim)."""
+    heads x block x keys, never keys x keys. ``sinks`` (heads,): a sink logit per head joins each
+    row's softmax and its weight is dropped (GPT-OSS; SDPA has no sinks either).
+    Returns (batch, queries, heads, head_dim)."""
     _, heads, n_q, _ = query.shape
     group = heads // key.shape[1]
     keys = key.repeat_interleave(group, dim=1) if group > 1 else key
@@ -299,8 +324,12 @@ def blockwise_attention(
         elif is_causal:
             q_pos = torch.arange(start, stop, device=query.device)[:, None]
             scores = scores.masked_fill(kv_pos[None, :] > q_pos, float("-inf"))
-        weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
-        out[:, :, start:stop] = weights @ values
+        if sinks is None:
+            weights = torch.softmax(scores.float(), dim=-1)
+        else:
+            sink = sinks.float().reshape(1, -1, 1, 1).expand(*scores.shape[:3], 1)
+            weights = torch.softmax(torch.cat([scores.float(), sink], dim=-1), dim=-1)[..., :-1]
+        out[:, :, start:stop] = weights.to(values.dtype) @ values
     return out.transpose(1, 2).contiguous()
 
 
@@ -376,10 +405,11 @@ def capture_attention(
             module, query, key, value, attention_mask, scaling, dropout, is_causal=is_causal
         )
     softcap = kwargs.pop("softcap", None)
-    if softcap is not None:
+    sinks = kwargs.pop("s_aux", None)
+    if softcap is not None or sinks is not None:
         causal_here = is_causal and attention_mask is None and query.shape[2] > 1
         return blockwise_attention(
-            query, key, value, attention_mask, scaling, softcap, causal_here
+            query, key, value, attention_mask, scaling, softcap, causal_here, sinks=sinks
         ), None
     return sdpa_attention_forward(
         module,
@@ -511,4 +541,5 @@ def extract_chunk(
                 softcap=rec["softcap"],
                 sliding_window=rec["sliding_window"],
                 attention_input=rec["attention_input"],
+                sink_logits=rec["sink_logits"],
             )

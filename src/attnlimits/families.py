@@ -2,10 +2,11 @@
 
 A family is supported when its attention goes through transformers' AttentionInterface and adds
 nothing to q k^T beyond what the capture reproduces (scaling, soft-capping, causal and
-sliding-window masks), and tests/test_families.py holds its dumped rows against the model's own
-eager attention. Models with ALiBi or relative position biases (bloom, mpt, falcon, t5,
-deberta, ...) add terms the capture cannot see and are refused. This module imports nothing
-heavy, so the config check can read it before any job.
+sliding-window masks, learned per-head sink logits), and tests/test_families.py holds its dumped
+rows against the model's own eager attention. Models with layers that have no softmax attention
+are refused by name (NO_SOFTMAX_LAYERS). Models with ALiBi or relative position biases (bloom,
+mpt, falcon, t5, deberta, ...) add terms the capture cannot see and are refused. This module
+imports nothing heavy, so the config check can read it before any job.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class Family:
     position_keys: tuple[str, ...] = ("max_position_embeddings",)
     # every layer's position embedding, unless the config's ``no_rope_layers`` names NoPE layers
     position_embedding: str = ROTARY
+    # a learned sink logit per head joins each row's softmax (docs/paper-notes.md section 12)
+    attention_sinks: bool = False
 
 
 FAMILIES: dict[str, Family] = {
@@ -50,6 +53,9 @@ FAMILIES: dict[str, Family] = {
     "granite": Family(causal=True),
     # SmolLM3: RoPE-free (NoPE) layers between rotary ones, per ``no_rope_layers``
     "smollm3": Family(causal=True),
+    # GPT-OSS: a learned sink logit per head joins every row's softmax, so the weights over the
+    # real keys sum to less than one; the dumps record the sink logits (docs/paper-notes.md)
+    "gpt_oss": Family(causal=True, attention_sinks=True),
 }
 
 
@@ -110,8 +116,8 @@ def family(model_type: str | None) -> Family:
     if model_type not in FAMILIES:
         raise UnsupportedModelError(
             f"model_type {model_type!r} is not supported: its attention does not go through "
-            "transformers' AttentionInterface or adds terms (ALiBi, relative position biases, "
-            f"attention sinks) that the capture cannot reproduce; supported: {', '.join(FAMILIES)}"
+            "transformers' AttentionInterface or adds terms (ALiBi, relative position biases) "
+            f"that the capture cannot reproduce; supported: {', '.join(FAMILIES)}"
         )
     return FAMILIES[model_type]
 

@@ -853,6 +853,12 @@ def model_errors(
     kind = mcfg.get("model_type")
     try:
         causal = family(kind).causal
+        if family(kind).attention_sinks and a["protocol"] == "all_rows":
+            errs.append(
+                f"analysis.protocol: {kind}'s learned attention sinks take part of every row's "
+                "weight, and the all_rows protocol recomputes rows from q and k without them "
+                "(docs/paper-notes.md section 12); allowed: last_row, which reads the dumped rows"
+            )
     except UnsupportedModelError as exc:
         errs.append(f"model: {exc}")
         causal = None

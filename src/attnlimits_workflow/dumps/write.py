@@ -215,6 +215,9 @@ def write_batch(
                 "softcap": capture.softcap,
                 "sliding_window": capture.sliding_window,
                 "position_embedding": shape.position_embeddings[layer],
+                "sink_logits": None
+                if capture.sink_logits is None
+                else [float(x) for x in capture.sink_logits],
                 "lengths": [int(L) for L in lengths],
                 "query_row": query_row,
                 "store_hidden": store_hidden,
