@@ -15,7 +15,13 @@ import torch
 from dump_samples import load_samples
 from transformers import AutoConfig, AutoModel
 
-from attnlimits.extraction import extract_chunk, model_shape, register_capture, soft_capped
+from attnlimits.extraction import (
+    differential_lambda,
+    extract_chunk,
+    model_shape,
+    register_capture,
+    soft_capped,
+)
 from attnlimits.families import FAMILIES, UnsupportedModelError, family
 from attnlimits_workflow.dumps.read import read_metadata
 from attnlimits_workflow.dumps.write import write_batch
@@ -82,6 +88,8 @@ TINY: dict[str, dict] = {
     "granite": {**DECODER, "num_key_value_heads": 2, "attention_multiplier": 0.6},
     # layer 0 rotary, layer 1 RoPE-free (NoPE)
     "smollm3": {**DECODER, "num_key_value_heads": 2, "no_rope_layers": [1, 0]},
+    # differential attention: head h's softmax minus lambda times head h + 2's
+    "diffllama": {**DECODER, "num_key_value_heads": 2, "lambda_std_dev": 0.3},
     # a learned sink logit per head (set far from zero in build), a sliding layer, then a full one
     "gpt_oss": {
         **DECODER,
@@ -248,6 +256,8 @@ def test_kv_map_is_the_models(family_dump):
         repeated = repeat_kv(cap.k[None], group)[0]
         mapped = cap.k[list(shape.kv_head_of_query)]
         assert torch.equal(repeated, mapped)
+        if model_type == "diffllama":  # its output combines two heads' rows: tested below
+            continue
         _, _, weights = cap.rows[CONTEXT]
         values = cap.v[list(shape.kv_head_of_query), :CONTEXT]
         mine = torch.einsum("hl,hld->hd", weights, values).reshape(-1)
@@ -430,3 +440,79 @@ def test_sink_logits_and_the_weight_they_take():
     taken = torch.cat(taken)
     # the test rows span a sink that takes little to one that takes most of the weight
     assert taken.min().item() < 0.05 and taken.max().item() > 0.5
+
+
+@pytest.mark.integration
+def test_differential_attention_is_recomputed_from_the_dump(tmp_path):
+    """DiffLlama: the dump's per-head softmax rows, its value heads, lambda and head pairs give
+    the model's own attention output (the input of o_proj) at the analysed row:
+    (1 - lambda_init) * RMSNorm([A_h V_a, A_h V_b] - lambda [A_h' V_a, A_h' V_b]), h' = h + H/2,
+    V_a / V_b the first / second half of the value heads, each read by the query's KV head."""
+    from transformers.models.diffllama.modeling_diffllama import lambda_init_fn
+
+    captured, _ = pair("diffllama")
+    shape = model_shape(captured)
+    tokens = ids()
+    write_batch(
+        tmp_path,
+        captured,
+        {0: tokens.numpy()},
+        [CONTEXT],
+        query_row="last",
+        store_hidden=False,
+        provenance={"weights_sha256": "w", "tokens_fingerprint": "t"},
+        extra_metadata={"model": "diffllama", "model_type": "diffllama", "corpus_sha256": "c"},
+    )
+    seen: dict[tuple[str, int], torch.Tensor] = {}
+    hooks = []
+    for name, module in captured.named_modules():
+        if name.endswith(("self_attn.o_proj", "self_attn.v_proj")):
+            layer = int(next(p for p in name.split(".") if p.isdigit()))
+            where = (name.split(".")[-1], layer)
+
+            def grab(_m, args, out, key=where):
+                seen[key] = (args[0] if key[0] == "o_proj" else out)[0].detach()
+
+            hooks.append(module.register_forward_hook(grab))
+    try:
+        with torch.inference_mode():
+            captured(tokens[None])
+    finally:
+        for h in hooks:
+            h.remove()
+    s = load_samples([tmp_path], CONTEXT, embedding="value")
+    half_kv = shape.n_kv_heads // 2
+    kv = shape.kv_head_of_query
+    for layer in range(shape.n_layers):
+        meta = read_metadata(tmp_path / f"layer{layer:02d}.parquet")
+        lam = meta["differential_lambda"]
+        module = captured.layers[layer].self_attn
+        assert lam == pytest.approx(differential_lambda(module), abs=0)
+        assert abs(lam - lambda_init_fn(layer)) > 1e-3  # lambda is not just its initial value
+        assert meta["differential_pairs"] == [[0, 2], [1, 3]]
+        rows = {
+            int(h): torch.tensor(s.weights[i]) for i, h in enumerate(s.head) if s.layer[i] == layer
+        }
+        # the dumped v (resolved to query heads) is v_proj's output
+        v_proj = seen[("v_proj", layer)].view(CONTEXT, shape.n_kv_heads, -1).transpose(0, 1)
+        values = torch.stack(
+            [torch.tensor(s.x[i]) for i in range(len(s.head)) if s.layer[i] == layer]
+        )
+        assert torch.equal(values, v_proj[list(kv)])
+
+        def head_output(h, rows=rows, v_proj=v_proj):
+            first = v_proj[kv[h] % half_kv]  # the first call's values: [V_a, V_a]
+            second = v_proj[half_kv + kv[h] % half_kv]  # the second call's: [V_b, V_b]
+            return torch.cat([rows[h] @ first, rows[h] @ second])
+
+        mine = []
+        for h, partner in meta["differential_pairs"]:
+            combined = head_output(h) - lam * head_output(partner)
+            mine.append(
+                (1 - lambda_init_fn(layer))
+                * torch.nn.functional.rms_norm(
+                    combined, (combined.numel(),), eps=captured.config.rms_norm_eps
+                )
+            )
+        theirs = seen[("o_proj", layer)][CONTEXT - 1]
+        assert (torch.cat(mine) - theirs).abs().max().item() <= 1e-5, layer

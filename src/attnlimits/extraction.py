@@ -60,6 +60,9 @@ class LayerCapture:
     sink_logits: (heads,) or None: a learned sink logit per query head that joins each row's
     softmax as one more key with no value (GPT-OSS); the weights over the real keys then sum to
     1 - sink weight, which :func:`sink_weight` recomputes from a row's logits.
+    differential_lambda: DiffLlama's lambda, or None: query head h < heads/2 attends with
+    softmax_h - lambda * softmax_(h + heads/2) (:func:`differential_pairs`); each head's own
+    softmax row is in ``rows``, and v holds the layer's value heads (v_proj's output).
     """
 
     layer: int
@@ -74,6 +77,7 @@ class LayerCapture:
     sliding_window: int | None = None
     attention_input: torch.Tensor | None = None
     sink_logits: torch.Tensor | None = None
+    differential_lambda: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,28 @@ def analysed_position(length: int, query_row: str) -> int:
     if query_row == "first":
         return 0
     raise ValueError(f"query_row must be 'last' or 'first', got {query_row!r}")
+
+
+def _is_differential(module: nn.Module) -> bool:
+    return hasattr(module, "lambda_q1") and hasattr(module, "lambda_init")
+
+
+def differential_lambda(module: nn.Module) -> float | None:
+    """DiffLlama's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init,
+    as its attention computes it (in float32); None for any other attention."""
+    if not _is_differential(module):
+        return None
+    with torch.no_grad():
+        first = torch.exp(torch.sum(module.lambda_q1 * module.lambda_k1, dtype=torch.float32))
+        second = torch.exp(torch.sum(module.lambda_q2 * module.lambda_k2, dtype=torch.float32))
+    return float(first - second + module.lambda_init)
+
+
+def differential_pairs(n_heads: int) -> list[tuple[int, int]]:
+    """Differential attention's head pairs: (h, h + n_heads/2), combined as softmax_h - lambda *
+    softmax_(h + n_heads/2) (DiffLlama chunks its heads' outputs in two halves)."""
+    half = n_heads // 2
+    return [(h, h + half) for h in range(half)]
 
 
 def soft_capped(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
@@ -228,6 +254,9 @@ class _Recorder:
     def record(self, module, query, key, value, mask, scaling, is_causal, kwargs) -> None:
         layer = int(module.layer_idx)
         if layer in self.layers:
+            if _is_differential(module) and self.layers[layer].get("second_value") is None:
+                self._record_second_softmax_call(layer, query, key, value)
+                return
             raise RuntimeError(f"layer {layer} called its attention twice in one forward")
         found = [k for k in _UNREPRODUCED if kwargs.get(k) is not None]
         if found:
@@ -282,7 +311,25 @@ class _Recorder:
             if attention_input is None
             else _to_host(attention_input[0].float().contiguous()),
             "sink_logits": None if sinks is None else _to_host(sinks),
+            "differential_lambda": differential_lambda(module),
         }
+        if _is_differential(module):  # its second call must score the same q and k
+            self.layers[layer]["query_key"] = (query, key)
+            self.layers[layer]["second_value"] = None
+
+    def _record_second_softmax_call(self, layer: int, query, key, value) -> None:
+        """DiffLlama's second attention call: the same q and k (so the same softmax rows) on the
+        second half of its value heads. The first call saw the first half, each KV head twice
+        (v1 = [v_a, v_a]), this one the second (v2 = [v_b, v_b]): the layer's own value heads,
+        v_proj's output, are [v_a, v_b]."""
+        rec = self.layers[layer]
+        first_query, first_key = rec.pop("query_key")
+        if not (torch.equal(query, first_query) and torch.equal(key, first_key)):
+            raise RuntimeError(f"layer {layer}'s second attention call scores other q and k")
+        half = value.shape[1] // 2
+        first = rec["v"][:half].to(value.device)
+        rec["v"] = _to_host(torch.cat([first, value[0, :half].float()]).contiguous())
+        rec["second_value"] = True
 
 
 _ACTIVE: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(
@@ -528,6 +575,11 @@ def extract_chunk(
             )
         for layer in range(shape.n_layers):
             rec = recorder.layers[layer]
+            if "second_value" in rec and not rec["second_value"]:
+                raise RuntimeError(
+                    f"layer {layer}'s differential attention called the attention function once, "
+                    "not twice: its second softmax and values were not seen"
+                )
             hidden = out.hidden_states[layer][0].float().cpu() if store_hidden else None
             yield LayerCapture(
                 layer=layer,
@@ -542,4 +594,5 @@ def extract_chunk(
                 sliding_window=rec["sliding_window"],
                 attention_input=rec["attention_input"],
                 sink_logits=rec["sink_logits"],
+                differential_lambda=rec["differential_lambda"],
             )

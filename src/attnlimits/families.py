@@ -56,6 +56,9 @@ FAMILIES: dict[str, Family] = {
     # GPT-OSS: a learned sink logit per head joins every row's softmax, so the weights over the
     # real keys sum to less than one; the dumps record the sink logits (docs/paper-notes.md)
     "gpt_oss": Family(causal=True, attention_sinks=True),
+    # DiffLlama: differential attention, head h's softmax minus lambda times head h + H/2's; each
+    # head's own softmax is an ordinary row, and the dumps record lambda and the pairs
+    "diffllama": Family(causal=True),
 }
 
 

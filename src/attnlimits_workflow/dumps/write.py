@@ -176,7 +176,7 @@ def write_batch(
 
     import torch
 
-    from attnlimits.extraction import extract_chunk, model_shape
+    from attnlimits.extraction import differential_pairs, extract_chunk, model_shape
 
     shape = model_shape(model)
     unknown = sorted(set(vectors) - set(VECTOR_COLUMNS))
@@ -218,6 +218,10 @@ def write_batch(
                 "sink_logits": None
                 if capture.sink_logits is None
                 else [float(x) for x in capture.sink_logits],
+                "differential_lambda": capture.differential_lambda,
+                "differential_pairs": None
+                if capture.differential_lambda is None
+                else [list(pair) for pair in differential_pairs(shape.n_heads)],
                 "lengths": [int(L) for L in lengths],
                 "query_row": query_row,
                 "store_hidden": store_hidden,
