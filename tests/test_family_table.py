@@ -128,3 +128,26 @@ def test_a_sink_model_is_refused_under_the_all_rows_protocol(tmp_path):
         load_config(DEFAULTS, gpt_oss_config(tmp_path, "all_rows"), SCHEMA, tmp_path)
     assert "analysis.protocol: gpt_oss's learned attention sinks" in str(err.value)
     load_config(DEFAULTS, gpt_oss_config(tmp_path, "last_row"), SCHEMA, tmp_path)
+
+
+def test_differential_attention_needs_an_embedding_its_softmax_weighs(tmp_path):
+    """DiffLlama's head softmax weighs two value heads side by side, not the one v the dumps
+    resolve for it: analysis.embedding value is refused by name before any job; key passes."""
+    cfg = tiny_config(tmp_path)
+    folder = tmp_path / "diffllama-src"
+    folder.mkdir()
+    settings = {
+        "model_type": "diffllama",
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 64,
+    }
+    (folder / "config.json").write_text(json.dumps(settings))
+    cfg["model"] = {"name": "differential", "path": str(folder), "random_init": True}
+    cfg["analysis"]["embedding"] = "value"
+    with pytest.raises(ConfigError) as err:
+        load_config(DEFAULTS, cfg, SCHEMA, tmp_path)
+    assert "analysis.embedding: each diffllama head's softmax weighs two value heads" in str(
+        err.value
+    )
+    cfg["analysis"]["embedding"] = "key"
+    load_config(DEFAULTS, cfg, SCHEMA, tmp_path)

@@ -29,6 +29,9 @@ class Family:
     position_embedding: str = ROTARY
     # a learned sink logit per head joins each row's softmax (docs/paper-notes.md section 12)
     attention_sinks: bool = False
+    # differential attention: each head's softmax weighs both halves of the value heads,
+    # concatenated, not its own KV head's v (docs/paper-notes.md section 13)
+    differential: bool = False
 
 
 FAMILIES: dict[str, Family] = {
@@ -58,7 +61,7 @@ FAMILIES: dict[str, Family] = {
     "gpt_oss": Family(causal=True, attention_sinks=True),
     # DiffLlama: differential attention, head h's softmax minus lambda times head h + H/2's; each
     # head's own softmax is an ordinary row, and the dumps record lambda and the pairs
-    "diffllama": Family(causal=True),
+    "diffllama": Family(causal=True, differential=True),
 }
 
 

@@ -859,6 +859,12 @@ def model_errors(
                 "weight, and the all_rows protocol recomputes rows from q and k without them "
                 "(docs/paper-notes.md section 12); allowed: last_row, which reads the dumped rows"
             )
+        if family(kind).differential and a["embedding"] == "value":
+            errs.append(
+                f"analysis.embedding: each {kind} head's softmax weighs two value heads side by "
+                "side, not the one v the dumps resolve for it (docs/paper-notes.md section 13); "
+                "allowed: key, attention_input, hidden"
+            )
     except UnsupportedModelError as exc:
         errs.append(f"model: {exc}")
         causal = None
