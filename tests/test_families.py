@@ -88,6 +88,19 @@ TINY: dict[str, dict] = {
     "granite": {**DECODER, "num_key_value_heads": 2, "attention_multiplier": 0.6},
     # layer 0 rotary, layer 1 RoPE-free (NoPE)
     "smollm3": {**DECODER, "num_key_value_heads": 2, "no_rope_layers": [1, 0]},
+    # layer 0 rotary with attention chunks of 16 keys, layer 1 NoPE with a query temperature that
+    # grows every 8 positions (Llama 4's own floor_scale is 8192)
+    "llama4_text": {
+        **DECODER,
+        "num_key_value_heads": 2,
+        "intermediate_size_mlp": 96,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "no_rope_layers": [1, 0],
+        "attention_chunk_size": 16,
+        "floor_scale": 8,
+        "attn_scale": 0.5,
+    },
     # differential attention: head h's softmax minus lambda times head h + 2's
     "diffllama": {**DECODER, "num_key_value_heads": 2, "lambda_std_dev": 0.3},
     # a learned sink logit per head (set far from zero in build), a sliding layer, then a full one
@@ -113,6 +126,7 @@ POSITION_EMBEDDINGS = {
     "gpt2": ["absolute"] * 2,
     "bert": ["absolute"] * 2,
     "smollm3": ["rotary", "none"],
+    "llama4_text": ["rotary", "none"],
 }
 
 
@@ -516,3 +530,47 @@ def test_differential_attention_is_recomputed_from_the_dump(tmp_path):
             )
         theirs = seen[("o_proj", layer)][CONTEXT - 1]
         assert (torch.cat(mine) - theirs).abs().max().item() <= 1e-5, layer
+
+
+@pytest.mark.integration
+def test_llama4_records_its_query_temperature(tmp_path):
+    """Llama 4's NoPE layer scales each query by its position's temperature before scoring: the
+    layer file records the parameters and each analysed row's scale, and the dumped q is q_proj's
+    output times query_temperature(position) (no rotation, no q-norm on a NoPE layer); the
+    rotary layer records none, and its chunked rows mask the keys of earlier chunks."""
+    from attnlimits.families import query_temperature
+
+    captured, _ = pair("llama4_text")
+    tokens = ids()
+    write_batch(
+        tmp_path,
+        captured,
+        {0: tokens.numpy()},
+        LENGTHS,
+        query_row="last",
+        store_hidden=False,
+        provenance={"weights_sha256": "w", "tokens_fingerprint": "t"},
+        extra_metadata={"model": "llama4", "model_type": "llama4_text", "corpus_sha256": "c"},
+    )
+    rotary, nope = (read_metadata(tmp_path / f"layer{i:02d}.parquet") for i in (0, 1))
+    assert rotary["query_temperature"] is None
+    # hand-computed: floor(L / 8) = 0, 0, 2, 2, 6 for L = 2, 7, 16, 17, 48
+    want = [1.0, 1.0, 1 + 0.5 * np.log(3), 1 + 0.5 * np.log(3), 1 + 0.5 * np.log(7)]
+    assert nope["query_temperature"]["floor_scale"] == 8
+    assert nope["query_temperature"]["attn_scale"] == 0.5
+    np.testing.assert_allclose(nope["query_temperature"]["analysed"], want, rtol=1e-12)
+    projected = {}
+    module = captured.layers[1].self_attn
+    hook = module.q_proj.register_forward_hook(
+        lambda _m, _a, out: projected.setdefault("q", out[0].detach())
+    )
+    try:
+        captures = {c.layer: c for c in extract_chunk(captured, tokens, LENGTHS)}
+    finally:
+        hook.remove()
+    raw = projected["q"].view(CONTEXT, 4, -1).transpose(0, 1)
+    scale = torch.tensor([query_temperature(p, 8, 0.5) for p in range(CONTEXT)])
+    assert scale[-1] > 1.9  # the test spans temperatures well away from 1
+    assert torch.allclose(captures[1].q, raw * scale[None, :, None], rtol=1e-6, atol=1e-6)
+    _, logits, _ = captures[0].rows[CONTEXT]  # row 47 of a layer with chunks of 16 keys
+    assert torch.isneginf(logits[:, :32]).all() and torch.isfinite(logits[:, 32:]).all()

@@ -5,6 +5,7 @@ before any job; and the table imports nothing heavy, so that pass stays torch-fr
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -87,6 +88,46 @@ def test_a_hybrid_fails_the_config_check_before_any_job(tmp_path):
 )
 def test_layer_position_embeddings(settings, want):
     assert layer_position_embeddings(settings) == want
+
+
+def test_a_chunked_layer_counts_its_chunk_as_its_window():
+    from attnlimits.families import sliding_windows
+
+    settings = {
+        "model_type": "llama4_text",
+        "num_hidden_layers": 3,
+        "attention_chunk_size": 16,
+        "layer_types": ["chunked_attention", "chunked_attention", "full_attention"],
+    }
+    assert sliding_windows(settings) == [16, 16, None]
+
+
+@pytest.mark.parametrize(
+    ("position", "want"),
+    # log(1 + floor((position + 1) / 8)) * 0.5 + 1, by hand
+    [(0, 1.0), (6, 1.0), (7, 1 + 0.5 * math.log(2)), (15, 1 + 0.5 * math.log(3))],
+)
+def test_query_temperature(position, want):
+    from attnlimits.families import query_temperature
+
+    assert query_temperature(position, 8, 0.5) == pytest.approx(want, rel=1e-15)
+
+
+def test_temperature_tuning_is_on_llama4s_nope_layers_only():
+    from attnlimits.families import temperature_tuning
+
+    settings = {
+        "model_type": "llama4_text",
+        "num_hidden_layers": 2,
+        "no_rope_layers": [1, 0],
+        "attn_temperature_tuning": True,
+        "floor_scale": 8192,
+        "attn_scale": 0.1,
+    }
+    assert temperature_tuning(settings) == [None, {"floor_scale": 8192.0, "attn_scale": 0.1}]
+    assert temperature_tuning({**settings, "attn_temperature_tuning": False}) == [None, None]
+    smollm3 = {"model_type": "smollm3", "num_hidden_layers": 2, "no_rope_layers": [1, 0]}
+    assert temperature_tuning(smollm3) == [None, None]
 
 
 def test_layer_position_embeddings_match_smollm3s_own_config():

@@ -31,7 +31,14 @@ import torch
 from torch import nn
 
 from . import attention_rules
-from .families import NO_POSITION, ROTARY, Family, family, layer_position_embeddings
+from .families import (
+    NO_POSITION,
+    ROTARY,
+    Family,
+    family,
+    layer_position_embeddings,
+    temperature_tuning,
+)
 
 CAPTURE = "attnlimits_capture"
 # The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
@@ -93,6 +100,8 @@ class ModelShape:
     causal: bool
     # per layer: how its q and k carry positions (attnlimits.families.layer_position_embeddings)
     position_embeddings: tuple[str, ...] = ()
+    # per layer: Llama 4's query temperature parameters (attnlimits.families.temperature_tuning)
+    temperature_tuning: tuple[dict[str, float] | None, ...] = ()
 
     @property
     def kv_head_of_query(self) -> tuple[int, ...]:
@@ -123,6 +132,7 @@ def model_shape(model: nn.Module) -> ModelShape:
         max_positions=positions,
         causal=fam.causal,
         position_embeddings=tuple(layer_position_embeddings(text.to_dict())),
+        temperature_tuning=tuple(temperature_tuning(text.to_dict())),
     )
 
 
@@ -236,11 +246,13 @@ class _Recorder:
         kv_map: Sequence[int],
         store_attention_input: bool = False,
         position_embeddings: Sequence[str] = (),
+        temperature_tuning: Sequence[dict[str, float] | None] = (),
     ):
         self.lengths = list(lengths)
         self.query_row = query_row
         self.kv_map = list(kv_map)
         self.position_embeddings = list(position_embeddings)
+        self.temperature_tuning = list(temperature_tuning)
         self.store_attention_input = store_attention_input
         # attention module -> the input its pre-hook saw, until that module calls the capture
         self.attention_inputs: dict[nn.Module, torch.Tensor] = {}
@@ -272,6 +284,12 @@ class _Recorder:
                     f"layer {layer}'s attention has use_rope={bool(uses_rope)}, the config's "
                     f"no_rope_layers say {expected!r}: the dump would mislabel it"
                 )
+        tuned = bool(getattr(module, "attn_temperature_tuning", False)) and not uses_rope
+        if tuned != (bool(self.temperature_tuning) and self.temperature_tuning[layer] is not None):
+            raise RuntimeError(
+                f"layer {layer}'s attention scales its queries by temperature: {tuned}, the "
+                "config says otherwise: the dump would mislabel it"
+            )
         q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
         context = q.shape[1]
         softcap = kwargs.get("softcap")
@@ -549,6 +567,7 @@ def extract_chunk(
             shape.kv_head_of_query,
             store_attention_input,
             shape.position_embeddings,
+            shape.temperature_tuning,
         )
         hooks = (
             [

@@ -11,6 +11,7 @@ imports nothing heavy, so the config check can read it before any job.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,9 @@ FAMILIES: dict[str, Family] = {
     # DiffLlama: differential attention, head h's softmax minus lambda times head h + H/2's; each
     # head's own softmax is an ordinary row, and the dumps record lambda and the pairs
     "diffllama": Family(causal=True, differential=True),
+    # Llama 4's text model: NoPE layers (``no_rope_layers``) whose queries are scaled by a
+    # log-length temperature (query_temperature), chunked attention on its rotary layers
+    "llama4_text": Family(causal=True),
 }
 
 
@@ -142,7 +146,8 @@ def sliding_windows(model_config: dict[str, Any]) -> list[int | None]:
     """Per layer, the sliding window a config.json declares (None: the layer sees every key).
 
     Gemma 2 alternates sliding and global layers; Gemma 3, Qwen and Mistral name each layer's
-    kind in ``layer_types`` (Qwen's ``use_sliding_window`` switches the window off).
+    kind in ``layer_types`` (Qwen's ``use_sliding_window`` switches the window off). Llama 4's
+    ``chunked_attention`` layers count their ``attention_chunk_size`` as their window.
     """
     n_layers = int(
         model_config.get("num_hidden_layers")
@@ -150,10 +155,15 @@ def sliding_windows(model_config: dict[str, Any]) -> list[int | None]:
         or model_config.get("num_layers")
         or 0
     )
+    kinds = model_config.get("layer_types")
+    chunk = model_config.get("attention_chunk_size")
+    if chunk and kinds and "chunked_attention" in kinds:
+        # Llama 4's chunked layers: a row sees only the keys of its own chunk of that many
+        # positions, so as for a window, every L must be at most the chunk size
+        return [int(chunk) if k == "chunked_attention" else None for k in kinds]
     window = model_config.get("sliding_window")
     if not window or model_config.get("use_sliding_window") is False:
         return [None] * n_layers
-    kinds = model_config.get("layer_types")
     if kinds:
         return [int(window) if k == "sliding_attention" else None for k in kinds]
     if model_config.get("model_type") == "gemma2":
@@ -186,3 +196,25 @@ def layer_position_embeddings(model_config: dict[str, Any]) -> list[str]:
     if len(uses_rope) != n_layers:
         raise ValueError(f"no_rope_layers has {len(uses_rope)} entries for {n_layers} layers")
     return [ROTARY if use else NO_POSITION for use in uses_rope]
+
+
+def query_temperature(position: int, floor_scale: float, attn_scale: float) -> float:
+    """Llama 4's attention-temperature tuning on its NoPE layers: the query at ``position``
+    (0-based) is multiplied by log(1 + floor((position + 1) / floor_scale)) * attn_scale + 1
+    before scoring, so its logits are that much sharper at long context."""
+    return math.log1p(math.floor((position + 1) / floor_scale)) * attn_scale + 1.0
+
+
+def temperature_tuning(model_config: dict[str, Any]) -> list[dict[str, float] | None]:
+    """Per layer, the parameters of :func:`query_temperature` when the layer scales its queries
+    (Llama 4: ``attn_temperature_tuning`` on its NoPE layers), else None."""
+    kinds = layer_position_embeddings(model_config)
+    if model_config.get("model_type") != "llama4_text" or not model_config.get(
+        "attn_temperature_tuning"
+    ):
+        return [None] * len(kinds)
+    tuning = {
+        "floor_scale": float(model_config["floor_scale"]),
+        "attn_scale": float(model_config["attn_scale"]),
+    }
+    return [dict(tuning) if kind == NO_POSITION else None for kind in kinds]

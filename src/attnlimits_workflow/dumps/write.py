@@ -218,6 +218,9 @@ def write_batch(
                 "sink_logits": None
                 if capture.sink_logits is None
                 else [float(x) for x in capture.sink_logits],
+                "query_temperature": _query_temperature(
+                    shape.temperature_tuning[layer], lengths, query_row
+                ),
                 "differential_lambda": capture.differential_lambda,
                 "differential_pairs": None
                 if capture.differential_lambda is None
@@ -287,6 +290,25 @@ def write_batch(
         pool.shutdown(wait=True, cancel_futures=True)
         for w in writers.values():
             w.close()
+
+
+def _query_temperature(
+    tuning: dict[str, float] | None, lengths: list[int], query_row: str
+) -> dict[str, Any] | None:
+    """Llama 4's query temperature of a NoPE layer: its parameters (any position's scale is
+    attnlimits.families.query_temperature of them) and the scale of each analysed row, in the
+    order of ``lengths``; None for a layer that does not scale its queries."""
+    if tuning is None:
+        return None
+    from attnlimits.extraction import analysed_position
+    from attnlimits.families import query_temperature
+
+    return {
+        **tuning,
+        "analysed": [
+            query_temperature(analysed_position(int(L), query_row), **tuning) for L in lengths
+        ],
+    }
 
 
 def _write_passes(writer: LayerDumpWriter, chunk: int, token_ids: np.ndarray, captures) -> None:
