@@ -2,7 +2,8 @@
 
 One capture serves every family in :mod:`attnlimits.families`: a function registered with
 transformers' AttentionInterface receives q and k exactly as the model scores them (after rotary
-embeddings and any q/k norm), v, the scaling, the soft-cap and the mask (causal, sliding window).
+embeddings and any q/k norm), v, the scaling, the soft-cap, the mask (causal, sliding window) and
+any learned per-head sink logits (GPT-OSS).
 It records them and delegates to the model's fast attention (SDPA), so no L x L matrix is ever
 materialised; only the analysed query rows are scored here, in float32, as the model scores them.
 
@@ -30,7 +31,14 @@ import torch
 from torch import nn
 
 from . import attention_rules, rules
-from .families import Family, family
+from .families import (
+    NO_POSITION,
+    ROTARY,
+    Family,
+    family,
+    layer_position_embeddings,
+    temperature_tuning,
+)
 
 CAPTURE = "attnlimits_capture"
 # The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
@@ -38,9 +46,10 @@ CAPTURE = "attnlimits_capture"
 # parameters of each attention module, named by attnlimits.rules (Learned.attribute).
 RULE_ATTENTION = "attnlimits_rule"
 RULE_KEY = "attnlimits_attention"
-# Keyword arguments that add terms to the scores which the capture does not reproduce.
-_UNREPRODUCED = ("s_aux", "sinks", "position_bias", "alibi", "attention_bias")
-# Query rows per block when the capture computes attention itself (soft-capped models).
+# Keyword arguments that add terms to the scores which the capture does not reproduce. (``s_aux``,
+# GPT-OSS's learned per-head sink logits, it does: see score_row.)
+_UNREPRODUCED = ("sinks", "position_bias", "alibi", "attention_bias")
+# Query rows per block when the capture computes attention itself (soft-capped models, sinks).
 ATTENTION_BLOCK = 256
 
 
@@ -53,7 +62,13 @@ class LayerCapture:
     attention_input: (positions, d_model) or None: the input of the layer's attention module,
     which its q, k and v projections read (the paper's x_i, Eq. 1);
     rows: analysed length L -> (query_position, logits (heads, L), weights (heads, L)); keys the
-    model masks (sliding window) have logit -inf and weight 0.
+    model masks (sliding window) have logit -inf and weight 0;
+    sink_logits: (heads,) or None: a learned sink logit per query head that joins each row's
+    softmax as one more key with no value (GPT-OSS); the weights over the real keys then sum to
+    1 - sink weight, which :func:`sink_weight` recomputes from a row's logits.
+    differential_lambda: DiffLlama's lambda, or None: query head h < heads/2 attends with
+    softmax_h - lambda * softmax_(h + heads/2) (:func:`differential_pairs`); each head's own
+    softmax row is in ``rows``, and v holds the layer's value heads (v_proj's output).
     """
 
     layer: int
@@ -67,6 +82,8 @@ class LayerCapture:
     softcap: float | None = None
     sliding_window: int | None = None
     attention_input: torch.Tensor | None = None
+    sink_logits: torch.Tensor | None = None
+    differential_lambda: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,10 @@ class ModelShape:
     head_dim: int
     max_positions: int
     causal: bool
+    # per layer: how its q and k carry positions (attnlimits.families.layer_position_embeddings)
+    position_embeddings: tuple[str, ...] = ()
+    # per layer: Llama 4's query temperature parameters (attnlimits.families.temperature_tuning)
+    temperature_tuning: tuple[dict[str, float] | None, ...] = ()
 
     @property
     def kv_head_of_query(self) -> tuple[int, ...]:
@@ -109,6 +130,8 @@ def model_shape(model: nn.Module) -> ModelShape:
         head_dim=int(head_dim),
         max_positions=positions,
         causal=fam.causal,
+        position_embeddings=tuple(layer_position_embeddings(text.to_dict())),
+        temperature_tuning=tuple(temperature_tuning(text.to_dict())),
     )
 
 
@@ -119,6 +142,28 @@ def analysed_position(length: int, query_row: str) -> int:
     if query_row == "first":
         return 0
     raise ValueError(f"query_row must be 'last' or 'first', got {query_row!r}")
+
+
+def _is_differential(module: nn.Module) -> bool:
+    return hasattr(module, "lambda_q1") and hasattr(module, "lambda_init")
+
+
+def differential_lambda(module: nn.Module) -> float | None:
+    """DiffLlama's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init,
+    as its attention computes it (in float32); None for any other attention."""
+    if not _is_differential(module):
+        return None
+    with torch.no_grad():
+        first = torch.exp(torch.sum(module.lambda_q1 * module.lambda_k1, dtype=torch.float32))
+        second = torch.exp(torch.sum(module.lambda_q2 * module.lambda_k2, dtype=torch.float32))
+    return float(first - second + module.lambda_init)
+
+
+def differential_pairs(n_heads: int) -> list[tuple[int, int]]:
+    """Differential attention's head pairs: (h, h + n_heads/2), combined as softmax_h - lambda *
+    softmax_(h + n_heads/2) (DiffLlama chunks its heads' outputs in two halves)."""
+    half = n_heads // 2
+    return [(h, h + half) for h in range(half)]
 
 
 def soft_capped(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
@@ -136,11 +181,14 @@ def score_row(
     *,
     softcap: float | None = None,
     visible: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits and softmax weights of query ``position`` over keys 0..length-1, per query head.
 
     ``visible`` (length,) bool marks the keys the model's mask lets the query see; the others get
-    logit -inf and weight 0.
+    logit -inf and weight 0. ``sinks`` (heads,): each head's sink logit joins the softmax as one
+    more key, whose weight is then dropped (GPT-OSS's eager attention), so a row sums to less
+    than one.
     """
     keys = k[list(kv_head_of_query), :length].float()
     logits = soft_capped(
@@ -148,7 +196,17 @@ def score_row(
     )
     if visible is not None:
         logits = logits.masked_fill(~visible, float("-inf"))
-    return logits, torch.softmax(logits, dim=-1)
+    if sinks is None:
+        return logits, torch.softmax(logits, dim=-1)
+    with_sink = torch.cat([logits, sinks.float().to(logits.device)[:, None]], dim=-1)
+    return logits, torch.softmax(with_sink, dim=-1)[:, :-1]
+
+
+def sink_weight(logits: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
+    """The weight a row gives its sink: exp(s) / (exp(s) + sum_j exp(logit_j)), per row of
+    ``logits`` (..., L) with the sink logit ``sink_logits`` (...,) of its head."""
+    s = sink_logits.to(logits.dtype)[..., None]
+    return torch.softmax(torch.cat([logits, s], dim=-1), dim=-1)[..., -1]
 
 
 def visible_keys(
@@ -186,10 +244,14 @@ class _Recorder:
         query_row: str,
         kv_map: Sequence[int],
         store_attention_input: bool = False,
+        position_embeddings: Sequence[str] = (),
+        temperature_tuning: Sequence[dict[str, float] | None] = (),
     ):
         self.lengths = list(lengths)
         self.query_row = query_row
         self.kv_map = list(kv_map)
+        self.position_embeddings = list(position_embeddings)
+        self.temperature_tuning = list(temperature_tuning)
         self.store_attention_input = store_attention_input
         # attention module -> the input its pre-hook saw, until that module calls the capture
         self.attention_inputs: dict[nn.Module, torch.Tensor] = {}
@@ -203,6 +265,9 @@ class _Recorder:
     def record(self, module, query, key, value, mask, scaling, is_causal, kwargs) -> None:
         layer = int(module.layer_idx)
         if layer in self.layers:
+            if _is_differential(module) and self.layers[layer].get("second_value") is None:
+                self._record_second_softmax_call(layer, query, key, value)
+                return
             raise RuntimeError(f"layer {layer} called its attention twice in one forward")
         found = [k for k in _UNREPRODUCED if kwargs.get(k) is not None]
         if found:
@@ -210,9 +275,25 @@ class _Recorder:
                 f"layer {layer} passes {found} to its attention: terms the capture does not "
                 "reproduce, so its rows would be wrong"
             )
+        uses_rope = getattr(module, "use_rope", None)  # SmolLM3's and Llama 4's per-layer flag
+        if uses_rope is not None and self.position_embeddings:
+            expected = self.position_embeddings[layer]
+            if expected != (ROTARY if uses_rope else NO_POSITION):
+                raise RuntimeError(
+                    f"layer {layer}'s attention has use_rope={bool(uses_rope)}, the config's "
+                    f"no_rope_layers say {expected!r}: the dump would mislabel it"
+                )
+        tuned = bool(getattr(module, "attn_temperature_tuning", False)) and not uses_rope
+        if tuned != (bool(self.temperature_tuning) and self.temperature_tuning[layer] is not None):
+            raise RuntimeError(
+                f"layer {layer}'s attention scales its queries by temperature: {tuned}, the "
+                "config says otherwise: the dump would mislabel it"
+            )
         q, k, v = (t[0].float().contiguous() for t in (query, key, value))  # (heads, T, dh)
         context = q.shape[1]
         softcap = kwargs.get("softcap")
+        sinks = kwargs.get("s_aux")
+        sinks = None if sinks is None else sinks.detach().float()
         rule = model_rule(module)
         attention_input = self.attention_inputs.pop(module, None)
         if self.store_attention_input and attention_input is None:
@@ -227,7 +308,7 @@ class _Recorder:
             pos = analysed_position(L, self.query_row)
             visible = visible_keys(mask, bool(is_causal), pos, L)
             logits, weights = score_row(
-                q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible
+                q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible, sinks=sinks
             )
             if rule is not None:  # the model's own normaliser, on the same logits
                 seen = torch.isfinite(logits)[:, None, :]
@@ -246,7 +327,26 @@ class _Recorder:
             "attention_input": None
             if attention_input is None
             else _to_host(attention_input[0].float().contiguous()),
+            "sink_logits": None if sinks is None else _to_host(sinks),
+            "differential_lambda": differential_lambda(module),
         }
+        if _is_differential(module):  # its second call must score the same q and k
+            self.layers[layer]["query_key"] = (query, key)
+            self.layers[layer]["second_value"] = None
+
+    def _record_second_softmax_call(self, layer: int, query, key, value) -> None:
+        """DiffLlama's second attention call: the same q and k (so the same softmax rows) on the
+        second half of its value heads. The first call saw the first half, each KV head twice
+        (v1 = [v_a, v_a]), this one the second (v2 = [v_b, v_b]): the layer's own value heads,
+        v_proj's output, are [v_a, v_b]."""
+        rec = self.layers[layer]
+        first_query, first_key = rec.pop("query_key")
+        if not (torch.equal(query, first_query) and torch.equal(key, first_key)):
+            raise RuntimeError(f"layer {layer}'s second attention call scores other q and k")
+        half = value.shape[1] // 2
+        first = rec["v"][:half].to(value.device)
+        rec["v"] = _to_host(torch.cat([first, value[0, :half].float()]).contiguous())
+        rec["second_value"] = True
 
 
 _ACTIVE: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(
@@ -263,10 +363,13 @@ def blockwise_attention(
     softcap: float | None,
     is_causal: bool,
     block: int = ATTENTION_BLOCK,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(softcap(q k^T * scaling) + mask) v, ``block`` query rows at a time, as the eager
     attention of soft-capped models computes it (SDPA has no soft-cap): memory is
-    heads x block x keys, never keys x keys. Returns (batch, queries, heads, head_dim)."""
+    heads x block x keys, never keys x keys. ``sinks`` (heads,): a sink logit per head joins each
+    row's softmax and its weight is dropped (GPT-OSS; SDPA has no sinks either).
+    Returns (batch, queries, heads, head_dim)."""
     _, heads, n_q, _ = query.shape
     group = heads // key.shape[1]
     keys = key.repeat_interleave(group, dim=1) if group > 1 else key
@@ -285,8 +388,12 @@ def blockwise_attention(
         elif is_causal:
             q_pos = torch.arange(start, stop, device=query.device)[:, None]
             scores = scores.masked_fill(kv_pos[None, :] > q_pos, float("-inf"))
-        weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
-        out[:, :, start:stop] = weights @ values
+        if sinks is None:
+            weights = torch.softmax(scores.float(), dim=-1)
+        else:
+            sink = sinks.float().reshape(1, -1, 1, 1).expand(*scores.shape[:3], 1)
+            weights = torch.softmax(torch.cat([scores.float(), sink], dim=-1), dim=-1)[..., :-1]
+        out[:, :, start:stop] = weights.to(values.dtype) @ values
     return out.transpose(1, 2).contiguous()
 
 
@@ -368,10 +475,11 @@ def capture_attention(
             module, query, key, value, attention_mask, scaling, dropout, is_causal=is_causal
         )
     softcap = kwargs.pop("softcap", None)
-    if softcap is not None:
+    sinks = kwargs.pop("s_aux", None)
+    if softcap is not None or sinks is not None:
         causal_here = is_causal and attention_mask is None and query.shape[2] > 1
         return blockwise_attention(
-            query, key, value, attention_mask, scaling, softcap, causal_here
+            query, key, value, attention_mask, scaling, softcap, causal_here, sinks=sinks
         ), None
     return sdpa_attention_forward(
         module,
@@ -458,7 +566,14 @@ def extract_chunk(
             ids = token_ids[:context]
         ids = ids.to(device)[None, :]
         wanted = [L for L in lengths if L <= context] if shape.causal else [context]
-        recorder = _Recorder(wanted, query_row, shape.kv_head_of_query, store_attention_input)
+        recorder = _Recorder(
+            wanted,
+            query_row,
+            shape.kv_head_of_query,
+            store_attention_input,
+            shape.position_embeddings,
+            shape.temperature_tuning,
+        )
         hooks = (
             [
                 m.register_forward_pre_hook(recorder.see_input, with_kwargs=True)
@@ -484,6 +599,11 @@ def extract_chunk(
             )
         for layer in range(shape.n_layers):
             rec = recorder.layers[layer]
+            if "second_value" in rec and not rec["second_value"]:
+                raise RuntimeError(
+                    f"layer {layer}'s differential attention called the attention function once, "
+                    "not twice: its second softmax and values were not seen"
+                )
             hidden = out.hidden_states[layer][0].float().cpu() if store_hidden else None
             yield LayerCapture(
                 layer=layer,
@@ -497,4 +617,6 @@ def extract_chunk(
                 softcap=rec["softcap"],
                 sliding_window=rec["sliding_window"],
                 attention_input=rec["attention_input"],
+                sink_logits=rec["sink_logits"],
+                differential_lambda=rec["differential_lambda"],
             )

@@ -941,6 +941,18 @@ def model_errors(
     kind = mcfg.get("model_type")
     try:
         causal = family(kind).causal
+        if family(kind).attention_sinks and a["protocol"] == "all_rows":
+            errs.append(
+                f"analysis.protocol: {kind}'s learned attention sinks take part of every row's "
+                "weight, and the all_rows protocol recomputes rows from q and k without them "
+                "(docs/paper-notes.md section 12); allowed: last_row, which reads the dumped rows"
+            )
+        if family(kind).differential and a["embedding"] == "value":
+            errs.append(
+                f"analysis.embedding: each {kind} head's softmax weighs two value heads side by "
+                "side, not the one v the dumps resolve for it (docs/paper-notes.md section 13); "
+                "allowed: key, attention_input, hidden"
+            )
     except UnsupportedModelError as exc:
         errs.append(f"model: {exc}")
         causal = None

@@ -176,7 +176,7 @@ def write_batch(
 
     import torch
 
-    from attnlimits.extraction import extract_chunk, model_shape
+    from attnlimits.extraction import differential_pairs, extract_chunk, model_shape
 
     shape = model_shape(model)
     unknown = sorted(set(vectors) - set(VECTOR_COLUMNS))
@@ -214,6 +214,17 @@ def write_batch(
                 "score_scale": capture.scaling,
                 "softcap": capture.softcap,
                 "sliding_window": capture.sliding_window,
+                "position_embedding": shape.position_embeddings[layer],
+                "sink_logits": None
+                if capture.sink_logits is None
+                else [float(x) for x in capture.sink_logits],
+                "query_temperature": _query_temperature(
+                    shape.temperature_tuning[layer], lengths, query_row
+                ),
+                "differential_lambda": capture.differential_lambda,
+                "differential_pairs": None
+                if capture.differential_lambda is None
+                else [list(pair) for pair in differential_pairs(shape.n_heads)],
                 "lengths": [int(L) for L in lengths],
                 "query_row": query_row,
                 "store_hidden": store_hidden,
@@ -279,6 +290,25 @@ def write_batch(
         pool.shutdown(wait=True, cancel_futures=True)
         for w in writers.values():
             w.close()
+
+
+def _query_temperature(
+    tuning: dict[str, float] | None, lengths: list[int], query_row: str
+) -> dict[str, Any] | None:
+    """Llama 4's query temperature of a NoPE layer: its parameters (any position's scale is
+    attnlimits.families.query_temperature of them) and the scale of each analysed row, in the
+    order of ``lengths``; None for a layer that does not scale its queries."""
+    if tuning is None:
+        return None
+    from attnlimits.extraction import analysed_position
+    from attnlimits.families import query_temperature
+
+    return {
+        **tuning,
+        "analysed": [
+            query_temperature(analysed_position(int(L), query_row), **tuning) for L in lengths
+        ],
+    }
 
 
 def _write_passes(writer: LayerDumpWriter, chunk: int, token_ids: np.ndarray, captures) -> None:
