@@ -21,6 +21,8 @@ from project import REPO
 from test_fuzz import KEY_LINE
 from test_hostile import tiny_gguf, write_pack
 
+pytestmark = pytest.mark.integration
+
 TINY = REPO / ".test/data/tiny-gpt2"
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())

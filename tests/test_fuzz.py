@@ -76,11 +76,13 @@ def check_plan(runs: dict[str, dict], config: dict) -> None:
         assert not segment.startswith((".", "-")) and len(segment) <= 70, segment
 
 
+@pytest.mark.unit
 def test_the_fuzzer_base_is_accepted():
     _, runs, _ = load_config(DEFAULTS, BASE, SCHEMA_PATH, REPO)
     check_plan(runs, BASE)
 
 
+@pytest.mark.integration
 def test_configurations_from_the_schema_are_accepted_or_refused_by_key(tmp_path):
     outcomes: Counter = Counter()
     cwd = os.getcwd()
@@ -133,6 +135,7 @@ FOUND = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("case", "change", "fragment"), FOUND, ids=[f[0] for f in FOUND])
 def test_what_the_fuzzer_found_is_refused_by_key(case, change, fragment):
     from attnlimits_workflow.config import deep_merge
