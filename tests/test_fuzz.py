@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from project import REPO
-from strategies import mutated_configs
+from strategies import FUZZ_SETTINGS, mutated_configs
 
 from attnlimits_workflow.config import (
     MAX_BATCHES,
@@ -88,13 +88,7 @@ def test_configurations_from_the_schema_are_accepted_or_refused_by_key(tmp_path)
     cwd = os.getcwd()
     os.chdir(tmp_path)  # relative paths a mutation names resolve in an empty folder
 
-    @settings(
-        max_examples=BUDGET,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(FUZZ_SETTINGS, max_examples=BUDGET)
     @given(mutated_configs(SCHEMA, BASE))
     def one(user):
         before = copy.deepcopy(user)
