@@ -4,6 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+# Every test is in exactly one tier (pyproject.toml's markers say what each tier holds).
+TIERS = ("unit", "integration", "workflow")
+
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -28,3 +31,21 @@ def done_run(tmp_path_factory):
     cfg = write_config(tmp, tiny_config(tmp, **{"figures.style": str(style)}))
     snakemake(tmp, cfg, "--cores", "2", "all")
     return tmp, cfg
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so a filtered run checks every test too
+def pytest_collection_modifyitems(config, items):
+    """Fail collection when a test has no tier or more than one, naming it; and mark every
+    workflow test `slow`, so `-m "not slow"` keeps skipping the workflow runs."""
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier'}")
+        elif tiers == ["workflow"]:
+            item.add_marker(pytest.mark.slow)
+    if wrong:
+        raise pytest.UsageError(
+            f"every test needs exactly one tier marker ({', '.join(TIERS)}; "
+            "`pytestmark = pytest.mark.<tier>` at module top, or a decorator):\n" + "\n".join(wrong)
+        )

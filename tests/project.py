@@ -1,9 +1,13 @@
-"""A tiny, self-contained workflow project for end-to-end tests: a synthetic Gutenberg-style
-text, a byte-level BPE tokenizer trained on it, and a GPT-2 config small enough to run in seconds."""
+"""The tiny, self-contained workflow project of the end-to-end tests: the configurations of the
+.test matrix (.test/config-*/config.yaml), which CI runs too, with their data (a synthetic
+Gutenberg-style text, a byte-level BPE tokenizer trained on it, GPT-2 and Llama configs small
+enough to run in seconds) copied into the test's own folder. ``synthetic_text`` and
+``tiny_model_folder`` are how .test/data was made (tests/test_tiny_configs.py holds them equal)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +17,9 @@ import yaml
 from attnlimits_workflow.runner import snakemake_command
 
 REPO = Path(__file__).resolve().parents[1]
+TEST = REPO / ".test"
+# tiny_config's architectures: the .test configuration each reads
+TINY_CONFIGS = {"gpt2": "config-last-row", "llama": "config-llama"}
 
 WORDS = (
     "prince andrew pierre natasha moscow war peace the a of and to in was he she his her that it with "
@@ -82,31 +89,16 @@ def tiny_model_folder(
 
 
 def tiny_config(tmp: Path, architecture: str = "gpt2", **overrides) -> dict:
-    text = synthetic_text()
+    """The .test configuration of ``architecture`` (TINY_CONFIGS), its corpus and model folder
+    copied into ``tmp`` (as corpus.txt and tiny-<architecture>-src, which tests may damage or
+    replace) and named by absolute paths; ``overrides`` set dotted keys."""
+    cfg = yaml.safe_load((TEST / TINY_CONFIGS[architecture] / "config.yaml").read_text())
+    tmp.mkdir(parents=True, exist_ok=True)
     corpus = tmp / "corpus.txt"
-    corpus.write_text(text)
-    model = tiny_model_folder(tmp / f"tiny-{architecture}-src", text, architecture=architecture)
-    cfg = {
-        "seed": 7,
-        "corpus": {"name": "synthetic", "path": str(corpus)},
-        "model": {"name": f"tiny-{architecture}", "path": str(model), "random_init": True},
-        "chunking": {"chunk_length": 64, "n_chunks": 4},
-        "extraction": {"chunks_per_batch": 2, "threads": 1, "mem_mb": 1000},
-        "analysis": {
-            # The workflow mechanics are tested on the last-row protocol (one sample per (layer,
-            # chunk, head)); test_workflow_e2e runs the default all-rows protocol on its own.
-            "protocol": "last_row",
-            "lengths": [8, 16, 32, 64],
-            "distance": {"n_fixed": 2, "length_fixed": 64, "n_grid": [1, 4, 20, 30], "mc_draws": 8},
-            "critical_n": {"mc_draws": 4},
-            "separability": {"length": 64, "n_grid": [1, 4, 16]},
-            "gradient": {
-                "length": 64,
-                "temperatures": [0.01, 0.03, 0.1, 1.0, 10.0],
-                "directions": 4,
-            },
-        },
-    }
+    shutil.copyfile(TEST / cfg["corpus"]["path"], corpus)
+    model = tmp / f"tiny-{architecture}-src"
+    shutil.copytree(TEST / cfg["model"]["path"], model, dirs_exist_ok=True)
+    cfg["corpus"]["path"], cfg["model"]["path"] = str(corpus), str(model)
     for key, value in overrides.items():
         node = cfg
         *head, last = key.split(".")

@@ -1,8 +1,16 @@
 """Hypothesis strategies for attention samples: weights on the simplex and embeddings."""
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
+# The fuzzers' settings (each adds its own max_examples): a fixed seed and no example database,
+# so CI tries the same cases every run; no deadline and no health checks, since a case may load a
+# configuration or write and read files.
+FUZZ_SETTINGS = settings(
+    derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck)
+)
 
 finite = st.floats(-3, 3, allow_nan=False, allow_infinity=False, width=64)
 

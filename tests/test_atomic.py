@@ -8,6 +8,7 @@ import pytest
 from attnlimits_workflow.atomic import atomic_path
 
 
+@pytest.mark.unit
 def test_success_renames(tmp_path):
     with atomic_path(tmp_path / "out.txt") as tmp:
         tmp.write_text("done")
@@ -15,6 +16,7 @@ def test_success_renames(tmp_path):
     assert (tmp_path / "out.txt").read_text() == "done"
 
 
+@pytest.mark.unit
 def test_failure_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError), atomic_path(tmp_path / "out") as tmp:
         tmp.mkdir()
@@ -23,6 +25,7 @@ def test_failure_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.unit
 def test_replaces_an_existing_directory(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "old").write_text("old")
@@ -32,6 +35,7 @@ def test_replaces_an_existing_directory(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["new"]
 
 
+@pytest.mark.integration
 def test_stale_temporaries_of_dead_writers_are_swept(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True

@@ -19,6 +19,8 @@ from attnlimits.checks import (
 )
 from attnlimits.vanishing import vanishing
 
+pytestmark = pytest.mark.unit
+
 
 def test_hand_cases():
     got = check_bound([1.0, 2.0, 2.0 + 1e-12, np.nan], [2.0, 1.0, 2.0, 1.0], upper=True, rtol=1e-9)

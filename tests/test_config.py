@@ -216,12 +216,14 @@ def base(tmp_path_factory):
     return tmp, cfg
 
 
+@pytest.mark.unit
 def test_defaults_and_shipped_configs_are_valid():
     validate(DEFAULTS, SCHEMA)
     for extra in sorted((REPO / "config").glob("*.yaml")):
         validate(deep_merge(DEFAULTS, yaml.safe_load(extra.read_text()) or {}), SCHEMA)
 
 
+@pytest.mark.unit
 def test_every_embedding_choice_is_valid_and_documented():
     """analysis.embedding: each choice the schema allows passes the checks (none needs a vector
     that extraction.vectors must add) and config/README.md and config.yaml name it."""
@@ -239,6 +241,7 @@ def test_every_embedding_choice_is_valid_and_documented():
         validate(cfg, SCHEMA)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("case", BAD, ids=[b[0] for b in BAD])
 def test_bad_config_is_named_by_the_validator(base, case):
     # load_config is the pass the workflow runs before any job (workflow/rules/common.smk)
@@ -258,7 +261,7 @@ WIRING = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 @pytest.mark.parametrize("case", WIRING, ids=[b[0] for b in WIRING])
 def test_bad_config_stops_snakemake_before_any_job(base, case, tmp_path):
     _, cfg = base
@@ -283,6 +286,7 @@ def family_folder(tmp, model_type, **settings):
     return folder
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("model_type", "settings", "fragment"),
     [
@@ -309,10 +313,12 @@ def test_a_family_the_capture_cannot_serve_is_refused(base, model_type, settings
     assert fragment in str(err.value)
 
 
+@pytest.mark.unit
 def test_python_version():
     assert sys.version_info >= (3, 11)
 
 
+@pytest.mark.unit
 def test_a_user_mapping_of_normalizers_replaces_the_default_one():
     # docs/normalizers.md: a config listing one normalizer runs that one, not all seven.
     merged = deep_merge(DEFAULTS, {"beyond": {"normalizers": {"only": {"kind": "softmax"}}}})
@@ -322,6 +328,7 @@ def test_a_user_mapping_of_normalizers_replaces_the_default_one():
     assert merged["analysis"]["distance"]["n_grid"] == DEFAULTS["analysis"]["distance"]["n_grid"]
 
 
+@pytest.mark.unit
 def test_command_line_strings_take_the_schema_types():
     schema = yaml.safe_load(SCHEMA.read_text())
     user = {
@@ -339,6 +346,7 @@ def test_command_line_strings_take_the_schema_types():
     assert got["seed"] == "abc"  # not an integer: left for the validator to name
 
 
+@pytest.mark.unit
 def test_a_corpus_of_nuls_is_refused(base, tmp_path):
     _, cfg = base
     nuls = tmp_path / "nuls.txt"
@@ -347,7 +355,7 @@ def test_a_corpus_of_nuls_is_refused(base, tmp_path):
         validate(deep_merge(DEFAULTS, with_value(cfg, "corpus.path", str(nuls))), SCHEMA)
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 def test_nested_command_line_values_work(base, tmp_path):
     _, cfg = base
     config = write_config(tmp_path, cfg)
@@ -359,6 +367,7 @@ def test_nested_command_line_values_work(base, tmp_path):
     assert rules and proc.stdout.count("rule extract_batch:") == 1  # 2 chunks, 2 per batch
 
 
+@pytest.mark.unit
 def test_a_model_whose_config_arrives_with_the_fetch_is_checked_before_its_weights(tmp_path):
     """A hub model that was not cached cannot be checked before any job: the fetch job runs the
     same checks on its config.json as soon as it arrives, before any weights. Here a local folder
@@ -385,6 +394,7 @@ def several(base, tmp, **entries):
     return {**cfg, "models": entries}
 
 
+@pytest.mark.unit
 def test_each_model_of_a_run_has_its_own_settings(base, tmp_path):
     """config/findings.yaml's form: entries from overlay files or mappings, laid over the shared
     config; no key of one model (nor the defaults' hf_id) appears in another's config."""
@@ -418,6 +428,7 @@ def test_each_model_of_a_run_has_its_own_settings(base, tmp_path):
     assert "models" not in runs["tiny-a"] and "default_model" not in runs["tiny-a"]
 
 
+@pytest.mark.unit
 def test_a_single_model_records_no_source_it_does_not_use():
     _, runs, default = load_config(
         DEFAULTS, yaml.safe_load((REPO / "config/minilm.yaml").read_text()), SCHEMA, REPO
@@ -425,6 +436,7 @@ def test_a_single_model_records_no_source_it_does_not_use():
     assert default == "minilm-l6" and runs["minilm-l6"]["model"]["hf_id"] is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("entries", "extra", "fragment"),
     [
@@ -448,6 +460,7 @@ def test_a_bad_models_entry_is_named(base, tmp_path, entries, extra, fragment):
     assert fragment in str(err.value)
 
 
+@pytest.mark.unit
 def test_an_overlay_file_may_not_set_what_models_share(base, tmp_path):
     overlay = tmp_path / "seeded.yaml"
     overlay.write_text(yaml.safe_dump({"seed": 3, "chunking": {"n_chunks": 2}}))
@@ -455,6 +468,7 @@ def test_an_overlay_file_may_not_set_what_models_share(base, tmp_path):
         load_config(DEFAULTS, several(base, tmp_path, a=str(overlay)), SCHEMA, REPO)
 
 
+@pytest.mark.unit
 def test_command_line_strings_in_a_models_entry_take_the_schema_types(base, tmp_path):
     # Snakemake hands --config 'models={a: {analysis: {gradient: {directions: 8}}}}' as strings
     user = several(base, tmp_path, a={"analysis": {"gradient": {"directions": "8"}}})
@@ -462,6 +476,7 @@ def test_command_line_strings_in_a_models_entry_take_the_schema_types(base, tmp_
     assert runs["a"]["analysis"]["gradient"]["directions"] == 8
 
 
+@pytest.mark.unit
 def test_errors_say_how_to_set_the_key_on_the_command_line():
     import yaml
 

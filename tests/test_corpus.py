@@ -5,6 +5,8 @@ import pytest
 
 from attnlimits.corpus import chunk_tokens, strip_gutenberg
 
+pytestmark = pytest.mark.unit
+
 GUTENBERG = """The Project Gutenberg eBook of Tiny
 *** START OF THE PROJECT GUTENBERG EBOOK TINY ***
 Chapter 1. Once upon a time.

@@ -9,6 +9,8 @@ from attnlimits.coverage import head_coverage, heads_for_coverage
 from attnlimits.critical import ks_min_pvalue
 from attnlimits.separability import distinguishable, separability
 
+pytestmark = pytest.mark.unit
+
 
 def test_hand_case_two_heads():
     # head 0 selects {0, 1}, keeps {0}; head 1 selects {1, 2}, keeps {1, 2}

@@ -15,11 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from project import REPO
+from strategies import FUZZ_SETTINGS
 from test_fuzz import KEY_LINE
 from test_hostile import tiny_gguf, write_pack
+
+pytestmark = pytest.mark.integration
 
 TINY = REPO / ".test/data/tiny-gpt2"
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -295,13 +298,7 @@ def check_one_line(exc: BaseException, name: str) -> None:
 def test_a_damaged_file_of_each_kind_is_read_or_named_in_one_line(pristine, tmp_path):
     seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
 
-    @settings(
-        max_examples=BUDGET,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(FUZZ_SETTINGS, max_examples=BUDGET)
     @given(damages())
     def one(case):
         kind, name, how, damage = case

@@ -14,6 +14,8 @@ from attnlimits import distance as dist
 from attnlimits import reference as ref
 from attnlimits.selection import top_n_indices, top_n_mask
 
+pytestmark = pytest.mark.unit
+
 
 def one(alpha, x):
     return np.asarray([alpha], dtype=float), np.asarray([x], dtype=float)

@@ -45,10 +45,12 @@ def closed_port() -> int:
         return s.getsockname()[1]  # nothing listens here once the socket closes
 
 
+@pytest.mark.integration
 def test_download_verifies_checksum(server):
     assert download(f"{server}/pg.txt", SHA) == BOOK
 
 
+@pytest.mark.integration
 def test_checksum_mismatch_is_reported(server):
     with pytest.raises(
         CorpusError, match="sha256 mismatch .* set corpus.sha256 to accept it, or corpus.path"
@@ -56,11 +58,13 @@ def test_checksum_mismatch_is_reported(server):
         download(f"{server}/pg.txt", "0" * 64)
 
 
+@pytest.mark.integration
 def test_http_error_is_reported(server):
     with pytest.raises(CorpusError, match="could not download .*missing.txt"):
         download(f"{server}/missing.txt", SHA)
 
 
+@pytest.mark.integration
 def test_offline_fails_fast_with_advice():
     start = time.monotonic()
     with pytest.raises(CorpusError, match="Offline\\? Set corpus.path"):
@@ -68,6 +72,7 @@ def test_offline_fails_fast_with_advice():
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.integration
 def test_hub_unreachable_fails_fast_with_advice():
     start = time.monotonic()
     with pytest.raises(ModelSourceError, match="Offline\\? Set model.path"):
@@ -75,6 +80,7 @@ def test_hub_unreachable_fails_fast_with_advice():
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.unit
 def test_non_utf8_names_the_byte():
     with pytest.raises(CorpusError, match="not valid utf-8 at byte 3"):
         decode(b"abc\xff", "utf-8", "book.txt")
@@ -87,7 +93,7 @@ def rule_config(tmp_path, **corpus):
     return write_config(tmp_path, cfg)
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 def test_rule_downloads_and_strips(server, tmp_path):
     cfg = rule_config(tmp_path, url=f"{server}/pg.txt", sha256=SHA)
     snakemake(tmp_path, cfg, "--cores", "1", "resources/corpus/pg.txt")
@@ -96,7 +102,7 @@ def test_rule_downloads_and_strips(server, tmp_path):
     assert "START OF" not in text and "Licence" not in text
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 def test_rule_checksum_failure_leaves_no_output(server, tmp_path):
     cfg = rule_config(tmp_path, url=f"{server}/pg.txt", sha256="1" * 64)
     proc = snakemake(tmp_path, cfg, "--cores", "1", "resources/corpus/pg.txt", check=False)
@@ -105,7 +111,7 @@ def test_rule_checksum_failure_leaves_no_output(server, tmp_path):
     assert not list((tmp_path / "resources").rglob("pg.txt*"))
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 def test_rule_offline_fails_within_30s(tmp_path, monkeypatch):
     cfg = rule_config(tmp_path, url=f"http://127.0.0.1:{closed_port()}/pg.txt", sha256=SHA)
     start = time.monotonic()
@@ -114,7 +120,7 @@ def test_rule_offline_fails_within_30s(tmp_path, monkeypatch):
     assert "Offline? Set corpus.path" in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.workflow
 def test_fetch_model_offline_fails_within_30s(tmp_path, monkeypatch):
     cfg = tiny_config(tmp_path)
     cfg["model"] = {"name": "gpt2-hub", "path": None, "random_init": False}

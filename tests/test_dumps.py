@@ -20,6 +20,8 @@ from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, read_pack
 
+pytestmark = pytest.mark.integration
+
 PROV = {"weights_sha256": "w" * 8, "tokens_fingerprint": "t" * 8}
 
 

@@ -45,6 +45,7 @@ def eager_attentions(model, ids):
         return model(ids[None], output_attentions=True).attentions
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("overrides", [{}, {"scale_attn_by_inverse_layer_idx": True}])
 def test_gpt2_rows_equal_eager_attention(overrides):
     captured, eager = tiny_gpt2(**overrides)
@@ -62,6 +63,7 @@ def test_gpt2_rows_equal_eager_attention(overrides):
             assert (torch.softmax(logits, -1) - weights).abs().max().item() <= TOL
 
 
+@pytest.mark.integration
 def test_causal_prefix_row_is_the_prefix_attention():
     """Row L-1 of a full-chunk pass equals the last row of a pass over the first L tokens."""
     sdpa, _ = tiny_gpt2()
@@ -75,6 +77,7 @@ def test_causal_prefix_row_is_the_prefix_attention():
             torch.testing.assert_close(full[layer].v[:, :L], cap.v, atol=TOL, rtol=0)
 
 
+@pytest.mark.integration
 def test_hidden_states_are_the_block_inputs():
     sdpa, _ = tiny_gpt2()
     ids = torch.randint(0, 500, (32,), generator=torch.Generator().manual_seed(3))
@@ -85,6 +88,7 @@ def test_hidden_states_are_the_block_inputs():
         torch.testing.assert_close(cap.hidden, hs[cap.layer][0], atol=TOL, rtol=0)
 
 
+@pytest.mark.integration
 def test_attention_input_is_ln_1_of_the_block_input():
     """GPT-2 is pre-norm: its attention reads ln_1(residual stream), Eq. 1's x_i, which is not the
     stored ``hidden`` (the residual stream itself)."""
@@ -101,6 +105,7 @@ def test_attention_input_is_ln_1_of_the_block_input():
     )
 
 
+@pytest.mark.integration
 def test_an_attention_module_the_pre_hook_missed_is_an_error(monkeypatch):
     sdpa, _ = tiny_gpt2()
     monkeypatch.setattr(extraction, "attention_modules", lambda model: [])
@@ -108,6 +113,7 @@ def test_an_attention_module_the_pre_hook_missed_is_an_error(monkeypatch):
         list(extract_chunk(sdpa, torch.arange(8), [8], store_attention_input=True))
 
 
+@pytest.mark.integration
 def test_causal_model_refuses_first_row():
     sdpa, _ = tiny_gpt2()
     with pytest.raises(ValueError, match="last row"):
@@ -123,6 +129,7 @@ def minilm():
     return sdpa, eager
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("query_row", ["last", "first"])
 def test_minilm_rows_equal_eager_attention(minilm, query_row):
     sdpa, eager = minilm
@@ -147,6 +154,7 @@ def test_minilm_rows_equal_eager_attention(minilm, query_row):
         assert np.isclose(weights.sum(-1).numpy(), 1.0, atol=1e-5).all()
 
 
+@pytest.mark.integration
 def test_minilm_attention_input_is_the_layer_input(minilm):
     """BERT is post-norm: each layer's attention reads the layer's input as it is, so the paper's
     x_i and the stored ``hidden`` coincide; the query projection reads the same tensor."""
@@ -170,6 +178,7 @@ def test_minilm_attention_input_is_the_layer_input(minilm):
         assert torch.equal(cap.attention_input, queries[cap.layer])
 
 
+@pytest.mark.integration
 def test_an_encoder_pass_at_each_length_ends_with_its_closing_token(minilm):
     """An encoder chunk [CLS] text [SEP] (chunking.special_tokens: auto): the pass at L is the
     chunk's first L - 1 tokens and [SEP], as BERT saw every sequence in training; row 0 is [CLS]."""
@@ -190,6 +199,7 @@ def test_an_encoder_pass_at_each_length_ends_with_its_closing_token(minilm):
         list(extract_chunk(sdpa, chunk, [1, 8], closing_tokens=[sep]))
 
 
+@pytest.mark.integration
 def test_a_model_without_the_capture_is_refused():
     torch.manual_seed(0)
     plain = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=16, vocab_size=50))
@@ -197,6 +207,7 @@ def test_a_model_without_the_capture_is_refused():
         list(extract_chunk(plain.eval(), torch.arange(8), [8]))
 
 
+@pytest.mark.integration
 def test_a_model_that_bypasses_the_interface_is_refused():
     """GPT-2's reorder_and_upcast_attn runs its own attention when eager; forced here, the capture
     sees no layer and says so rather than dumping nothing."""
@@ -228,6 +239,7 @@ def reference_attention(query, key, value, visible, scaling, softcap):
     return out
 
 
+@pytest.mark.unit
 @settings(max_examples=25, deadline=None)
 @given(
     n_q=st.integers(1, 9),

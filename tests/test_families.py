@@ -130,6 +130,7 @@ POSITION_EMBEDDINGS = {
 }
 
 
+@pytest.mark.unit
 def test_every_family_has_a_tiny_config():
     assert set(TINY) == set(FAMILIES)
 
@@ -196,6 +197,7 @@ def family_dump(request, tmp_path_factory):
     return model_type, captured, eager, out
 
 
+@pytest.mark.integration
 def test_dumped_rows_equal_eager_attention(family_dump):
     model_type, captured, eager, out = family_dump
     shape = model_shape(captured)
@@ -222,6 +224,7 @@ def test_dumped_rows_equal_eager_attention(family_dump):
             assert np.abs(row.numpy() - s.weights[i]).max() <= TOL
 
 
+@pytest.mark.integration
 def test_dumped_q_and_k_reproduce_the_dumped_logits(family_dump):
     model_type, captured, _, out = family_dump
     for L in (16, 48):
@@ -239,6 +242,7 @@ def test_dumped_q_and_k_reproduce_the_dumped_logits(family_dump):
             assert np.isneginf(row[: L - window]).all() and np.isfinite(row[L - window :]).all()
 
 
+@pytest.mark.integration
 def test_kv_map_is_the_models(family_dump):
     """k: transformers' repeat_kv of the captured KV heads gives each query head the key the dump
     resolves for it; v: the dumped weights times the resolved values are the model's own attention
@@ -279,6 +283,7 @@ def test_kv_map_is_the_models(family_dump):
         assert (mine - theirs).abs().max().item() <= 1e-5, (model_type, cap.layer)
 
 
+@pytest.mark.unit
 def test_unsupported_family_is_refused_by_name():
     with pytest.raises(UnsupportedModelError, match="'bloom'"):
         family("bloom")
@@ -332,6 +337,7 @@ def projection_inputs(model, tokens, causal):
     return out
 
 
+@pytest.mark.integration
 def test_attention_input_is_what_the_projections_read(family_dump):
     """The capture's attention_input is, bit for bit, the tensor f_q, f_k and f_v (the q, k and v
     projections) receive in the same pass; ``hidden`` (the residual stream) is not, in a pre-norm
@@ -354,6 +360,7 @@ def test_attention_input_is_what_the_projections_read(family_dump):
         assert same == (model_type in UNNORMED_INPUT), (model_type, cap.layer)
 
 
+@pytest.mark.integration
 def test_dumped_attention_input_is_what_the_projections_read(family_dump):
     """analysis.embedding: attention_input reads back, for every (layer, chunk, head) sample, the
     projections' input at positions 0..L-1 of the pass that produced the sample."""

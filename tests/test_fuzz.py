@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from project import REPO
-from strategies import mutated_configs
+from strategies import FUZZ_SETTINGS, mutated_configs
 
 from attnlimits_workflow.config import (
     MAX_BATCHES,
@@ -76,23 +76,19 @@ def check_plan(runs: dict[str, dict], config: dict) -> None:
         assert not segment.startswith((".", "-")) and len(segment) <= 70, segment
 
 
+@pytest.mark.unit
 def test_the_fuzzer_base_is_accepted():
     _, runs, _ = load_config(DEFAULTS, BASE, SCHEMA_PATH, REPO)
     check_plan(runs, BASE)
 
 
+@pytest.mark.integration
 def test_configurations_from_the_schema_are_accepted_or_refused_by_key(tmp_path):
     outcomes: Counter = Counter()
     cwd = os.getcwd()
     os.chdir(tmp_path)  # relative paths a mutation names resolve in an empty folder
 
-    @settings(
-        max_examples=BUDGET,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(FUZZ_SETTINGS, max_examples=BUDGET)
     @given(mutated_configs(SCHEMA, BASE))
     def one(user):
         before = copy.deepcopy(user)
@@ -133,6 +129,7 @@ FOUND = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("case", "change", "fragment"), FOUND, ids=[f[0] for f in FOUND])
 def test_what_the_fuzzer_found_is_refused_by_key(case, change, fragment):
     from attnlimits_workflow.config import deep_merge

@@ -16,6 +16,8 @@ from attnlimits.gradient import (
     softmax_jacobian_norm_from_weights,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def dense_norm(logits, t):
     a = softmax(logits, t)

@@ -47,6 +47,7 @@ def tiny(tmp_path_factory):
     return tmp, tiny_config(tmp)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=repr)
 @pytest.mark.parametrize("key", NAME_KEYS)
 def test_a_name_that_is_no_folder_name_is_refused_naming_its_key(tiny, key, name):
@@ -57,6 +58,7 @@ def test_a_name_that_is_no_folder_name_is_refused_naming_its_key(tiny, key, name
     assert any(line.startswith(f"{key}:") and repr(name) in line for line in lines), lines
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["compare", "study", "default_model"])
 def test_a_model_named_like_a_shared_folder_is_refused(tiny, name):
     _, cfg = tiny
@@ -64,6 +66,7 @@ def test_a_model_named_like_a_shared_folder_is_refused(tiny, name):
         load_config(DEFAULTS, named(cfg, "models", name), SCHEMA, REPO)
 
 
+@pytest.mark.unit
 def test_model_trained_is_never_set_by_hand(tiny):
     _, cfg = tiny
     user = deep_merge(cfg, {"model": {"trained": "softmax"}})
@@ -113,6 +116,7 @@ def assert_inside(path: str, models: set[str], corpus: str, normalizers: set[str
         assert parts[2] == f"{corpus}.log", path
 
 
+@pytest.mark.workflow
 def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
     """A dry run of every target (all, study, findings) with names at the edges of what is
     allowed ('..' inside a name, '_', 64 characters): every output and log of every job of every
@@ -149,6 +153,7 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
         assert any(p.startswith(f"results/{model}/dumps/") for p in paths)
 
 
+@pytest.mark.workflow
 def test_hostile_names_stop_the_dry_run_before_any_path_is_planned(tiny, tmp_path):
     _, cfg = tiny
     user = {**cfg, "models": {"..": None}, "corpus": {**cfg["corpus"], "name": ".."}}
@@ -178,6 +183,7 @@ UNBOUNDED = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("key", "value"), UNBOUNDED, ids=[u[0] for u in UNBOUNDED])
 def test_resources_have_upper_limits(tiny, key, value):
     _, cfg = tiny
@@ -192,6 +198,7 @@ def test_resources_have_upper_limits(tiny, key, value):
     assert any(line.startswith(f"{key}:") for line in str(err.value).splitlines()), str(err.value)
 
 
+@pytest.mark.unit
 def test_every_thread_memory_and_chunk_setting_has_a_documented_maximum():
     schema = yaml.safe_load(SCHEMA.read_text())
     readme = (REPO / "config/README.md").read_text()
@@ -254,6 +261,7 @@ def tiny_run(tmp, folder, random_init=True, **model):
     }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "content", [b'{"model_type": "gpt2", "n_layer"', b"[1, 2]", b"\xff\xfe\x00"], ids=repr
 )
@@ -282,6 +290,7 @@ def tiny_gguf(path: Path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_a_truncated_gguf_is_named_damaged_before_any_job_and_by_the_fetch(tmp_path):
     from attnlimits_workflow.models import ModelSourceError, fetch_model, gguf_problem
 
@@ -301,6 +310,7 @@ def test_a_truncated_gguf_is_named_damaged_before_any_job_and_by_the_fetch(tmp_p
     assert len(str(err.value).splitlines()) == 1 and "is damaged or incomplete" in str(err.value)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["safetensors", "bin"])
 def test_truncated_weights_fail_the_fetch_before_its_manifest(tmp_path, kind):
     from attnlimits_workflow.models import MANIFEST, ModelSourceError, fetch_model
@@ -320,6 +330,7 @@ def test_truncated_weights_fail_the_fetch_before_its_manifest(tmp_path, kind):
     assert not (out / MANIFEST).exists()
 
 
+@pytest.mark.integration
 def test_whole_weights_pass_the_fetch(tmp_path):
     from attnlimits_workflow.models import MANIFEST, fetch_model
 
@@ -356,6 +367,7 @@ def cut(path: Path, keep: int) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("damaged", "damage"),
     [
@@ -382,6 +394,7 @@ def test_a_damaged_pack_is_set_aside_and_made_stale(tmp_path, damaged, damage):
     assert (pack / ".snakemake_timestamp").stat().st_mtime == 0
 
 
+@pytest.mark.unit
 def test_a_job_starts_at_most_two_threads_per_core_with_one_warning(caplog):
     import logging
 

@@ -13,6 +13,8 @@ from hypothesis.extra.numpy import arrays
 from attnlimits import normalizers as nz
 from attnlimits.gradient import softmax
 
+pytestmark = pytest.mark.unit
+
 
 def test_sparsemax_hand_cases():
     # sparsemax([1, 0]): threshold 0 -> [1, 0]; sparsemax([0.5, 0]): threshold -0.25 -> [.75, .25]

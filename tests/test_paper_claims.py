@@ -10,6 +10,8 @@ import yaml
 
 from attnlimits.critical import censored_slope, slope_within
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).parents[1]
 CLAIMS = yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text())
 # The paper's text (not in the repository): ATTNLIMITS_PAPER_TEXT or the shared copy.

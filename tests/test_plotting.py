@@ -4,8 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
 
 from attnlimits_workflow.plotting import log_axis  # noqa: E402
+
+pytestmark = pytest.mark.unit
 
 
 def labels(axis) -> list[str]:

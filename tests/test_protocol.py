@@ -25,6 +25,8 @@ from attnlimits.protocol import (
 )
 from attnlimits.separability import project_to_sphere
 
+pytestmark = pytest.mark.unit
+
 
 def loop_rows(q, k, scaling, causal):
     """softmax(q k^T * scaling) row by row, keys after the query masked when causal."""

@@ -17,8 +17,6 @@ from project import REPO, snakemake, synthetic_text, tiny_config, write_config
 
 from attnlimits_workflow.runner import snakemake_command
 
-pytestmark = pytest.mark.slow
-
 
 def long_config(tmp):
     """Enough chunks in one batch that the extraction job runs for a few seconds."""
@@ -29,6 +27,7 @@ def long_config(tmp):
     return write_config(tmp, cfg)
 
 
+@pytest.mark.workflow
 def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     clean.mkdir()
@@ -62,6 +61,7 @@ def test_sigkill_mid_extraction_then_rerun_incomplete(tmp_path):
     assert not [p for p in dumps.iterdir() if p.name.startswith(".")], "temporary files left behind"
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize(
     "content, message",
     [
@@ -90,6 +90,7 @@ def test_bad_corpus_is_one_clear_line(tmp_path, content, message):
     assert not (tmp_path / "results/tiny-gpt2/chunks/tokens.parquet").exists()
 
 
+@pytest.mark.workflow
 def test_corpus_without_markers_is_used_whole_with_a_warning(tmp_path):
     cfg = tiny_config(tmp_path)
     text = synthetic_text().split("***")[2].split("\n", 1)[1]  # the body only
@@ -127,6 +128,7 @@ def rerun_vanishing(work, cfg, *extra, check=True):
     )
 
 
+@pytest.mark.workflow
 def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     src, cfg = finished
     work = tmp_path / "w"
@@ -148,6 +150,7 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     )
 
 
+@pytest.mark.workflow
 def test_a_damaged_pack_is_set_aside_then_rebuilt(finished, tmp_path):
     """As a damaged dump's batch: the job names the file in one line, the file is set aside and
     the pack aged, and the next plain run rebuilds the pack and finishes."""
@@ -171,6 +174,7 @@ def test_a_damaged_pack_is_set_aside_then_rebuilt(finished, tmp_path):
     assert (work / target).exists()
 
 
+@pytest.mark.workflow
 def test_dump_from_another_model_is_refused(finished, tmp_path):
     src, cfg = finished
     other = tmp_path / "other"
@@ -189,6 +193,7 @@ def test_dump_from_another_model_is_refused(finished, tmp_path):
     assert proc.returncode != 0 and "written for another model/corpus (weights_sha256" in out
 
 
+@pytest.mark.workflow
 def test_a_batch_missing_a_layer_file_fails_and_writes_no_table(finished, tmp_path):
     # Once a run exited 0 with that layer on half the chunks, and 45 of 46 tables changed.
     src, cfg = finished
@@ -234,6 +239,7 @@ def env_packages(name: str) -> set[str]:
     return names - {"python", "pip"}
 
 
+@pytest.mark.integration
 def test_only_model_jobs_get_the_torch_environment():
     import tomllib
 
@@ -276,6 +282,7 @@ def test_only_model_jobs_get_the_torch_environment():
         assert proc.returncode == 0, (script, proc.stderr[-500:])
 
 
+@pytest.mark.integration
 def test_a_fatal_signal_leaves_a_line_in_the_job_log(tmp_path):
     """Native code that aborts (tokenizers' 'memory allocation of N bytes failed') ends the process
     past Python's error handling; the job log must still say so, not end in silence."""
@@ -296,6 +303,7 @@ def test_a_fatal_signal_leaves_a_line_in_the_job_log(tmp_path):
     assert "chunk_corpus tokenizing" in text and "Fatal Python error: Aborted" in text
 
 
+@pytest.mark.integration
 def test_job_logs_keep_the_jobs_lines_and_drop_third_party_info(tmp_path):
     import subprocess
     import sys
@@ -316,6 +324,7 @@ def test_job_logs_keep_the_jobs_lines_and_drop_third_party_info(tmp_path):
         assert "MATH subsetted" not in text
 
 
+@pytest.mark.unit
 def test_random_streams_are_distinct_and_seed_as_before():
     """Each analysis draws from its own stream; stream_rng(seed, id, keys) is the generator the
     scripts used to build inline, so results did not move when the ids got names."""

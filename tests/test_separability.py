@@ -11,6 +11,8 @@ from strategies import attention_samples
 from attnlimits import reference as ref
 from attnlimits.separability import min_pairwise_distance, project_to_sphere, separability, xi
 
+pytestmark = pytest.mark.unit
+
 
 def test_projection_puts_points_on_the_sphere(rng):
     x = project_to_sphere(rng.normal(size=(2, 5, 3)), 2.5)

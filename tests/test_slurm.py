@@ -11,7 +11,7 @@ from slurm_cluster import Cluster, _alive, missing_requirements
 
 from attnlimits_workflow.runner import snakemake_command
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 REASON = missing_requirements()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=REASON))

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROSE = (

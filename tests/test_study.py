@@ -92,6 +92,7 @@ def causal_case(seed: int, heads: int = 3, n: int = 9, spread: float = 3.0):
     return scores, visible, s
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_each_rule_equals_its_reference_on_every_causal_row(name):
     rule = RULES[name]
@@ -105,6 +106,7 @@ def test_each_rule_equals_its_reference_on_every_causal_row(name):
                 assert np.all(got[h, t, t + 1 :] == 0.0)  # masked keys get no weight
 
 
+@pytest.mark.unit
 @settings(max_examples=40, deadline=None)
 @given(
     name=st.sampled_from(sorted(RULES)),
@@ -122,6 +124,7 @@ def test_rules_match_references_property(name, seed, n, spread):
             np.testing.assert_allclose(got[h, t, : t + 1], want, atol=1e-8, rtol=1e-6)
 
 
+@pytest.mark.unit
 def test_sparse_rules_use_the_entmax_package():
     import entmax
 
@@ -132,6 +135,7 @@ def test_sparse_rules_use_the_entmax_package():
         assert torch.equal(got[:, 0], fn(z / 0.5, dim=-1))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_gradients_are_finite_even_with_ties_and_masks(name):
     scores, visible, s = causal_case(4, spread=5.0)
@@ -145,6 +149,7 @@ def test_gradients_are_finite_even_with_ties_and_masks(name):
         assert torch.isfinite(s.grad).all()
 
 
+@pytest.mark.unit
 def test_scalable_softmax_counts_the_visible_keys_not_the_padded_length():
     scores, visible, s = causal_case(5)
     out = attention_rules.normalize(scores, visible, RULES["ssmax"], {"s": s})
@@ -153,6 +158,7 @@ def test_scalable_softmax_counts_the_visible_keys_not_the_padded_length():
     torch.testing.assert_close(out[0, t, :4], want)
 
 
+@pytest.mark.unit
 def test_unknown_rule_and_setting_are_refused():
     with pytest.raises(ValueError, match="unknown attention rule"):
         attention_rules.parameters({"kind": "softermax"})
@@ -160,6 +166,7 @@ def test_unknown_rule_and_setting_are_refused():
         attention_rules.parameters({"kind": "sparsemax", "s_init": 1.0})
 
 
+@pytest.mark.unit
 def test_raw_self_adjust_jacobian_norm_equals_the_dense_one():
     z = np.random.default_rng(3).normal(size=(5, 8)) * 3
     got = nz.self_adjust_softmax_raw_jacobian_norm(z, 8)
@@ -183,6 +190,7 @@ def test_raw_self_adjust_jacobian_norm_equals_the_dense_one():
         assert got[i] == pytest.approx(np.linalg.norm(jac, 2), rel=1e-8)
 
 
+@pytest.mark.unit
 def test_per_row_scalable_softmax_equals_row_by_row():
     z = np.random.default_rng(4).normal(size=(3, 6))
     s = np.array([[0.2], [0.5], [1.1]])
@@ -237,12 +245,14 @@ def trained(rule, corpus_ids, steps=TRAIN["steps"]):
     return model, history
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"])
 def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
     _, history = trained(RULES[name], corpus_ids)
     assert history[-1]["loss"] < history[0]["loss"] - 0.5, history
 
 
+@pytest.mark.integration
 def test_training_is_deterministic_for_a_seed(corpus_ids):
     a, ha = trained(RULES["ssmax"], corpus_ids, steps=10)
     b, hb = trained(RULES["ssmax"], corpus_ids, steps=10)
@@ -251,6 +261,7 @@ def test_training_is_deterministic_for_a_seed(corpus_ids):
         assert ka == kb and torch.equal(va, vb), ka
 
 
+@pytest.mark.integration
 def test_evaluation_by_hand(corpus_ids):
     """The whole-window and tail losses equal a per-position loop over the model's logits."""
     model, _ = trained(RULES["softmax"], corpus_ids, steps=5)
@@ -269,11 +280,13 @@ def test_evaluation_by_hand(corpus_ids):
     assert got["perplexity"] == pytest.approx(math.exp(losses.mean()), rel=1e-9)
 
 
+@pytest.mark.unit
 def test_held_out_split_keeps_the_corpus_start():
     held, rest = training.split_tokens(np.arange(100), 0.1)
     assert held.tolist() == list(range(10)) and rest[0] == 10
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"])
 def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
     """The eager-equality check for a trained model: the dumped rows equal the attention the
@@ -321,6 +334,7 @@ def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_pa
 
 
 # -------------------------------------------------------------------------------- verdicts
+@pytest.mark.unit
 def test_verdicts():
     assert study.verdict(3.0, 1.0, 1.5) == "relaxes"
     assert study.verdict(0.5, 1.0, 1.5) == "tightens"
@@ -331,6 +345,7 @@ def test_verdicts():
     assert study.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(-1)
 
 
+@pytest.mark.unit
 def test_verdicts_follow_each_measures_orientation():
     # smaller relaxes: the same numbers, the verdicts swapped
     assert study.verdict(3.0, 1.0, 1.5, "smaller") == "tightens"
@@ -341,6 +356,7 @@ def test_verdicts_follow_each_measures_orientation():
         assert study.verdict(value, 1.0, 1.5, "either") == study.NO_VERDICT
 
 
+@pytest.mark.unit
 def test_verdicts_on_censored_intervals_by_hand():
     # value known to lie in [0.4, 1]; baseline exact 0.2: surely >= 1.5 x 0.2
     assert study.verdict((0.4, 1.0), 0.2, 1.5) == "relaxes"
@@ -387,6 +403,7 @@ def hand_measures(max_weight, jacobian, n_crit, sweep, lengths=(8, 16)):
     return study.limit_measures(samples, critical, separability, evaluation, sweep)
 
 
+@pytest.mark.unit
 def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit():
     """Issue 31 item 8: the paper (Corollary 3, Section 5) calls a large ||J|| at low T the
     problem. A rule whose ||J|| is 10x softmax's at low T, like a model trained at T = 0.1, tightens
@@ -427,6 +444,7 @@ def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit
     ] == ("not measured")
 
 
+@pytest.mark.unit
 def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
     """Issue 31 item 9: a censored N_crit (still distinguishable at N = L - 1, the normalizer
     job's bound) counts as L - 1, never dropped; the mean is a lower bound and is flagged."""
@@ -447,6 +465,7 @@ def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
     assert flipped["softmax"]["distance"] == "tightens"  # 0.25 <= 0.906 / 1.5 < true baseline
 
 
+@pytest.mark.unit
 def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
     # the analysis tables' layout: one row per N tried; censored at L = 100 after N = 90
     critical = pl.DataFrame(
@@ -472,6 +491,7 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
         study.censored_critical_n(pl.DataFrame({"L": [8, 8], "N": [1, 7], "N_crit": [1, 3]}))
 
 
+@pytest.mark.unit
 def test_limit_measures_by_hand():
     samples = pl.DataFrame(
         {
@@ -504,6 +524,7 @@ def test_limit_measures_by_hand():
 PAPER = REPO.parent / "shared" / "paper" / "001_38268391be101c5c.txt"
 
 
+@pytest.mark.unit
 def test_every_limit_is_oriented_with_a_verbatim_sentence_of_the_paper():
     assert set(study.LIMITS) == {
         "vanishing",
@@ -527,6 +548,7 @@ def test_every_limit_is_oriented_with_a_verbatim_sentence_of_the_paper():
             assert " ".join(quote.text.split()) in text, (key, quote.text)
 
 
+@pytest.mark.unit
 def test_the_page_states_orientations_censoring_and_no_verdicts():
     """The template's pieces on hand-made measures: the orientation table, each limit's answer
     line, and the template filled without a leftover or unknown field."""
@@ -586,6 +608,7 @@ def bound(rule: dict, temperature: float, n: int = 4, **learned):
     return study.jacobian_bound(rule["kind"], temperature, n, arguments)
 
 
+@pytest.mark.unit
 def test_jacobian_bounds_by_hand_and_tight_at_a_tie():
     assert bound({"kind": "softmax", "temperature": 0.1}, 2.0) == pytest.approx(2.5)
     assert bound({"kind": "sparsemax"}, 4.0) == pytest.approx(0.25)
@@ -605,6 +628,7 @@ def test_jacobian_bounds_by_hand_and_tight_at_a_tie():
         assert norm == pytest.approx(bound(rule, 3.0), rel=1e-12)
 
 
+@pytest.mark.unit
 @settings(max_examples=40, deadline=None)
 @given(
     rule=st.sampled_from(
@@ -637,6 +661,7 @@ def test_jacobian_bounds_hold_against_autograd(rule, seed, n, spread, temperatur
     assert ours == pytest.approx(norm, rel=1e-7, abs=1e-12)
 
 
+@pytest.mark.unit
 def test_normalizer_arguments_take_each_samples_learned_s():
     learned = {"s": [[0.1, 0.2], [0.3, 0.4]]}
     args = training.normalizer_arguments(
@@ -672,6 +697,7 @@ def study_config(tmp, **normalizers):
     return cfg
 
 
+@pytest.mark.unit
 def test_study_models_are_runs_with_their_own_rule(tmp_path):
     import yaml
 
@@ -694,6 +720,7 @@ def test_study_models_are_runs_with_their_own_rule(tmp_path):
     assert runs["tiny-gpt2"]["analysis"]["gradient"]["temperatures"] != grid
 
 
+@pytest.mark.workflow
 def test_bad_study_settings_are_refused_by_key(tmp_path):
     cfg = study_config(tmp_path, softmax={"kind": "softermax"})
     cfg["study"]["evaluation"]["contexts"] = [32, 128]
@@ -705,6 +732,7 @@ def test_bad_study_settings_are_refused_by_key(tmp_path):
     assert "study.evaluation.contexts[1]: 128 exceeds study.architecture.max_positions=64" in err
 
 
+@pytest.mark.workflow
 def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     rules = {
         "softmax": {"kind": "softmax"},
@@ -770,6 +798,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert again == first
 
 
+@pytest.mark.unit
 def test_separability_of_a_rule_whose_support_is_below_n_gets_no_verdict():
     """A sparse rule whose rows carry fewer nonzero weights than N: its N_s/N is capped by
     support / N (weight-0 tokens are never distinguishable), which measures the support, not

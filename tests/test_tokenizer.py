@@ -24,6 +24,7 @@ def minilm_dir():
     return gt.get_model_path()
 
 
+@pytest.mark.integration
 def test_tokenizers_backend_equals_autotokenizer(minilm_dir, tmp_path):
     from transformers import AutoTokenizer
 
@@ -38,6 +39,7 @@ def test_tokenizers_backend_equals_autotokenizer(minilm_dir, tmp_path):
     assert tok.decode(ids[:40]) == AutoTokenizer.from_pretrained(minilm_dir).decode(ids[:40])
 
 
+@pytest.mark.integration
 def test_falls_back_to_transformers_without_tokenizer_json(minilm_dir, tmp_path):
     for name in ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(minilm_dir / name, tmp_path / name)
@@ -47,6 +49,7 @@ def test_falls_back_to_transformers_without_tokenizer_json(minilm_dir, tmp_path)
     assert tok.special_tokens() == CorpusTokenizer(minilm_dir).special_tokens()
 
 
+@pytest.mark.integration
 def test_a_prefix_gives_the_whole_texts_leading_tokens(minilm_dir, tmp_path):
     # Chunking encodes only a prefix of the corpus; its tokens must be those of the whole text.
     from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
@@ -64,6 +67,7 @@ def test_a_prefix_gives_the_whole_texts_leading_tokens(minilm_dir, tmp_path):
     assert text_sha256(path) == hashlib.sha256(text.replace("\r\n", "\n").encode()).hexdigest()
 
 
+@pytest.mark.unit
 def test_chunking_reads_a_prefix_bounded_by_the_tokens_asked_for(tmp_path):
     # Encoding a whole corpus cost ~155 bytes of memory per character (8 GB at 52 M characters).
     from attnlimits_workflow.corpus_io import leading_tokens
@@ -80,6 +84,7 @@ def test_chunking_reads_a_prefix_bounded_by_the_tokens_asked_for(tmp_path):
     assert max(seen) <= 1000 * 8 + (1 << 16)
 
 
+@pytest.mark.integration
 def test_special_tokens_are_what_the_tokenizer_puts_around_one_sequence(minilm_dir):
     from transformers import AutoTokenizer
 
@@ -91,6 +96,7 @@ def test_special_tokens_are_what_the_tokenizer_puts_around_one_sequence(minilm_d
     assert gpt2.special_tokens() == ([], [])  # byte-level BPE adds none
 
 
+@pytest.mark.unit
 def test_wrapped_chunks_hold_the_special_tokens_around_the_text():
     from attnlimits.corpus import wrap_chunks
 

@@ -23,18 +23,21 @@ from attnlimits.gradient import softmax
 from attnlimits.vanishing import corollary1_delta, vanishing
 
 
+@pytest.mark.unit
 def test_uniform_logits_give_uniform_weights():
     res = vanishing(np.zeros((1, 8)), delta_over_t=np.zeros(1))
     assert res.max_scaled[0] == pytest.approx(1.0) and res.min_scaled[0] == pytest.approx(1.0)
     assert res.lower_bound[0] == 1.0 == res.upper_bound[0]
 
 
+@pytest.mark.unit
 def test_delta_uses_the_largest_key():
     q = np.array([[3.0, 4.0]])  # |q| = 5
     k = np.array([[[1.0, 0.0], [0.0, 2.0]]])  # max |k| = 2
     assert corollary1_delta(q, k, 0.5)[0] == pytest.approx(5.0)
 
 
+@pytest.mark.unit
 def test_delta_from_norms_equals_delta_from_vectors(rng):
     from attnlimits.vanishing import corollary1_delta_from_norms
 
@@ -45,6 +48,7 @@ def test_delta_from_norms_equals_delta_from_vectors(rng):
     np.testing.assert_allclose(from_norms, corollary1_delta(q, k, 0.5))
 
 
+@pytest.mark.unit
 def test_corollary1_holds_for_cauchy_schwarz_logits(rng):
     q, k = rng.normal(size=(50, 4)), rng.normal(size=(50, 16, 4))
     logits = np.einsum("sd,sld->sl", q, k) * 0.5
@@ -79,6 +83,7 @@ def _smooth(n0, max_n, rng_seed):
     return at
 
 
+@pytest.mark.unit
 @given(st.integers(2, 3000), st.data())
 def test_search_finds_a_step_within_its_stated_cost(max_n, data):
     n0 = data.draw(st.integers(1, max_n + 1))  # n0 = max_n + 1: never indistinguishable
@@ -94,6 +99,7 @@ def test_search_finds_a_step_within_its_stated_cost(max_n, data):
     assert len(calls) == len(set(calls)) <= 4 + 2 * math.ceil(math.log2(max_n))
 
 
+@pytest.mark.unit
 @given(st.integers(8, 3000), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
 def test_search_on_a_smooth_statistic_is_exact_and_cheap(max_n, where, seed):
     n0 = 1 + int(where * (max_n - 2))
@@ -118,6 +124,7 @@ def test_search_on_a_smooth_statistic_is_exact_and_cheap(max_n, where, seed):
     assert len(calls) == len(set(calls)) <= 4 + 2 * math.ceil(math.log2(max_n))
 
 
+@pytest.mark.unit
 def test_search_on_a_smooth_statistic_needs_few_evaluations():
     # L = 1024 with the crossing where GPT-2 (random) puts it (982) and where trained models
     # do (~0.06 L): on average well under the ~20 of doubling + bisection.
@@ -128,6 +135,7 @@ def test_search_on_a_smooth_statistic_needs_few_evaluations():
         assert np.mean(counts) <= 10, counts
 
 
+@pytest.mark.unit
 def test_search_records_every_evaluation():
     res = critical_n_search(_step(5), 100, 0.01)
     assert [n for n, _ in res.evaluations][:2] == [1, 100]
@@ -135,12 +143,14 @@ def test_search_records_every_evaluation():
     assert all(p in (0.0, 0.5) for _, p in res.evaluations)
 
 
+@pytest.mark.unit
 def test_search_settles_the_ends_in_two_evaluations():
     assert [n for n, _ in critical_n_search(_step(1), 50, 0.01).evaluations] == [1]
     censored = critical_n_search(_step(51), 50, 0.01)
     assert censored.n_crit is None and [n for n, _ in censored.evaluations] == [1, 50]
 
 
+@pytest.mark.unit
 def test_ks_test_statistic_and_critical_value(rng):
     a = rng.normal(size=300)
     res = ks_test(a, a + 10)
@@ -152,6 +162,7 @@ def test_ks_test_statistic_and_critical_value(rng):
     assert stats.kstwobign.sf(d * math.sqrt(1000)) == pytest.approx(0.01, rel=1e-6)
 
 
+@pytest.mark.unit
 def test_ks_pvalue_separates_and_merges(rng):
     a = rng.normal(size=500)
     assert ks_pvalue(a, a + 3) < 1e-10
@@ -160,6 +171,7 @@ def test_ks_pvalue_separates_and_merges(rng):
         ks_pvalue(np.array([np.nan]), a)
 
 
+@pytest.mark.unit
 def test_fits():
     assert fit_through_origin(
         np.array([1.0, 2.0, 4.0]), np.array([0.06, 0.12, 0.24])
@@ -168,6 +180,7 @@ def test_fits():
     assert (intercept, slope, r2) == pytest.approx((1.0, 2.0, 1.0))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "sizes, shift", [((4, 4), 0.1), ((144, 144), 0.1), ((144, 144), 0.0), ((12_000, 50), 0.1)]
 )
@@ -220,6 +233,7 @@ def brute_force_ks_pvalue(a: np.ndarray, b: np.ndarray) -> float:
     return hits / total
 
 
+@pytest.mark.unit
 def test_equal_size_ks_pvalue_by_hand_and_by_brute_force(rng):
     from attnlimits.critical import ks_exact_pvalue_equal_sizes
 
@@ -235,6 +249,7 @@ def test_equal_size_ks_pvalue_by_hand_and_by_brute_force(rng):
             assert ks_test(a, b).pvalue == pytest.approx(brute_force_ks_pvalue(a, b), rel=1e-12)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n", [50, 2000, 10_000])
 def test_equal_size_ks_pvalue_against_high_precision(n):
     import mpmath
@@ -254,6 +269,7 @@ def test_equal_size_ks_pvalue_against_high_precision(n):
         assert got == pytest.approx(float(want), rel=1e-12, abs=1e-300), (n, h)
 
 
+@pytest.mark.unit
 @given(
     n=st.integers(1, 400),
     shift=st.sampled_from([0.0, 0.1, 0.5, 2.0]),
@@ -277,6 +293,7 @@ def test_equal_size_ks_test_equals_scipys_exact(n, shift, decimals, seed):
     assert got.pvalue == pytest.approx(want.pvalue, rel=1e-11, abs=1e-300)
 
 
+@pytest.mark.integration
 def test_equal_size_ks_tests_do_not_import_scipy_stats():
     import subprocess
     import sys
@@ -305,6 +322,7 @@ def _evaluate(distances: BlockedDistances, n: int) -> np.ndarray:
     )
 
 
+@pytest.mark.unit
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), budget=st.integers(0, 40_000), n=st.integers(1, 11))
 def test_a_memory_budget_changes_no_value(seed, budget, n):
@@ -323,6 +341,7 @@ def test_a_memory_budget_changes_no_value(seed, budget, n):
     assert bounded.held_blocks == len(kept)
 
 
+@pytest.mark.unit
 def test_memory_budget_holds_what_fits_and_counts_its_own_arrays():
     weights, x, slices = _blocked_samples(0)
     w = dist.weighted(weights[slices[0]], x[slices[0]])
@@ -344,6 +363,7 @@ def test_memory_budget_holds_what_fits_and_counts_its_own_arrays():
 # --- the critical N made comparable: censoring, the KS sample count, the paper's two wordings ---
 
 
+@pytest.mark.unit
 def test_a_censored_length_bounds_the_slope_from_below_and_never_counts_as_measured():
     from attnlimits.critical import censored_slope
 
@@ -360,6 +380,7 @@ def test_a_censored_length_bounds_the_slope_from_below_and_never_counts_as_measu
     )
 
 
+@pytest.mark.unit
 def test_one_ks_sample_count_makes_36_and_288_heads_comparable_and_is_deterministic():
     """The same shift between d~ and E is still rejected over 288 heads long after 36 heads pass
     (the test's power grows with its count). Drawing 36 of the 288 heads, seeded, puts both at
@@ -398,6 +419,7 @@ def test_one_ks_sample_count_makes_36_and_288_heads_comparable_and_is_determinis
     np.testing.assert_array_equal(ks_subsample(36, 72, np.random.default_rng(0)), np.arange(36))
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(
     data=st.data(),

@@ -17,7 +17,7 @@ from project import (
     write_config,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.workflow
 
 
 def test_chunking_stage(tmp_path):

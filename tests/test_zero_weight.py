@@ -14,6 +14,8 @@ from attnlimits import reference
 from attnlimits.protocol import RowBlock, row_critical_statistics, row_separability, row_statistics
 from attnlimits.separability import separability
 
+pytestmark = pytest.mark.unit
+
 # Four tokens on the unit circle; the row weights only the first two (a sparsemax-like row).
 X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.6, 0.8]])
 ALPHA = np.array([0.6, 0.4, 0.0, 0.0, 0.0])
