@@ -236,21 +236,14 @@ def _read_one(
     heads, dh, causal = int(meta["n_heads"]), int(meta["head_dim"]), bool(meta["causal"])
     context = int(meta["chunk_length"]) if causal else length
     chunks = [int(c) for c in meta["chunks"]]
-    try:
-        rows = _read_selected(
-            handle,
-            ["chunk", "head", "position", "weights"] + (["logits"] if with_logits else []),
-            context,
-            length,
-            analysed=True,
-        )
-    except (OSError, pa.ArrowInvalid) as exc:
-        # a damaged page past a readable footer: set aside like a truncated file
-        moved = _quarantine(Path(path))
-        raise DumpError(
-            f"{path}: could not be read ({exc}); set aside as {moved.name}. Rerun the workflow "
-            "to rebuild it"
-        ) from exc
+    rows = _read_or_set_aside(
+        path,
+        handle,
+        ["chunk", "head", "position", "weights"] + (["logits"] if with_logits else []),
+        context,
+        length,
+        analysed=True,
+    )
     expected = len(chunks) * heads
     if rows.num_rows != expected:
         raise DumpError(
@@ -290,7 +283,9 @@ def _read_one(
         vector_cols.append(layer_column)
     if not vector_cols:
         return
-    table = _read_selected(handle, vector_cols + ["head"], context, length, analysed=False)
+    table = _read_or_set_aside(
+        path, handle, vector_cols + ["head"], context, length, analysed=False
+    )
     layer_only = vector_cols == [layer_column]
     if layer_only:  # d_model-wide vectors sit on head-0 rows only
         table = table.filter(pc.equal(table["head"], 0))
@@ -352,6 +347,21 @@ def _row_group_stats(handle: pq.ParquetFile) -> list[dict[str, tuple]]:
             stats[col] = (st.min, st.max) if st is not None and st.has_min_max else (None, None)
         out.append(stats)
     return out
+
+
+def _read_or_set_aside(
+    path, handle: pq.ParquetFile, columns: list[str], context: int, length: int, analysed: bool
+) -> pa.Table:
+    """:func:`_read_selected`, with a damaged page past a readable footer set aside like a
+    truncated file and named in one line."""
+    try:
+        return _read_selected(handle, columns, context, length, analysed)
+    except (OSError, pa.ArrowInvalid) as exc:
+        moved = _quarantine(Path(path))
+        raise DumpError(
+            f"{path}: could not be read ({exc}); set aside as {moved.name}. Rerun the workflow "
+            "to rebuild it"
+        ) from exc
 
 
 def _read_selected(
