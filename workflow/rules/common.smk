@@ -200,6 +200,7 @@ COMPARE_CLAIMS = ["critical_n", "separability", "gradient", "vanishing", "distan
 # and `all`, the figure list and table1's bound checks read these, so adding one edits no other
 # rule file.
 ANALYSES = []
+SUMMARISED_ANALYSES = []  # those of ANALYSES summarised by the generic rule
 ANALYSIS_FIGURES = (
     {}
 )  # figure name (figures/<model>/<figure>.pdf) -> its analysis module
@@ -208,12 +209,15 @@ ANALYSIS_FIGURES = (
 BOUND_CHECKS = ["distance", "separability", "gradient"]
 
 
-def register_analysis(name, figure=None):
+def register_analysis(name, summary=True, figure=None):
     """Serve analysis ``name`` by the generic rules: its table at every L of analysis.lengths,
-    its summary, its checks in table1 and, given a figure name, its figure under `all`.
+    its summary and its checks in table1 (unless ``summary`` is False: a bespoke rule reads its
+    tables) and, given a figure name, its figure under `all`.
     """
     ANALYSES.append(name)
-    BOUND_CHECKS.append(name)
+    if summary:
+        SUMMARISED_ANALYSES.append(name)
+        BOUND_CHECKS.append(name)
     if figure:
         register_figure(figure, name)
 
