@@ -171,3 +171,32 @@ def test_a_registered_module_is_planned_end_to_end(tmp_path):
         "figures/toy.png",  # the default model's copy
     ):
         assert path in out, path
+
+
+@pytest.mark.unit
+def test_an_analysis_modules_own_config_rule_is_checked(tmp_path, monkeypatch):
+    """analysis.<name>'s cross-key rule sits in its module (config_errors), not in config.py."""
+    import copy
+
+    import yaml
+
+    from attnlimits_workflow import config as checks
+
+    (tmp_path / "toy.py").write_text("\ndef config_errors(config):\n    ...\n")
+    toy = types.ModuleType("attnlimits_workflow.analyses.toy")
+
+    def config_errors(config):
+        n, lengths = config["analysis"]["toy"]["n"], config["analysis"]["lengths"]
+        return [f"analysis.toy.n: {n} must be below every L" for L in lengths[:1] if n >= L]
+
+    toy.config_errors = config_errors
+    monkeypatch.setitem(sys.modules, toy.__name__, toy)
+    monkeypatch.setattr(checks, "ANALYSES_DIR", tmp_path)
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())  # lengths from 32 up
+    for n, errors in ((8, []), (32, ["analysis.toy.n: 32 must be below every L"])):
+        cfg["analysis"]["toy"] = {"n": n}
+        assert checks.semantic_errors(copy.deepcopy(cfg)) == errors
+    # a section without a module, or whose module states no rule, adds nothing
+    cfg["analysis"]["toy"] = {"n": 32}
+    (tmp_path / "toy.py").write_text("CAPTION = 'no rules'\n")
+    assert checks.semantic_errors(cfg) == []
