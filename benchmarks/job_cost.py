@@ -26,17 +26,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
-KS_SCRIPTS = ["analyse_critical_n.py", "analyse_heads.py"]
+# "analyse.py:<name>": the generic adapter running registered analysis <name> (it imports the
+# analysis module at run time, so the module's import is added to the script's).
+KS_SCRIPTS = ["analyse.py:critical_n", "analyse_heads.py"]
 OTHER_SCRIPTS = ["analyse_distance.py", "analyse_separability.py", "plot_fig2.py"]
 OLD_KS_IMPORT = "from scipy import stats"
 
 
 def import_header(script: str) -> str:
-    """The script's module-level imports, one statement per line."""
+    """The script's module-level imports, one statement per line (``script:analysis``: with the
+    analysis module the generic adapter imports)."""
+    script, _, analysis = script.partition(":")
     tree = ast.parse((SCRIPTS / script).read_text())
-    return "\n".join(
+    imports = [
         ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
-    )
+    ]
+    if analysis:
+        imports.append(f"import attnlimits_workflow.analyses.{analysis}")
+    return "\n".join(imports)
 
 
 def best_of(code: str, repeats: int) -> float:

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits_workflow.analyses import vanishing
 from attnlimits_workflow.assemble import (
     compare_figure,
     coverage_report,
@@ -85,8 +86,8 @@ def test_vanishing_summary_and_its_checks():
             "upper_bound_check": [HOLDS, HOLDS, HOLDS, VIOLATED],
         }
     )
-    out = summaries.SUMMARIES["vanishing"](vanishing=v)
-    s = out["vanishing"]
+    out = vanishing.summarise(v)
+    s = out["summary"]
     assert s["L"].to_list() == [8, 16] and s["samples"].to_list() == [3, 1]
     assert s["max_weight_median"].to_list() == pytest.approx([0.3, 0.2])
     viol = out["violations"]

@@ -162,7 +162,7 @@ def test_a_damaged_pack_is_set_aside_then_rebuilt(finished, tmp_path):
     pack = work / "results/tiny-gpt2/samples/L8"
     (pack / "x.npy").write_bytes((pack / "x.npy").read_bytes()[:100])
     target = "results/tiny-gpt2/analysis/vanishing/L8.parquet"
-    proc = snakemake(work, cfg, "--cores", "1", target, "--forcerun", "vanishing", check=False)
+    proc = snakemake(work, cfg, "--cores", "1", target, "--forcerun", "analyse", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "L8/x.npy: unreadable sample pack file" in out
     assert "set aside as x.npy.corrupt" in out and "Traceback" not in out
@@ -230,6 +230,15 @@ def rule_environments() -> dict[str, tuple[str, str]]:
     return found
 
 
+GENERIC_SCRIPTS = {"analyse.py", "summarise_analysis.py", "plot_analysis.py"}
+
+
+def analysis_modules() -> list[str]:
+    """Every module of attnlimits_workflow.analyses (those the generic rules may import)."""
+    folder = REPO / "src/attnlimits_workflow/analyses"
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+
+
 def env_packages(name: str) -> set[str]:
     spec = yaml.safe_load((REPO / "workflow/envs" / name).read_text())
     names = set()
@@ -276,6 +285,10 @@ def test_only_model_jobs_get_the_torch_environment():
         imports = [
             ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
         ]
+        if script in GENERIC_SCRIPTS:  # the generic rules import the analysis modules at run time
+            imports += [
+                f"import attnlimits_workflow.analyses.{name}" for name in analysis_modules()
+            ]
         proc = subprocess.run(
             [sys.executable, "-c", blocker + "\n".join(imports)], capture_output=True, text=True
         )

@@ -135,7 +135,8 @@ def test_style_change_reruns_only_figures(done_run):
     finally:
         style.write_text(original)
         os.utime(style, (0, 0))  # older than every figure again: the shared run stays up to date
-    figures = ["coverage_report", "fig1", "fig2", "fig3", "fig4", "fig5", "head_report"]
+    # analysis_figure: paper Fig. 4 (the generic figure rule)
+    figures = ["coverage_report", "fig1", "fig2", "fig3", "analysis_figure", "fig5", "head_report"]
     # the default model's copies at figures/<figure>.{pdf,png} (6 figures), and the tables the
     # coverage and head reports write with their figures (coverage.csv/md, heads.csv)
     copies = ["default_model_figure"] * 12 + ["default_model_table"] * 3
@@ -148,7 +149,8 @@ def test_one_temperature_change_reruns_only_its_jobs(done_run, tmp_path):
     conf["analysis"]["gradient"]["temperatures"] = [0.01, 0.03, 0.1, 1.0, 20.0]
     rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
     # effective_config records the changed config for the report; nothing depends on it
-    jobs = ["gradient", "summarise_gradient", "fig4", "table1", "effective_config", "all"]
+    jobs = ["gradient", "summarise_gradient", "analysis_figure", "table1", "effective_config"]
+    jobs += ["all"]
     # fig4's and table1's default-model copies, the cross-model gradient figure and scorecard
     jobs += ["default_model_figure"] * 2 + ["default_model_table"] * 3
     assert sorted(rules) == sorted([*jobs, "compare_figure", "scorecard"])

@@ -7,6 +7,7 @@ Every message starts with the offending key, so a user knows what to edit.
 from __future__ import annotations
 
 import codecs
+import importlib
 import json
 import math
 import re
@@ -892,6 +893,25 @@ def model_config_errors(config: dict[str, Any]) -> list[str]:
         ]
 
 
+# The analysis modules (attnlimits_workflow.analyses.<name>), whose own cross-key rules sit beside
+# their code.
+ANALYSES_DIR = Path(__file__).parent / "analyses"
+
+
+def analysis_module_errors(config: dict[str, Any]) -> list[str]:
+    """The rules an analysis module states for its own keys: for each analysis.<name> section
+    whose module defines ``config_errors(config) -> list[str]``, its problems (so a new analysis
+    edits no file here). Only those modules are imported, and none imports torch."""
+    errs = []
+    for name, section in config["analysis"].items():
+        path = ANALYSES_DIR / f"{name}.py"
+        if isinstance(section, dict) and path.is_file():
+            if "\ndef config_errors(" in path.read_text():
+                module = importlib.import_module(f"attnlimits_workflow.analyses.{name}")
+                errs += module.config_errors(config)
+    return errs
+
+
 # The cross-key rules of one model's config, by section, in the order their problems are listed.
 SECTION_CHECKS = (
     extraction_errors,
@@ -905,6 +925,7 @@ SECTION_CHECKS = (
     figures_errors,
     model_source_errors,
     model_config_errors,
+    analysis_module_errors,
 )
 
 

@@ -55,33 +55,6 @@ rule distance:
         "../scripts/analyse_distance.py"
 
 
-rule critical_n:
-    input:
-        pack=results("{model}", "samples", "L{length}"),
-    output:
-        results("{model}", "analysis", "critical_n", "L{length}.parquet"),
-    log:
-        "logs/{model}/analysis/critical_n/L{length}.log",
-    benchmark:
-        results("{model}", "benchmarks", "analysis", "critical_n", "L{length}.tsv")
-    priority: 2
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        embedding=model_setting("analysis", "embedding"),
-        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
-        mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
-        cache_mb=model_setting("analysis", "critical_n", "cache_mb"),
-        samples=model_setting("analysis", "critical_n", "samples"),
-        d_fractions=model_setting("analysis", "critical_n", "d_fractions"),
-        seed=config["seed"],
-        protocol=model_setting("analysis", "protocol"),
-        all_rows=model_setting("analysis", "all_rows"),
-        zero_weight=model_setting("analysis", "zero_weight"),
-    script:
-        "../scripts/analyse_critical_n.py"
-
-
 rule pairwise_separation:
     input:
         pack=results("{model}", "samples", "L{length}"),
@@ -148,21 +121,6 @@ rule gradient:
         "../scripts/analyse_gradient.py"
 
 
-rule vanishing:
-    input:
-        pack=results("{model}", "samples", "L{length}"),
-    output:
-        results("{model}", "analysis", "vanishing", "L{length}.parquet"),
-    log:
-        "logs/{model}/analysis/vanishing/L{length}.log",
-    benchmark:
-        results("{model}", "benchmarks", "analysis", "vanishing", "L{length}.tsv")
-    conda:
-        "../envs/analysis.yaml"
-    script:
-        "../scripts/analyse_vanishing.py"
-
-
 rule summarise_distance:
     input:
         distance=distance_targets,
@@ -219,22 +177,60 @@ rule summarise_gradient:
         "../scripts/summarise.py"
 
 
-rule summarise_vanishing:
+# The registered analyses: each served by the generic rules below (and analysis_figure in
+# figures.smk) through its module attnlimits_workflow.analyses.<name> (analyses/generic.py
+# names its entry points): no script, rule or caption file of its own. A new analysis is one
+# line here.
+# Lemma 1 / Corollary 1 (its summary also feeds Table 1 and the comparison).
+register_analysis("vanishing")
+# Algorithm 3's critical N at every L; summarised with the distance tables by rule
+# summarise_distance (Fig. 2 reads both), so not by the generic summary.
+register_analysis("critical_n", summary=False)
+# Paper Fig. 4, of rule summarise_gradient's summary (gradient's own rules are bespoke: a
+# temperature grid at one L, not a table per L).
+register_figure("fig4", "gradient")
+
+
+rule analyse:
     input:
-        vanishing=per_length_targets("vanishing"),
+        pack=results("{model}", "samples", "L{length}"),
     output:
-        vanishing=results("{model}", "summary", "vanishing.csv"),
-        violations=results("{model}", "summary", "violations_vanishing.csv"),
+        results("{model}", "analysis", "{analysis}", "L{length}.parquet"),
     log:
-        "logs/{model}/summarise/vanishing.log",
+        "logs/{model}/analysis/{analysis}/L{length}.log",
     benchmark:
-        results("{model}", "benchmarks", "summarise", "vanishing.tsv")
+        results("{model}", "benchmarks", "analysis", "{analysis}", "L{length}.tsv")
+    wildcard_constraints:
+        analysis=name_pattern(ANALYSES),
+    # critical_n's jobs are the longest per L: started early
+    priority: 2
     conda:
         "../envs/analysis.yaml"
     params:
-        kind="vanishing",
+        analysis=lambda wildcards: wildcards.analysis,
+        settings=analysis_settings,
     script:
-        "../scripts/summarise.py"
+        "../scripts/analyse.py"
+
+
+rule summarise_analysis:
+    input:
+        tables=lambda wildcards: per_length_targets(wildcards.analysis)(wildcards),
+    output:
+        summary=results("{model}", "summary", "{analysis}.csv"),
+        violations=results("{model}", "summary", "violations_{analysis}.csv"),
+    log:
+        "logs/{model}/summarise/{analysis}.log",
+    benchmark:
+        results("{model}", "benchmarks", "summarise", "{analysis}.tsv")
+    wildcard_constraints:
+        analysis=name_pattern(SUMMARISED_ANALYSES),
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        analysis=lambda wildcards: wildcards.analysis,
+    script:
+        "../scripts/summarise_analysis.py"
 
 
 rule describe_run:

@@ -1,3 +1,4 @@
+import ast
 import math
 import re
 import sys
@@ -181,7 +182,8 @@ def normalizer_outputs(kind):
 
 # Per-model figures and tables land in figures/<model>/ and tables/<model>/; the default model's
 # are also copied to figures/<name>.pdf and tables/<name>.csv, the paths the paper's commands use.
-MODEL_FIGURES = ["fig2", "fig3", "fig4", "fig5", "coverage", "heads"]
+# (register_figure adds the figures of the generic rule analysis_figure, paper Fig. 4 among them.)
+MODEL_FIGURES = ["fig2", "fig3", "fig5", "coverage", "heads"]
 MODEL_TABLES = {
     "table1": ["csv", "md", "tex"],
     "table2": ["csv", "md", "tex"],
@@ -190,6 +192,66 @@ MODEL_TABLES = {
 }
 # One cross-model figure per claim of the paper (figures/compare/<claim>.pdf), and the scorecard.
 COMPARE_CLAIMS = ["critical_n", "separability", "gradient", "vanishing", "distance"]
+
+
+# The analyses served by the generic rules (analysis.smk: analyse, summarise_analysis;
+# figures.smk: analysis_figure), each a module attnlimits_workflow.analyses.<name> with the entry
+# points attnlimits_workflow.analyses.generic names. analysis.smk registers them next to the rules,
+# and `all`, the figure list and table1's bound checks read these, so adding one edits no other
+# rule file.
+ANALYSES = []
+SUMMARISED_ANALYSES = []  # those of ANALYSES summarised by the generic rule
+ANALYSIS_FIGURES = (
+    {}
+)  # figure name (figures/<model>/<figure>.pdf) -> its analysis module
+# Every analysis's bound-check counts (summary/violations_<name>.csv), in the scorecard's order:
+# the bespoke rules' first, then the registered analyses'.
+BOUND_CHECKS = ["distance", "separability", "gradient"]
+
+
+def register_analysis(name, summary=True, figure=None):
+    """Serve analysis ``name`` by the generic rules: its table at every L of analysis.lengths,
+    its summary and its checks in table1 (unless ``summary`` is False: a bespoke rule reads its
+    tables) and, given a figure name, its figure under `all`.
+    """
+    ANALYSES.append(name)
+    if summary:
+        SUMMARISED_ANALYSES.append(name)
+        BOUND_CHECKS.append(name)
+    if figure:
+        register_figure(figure, name)
+
+
+def register_figure(figure, analysis):
+    """Draw ``figure`` of analysis ``analysis`` (its module's figure() of summary/<analysis>.csv)
+    by the generic rule analysis_figure, under `all`."""
+    ANALYSIS_FIGURES[figure] = analysis
+    MODEL_FIGURES.append(figure)
+
+
+def analysis_caption(analysis):
+    """A registered analysis's figure caption: its module's CAPTION string, read from this
+    checkout's source without importing it (planning loads no analysis code)."""
+    path = Path(
+        workflow.basedir, "src", "attnlimits_workflow", "analyses", f"{analysis}.py"
+    )
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["CAPTION"]:
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{path} has no CAPTION for its figure")
+
+
+def analysis_settings(wildcards):
+    """Params function of the generic analysis rule: the analysis section's shared keys and
+    the analysis's own analysis.<name> keys, for its module's Settings (unused keys ignored).
+    """
+    a = analysis_of(wildcards)
+    shared = ("protocol", "all_rows", "embedding", "zero_weight", "lengths")
+    return {
+        "seed": config["seed"],
+        **{key: a[key] for key in shared if key in a},
+        **a.get(wildcards.analysis, {}),
+    }
 
 
 def model_outputs(model):

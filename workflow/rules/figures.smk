@@ -70,25 +70,34 @@ rule fig3:
         "../scripts/plot_fig3.py"
 
 
-rule fig4:
+# The registered analyses' figures (register_figure in analysis.smk): the module's figure() of
+# its summary, captioned from its CAPTION (workflow/report/analysis_figure.rst renders it).
+rule analysis_figure:
     input:
         style=STYLE,
-        gradient=results("{model}", "summary", "gradient.csv"),
+        summary=lambda wildcards: results(
+            wildcards.model, "summary", f"{ANALYSIS_FIGURES[wildcards.figure]}.csv"
+        ),
         run=results("{model}", "summary", "run.json"),
     output:
-        pdf="figures/{model}/fig4.pdf",
+        pdf="figures/{model}/{figure}.pdf",
         png=report(
-            "figures/{model}/fig4.png",
-            caption="../report/fig4.rst",
+            "figures/{model}/{figure}.png",
+            caption="../report/analysis_figure.rst",
             category="{model}",
             subcategory="Figures",
         ),
     log:
-        "logs/{model}/figures/fig4.log",
+        "logs/{model}/figures/{figure}.log",
+    wildcard_constraints:
+        figure=name_pattern(ANALYSIS_FIGURES),
     conda:
         "../envs/analysis.yaml"
+    params:
+        analysis=lambda wildcards: ANALYSIS_FIGURES[wildcards.figure],
+        caption=lambda wildcards: analysis_caption(ANALYSIS_FIGURES[wildcards.figure]),
     script:
-        "../scripts/plot_fig4.py"
+        "../scripts/plot_analysis.py"
 
 
 rule table1:
@@ -98,9 +107,9 @@ rule table1:
         separability=results("{model}", "summary", "separability.csv"),
         gradient=results("{model}", "summary", "gradient.csv"),
         vanishing=results("{model}", "summary", "vanishing.csv"),
-        violations=[
-            results("{model}", "summary", f"violations_{kind}.csv")
-            for kind in ("distance", "separability", "gradient", "vanishing")
+        violations=lambda wildcards: [
+            results(wildcards.model, "summary", f"violations_{kind}.csv")
+            for kind in BOUND_CHECKS
         ],
         run=results("{model}", "summary", "run.json"),
         claims=workflow.source_path("../resources/paper_claims.yaml"),

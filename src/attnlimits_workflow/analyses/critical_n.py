@@ -34,6 +34,8 @@ from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import critical_n_all_rows
 from attnlimits_workflow.streams import Stream, stream_rng
 
+from .common import Job
+
 LOG = logging.getLogger("critical_n")
 KINDS = ("closed_form", "monte_carlo")
 # N per pass over the rows in the all-rows search: a pass costs one sort per row plus one
@@ -98,6 +100,12 @@ def analyse(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Dat
     """The table of the configured protocol (settings.protocol)."""
     protocol = all_rows if settings.protocol == "all_rows" else last_row
     return protocol(pack, settings, log)
+
+
+def run(job: Job) -> pl.DataFrame:
+    """The generic rule's entry point (analyses.generic): the table at the job's L."""
+    job.log.info("L=%d: %d samples loaded in %s", job.pack.length, len(job.pack.layer), job.timer)
+    return analyse(job.pack, job.settings, job.log)
 
 
 def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:

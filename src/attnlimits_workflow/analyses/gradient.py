@@ -192,3 +192,21 @@ def last_row(
         )
     log.info("T=%g: max ||J|| %.4g vs paper bound %.4g", T, jac.max(), paper)
     return pl.concat(frames)
+
+
+# Its figure (paper Fig. 4), drawn by the generic rule analysis_figure (analyses.generic).
+CAPTION = """\
+**Gradient sensitivity (Lemma 2, Corollary 3; paper Fig. 4).** For each temperature T and perturbation size eps, the
+largest finite-difference sensitivity g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps over seeded unit
+directions u and over all heads, layers and chunks; the exact spectral norm of the softmax Jacobian (computed
+without forming it); the paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds.
+Points above the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md).
+"""
+
+
+def figure(summary: pl.DataFrame, run: dict):
+    """Fig. 4 from summary/gradient.csv and the run description (assemble.fig4; imported here
+    so the analysis jobs never load matplotlib)."""
+    from attnlimits_workflow.assemble.fig4 import fig4
+
+    return fig4(summary, run)

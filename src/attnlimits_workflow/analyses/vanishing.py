@@ -1,5 +1,7 @@
 """Lemma 1 / Corollary 1 at one L: extremes of L * alpha_i against exp(+-2 Delta/T), compared in
-log space from the float64 logits. Last-row protocol only (one row per sample)."""
+log space from the float64 logits. Last-row protocol only (one row per sample).
+
+Served by the generic rules (analyses.generic): ``run`` per L, ``summarise`` of every L."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ import polars as pl
 
 from attnlimits.checks import RTOL_FLOAT32, check_bound
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
+from attnlimits_workflow.assemble.summaries import count, per_group, spread, violation_table
 from attnlimits_workflow.packs import Pack
 
-from .common import sample_columns
+from .common import Job, sample_columns
 
 
 def last_row(pack: Pack) -> pl.DataFrame:
@@ -49,3 +52,48 @@ def last_row(pack: Pack) -> pl.DataFrame:
         },
         strict=False,
     )
+
+
+def run(job: Job) -> pl.DataFrame:
+    """The generic rule's entry point: the table at the job's L (no settings)."""
+    return last_row(job.pack)
+
+
+def summarise(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per L spreads of the largest and scaled weights (summary/vanishing.csv), and the counts of
+    Corollary 1's checks (the scorecard's rows)."""
+    v = vanishing
+    summary = per_group(
+        v,
+        ("L",),
+        [
+            *spread("max_weight"),
+            *spread("max_scaled"),
+            *spread("min_scaled"),
+        ],
+        ("L",),
+    )
+    violations = violation_table(
+        [
+            count(
+                v,
+                "lower_bound_check",
+                "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha (log space)",
+                "every (L) sample",
+                RTOL_FLOAT32,
+                slack=("min_scaled", "lower_bound", False),
+                vacuous_reason="L min alpha <= 1: a uniform row passes any bound <= 1",
+            ),
+            count(
+                v,
+                "upper_bound_check",
+                "Corollary 1 upper bound exp(2 Delta/T) on L max alpha (log space)",
+                "every (L) sample",
+                RTOL_FLOAT32,
+                slack=("max_scaled", "upper_bound", True),
+                vacuous_reason="L max alpha <= L whatever the logits: a bound exp(2 Delta/T) >= L "
+                "cannot be exceeded",
+            ),
+        ]
+    )
+    return {"summary": summary, "violations": violations}

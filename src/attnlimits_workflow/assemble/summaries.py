@@ -7,7 +7,6 @@ import polars as pl
 from attnlimits.checks import (
     HOLDS,
     NOT_TESTABLE,
-    RTOL_FLOAT32,
     RTOL_FLOAT64,
     VACUOUS,
     VIOLATED,
@@ -397,45 +396,6 @@ def summarise_gradient(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return {"gradient": summary, "violations": violations}
 
 
-def summarise_vanishing(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Per L spreads of the largest and scaled weights, and the counts of Corollary 1's checks."""
-    v = vanishing
-    summary = per_group(
-        v,
-        ("L",),
-        [
-            *spread("max_weight"),
-            *spread("max_scaled"),
-            *spread("min_scaled"),
-        ],
-        ("L",),
-    )
-    violations = violation_table(
-        [
-            count(
-                v,
-                "lower_bound_check",
-                "Corollary 1 lower bound exp(-2 Delta/T) on L min alpha (log space)",
-                "every (L) sample",
-                RTOL_FLOAT32,
-                slack=("min_scaled", "lower_bound", False),
-                vacuous_reason="L min alpha <= 1: a uniform row passes any bound <= 1",
-            ),
-            count(
-                v,
-                "upper_bound_check",
-                "Corollary 1 upper bound exp(2 Delta/T) on L max alpha (log space)",
-                "every (L) sample",
-                RTOL_FLOAT32,
-                slack=("max_scaled", "upper_bound", True),
-                vacuous_reason="L max alpha <= L whatever the logits: a bound exp(2 Delta/T) >= L "
-                "cannot be exceeded",
-            ),
-        ]
-    )
-    return {"vanishing": summary, "violations": violations}
-
-
 def summarise_normalizers(
     samples: pl.DataFrame,
     critical_n: pl.DataFrame,
@@ -490,5 +450,4 @@ SUMMARIES = {
     "distance": summarise_distance,
     "separability": summarise_separability,
     "gradient": summarise_gradient,
-    "vanishing": summarise_vanishing,
 }
