@@ -161,6 +161,7 @@ class TestDistance:
         assert row["expectation_term_mc_rows"] == pytest.approx(terms[2], rel=1e-9)
         assert row["epsilon_bound_mc_rows"] == pytest.approx(bounds[2], rel=1e-9)
         assert row["mc_draws_used"] == 2 * 50  # one drawn row per chunk
+        assert row["epsilon_bound_rows"] == 2  # the check's means are over these rows
 
         # (b) N = 2, row r nearly one-hot on key r (q_r = 4 e_r, k_j = e_j): each row's d~ barely
         # moves between its three 2-sets, but the rows' d~ differ (about 2, 1 and 1)

@@ -517,3 +517,38 @@ def test_an_empty_study_is_refused():
             **{k: {} for k in ("heads", "histories", "evaluations", "timings", "manifests")},
             vocab_size=0,
         )
+
+
+def test_a_check_with_no_outcome_at_all_is_counted_not_crashed():
+    # every head's check None (e.g. a standard error no draw could estimate): parquet reads the
+    # column back as Null, and the count says "n/a" for every sample
+    frame = pl.DataFrame({"epsilon_bound_check": [None, None, None], "rows": [4, 4, 4]})
+    assert frame["epsilon_bound_check"].dtype == pl.Null
+    row = summaries.count(frame, "epsilon_bound_check", "a bound", "every head")
+    assert (row["not_applicable"], row["checked"], row["violations"]) == (3, 0, 0)
+
+
+def test_the_all_rows_epsilon_check_counts_its_drawn_rows_and_says_it_reads_means():
+    frame = pl.DataFrame(
+        {
+            "L": [8, 8],
+            "N": [2, 2],
+            "distance": [1.0, 1.0],
+            "upper_bound": [2.0, 2.0],
+            "expectation_term": [1.0, 1.0],
+            "expectation_term_mc_rows": [3.0, 1.0],
+            "epsilon_bound": [9.0, 9.0],
+            "epsilon_bound_mc_rows": [0.5, 0.5],
+            "mc_expectation": [2.0, 2.0],
+            "selected_mass": [0.5, 0.5],
+            "rows": [16, 16],
+            "epsilon_bound_rows": [2, 2],
+            "upper_bound_check": [HOLDS, HOLDS],
+            "epsilon_bound_check": [VACUOUS, VIOLATED],
+        }
+    )
+    eps = summaries.distance_violations(frame).filter(pl.col("bound").str.contains("epsilon"))
+    row = eps.row(0, named=True)
+    assert row["rows"] == 4  # the drawn rows, not the 32 rows of the two heads
+    assert (row["violations"], row["vacuous"]) == (1, 1)
+    assert "may still hide one" in row["note"]

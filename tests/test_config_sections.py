@@ -274,3 +274,10 @@ def test_corpus_bundled_names_a_text_python_ships():
     assert checks.schema_errors(changed(corpus__bundled="python_docs"), schema) == []
     (line,) = checks.schema_errors(changed(corpus__bundled="gutenberg"), schema)
     assert line.startswith("corpus.bundled:") and "python_docs" in line
+
+
+def test_all_rows_needs_two_draws_to_know_the_error_of_e():
+    schema = checks.read_schema(REPO / "workflow/schemas/config.schema.yaml")
+    assert checks.schema_errors(changed(analysis__all_rows__mc_draws=2), schema) == []
+    (line,) = checks.schema_errors(changed(analysis__all_rows__mc_draws=1), schema)
+    assert line.startswith("analysis.all_rows.mc_draws:")

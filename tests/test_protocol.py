@@ -158,6 +158,12 @@ def test_sampled_rows_are_evenly_spaced_and_end_at_the_last_row():
     assert sampled_rows(10, 3).tolist() == [3, 6, 9]
     assert sampled_rows(4, 9).tolist() == [0, 1, 2, 3]
     assert sampled_rows(1024, 256).tolist() == list(range(3, 1024, 4))
+    # count not dividing L: rows 4 - floor(i 5 / 3) = 4, 3, 1 (a stride of 5 // 3 = 1 gave 2, 3, 4)
+    assert sampled_rows(5, 3).tolist() == [1, 3, 4]
+    # and the whole context is covered: L = 300, 256 rows from row 1 to 299, gaps of 1 or 2
+    rows = sampled_rows(300, 256)
+    assert len(set(rows.tolist())) == 256 and rows[0] == 1 and rows[-1] == 299
+    assert set(np.diff(rows).tolist()) == {1, 2}
 
 
 def test_head_means_and_algorithm_5():

@@ -610,8 +610,9 @@ def sampled_rows(length: int, count: int) -> NDArray[np.intp]:
     mean over them estimates the mean over every row, at count / L of the cost."""
     if count >= length:
         return np.arange(length)
-    stride = length // count
-    return np.arange(length - 1, -1, -stride)[:count][::-1].copy()
+    # row L - 1 - floor(i L / count): spaced L / count apart over the whole context (a fixed
+    # stride L // count would leave the first rows out whenever count does not divide L)
+    return (length - 1 - (np.arange(count) * length) // count)[::-1].copy()
 
 
 def critical_n_list(length: int, fractions) -> list[int]:

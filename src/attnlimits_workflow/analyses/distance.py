@@ -150,6 +150,8 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
             # mean over rows of the top-N keys of weight 0 (not selected by default)
             "zero_weight_selected": pooled["zero_weight_selected"],
             "rows": pooled["distance_rows"],
+            # the rows behind the epsilon check's means: those E is drawn on
+            "epsilon_bound_rows": rows.astype(np.int64),
             "chunks": pooled["chunks"],
             # a head holds when none of its rows violates, and is not testable when a row is
             **upper_check,
