@@ -35,7 +35,18 @@ RULES = {
     "ssmax": {"kind": "scalable_softmax", "s_init": 0.43},
     "sa_softmax_raw": {"kind": "self_adjust_softmax_raw"},
     "sa_softmax": {"kind": "self_adjust_softmax"},
+    "sigmoid": {"kind": "sigmoid_attention"},
+    "softpick": {"kind": "softpick"},
+    "sink": {"kind": "softmax_sink", "sink_init": 0.0},
+    "entmax_alpha": {"kind": "entmax_alpha", "pre_alpha_init": 0.0},
+    "log_length": {"kind": "log_length_softmax", "floor_scale": 4.0, "beta": 0.5},
+    "stick_breaking": {"kind": "stick_breaking"},
 }
+
+
+def learned_of(s: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One per-head tensor for every learned parameter of the table (each rule takes its own)."""
+    return {p.name: s for rule in rules.RULES.values() for p in rule.learned}
 
 
 # ------------------------------------------------------------------- plain references, per row
@@ -65,6 +76,20 @@ def entmax15_reference(z: np.ndarray) -> np.ndarray:
     return np.clip(half - lo, 0.0, None) ** 2
 
 
+def alpha_entmax_reference(z: np.ndarray, alpha: float) -> np.ndarray:
+    """[(alpha - 1) z - tau]_+^(1 / (alpha - 1)), tau by plain bisection to sum 1."""
+    x = (alpha - 1.0) * z
+    lo, hi = x.max() - 1.0, x.max()
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if (np.clip(x - mid, 0.0, None) ** (1.0 / (alpha - 1.0))).sum() >= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    p = np.clip(x - lo, 0.0, None) ** (1.0 / (alpha - 1.0))
+    return p / p.sum()
+
+
 def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
     """The rule on one row's visible scores, from the published formulas (numpy, float64)."""
     kind, t = rule["kind"], rule.get("temperature", 1.0)
@@ -81,6 +106,26 @@ def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
         return z * nz.softmax_weights(row, z.size)[0]
     if kind == "self_adjust_softmax":
         return nz.self_adjust_softmax_weights(row, z.size)[0]
+    if kind == "sigmoid_attention":  # Ramapuram et al.: sigma(z - log n)
+        return 1.0 / (1.0 + np.exp(-(z - np.log(z.size))))
+    if kind == "softpick":  # Zuhri et al.: relu(e^z - 1) / sum |e^z - 1|
+        e = np.expm1(z)
+        return np.maximum(e, 0.0) / np.abs(e).sum() if np.abs(e).sum() > 0 else 0.0 * z
+    if kind == "softmax_sink":  # softmax over [z, sink], the sink's share dropped
+        m = max(z.max(), s)
+        return np.exp(z - m) / (np.exp(z - m).sum() + np.exp(s - m))
+    if kind == "entmax_alpha":  # alpha = 1 + sigmoid(pre_alpha), clamped to [1.01, 2]
+        alpha = min(max(1.0 + 1.0 / (1.0 + math.exp(-s)), 1.01), 2.0)
+        return alpha_entmax_reference(z, alpha)
+    if kind == "log_length_softmax":  # Llama 4: scale 1 + beta log(floor(n / floor_scale) + 1)
+        scale = 1.0 + rule["beta"] * math.log(math.floor(z.size / rule["floor_scale"]) + 1.0)
+        return nz.softmax_weights(scale * row, z.size)[0]
+    if kind == "stick_breaking":  # Tan et al.: from the last key back, beta of the stick left
+        out, left = np.zeros_like(z), 1.0
+        for j in range(z.size - 1, -1, -1):
+            beta = 1.0 / (1.0 + math.exp(-z[j]))
+            out[j], left = beta * left, left * (1.0 - beta)
+        return out
     raise NotImplementedError(f"{kind}: add its published formula here (docs/extending.md)")
 
 
@@ -97,7 +142,7 @@ def test_each_rule_equals_its_reference_on_every_causal_row(name):
     rule = RULES[name]
     for seed in range(3):
         scores, visible, s = causal_case(seed)
-        got = attention_rules.normalize(scores, visible, rule, {"s": s}).numpy()
+        got = attention_rules.normalize(scores, visible, rule, learned_of(s)).numpy()
         for h in range(scores.shape[0]):
             for t in range(scores.shape[1]):
                 want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
@@ -115,7 +160,7 @@ def test_each_rule_equals_its_reference_on_every_causal_row(name):
 def test_rules_match_references_property(name, seed, n, spread):
     rule = RULES[name]
     scores, visible, s = causal_case(seed, heads=2, n=n, spread=spread)
-    got = attention_rules.normalize(scores, visible, rule, {"s": s}).numpy()
+    got = attention_rules.normalize(scores, visible, rule, learned_of(s)).numpy()
     for h in range(2):
         for t in range(n):
             want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
@@ -138,7 +183,7 @@ def test_gradients_are_finite_even_with_ties_and_masks(name):
     scores[0, -1, :] = 1.5  # a row of ties
     scores = scores.clone().requires_grad_(True)
     s = s.clone().requires_grad_(True)
-    out = attention_rules.normalize(scores, visible, RULES[name], {"s": s})
+    out = attention_rules.normalize(scores, visible, RULES[name], learned_of(s))
     (out * torch.randn_like(out)).sum().backward()
     assert torch.isfinite(scores.grad).all()
     if rules.get(RULES[name]["kind"]).learned:
@@ -237,7 +282,11 @@ def trained(rule, corpus_ids, steps=TRAIN["steps"]):
     return model, history
 
 
-@pytest.mark.parametrize("name", ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"])
+@pytest.mark.parametrize(
+    "name",
+    ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"]
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+)
 def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
     _, history = trained(RULES[name], corpus_ids)
     assert history[-1]["loss"] < history[0]["loss"] - 0.5, history
@@ -274,7 +323,11 @@ def test_held_out_split_keeps_the_corpus_start():
     assert held.tolist() == list(range(10)) and rest[0] == 10
 
 
-@pytest.mark.parametrize("name", ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"])
+@pytest.mark.parametrize(
+    "name",
+    ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"]
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+)
 def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
     """The eager-equality check for a trained model: the dumped rows equal the attention the
     model computes in its forward (output_attentions), and the numpy rule on the dumped logits."""
@@ -314,7 +367,8 @@ def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_pa
             layer, head = int(s.layer[i]), int(s.head[i])
             ref = attentions[int(s.chunk[i])][layer][0, head, L - 1, :L].numpy()
             assert np.abs(s.weights[i] - ref).max() <= TOL, (name, L, i)
-            params = {k: v for k, v in RULES[name].items() if k not in ("kind", "s_init")}
+            inits = {p.init_setting for p in entry.learned}
+            params = {k: v for k, v in RULES[name].items() if k != "kind" and k not in inits}
             params.update({q: learned[q][layer][head] for q in learned})
             numpy_rule = entry.weights(np.asarray(s.logits[i], dtype=np.float64)[None], L, **params)
             assert np.abs(s.weights[i] - numpy_rule[0]).max() <= TOL, (name, L, i)
