@@ -707,6 +707,7 @@ def study_config(tmp, **normalizers):
     cfg = tiny_config(tmp)
     cfg["study"] = {
         "normalizers": normalizers,
+        "seeds": [0],
         "tokenizer": {"vocab_size": 300},
         "architecture": {**ARCH},
         "training": {**TRAIN, "steps": 6, "log_every": 3, "threads": 1},
@@ -737,14 +738,17 @@ def test_study_models_are_runs_with_their_own_rule(tmp_path):
         defaults, cfg, REPO / "workflow" / "schemas" / "config.schema.yaml", REPO
     )
     assert default == "tiny-gpt2"
-    assert set(runs) == {"tiny-gpt2", "study-softmax", "study-ssmax"}
-    assert runs["study-ssmax"]["model"]["trained"] == "ssmax"
-    assert runs["study-ssmax"]["beyond"]["normalizers"] == {"ssmax": {"kind": "scalable_softmax"}}
-    assert runs["study-softmax"]["analysis"]["separability"]["length"] == 32
+    assert set(runs) == {"tiny-gpt2", "study-softmax-seed0", "study-ssmax-seed0"}
+    assert runs["study-ssmax-seed0"]["model"]["trained"] == "ssmax"
+    assert runs["study-ssmax-seed0"]["model"]["study_seed"] == 0
+    assert runs["study-ssmax-seed0"]["beyond"]["normalizers"] == {
+        "ssmax": {"kind": "scalable_softmax"}
+    }
+    assert runs["study-softmax-seed0"]["analysis"]["separability"]["length"] == 32
     assert runs["tiny-gpt2"]["analysis"]["separability"]["length"] == 64
     # The study starts from the defaults, not from the paper run's own analysis settings.
     grid = defaults["analysis"]["gradient"]["temperatures"]
-    assert runs["study-softmax"]["analysis"]["gradient"]["temperatures"] == grid
+    assert runs["study-softmax-seed0"]["analysis"]["gradient"]["temperatures"] == grid
     assert runs["tiny-gpt2"]["analysis"]["gradient"]["temperatures"] != grid
 
 
@@ -759,14 +763,54 @@ def test_bad_study_settings_are_refused_by_key(tmp_path):
     assert "study.evaluation.contexts[1]: 128 exceeds study.architecture.max_positions=64" in err
 
 
+def new_models(dry_run: str) -> list[str]:
+    """The models a dry run's train_model jobs would train (their model wildcards)."""
+    found = []
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run):
+        if re.match(r"(?:local)?rule train_model:", job.strip()):
+            found += re.findall(r"wildcards: model=(\S+)", job)
+    return found
+
+
+@pytest.mark.workflow
+def test_a_new_seed_trains_only_its_own_models(tmp_path):
+    """The models are keyed by their seed: with seed 0's models trained, adding seed 1 plans the
+    training of seed 1's models and of no other (seed 0's parameters do not change)."""
+    rules = {"softmax": {"kind": "softmax"}, "sink": {"kind": "softmax_sink"}}
+    one = study_config(tmp_path, **rules)
+    one["study"]["training"]["steps"] = 2
+    snakemake(
+        tmp_path,
+        write_config(tmp_path, one),
+        *[f"resources/models/study-{n}-seed0" for n in rules],
+        "--cores",
+        "1",
+    )
+    proc = snakemake(tmp_path, write_config(tmp_path, one), "study", "-n")
+    assert new_models(proc.stdout) == []  # seed 0's models are up to date
+    two = {**one, "study": {**one["study"], "seeds": [0, 1]}}
+    proc = snakemake(tmp_path, write_config(tmp_path / "two", two), "study", "-n")
+    assert sorted(new_models(proc.stdout)) == ["study-sink-seed1", "study-softmax-seed1"]
+
+
 def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     rules = {
         "softmax": {"kind": "softmax"},
         "sparsemax": {"kind": "sparsemax"},
         "ssmax": {"kind": "scalable_softmax"},
     }
-    config = write_config(tmp_path, study_config(tmp_path, **rules))
+    two_seeds = study_config(tmp_path, **rules)
+    two_seeds["study"]["seeds"] = [0, 1]
+    config = write_config(tmp_path, two_seeds)
     snakemake(tmp_path, config, "study", "--cores", "2")
+    # over the seeds: a mean and a t-interval per measure, verdicts only on intervals apart
+    over = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits_seeds.csv")
+    assert over["normalizer"].to_list() == list(rules) and set(over["seeds"]) == {2}
+    assert (over["vanishing_low"] <= over["vanishing_mean"]).all()
+    assert (over["vanishing_mean"] <= over["vanishing_high"]).all()
+    allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}
+    assert set(over["vanishing_verdict"].to_list()[1:]) <= allowed
+    assert over["vanishing_verdict"][0] == "baseline"
     table = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits.csv")
     assert table["normalizer"].to_list() == list(rules)
     assert table.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
@@ -778,6 +822,9 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     page = (tmp_path / "docs" / "study.md").read_text()
     assert "[[" not in page and "| sparsemax |" in page
     assert (
+        "### Over the seeds" in page and "Every normaliser is trained once per seed (0, 1;" in page
+    )
+    assert (
         "### How each measure is oriented" in page
         and study.LIMITS["distance"].quotes[0].text in page
     )
@@ -787,7 +834,8 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
     # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row
     sweep = {
-        n: pl.read_parquet(tmp_path / f"results/study-{n}/study/gradient.parquet") for n in rules
+        n: pl.read_parquet(tmp_path / f"results/study-{n}-seed0/study/gradient.parquet")
+        for n in rules
     }
     assert sweep["softmax"]["T"].n_unique() == len(DEFAULT_TEMPERATURES)
     for n, g in sweep.items():
@@ -795,32 +843,39 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         assert g["bound"].is_finite().all(), n
     assert sweep["ssmax"]["bound"].n_unique() > len(DEFAULT_TEMPERATURES)  # per head
     assert table["gradient_bound_violations"].to_list() == [0, 0, 0]
-    heads = pl.read_csv(tmp_path / "tables/study-sparsemax/heads.csv")
+    heads = pl.read_csv(tmp_path / "tables/study-sparsemax-seed0/heads.csv")
     assert heads.height == ARCH["layers"] * ARCH["heads"]
-    assert (tmp_path / "figures/study-ssmax/coverage.png").exists()
-    learned = json.loads((tmp_path / "resources/models/study-ssmax/learned.json").read_text())
+    assert (tmp_path / "figures/study-ssmax-seed0/coverage.png").exists()
+    learned = json.loads((tmp_path / "resources/models/study-ssmax-seed0/learned.json").read_text())
     assert len(learned["s"]) == ARCH["layers"] and len(learned["s"][0]) == ARCH["heads"]
     # Training repeats itself byte for byte.
-    first = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    first = (tmp_path / "resources/models/study-sparsemax-seed0/model.safetensors").read_bytes()
     changed = study_config(
         tmp_path, **{**rules, "sparsemax": {"kind": "sparsemax", "temperature": 2.0}}
     )
+    changed["study"]["seeds"] = [0, 1]
     config = write_config(tmp_path / "changed", changed)
     planned = planned_rules(tmp_path, config, "study")
-    assert planned.count("train_model") == 1, planned
-    assert planned.count("evaluate_model") == 1 and planned.count("normalizer") == 1, planned
-    assert planned.count("study_gradient") == 1 and planned.count("heads") == 1, planned
-    same = write_config(tmp_path / "again", study_config(tmp_path, **rules))
+    # one model per seed: sparsemax's two
+    assert planned.count("train_model") == 2, planned
+    assert planned.count("evaluate_model") == 2 and planned.count("normalizer") == 2, planned
+    assert planned.count("study_gradient") == 2 and planned.count("heads") == 2, planned
+    # a third seed trains its own three models only
+    more = study_config(tmp_path, **rules)
+    more["study"]["seeds"] = [0, 1, 2]
+    proc = snakemake(tmp_path, write_config(tmp_path / "more", more), "study", "-n")
+    assert sorted(new_models(proc.stdout)) == [f"study-{n}-seed2" for n in sorted(rules)]
+    same = write_config(tmp_path / "again", two_seeds)
     snakemake(
         tmp_path,
         same,
-        "resources/models/study-sparsemax",
+        "resources/models/study-sparsemax-seed0",
         "--cores",
         "1",
         "--forcerun",
         "train_model",
     )
-    again = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    again = (tmp_path / "resources/models/study-sparsemax-seed0/model.safetensors").read_bytes()
     assert again == first
 
 
@@ -836,3 +891,105 @@ def test_separability_of_a_rule_whose_support_is_below_n_gets_no_verdict():
     )
     assert found["sparse"]["separability"] == study.SUPPORT_LIMITED
     assert found["dense_low"]["separability"] == "tightens"
+
+
+# ------------------------------------------------------------------------------ over the seeds
+@pytest.mark.unit
+def test_t_interval_by_hand():
+    # values 1, 2, 3: mean 2, sd 1, t_{0.975, 2} = 4.302653: 2 +- 4.302653 / sqrt(3)
+    mean, low, high = study.t_interval([1.0, 2.0, 3.0], 0.95)
+    assert mean == 2.0
+    assert high - mean == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-9)
+    assert mean - low == pytest.approx(high - mean)
+    one = study.t_interval([5.0], 0.95)
+    assert one[0] == 5.0 and math.isnan(one[1]) and math.isnan(one[2])
+
+
+@pytest.mark.unit
+def test_verdicts_over_seeds_need_intervals_apart():
+    def seeds(*values, key="vanishing"):
+        return [{key: v, "perplexity": 10.0} for v in values]
+
+    per_seed = {
+        "softmax": seeds(0.10, 0.11, 0.12),
+        "far": seeds(0.50, 0.52, 0.54),  # interval ~[0.47, 0.57] >= 1.5 x ~0.135
+        "near": seeds(0.14, 0.15, 0.16),  # means 1.36x apart: no verdict
+        "wide": seeds(0.05, 0.40, 0.90),  # mean 3x the baseline's, but its interval is wide
+        "low": seeds(0.01, 0.011, 0.012),
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    assert got["softmax"]["vanishing"].verdict == "baseline"
+    assert got["far"]["vanishing"].verdict == study.RELAXES
+    assert got["near"]["vanishing"].verdict == study.NO_DIFFERENCE
+    assert got["wide"]["vanishing"].verdict == study.NO_DIFFERENCE
+    assert got["low"]["vanishing"].verdict == study.TIGHTENS
+    far = got["far"]["vanishing"]
+    assert far.mean == pytest.approx(0.52) and far.low < 0.52 < far.high and far.seeds == 3
+    assert got["far"]["perplexity"].verdict == ""  # the cost: a number, no verdict
+    # the orientation-free limit, a missing measure, one seed
+    assert got["far"]["gradient"].verdict == study.NO_VERDICT
+    assert got["far"]["length"].verdict == study.NOT_MEASURED
+    single = study.seed_measures({"softmax": seeds(0.1), "far": seeds(0.5)}, "softmax", 1.5, 0.95)
+    assert single["far"]["vanishing"].verdict == study.ONE_SEED
+    assert study.shown_over_seeds(single["far"]["vanishing"]) == "0.5"
+    assert study.shown_over_seeds(far).startswith("0.52 [")
+
+
+@pytest.mark.unit
+def test_a_censored_measure_over_seeds_spans_its_lower_and_upper_ends():
+    per_seed = {
+        "softmax": [{"distance": 0.1, "distance_upper": 0.1}] * 2
+        + [{"distance": 0.12, "distance_upper": 0.12}],
+        "c": [{"distance": 0.2, "distance_upper": 0.9}, {"distance": 0.21, "distance_upper": 0.8}],
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["c"]["distance"]
+    assert got.mean == pytest.approx(0.205)
+    assert got.high > 0.8  # the upper ends' interval
+
+
+# ------------------------------------------------------------------------------ training device
+@pytest.mark.integration
+def test_the_training_device_setting_reaches_the_model_and_the_batches(corpus_ids, monkeypatch):
+    ids, vocab, _ = corpus_ids
+    asked, seen = [], []
+    real = training.training_device
+
+    def spy(name="cpu"):
+        asked.append(name)
+        return real("cpu")  # no GPU here: the named device's tensors land on the CPU
+
+    monkeypatch.setattr(training, "training_device", spy)
+    model = training.build_model(ARCH, RULES["sink"], vocab, 0, TRAIN["context"])
+    model.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(
+            (kwargs["input_ids"].device.type, next(m.parameters()).device.type)
+        ),
+        with_kwargs=True,
+    )
+    training.train(model, ids, {**TRAIN, "steps": 2, "device": "cuda"}, 0, log=lambda _: None)
+    assert asked == ["cuda"] and seen == [("cpu", "cpu")] * 2
+    assert all(p.device.type == "cpu" for p in model.parameters())  # back on the CPU
+
+
+@pytest.mark.unit
+def test_training_device_refuses_unknown_and_missing_devices():
+    assert training.training_device("cpu").type == "cpu"
+    with pytest.raises(ValueError, match="not cpu or cuda"):
+        training.training_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="torch sees no GPU"):
+            training.training_device("cuda")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_training_on_cuda_starts_from_the_same_weights_and_batches(corpus_ids):
+    ids, vocab, _ = corpus_ids
+    histories = {}
+    for device in ("cpu", "cuda"):
+        model = training.build_model(ARCH, RULES["ssmax"], vocab, 0, TRAIN["context"])
+        settings = {**TRAIN, "steps": 5, "log_every": 1, "device": device}
+        histories[device] = training.train(model, ids, settings, 0, log=lambda _: None)
+        assert all(p.device.type == "cpu" for p in model.parameters())
+    # the same initial weights and batches: the first step's loss agrees to float32 reordering
+    assert histories["cuda"][0]["loss"] == pytest.approx(histories["cpu"][0]["loss"], rel=1e-4)
