@@ -372,7 +372,9 @@ def stick_breaking_weights(logits: FloatArray, length: int):
     """Stick-breaking attention (Tan et al., arXiv 2410.17980): beta_j = sigma(z_j),
     w_j = beta_j prod_{k > j} (1 - beta_k), the product over the row's later keys: the stick is
     broken from the most recent key (the last column) backwards. Log-space, as the paper's
-    stable form. Rows sum to 1 - prod_k (1 - beta_k) < 1: the stick left over is the missing
+    stable form. The paper's query i breaks the stick over the keys j < i ("for each token
+    before the current"); here over the keys the row sees, which under the study's causal mask
+    include the query's own (its last key takes sigma(z_t) first). Rows sum to 1 - prod_k (1 - beta_k) < 1: the stick left over is the missing
     mass, left unassigned by the diagnostics."""
     return _stick_breaking_parts(logits)[2]
 
