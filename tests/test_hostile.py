@@ -125,13 +125,13 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
     long_name = "m" * 63 + "."
     models = {"_": None, "a..b": None, long_name: None}
     normalizers = {"n..1": {"kind": "softmax"}, "_x": {"kind": "sparsemax"}}
-    study = {"s..1": {"kind": "softmax"}, "s" + "0123456789" * 5 + "abcdefg": {"kind": "sparsemax"}}
+    study = {"s..1": {"kind": "softmax"}, "s" + "0123456789" * 4 + "abcdefg": {"kind": "sparsemax"}}
     user = {
         **cfg,
         "corpus": {**cfg["corpus"], "name": "c..d"},
         "models": models,
         "beyond": {"normalizers": normalizers},
-        "study": {"normalizers": study, "baseline": "s..1"},
+        "study": {"normalizers": study, "baseline": "s..1", "seeds": [0, 99999]},
     }
     user["analysis"]["gradient"]["temperatures"] = [0.1, 1.0]
     proc = snakemake(tmp_path, write_config(tmp_path, user), "-n", "all", "study", "findings")
@@ -143,7 +143,8 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
         field, _, value = line.strip().partition(": ")
         if field in ("output", "log"):
             paths += [p.strip() for p in value.split(",") if p.strip()]
-    trained = {f"study-{n}" for n in study}
+    trained = {f"study-{n}-seed{seed}" for n in study for seed in (0, 99999)}
+    assert max(map(len, trained)) == 64
     everyone = set(models) | trained
     assert len(paths) > 300
     for path in paths:

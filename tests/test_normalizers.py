@@ -87,6 +87,24 @@ def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[f
             low = torch.clamp(t.min(), max=0.0)
             high = torch.clamp(t.max(), min=0.0)
             return (t - low) / (high - low) * torch.softmax(t, -1)
+        if kind == "sigmoid_attention":
+            return torch.sigmoid(t - math.log(length))
+        if kind == "softpick":
+            e = torch.expm1(t)
+            return torch.relu(e) / e.abs().sum()
+        if kind == "softmax_sink":
+            e = torch.exp(t)
+            return e / (e.sum() + math.exp(params.get("sink", 0.0)))
+        if kind == "entmax_alpha":
+            alpha = 1.0 + 1.0 / (1.0 + math.exp(-params.get("pre_alpha", 0.0)))
+            return entmax.entmax_bisect(t, alpha, dim=-1)
+        if kind == "log_length_softmax":
+            scale = 1.0 + 0.1 * math.log(math.floor(length / 8192.0) + 1.0)
+            return torch.softmax(scale * t, -1)
+        if kind == "stick_breaking":
+            beta = torch.sigmoid(t)
+            rest = [torch.prod(1.0 - beta[j + 1 :]) for j in range(len(t))]
+            return beta * torch.stack(rest)
         raise NotImplementedError(f"{kind}: add its plain formula here (docs/extending.md)")
 
     t = torch.tensor(z, dtype=torch.float64)
@@ -120,6 +138,10 @@ def test_weights_and_jacobian_norm_match_autograd(kind, z, temperature):
         assert row_sum == pytest.approx(1.0)
     elif kind == "self_adjust_softmax":  # g in [0, 1] times a distribution
         assert 0.0 <= row_sum <= 1.0 + 1e-12
+    elif kind in ("softpick", "softmax_sink", "stick_breaking"):  # mass missing, none extra
+        assert 0.0 <= row_sum <= 1.0 + 1e-12
+    elif kind == "sigmoid_attention":  # each weight in (0, 1) on its own
+        assert 0.0 < row_sum < length
     else:  # z * softmax(z): the softmax mean of z, between min(z) and max(z)
         assert z.min() - 1e-12 <= row_sum <= z.max() + 1e-12
 

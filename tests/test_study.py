@@ -35,7 +35,18 @@ RULES = {
     "ssmax": {"kind": "scalable_softmax", "s_init": 0.43},
     "sa_softmax_raw": {"kind": "self_adjust_softmax_raw"},
     "sa_softmax": {"kind": "self_adjust_softmax"},
+    "sigmoid": {"kind": "sigmoid_attention"},
+    "softpick": {"kind": "softpick"},
+    "sink": {"kind": "softmax_sink", "sink_init": 0.0},
+    "entmax_alpha": {"kind": "entmax_alpha", "pre_alpha_init": 0.0},
+    "log_length": {"kind": "log_length_softmax", "floor_scale": 4.0, "beta": 0.5},
+    "stick_breaking": {"kind": "stick_breaking"},
 }
+
+
+def learned_of(s: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One per-head tensor for every learned parameter of the table (each rule takes its own)."""
+    return {p.name: s for rule in rules.RULES.values() for p in rule.learned}
 
 
 # ------------------------------------------------------------------- plain references, per row
@@ -65,6 +76,20 @@ def entmax15_reference(z: np.ndarray) -> np.ndarray:
     return np.clip(half - lo, 0.0, None) ** 2
 
 
+def alpha_entmax_reference(z: np.ndarray, alpha: float) -> np.ndarray:
+    """[(alpha - 1) z - tau]_+^(1 / (alpha - 1)), tau by plain bisection to sum 1."""
+    x = (alpha - 1.0) * z
+    lo, hi = x.max() - 1.0, x.max()
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if (np.clip(x - mid, 0.0, None) ** (1.0 / (alpha - 1.0))).sum() >= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    p = np.clip(x - lo, 0.0, None) ** (1.0 / (alpha - 1.0))
+    return p / p.sum()
+
+
 def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
     """The rule on one row's visible scores, from the published formulas (numpy, float64)."""
     kind, t = rule["kind"], rule.get("temperature", 1.0)
@@ -81,6 +106,26 @@ def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
         return z * nz.softmax_weights(row, z.size)[0]
     if kind == "self_adjust_softmax":
         return nz.self_adjust_softmax_weights(row, z.size)[0]
+    if kind == "sigmoid_attention":  # Ramapuram et al.: sigma(z - log n)
+        return 1.0 / (1.0 + np.exp(-(z - np.log(z.size))))
+    if kind == "softpick":  # Zuhri et al.: relu(e^z - 1) / sum |e^z - 1|
+        e = np.expm1(z)
+        return np.maximum(e, 0.0) / np.abs(e).sum() if np.abs(e).sum() > 0 else 0.0 * z
+    if kind == "softmax_sink":  # softmax over [z, sink], the sink's share dropped
+        m = max(z.max(), s)
+        return np.exp(z - m) / (np.exp(z - m).sum() + np.exp(s - m))
+    if kind == "entmax_alpha":  # alpha = 1 + sigmoid(pre_alpha), clamped to [1.01, 2]
+        alpha = min(max(1.0 + 1.0 / (1.0 + math.exp(-s)), 1.01), 2.0)
+        return alpha_entmax_reference(z, alpha)
+    if kind == "log_length_softmax":  # Llama 4: scale 1 + beta log(floor(n / floor_scale) + 1)
+        scale = 1.0 + rule["beta"] * math.log(math.floor(z.size / rule["floor_scale"]) + 1.0)
+        return nz.softmax_weights(scale * row, z.size)[0]
+    if kind == "stick_breaking":  # Tan et al.: from the last key back, beta of the stick left
+        out, left = np.zeros_like(z), 1.0
+        for j in range(z.size - 1, -1, -1):
+            beta = 1.0 / (1.0 + math.exp(-z[j]))
+            out[j], left = beta * left, left * (1.0 - beta)
+        return out
     raise NotImplementedError(f"{kind}: add its published formula here (docs/extending.md)")
 
 
@@ -98,7 +143,7 @@ def test_each_rule_equals_its_reference_on_every_causal_row(name):
     rule = RULES[name]
     for seed in range(3):
         scores, visible, s = causal_case(seed)
-        got = attention_rules.normalize(scores, visible, rule, {"s": s}).numpy()
+        got = attention_rules.normalize(scores, visible, rule, learned_of(s)).numpy()
         for h in range(scores.shape[0]):
             for t in range(scores.shape[1]):
                 want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
@@ -117,7 +162,7 @@ def test_each_rule_equals_its_reference_on_every_causal_row(name):
 def test_rules_match_references_property(name, seed, n, spread):
     rule = RULES[name]
     scores, visible, s = causal_case(seed, heads=2, n=n, spread=spread)
-    got = attention_rules.normalize(scores, visible, rule, {"s": s}).numpy()
+    got = attention_rules.normalize(scores, visible, rule, learned_of(s)).numpy()
     for h in range(2):
         for t in range(n):
             want = reference_row(rule, scores[h, t, : t + 1].numpy(), float(s[h]))
@@ -142,7 +187,7 @@ def test_gradients_are_finite_even_with_ties_and_masks(name):
     scores[0, -1, :] = 1.5  # a row of ties
     scores = scores.clone().requires_grad_(True)
     s = s.clone().requires_grad_(True)
-    out = attention_rules.normalize(scores, visible, RULES[name], {"s": s})
+    out = attention_rules.normalize(scores, visible, RULES[name], learned_of(s))
     (out * torch.randn_like(out)).sum().backward()
     assert torch.isfinite(scores.grad).all()
     if rules.get(RULES[name]["kind"]).learned:
@@ -246,7 +291,11 @@ def trained(rule, corpus_ids, steps=TRAIN["steps"]):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"])
+@pytest.mark.parametrize(
+    "name",
+    ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"]
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+)
 def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
     _, history = trained(RULES[name], corpus_ids)
     assert history[-1]["loss"] < history[0]["loss"] - 0.5, history
@@ -287,7 +336,11 @@ def test_held_out_split_keeps_the_corpus_start():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"])
+@pytest.mark.parametrize(
+    "name",
+    ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"]
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+)
 def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
     """The eager-equality check for a trained model: the dumped rows equal the attention the
     model computes in its forward (output_attentions), and the numpy rule on the dumped logits."""
@@ -327,7 +380,8 @@ def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_pa
             layer, head = int(s.layer[i]), int(s.head[i])
             ref = attentions[int(s.chunk[i])][layer][0, head, L - 1, :L].numpy()
             assert np.abs(s.weights[i] - ref).max() <= TOL, (name, L, i)
-            params = {k: v for k, v in RULES[name].items() if k not in ("kind", "s_init")}
+            inits = {p.init_setting for p in entry.learned}
+            params = {k: v for k, v in RULES[name].items() if k != "kind" and k not in inits}
             params.update({q: learned[q][layer][head] for q in learned})
             numpy_rule = entry.weights(np.asarray(s.logits[i], dtype=np.float64)[None], L, **params)
             assert np.abs(s.weights[i] - numpy_rule[0]).max() <= TOL, (name, L, i)
@@ -678,6 +732,7 @@ def study_config(tmp, **normalizers):
     cfg = tiny_config(tmp)
     cfg["study"] = {
         "normalizers": normalizers,
+        "seeds": [0],
         "tokenizer": {"vocab_size": 300},
         "architecture": {**ARCH},
         "training": {**TRAIN, "steps": 6, "log_every": 3, "threads": 1},
@@ -709,14 +764,17 @@ def test_study_models_are_runs_with_their_own_rule(tmp_path):
         defaults, cfg, REPO / "workflow" / "schemas" / "config.schema.yaml", REPO
     )
     assert default == "tiny-gpt2"
-    assert set(runs) == {"tiny-gpt2", "study-softmax", "study-ssmax"}
-    assert runs["study-ssmax"]["model"]["trained"] == "ssmax"
-    assert runs["study-ssmax"]["beyond"]["normalizers"] == {"ssmax": {"kind": "scalable_softmax"}}
-    assert runs["study-softmax"]["analysis"]["separability"]["length"] == 32
+    assert set(runs) == {"tiny-gpt2", "study-softmax-seed0", "study-ssmax-seed0"}
+    assert runs["study-ssmax-seed0"]["model"]["trained"] == "ssmax"
+    assert runs["study-ssmax-seed0"]["model"]["study_seed"] == 0
+    assert runs["study-ssmax-seed0"]["beyond"]["normalizers"] == {
+        "ssmax": {"kind": "scalable_softmax"}
+    }
+    assert runs["study-softmax-seed0"]["analysis"]["separability"]["length"] == 32
     assert runs["tiny-gpt2"]["analysis"]["separability"]["length"] == 64
     # The study starts from the defaults, not from the paper run's own analysis settings.
     grid = defaults["analysis"]["gradient"]["temperatures"]
-    assert runs["study-softmax"]["analysis"]["gradient"]["temperatures"] == grid
+    assert runs["study-softmax-seed0"]["analysis"]["gradient"]["temperatures"] == grid
     assert runs["tiny-gpt2"]["analysis"]["gradient"]["temperatures"] != grid
 
 
@@ -732,6 +790,36 @@ def test_bad_study_settings_are_refused_by_key(tmp_path):
     assert "study.evaluation.contexts[1]: 128 exceeds study.architecture.max_positions=64" in err
 
 
+def new_models(dry_run: str) -> list[str]:
+    """The models a dry run's train_model jobs would train (their model wildcards)."""
+    found = []
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run):
+        if re.match(r"(?:local)?rule train_model:", job.strip()):
+            found += re.findall(r"wildcards: model=(\S+)", job)
+    return found
+
+
+@pytest.mark.workflow
+def test_a_new_seed_trains_only_its_own_models(tmp_path):
+    """The models are keyed by their seed: with seed 0's models trained, adding seed 1 plans the
+    training of seed 1's models and of no other (seed 0's parameters do not change)."""
+    rules = {"softmax": {"kind": "softmax"}, "sink": {"kind": "softmax_sink"}}
+    one = study_config(tmp_path, **rules)
+    one["study"]["training"]["steps"] = 2
+    snakemake(
+        tmp_path,
+        write_config(tmp_path, one),
+        *[f"resources/models/study-{n}-seed0" for n in rules],
+        "--cores",
+        "1",
+    )
+    proc = snakemake(tmp_path, write_config(tmp_path, one), "study", "-n")
+    assert new_models(proc.stdout) == []  # seed 0's models are up to date
+    two = {**one, "study": {**one["study"], "seeds": [0, 1]}}
+    proc = snakemake(tmp_path, write_config(tmp_path / "two", two), "study", "-n")
+    assert sorted(new_models(proc.stdout)) == ["study-sink-seed1", "study-softmax-seed1"]
+
+
 @pytest.mark.workflow
 def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     rules = {
@@ -739,8 +827,18 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         "sparsemax": {"kind": "sparsemax"},
         "ssmax": {"kind": "scalable_softmax"},
     }
-    config = write_config(tmp_path, study_config(tmp_path, **rules))
+    two_seeds = study_config(tmp_path, **rules)
+    two_seeds["study"]["seeds"] = [0, 1]
+    config = write_config(tmp_path, two_seeds)
     snakemake(tmp_path, config, "study", "--cores", "2")
+    # over the seeds: a mean and a t-interval per measure, verdicts only on intervals apart
+    over = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits_seeds.csv")
+    assert over["normalizer"].to_list() == list(rules) and set(over["seeds"]) == {2}
+    assert (over["vanishing_low"] <= over["vanishing_mean"]).all()
+    assert (over["vanishing_mean"] <= over["vanishing_high"]).all()
+    allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}
+    assert set(over["vanishing_verdict"].to_list()[1:]) <= allowed
+    assert over["vanishing_verdict"][0] == "baseline"
     table = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits.csv")
     assert table["normalizer"].to_list() == list(rules)
     assert table.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
@@ -752,6 +850,9 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     page = (tmp_path / "docs" / "study.md").read_text()
     assert "[[" not in page and "| sparsemax |" in page
     assert (
+        "### Over the seeds" in page and "Every normaliser is trained once per seed (0, 1;" in page
+    )
+    assert (
         "### How each measure is oriented" in page
         and study.LIMITS["distance"].quotes[0].text in page
     )
@@ -761,7 +862,8 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
     # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row
     sweep = {
-        n: pl.read_parquet(tmp_path / f"results/study-{n}/study/gradient.parquet") for n in rules
+        n: pl.read_parquet(tmp_path / f"results/study-{n}-seed0/study/gradient.parquet")
+        for n in rules
     }
     assert sweep["softmax"]["T"].n_unique() == len(DEFAULT_TEMPERATURES)
     for n, g in sweep.items():
@@ -769,32 +871,39 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         assert g["bound"].is_finite().all(), n
     assert sweep["ssmax"]["bound"].n_unique() > len(DEFAULT_TEMPERATURES)  # per head
     assert table["gradient_bound_violations"].to_list() == [0, 0, 0]
-    heads = pl.read_csv(tmp_path / "tables/study-sparsemax/heads.csv")
+    heads = pl.read_csv(tmp_path / "tables/study-sparsemax-seed0/heads.csv")
     assert heads.height == ARCH["layers"] * ARCH["heads"]
-    assert (tmp_path / "figures/study-ssmax/coverage.png").exists()
-    learned = json.loads((tmp_path / "resources/models/study-ssmax/learned.json").read_text())
+    assert (tmp_path / "figures/study-ssmax-seed0/coverage.png").exists()
+    learned = json.loads((tmp_path / "resources/models/study-ssmax-seed0/learned.json").read_text())
     assert len(learned["s"]) == ARCH["layers"] and len(learned["s"][0]) == ARCH["heads"]
     # Training repeats itself byte for byte.
-    first = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    first = (tmp_path / "resources/models/study-sparsemax-seed0/model.safetensors").read_bytes()
     changed = study_config(
         tmp_path, **{**rules, "sparsemax": {"kind": "sparsemax", "temperature": 2.0}}
     )
+    changed["study"]["seeds"] = [0, 1]
     config = write_config(tmp_path / "changed", changed)
     planned = planned_rules(tmp_path, config, "study")
-    assert planned.count("train_model") == 1, planned
-    assert planned.count("evaluate_model") == 1 and planned.count("normalizer") == 1, planned
-    assert planned.count("study_gradient") == 1 and planned.count("heads") == 1, planned
-    same = write_config(tmp_path / "again", study_config(tmp_path, **rules))
+    # one model per seed: sparsemax's two
+    assert planned.count("train_model") == 2, planned
+    assert planned.count("evaluate_model") == 2 and planned.count("normalizer") == 2, planned
+    assert planned.count("study_gradient") == 2 and planned.count("heads") == 2, planned
+    # a third seed trains its own three models only
+    more = study_config(tmp_path, **rules)
+    more["study"]["seeds"] = [0, 1, 2]
+    proc = snakemake(tmp_path, write_config(tmp_path / "more", more), "study", "-n")
+    assert sorted(new_models(proc.stdout)) == [f"study-{n}-seed2" for n in sorted(rules)]
+    same = write_config(tmp_path / "again", two_seeds)
     snakemake(
         tmp_path,
         same,
-        "resources/models/study-sparsemax",
+        "resources/models/study-sparsemax-seed0",
         "--cores",
         "1",
         "--forcerun",
         "train_model",
     )
-    again = (tmp_path / "resources/models/study-sparsemax/model.safetensors").read_bytes()
+    again = (tmp_path / "resources/models/study-sparsemax-seed0/model.safetensors").read_bytes()
     assert again == first
 
 
@@ -811,3 +920,105 @@ def test_separability_of_a_rule_whose_support_is_below_n_gets_no_verdict():
     )
     assert found["sparse"]["separability"] == study.SUPPORT_LIMITED
     assert found["dense_low"]["separability"] == "tightens"
+
+
+# ------------------------------------------------------------------------------ over the seeds
+@pytest.mark.unit
+def test_t_interval_by_hand():
+    # values 1, 2, 3: mean 2, sd 1, t_{0.975, 2} = 4.302653: 2 +- 4.302653 / sqrt(3)
+    mean, low, high = study.t_interval([1.0, 2.0, 3.0], 0.95)
+    assert mean == 2.0
+    assert high - mean == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-9)
+    assert mean - low == pytest.approx(high - mean)
+    one = study.t_interval([5.0], 0.95)
+    assert one[0] == 5.0 and math.isnan(one[1]) and math.isnan(one[2])
+
+
+@pytest.mark.unit
+def test_verdicts_over_seeds_need_intervals_apart():
+    def seeds(*values, key="vanishing"):
+        return [{key: v, "perplexity": 10.0} for v in values]
+
+    per_seed = {
+        "softmax": seeds(0.10, 0.11, 0.12),
+        "far": seeds(0.50, 0.52, 0.54),  # interval ~[0.47, 0.57] >= 1.5 x ~0.135
+        "near": seeds(0.14, 0.15, 0.16),  # means 1.36x apart: no verdict
+        "wide": seeds(0.05, 0.40, 0.90),  # mean 3x the baseline's, but its interval is wide
+        "low": seeds(0.01, 0.011, 0.012),
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    assert got["softmax"]["vanishing"].verdict == "baseline"
+    assert got["far"]["vanishing"].verdict == study.RELAXES
+    assert got["near"]["vanishing"].verdict == study.NO_DIFFERENCE
+    assert got["wide"]["vanishing"].verdict == study.NO_DIFFERENCE
+    assert got["low"]["vanishing"].verdict == study.TIGHTENS
+    far = got["far"]["vanishing"]
+    assert far.mean == pytest.approx(0.52) and far.low < 0.52 < far.high and far.seeds == 3
+    assert got["far"]["perplexity"].verdict == ""  # the cost: a number, no verdict
+    # the orientation-free limit, a missing measure, one seed
+    assert got["far"]["gradient"].verdict == study.NO_VERDICT
+    assert got["far"]["length"].verdict == study.NOT_MEASURED
+    single = study.seed_measures({"softmax": seeds(0.1), "far": seeds(0.5)}, "softmax", 1.5, 0.95)
+    assert single["far"]["vanishing"].verdict == study.ONE_SEED
+    assert study.shown_over_seeds(single["far"]["vanishing"]) == "0.5"
+    assert study.shown_over_seeds(far).startswith("0.52 [")
+
+
+@pytest.mark.unit
+def test_a_censored_measure_over_seeds_spans_its_lower_and_upper_ends():
+    per_seed = {
+        "softmax": [{"distance": 0.1, "distance_upper": 0.1}] * 2
+        + [{"distance": 0.12, "distance_upper": 0.12}],
+        "c": [{"distance": 0.2, "distance_upper": 0.9}, {"distance": 0.21, "distance_upper": 0.8}],
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["c"]["distance"]
+    assert got.mean == pytest.approx(0.205)
+    assert got.high > 0.8  # the upper ends' interval
+
+
+# ------------------------------------------------------------------------------ training device
+@pytest.mark.integration
+def test_the_training_device_setting_reaches_the_model_and_the_batches(corpus_ids, monkeypatch):
+    ids, vocab, _ = corpus_ids
+    asked, seen = [], []
+    real = training.training_device
+
+    def spy(name="cpu"):
+        asked.append(name)
+        return real("cpu")  # no GPU here: the named device's tensors land on the CPU
+
+    monkeypatch.setattr(training, "training_device", spy)
+    model = training.build_model(ARCH, RULES["sink"], vocab, 0, TRAIN["context"])
+    model.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(
+            (kwargs["input_ids"].device.type, next(m.parameters()).device.type)
+        ),
+        with_kwargs=True,
+    )
+    training.train(model, ids, {**TRAIN, "steps": 2, "device": "cuda"}, 0, log=lambda _: None)
+    assert asked == ["cuda"] and seen == [("cpu", "cpu")] * 2
+    assert all(p.device.type == "cpu" for p in model.parameters())  # back on the CPU
+
+
+@pytest.mark.unit
+def test_training_device_refuses_unknown_and_missing_devices():
+    assert training.training_device("cpu").type == "cpu"
+    with pytest.raises(ValueError, match="not cpu or cuda"):
+        training.training_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="torch sees no GPU"):
+            training.training_device("cuda")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_training_on_cuda_starts_from_the_same_weights_and_batches(corpus_ids):
+    ids, vocab, _ = corpus_ids
+    histories = {}
+    for device in ("cpu", "cuda"):
+        model = training.build_model(ARCH, RULES["ssmax"], vocab, 0, TRAIN["context"])
+        settings = {**TRAIN, "steps": 5, "log_every": 1, "device": device}
+        histories[device] = training.train(model, ids, settings, 0, log=lambda _: None)
+        assert all(p.device.type == "cpu" for p in model.parameters())
+    # the same initial weights and batches: the first step's loss agrees to float32 reordering
+    assert histories["cuda"][0]["loss"] == pytest.approx(histories["cpu"][0]["loss"], rel=1e-4)

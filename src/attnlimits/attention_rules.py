@@ -11,7 +11,16 @@ masked keys at -inf -- to weights of the same shape, zero at masked keys:
   sees (t + 1 for causal row t, not the padded length), s learned per head;
 - ``self_adjust_softmax_raw``: z * softmax(z) (Zheng et al., arXiv 2502.18277, Eq. 3);
 - ``self_adjust_softmax``: its normalised variant (z - min(z_min, 0)) / (max(z_max, 0) -
-  min(z_min, 0)) * softmax(z), min and max over the visible keys.
+  min(z_min, 0)) * softmax(z), min and max over the visible keys;
+- ``sigmoid_attention``: sigma(z - log n) (arXiv 2409.04431), n the visible keys;
+- ``softpick``: relu(e^z - 1) / sum |e^z - 1| over the visible keys (arXiv 2504.20966);
+- ``softmax_sink``: softmax over the visible keys and a learned per-head sink logit, the sink's
+  weight dropped (gpt-oss);
+- ``entmax_alpha``: alpha-entmax, alpha = 1 + sigmoid(pre_alpha) learned per head (the
+  ``entmax`` package's entmax_bisect);
+- ``log_length_softmax``: softmax(scale z), scale = 1 + beta log(floor(n / floor_scale) + 1)
+  (Llama 4's attention temperature tuning; n = t + 1 on a causal row);
+- ``stick_breaking``: sigma(z_j) prod_{k > j visible} (1 - sigma(z_k)) (arXiv 2410.17980).
 
 The rules' table is :mod:`attnlimits.rules` (torch-free): it names each rule, its settings and
 learned parameters; :data:`FORWARDS` holds the torch forward of each of its rules, and the tests
@@ -74,6 +83,57 @@ def _self_adjust_softmax(scores, visible):
     return (g * p).masked_fill(~visible, 0.0)
 
 
+def _visible_count(scores, visible):
+    return visible.sum(dim=-1, keepdim=True).clamp(min=1).to(scores.dtype)
+
+
+def _sigmoid_attention(scores, visible):
+    z = scores.masked_fill(~visible, 0.0)
+    return torch.sigmoid(z - torch.log(_visible_count(scores, visible))).masked_fill(~visible, 0.0)
+
+
+def _softpick(scores, visible):
+    # (e^z - 1) e^(-m), m = max(z_max, 0), each branch finite everywhere (torch.where
+    # differentiates both); masked keys hold 0, whose term e^0 - 1 = 0 adds nothing.
+    z = scores.masked_fill(~visible, 0.0)
+    m = torch.clamp(z.amax(dim=-1, keepdim=True), min=0.0)
+    positive = torch.exp(z - m) * -torch.expm1(-torch.clamp(z, min=0.0))
+    negative = torch.exp(-m) * torch.expm1(torch.clamp(z, max=0.0))
+    e = torch.where(z >= 0, positive, negative)
+    total = e.abs().sum(dim=-1, keepdim=True)
+    # a row of zeros is 0 / 0: weights 0, and a safe denominator keeps its gradient finite
+    return torch.relu(e) / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def _softmax_sink(scores, visible, sink):
+    z = scores.masked_fill(~visible, float("-inf"))
+    column = sink.to(scores.dtype)[:, None, None].expand(*z.shape[:-1], 1)
+    return torch.softmax(torch.cat([z, column], dim=-1), dim=-1)[..., :-1]
+
+
+def _entmax_alpha(scores, visible, pre_alpha):
+    import entmax
+
+    alpha = torch.clamp(1.0 + torch.sigmoid(pre_alpha.to(scores.dtype)), 1.01, 2.0)
+    alpha = alpha[:, None, None].expand(*scores.shape[:-1], 1)
+    z = scores.masked_fill(~visible, _SPARSE_MASK)
+    return entmax.entmax_bisect(z, alpha, dim=-1).masked_fill(~visible, 0.0)
+
+
+def _log_length_softmax(scores, visible, floor_scale=8192.0, beta=0.1):
+    n = _visible_count(scores, visible)
+    scale = 1.0 + float(beta) * torch.log(torch.floor(n / float(floor_scale)) + 1.0)
+    return torch.softmax((scale * scores).masked_fill(~visible, float("-inf")), dim=-1)
+
+
+def _stick_breaking(scores, visible):
+    z = scores.masked_fill(~visible, 0.0)
+    log_rest = torch.nn.functional.logsigmoid(-z).masked_fill(~visible, 0.0)  # log(1 - beta)
+    later = torch.flip(torch.cumsum(torch.flip(log_rest, [-1]), -1), [-1]) - log_rest
+    log_w = torch.nn.functional.logsigmoid(z) + later
+    return torch.exp(log_w).masked_fill(~visible, 0.0)
+
+
 # forward(scores, visible, **settings, **learned): the rule of the same name in attnlimits.rules,
 # its learned parameters one value per head, shape (heads,).
 FORWARDS: dict[str, Callable[..., torch.Tensor]] = {
@@ -83,6 +143,12 @@ FORWARDS: dict[str, Callable[..., torch.Tensor]] = {
     "scalable_softmax": _scalable_softmax,
     "self_adjust_softmax_raw": _self_adjust_softmax_raw,
     "self_adjust_softmax": _self_adjust_softmax,
+    "sigmoid_attention": _sigmoid_attention,
+    "softpick": _softpick,
+    "softmax_sink": _softmax_sink,
+    "entmax_alpha": _entmax_alpha,
+    "log_length_softmax": _log_length_softmax,
+    "stick_breaking": _stick_breaking,
 }
 
 

@@ -108,10 +108,41 @@ def scalable_softmax_bound(length: int, outer: float, s) -> NDArray[np.float64]:
     return np.abs(scale) / (2.0 * outer)
 
 
+def sigmoid_bound(length: int, outer: float) -> float:
+    """sigma(z / T0 - log n): J = diag(s (1 - s)) / T0, and s (1 - s) <= 1/4."""
+    return 1.0 / (4.0 * outer)
+
+
+def softmax_sink_bound(length: int, outer: float, sink) -> float:
+    """Softmax with a sink, of z / T0: 1 / (2 T0), Gershgorin as for softmax: row i of
+    |diag(w) - w w^T| sums to w_i (1 - w_i) + w_i sum_{j != i} w_j <= 2 w_i (1 - w_i), whatever
+    the sink."""
+    return 1.0 / (2.0 * outer)
+
+
+def entmax_alpha_bound(length: int, outer: float, pre_alpha) -> float:
+    """alpha-entmax of z / T0, 1 < alpha <= 2: 1 / T0, as 1.5-entmax's (diag(g) - g g^T / sum g
+    is positive semi-definite and at most diag(g), g = p^(2 - alpha) <= 1)."""
+    return 1.0 / outer
+
+
+def log_length_softmax_bound(
+    length: int, outer: float, floor_scale: float = 8192.0, beta: float = 0.1
+) -> float:
+    """softmax(scale z / T0): scale / (2 T0), scale the row's log-length factor."""
+    return float(nz.log_length_scale(length, floor_scale, beta)) / (2.0 * outer)
+
+
 # ------------------------------------------------------------------------------------- the table
 _SCALE = Learned(
     "s", "attention_scale", "s_init", lambda context: 1.0 / math.log(context)
 )  # Nakanishi's s, initialised so that s log(C) = 1 at the training context C
+_SINK = Learned(
+    "sink", "attention_sink", "sink_init", lambda context: 0.0
+)  # gpt-oss's per-head sink logit (its models learn it from 0-mean initial values)
+_PRE_ALPHA = Learned(
+    "pre_alpha", "attention_pre_alpha", "pre_alpha_init", lambda context: 0.0
+)  # alpha = 1 + sigmoid(pre_alpha), the entmax package's EntmaxAlpha; 0 starts at 1.5-entmax
 
 RULES: dict[str, Rule] = {
     rule.name: rule
@@ -158,6 +189,66 @@ RULES: dict[str, Rule] = {
             nz.self_adjust_softmax_weights,
             nz.self_adjust_softmax_jacobian_norm,
             (GRADIENT, GRADIENT_LOW_T),
+            sums_to_one=False,
+        ),
+        # The rules deployed since the paper (issue 34). Each breaks Lemma 1's assumption -- a
+        # positive normaliser, the same function of the logits at every length L -- its own way.
+        # Sigmoid attention: no normaliser at all, a bias -log n that depends on L; each weight
+        # is sigma(z - log n), so a key's weight need not fall as 1/L ("dense distributions").
+        Rule(
+            "sigmoid_attention",
+            nz.sigmoid_attention_weights,
+            nz.sigmoid_attention_jacobian_norm,
+            (VANISHING, DISTANCE, LENGTH),
+            sigmoid_bound,
+            sums_to_one=False,
+        ),
+        # Softpick: a rectified numerator, exact zeros ("sparsity-inducing") and rows that need
+        # not sum to one, so no key must take mass ("vanishing").
+        Rule(
+            "softpick",
+            nz.softpick_weights,
+            nz.softpick_jacobian_norm,
+            (VANISHING, DISTANCE),
+            sums_to_one=False,
+        ),
+        # A sink logit: the normaliser gains a learned term that can absorb the mass, so the
+        # real keys' weights need not spread over L ("vanishing-attention").
+        Rule(
+            "softmax_sink",
+            nz.softmax_sink_weights,
+            nz.softmax_sink_jacobian_norm,
+            (VANISHING,),
+            softmax_sink_bound,
+            learned=(_SINK,),
+            sums_to_one=False,
+        ),
+        # alpha-entmax, alpha learned per head: a sparsity-inducing rule ("exact zeros") whose
+        # sparsity each head sets.
+        Rule(
+            "entmax_alpha",
+            nz.entmax_alpha_weights,
+            nz.entmax_alpha_jacobian_norm,
+            (VANISHING, DISTANCE, GRADIENT_LOW_T),
+            entmax_alpha_bound,
+            learned=(_PRE_ALPHA,),
+        ),
+        # Llama 4's log-length query scaling: length-aware as SSMax, the scale grows with log L
+        # ("switching to a length-aware normaliser can restore separability").
+        Rule(
+            "log_length_softmax",
+            nz.log_length_softmax_weights,
+            nz.log_length_softmax_jacobian_norm,
+            (VANISHING, SEPARABILITY, LENGTH),
+            log_length_softmax_bound,
+        ),
+        # Stick-breaking: no shared normaliser, each weight depends on the later keys only (a
+        # recency bias), rows sum to < 1; its paper's claim is length generalisation.
+        Rule(
+            "stick_breaking",
+            nz.stick_breaking_weights,
+            nz.stick_breaking_jacobian_norm,
+            (VANISHING, DISTANCE, LENGTH),
             sums_to_one=False,
         ),
     )

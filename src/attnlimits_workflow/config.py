@@ -81,13 +81,14 @@ def deep_merge(
 # Names that become a path segment (model.name, models keys, corpus.name, normaliser names): the
 # schema's pattern. Not "." or ".." (a model named ".." planned results/../dumps), not starting
 # with "." (hidden) or "-" (read as an option by command-line tools), at most 64 characters.
-# A study normaliser's model is study-<name>: its names are 6 characters shorter.
+# A study normaliser's model is study-<name>-seed<seed> (seeds <= 99999): its names are 16
+# characters shorter.
 NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
-STUDY_NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,57}$"
+STUDY_NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,47}$"
 NAME_RULES = {
     pattern: f"1 to {most} letters, digits, '_', '.' or '-', not starting with '.' or '-' "
     "(it names a folder)"
-    for pattern, most in ((NAME_PATTERN, 64), (STUDY_NAME_PATTERN, 58))
+    for pattern, most in ((NAME_PATTERN, 64), (STUDY_NAME_PATTERN, 48))
 }
 # Folders the workflow's shared outputs use next to the per-model ones (figures/compare/,
 # tables/study/, logs/default_model/, logs/figures/fig1.log, logs/download_corpus/): a model of
@@ -232,6 +233,12 @@ def model_runs(
 STUDY_PREFIX = "study-"
 
 
+def study_model_name(name: str, seed: int) -> str:
+    """The model of study normaliser ``name`` trained with ``seed``: study-<name>-seed<seed>.
+    Keyed by the seed, so that a changed study.seeds plans only the new seeds' models."""
+    return f"{STUDY_PREFIX}{name}-seed{int(seed)}"
+
+
 def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
     """The beyond.normalizers entry (attnlimits.normalizers) that is a trained model's own
     attention on its dumped logits (q k^T times the scaling): the rule with its settings, except
@@ -252,18 +259,22 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
     shared = {k: v for k, v in config.items() if k not in ("models", "default_model")}
     base = {**shared, **{k: defaults[k] for k in MODEL_SECTIONS if k != "model" and k in defaults}}
     runs = {}
-    for name, rule in (study.get("normalizers") or {}).items():
-        cfg = deep_merge(base, study["diagnostics"])
-        cfg["model"] = {
-            **defaults["model"],
-            **{key: None for key in MODEL_SOURCES},
-            "random_init": False,
-            "config_overrides": {},
-            "name": STUDY_PREFIX + name,
-            "trained": name,
-        }
-        cfg["beyond"] = {**cfg["beyond"], "normalizers": {name: study_normalizer(rule)}}
-        runs[STUDY_PREFIX + name] = cfg
+    for seed in study.get("seeds") or []:
+        for name, rule in (study.get("normalizers") or {}).items():
+            label = study_model_name(name, seed)
+            cfg = deep_merge(base, study["diagnostics"])
+            cfg["model"] = {
+                **defaults["model"],
+                **{key: None for key in MODEL_SOURCES},
+                "random_init": False,
+                "config_overrides": {},
+                "name": label,
+                "trained": name,
+                # the training seed: initial weights and batches, shared by the seed's models
+                "study_seed": int(seed),
+            }
+            cfg["beyond"] = {**cfg["beyond"], "normalizers": {name: study_normalizer(rule)}}
+            runs[label] = cfg
     return runs
 
 
@@ -310,8 +321,16 @@ def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
     for name in runs:
         errs += periodic_name_error("models" if several else "model.name", name)
     errs += periodic_name_error("corpus.name", config["corpus"]["name"])
-    for name in (config.get("study") or {}).get("normalizers") or {}:
+    study = config.get("study") or {}
+    for name in study.get("normalizers") or {}:
         errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
+        for seed in study.get("seeds") or []:
+            label = study_model_name(name, seed)
+            if len(label) > 64:
+                errs.append(
+                    f"study.normalizers.{name}: its model {label!r} for seed {seed} is longer "
+                    "than 64 characters (it names a folder); shorten the name"
+                )
     return errs + [
         f"models.{name} -> model.trained: set by the workflow for the study's models only; "
         "remove it (a model to train is an entry of study.normalizers)"
@@ -319,7 +338,7 @@ def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
         else "model.trained: set by the workflow for the study's models only; remove it (a "
         "model to train is an entry of study.normalizers)"
         for name, cfg in runs.items()
-        if cfg["model"].get("trained") is not None
+        if cfg["model"].get("trained") is not None or cfg["model"].get("study_seed") is not None
     ]
 
 

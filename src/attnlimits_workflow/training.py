@@ -151,6 +151,18 @@ def learning_rate(step: int, settings: dict[str, Any]) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def training_device(name: str = "cpu"):
+    """The torch device ``study.training.device`` names: cpu, or cuda (an error when torch sees
+    no GPU, rather than a silent CPU run)."""
+    import torch
+
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"study.training.device: {name!r} is not cpu or cuda")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("study.training.device is cuda, but torch sees no GPU")
+    return torch.device(name)
+
+
 def train(
     model,
     train_ids: np.ndarray,
@@ -158,12 +170,16 @@ def train(
     seed: int,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, float]]:
-    """AdamW on next-token cross-entropy; returns the history (one entry per logged step)."""
+    """AdamW on next-token cross-entropy on ``settings["device"]`` (cpu when unset: the model is
+    moved there, and back to the CPU at the end); returns the history (one entry per logged
+    step). The batches come from a numpy generator, the same on every device."""
     import torch
 
     context, batch = settings["context"], settings["batch_size"]
     if train_ids.size <= context + 1:
         raise ValueError(f"{train_ids.size} training tokens cannot fill one window of {context}")
+    device = training_device(settings.get("device", "cpu"))
+    model.to(device)
     rng = np.random.default_rng(seed)
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -178,7 +194,7 @@ def train(
     for step in range(settings["steps"]):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings)
-        data = torch.from_numpy(random_windows(train_ids, context, batch, rng))
+        data = torch.from_numpy(random_windows(train_ids, context, batch, rng)).to(device)
         out = model(input_ids=data[:, :-1], use_cache=False)
         loss = torch.nn.functional.cross_entropy(
             out.logits.reshape(-1, out.logits.shape[-1]), data[:, 1:].reshape(-1)
@@ -209,6 +225,7 @@ def train(
             )
             window_loss, window_steps = 0.0, 0
     model.eval()
+    model.to("cpu")
     return history
 
 

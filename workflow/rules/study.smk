@@ -1,6 +1,7 @@
 # The normaliser study (docs/study.md): small Llama models trained on the corpus, identical but for
 # their attention normaliser; each then goes through extraction and its own normalizer job like
-# any model (results/study-<normaliser>/), and study_report answers "which rule relaxes which
+# any model (results/study-<normaliser>-seed<seed>/, one per seed of study.seeds), and
+# study_report answers "which rule relaxes which
 # limit". Not part of `all`: `snakemake --cores 2 study`.
 
 
@@ -40,7 +41,8 @@ rule train_model:
         rule=study_rule,
         architecture=config["study"]["architecture"],
         training=config["study"]["training"],
-        seed=config["seed"],
+        # the model's own study seed (study-<name>-seed<seed>): another seed's list leaves it be
+        seed=lambda wildcards: MODELS[wildcards.model]["model"]["study_seed"],
     script:
         "../scripts/train_model.py"
 
@@ -108,6 +110,7 @@ rule study_report:
     output:
         csv="tables/study/normalizer_limits.csv",
         md="tables/study/normalizer_limits.md",
+        seeds_csv="tables/study/normalizer_limits_seeds.csv",
         pdf="figures/study/normalizer_limits.pdf",
         png="figures/study/normalizer_limits.png",
         page="docs/study.md",
@@ -118,6 +121,8 @@ rule study_report:
         "../envs/analysis.yaml"
     params:
         models=STUDY_MODELS,
+        trained={m: MODELS[m]["model"]["trained"] for m in STUDY_MODELS},
+        seeds={m: MODELS[m]["model"]["study_seed"] for m in STUDY_MODELS},
         study=config["study"],
         seed=config["seed"],
         n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in STUDY_MODELS},

@@ -12,7 +12,7 @@ from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
-from attnlimits_workflow.study import fill_template
+from attnlimits_workflow.study import fill_template, limit_measures, seed_measures
 from attnlimits_workflow.tables import write_csv
 
 log = job_logger(snakemake, "study_report")
@@ -22,8 +22,15 @@ if not models:
     raise SystemExit("study.normalizers is empty: no model to train (config/README.md: study)")
 
 
-def by_model(paths, read=pl.read_parquet):
-    return {m.removeprefix("study-"): read(path) for m, path in zip(models, paths, strict=True)}
+trained, seed_of = dict(p.trained), dict(p.seeds)
+seeds = [sd for sd in p.study["seeds"] if sd in set(seed_of.values())]
+first = seeds[0]  # the detailed sections (figure, gradient, heads) show the first seed's models
+
+
+def by_model(paths, read=pl.read_parquet, seed=first):
+    return {
+        trained[m]: read(path) for m, path in zip(models, paths, strict=True) if seed_of[m] == seed
+    }
 
 
 def read_json(path):
@@ -38,10 +45,32 @@ study = report.Study(
     timings=by_model(inp.timings, read_json),
     manifests=by_model(inp.models, lambda d: read_json(Path(d) / "attnlimits-model.json")),
     vocab_size=len(read_json(Path(inp.models[0], "tokenizer.json"))["model"]["vocab"]),
-    **{k: getattr(p, k) for k in ("seed", "n_fixed", "ns_ratio_threshold", "command")},
-    models=models,
+    **{k: getattr(p, k) for k in ("n_fixed", "ns_ratio_threshold", "command")},
+    seed=first,
+    models=[m for m in models if seed_of[m] == first],
     settings=p.study,
+    trained=trained,
+    seeds=seeds,
 )
+# every seed's measures (limit_measures of each model), then their means and t-intervals
+per_seed = {n: [] for n in study.names}
+for sd in seeds:
+    tables_of = {k: by_model(getattr(inp, k), seed=sd) for k in ("samples", "critical_n")}
+    tables_of |= {k: by_model(getattr(inp, k), seed=sd) for k in ("separability", "gradient")}
+    evaluations = by_model(inp.evaluations, read_json, seed=sd)
+    for n in study.names:
+        per_seed[n].append(
+            limit_measures(
+                tables_of["samples"][n],
+                tables_of["critical_n"][n],
+                tables_of["separability"][n],
+                evaluations[n],
+                tables_of["gradient"][n],
+            )
+        )
+study.over_seeds = seed_measures(per_seed, study.baseline, study.ratio, p.study["interval_level"])
+seeds_csv, _ = report.seeds_table(study)
+write_csv(seeds_csv, out.seeds_csv)
 table, table_md = report.limits_table(study)
 write_csv(table, out.csv)
 with atomic_path(out.md) as tmp:

@@ -20,6 +20,7 @@ from ..study import (
     limit_measures,
     orientation_table,
     shown,
+    shown_over_seeds,
     verdicts,
 )
 from ..tables import markdown_table
@@ -51,6 +52,11 @@ class Study:
     timings: dict[str, dict]
     manifests: dict[str, dict]
     vocab_size: int
+    # the models' normaliser names (default: "study-<name>" without its prefix), the seeds and
+    # each normaliser's measures over them (study.seed_measures; None: one seed's page only)
+    trained: dict[str, str] | None = None
+    seeds: list[int] = field(default_factory=list)
+    over_seeds: dict | None = None
     # derived: the names, their rules, the limits measured and their verdicts, the grids
     names: list[str] = field(init=False)
 
@@ -59,7 +65,9 @@ class Study:
             raise ValueError(
                 "study.normalizers is empty: no model to train (config/README.md: study)"
             )
-        self.names = [m.removeprefix("study-") for m in self.models]
+        self.names = [
+            self.trained[m] if self.trained else m.removeprefix("study-") for m in self.models
+        ]
         self.model_of = dict(zip(self.names, self.models, strict=True))
         self.rules = {n: self.settings["normalizers"][n] for n in self.names}
         self.baseline = self.settings["baseline"]
@@ -156,6 +164,30 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         "||J|| bound over the T sweep",
     ]
     return pl.DataFrame(csv_rows), markdown_table(columns, rows)
+
+
+def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
+    """Each limit's mean over the seeds with its t-interval and the verdict on the intervals, and
+    the held-out perplexity (the cost): the CSV (one row per normaliser) and the Markdown."""
+    over = s.over_seeds or {}
+    rows, csv_rows = [], []
+    for n in s.names:
+        if n not in over:
+            continue
+        record = {"normalizer": n, "seeds": over[n]["perplexity"].seeds}
+        cells = [n]
+        for key in [*LIMITS, "perplexity"]:
+            m = over[n][key]
+            record |= {f"{key}_mean": m.mean, f"{key}_low": m.low, f"{key}_high": m.high}
+            if key in LIMITS:
+                record[f"{key}_verdict"] = m.verdict
+                cells.append(f"{m.verdict}: {shown_over_seeds(m)}")
+            else:
+                cells.append(shown_over_seeds(m))
+        rows.append(cells)
+        csv_rows.append(record)
+    headers = ["normaliser", *(s.headers[k] for k in LIMITS), "held-out ppl (cost)"]
+    return pl.DataFrame(csv_rows), markdown_table(headers, rows)
 
 
 def limits_markdown(s: Study, table_md: str) -> str:
@@ -286,7 +318,7 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     caption = (
         f"Study models: Llama, {arch['layers']} layers x {arch['heads']} heads "
         f"({arch['kv_heads']} KV), d={arch['hidden_size']}, identical but for the attention rule; "
-        f"{tr['steps']} steps of {tr['batch_size']} x {tr['context']} tokens, seed {p.seed}. "
+        f"{tr['steps']} steps of {tr['batch_size']} x {tr['context']} tokens, seed {p.seed} (of {p.seeds or [p.seed]}). "
         f"(c)-(h): each model's own attention on held-out chunks, analysed row of each (layer, "
         f"chunk, head): {first.filter(pl.col('L') == l_max).height} rows per L; N = "
         f"{p.n_fixed[models[0]]} for (e). (d): the rows of (g) at one L, the trained rule applied to z / T; "
@@ -382,7 +414,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "budget": (
             f"{tr['steps']} steps x {tr['batch_size']} windows x {tr['context']} tokens = "
             f"{tr['steps'] * tr['batch_size'] * tr['context']:,} tokens, AdamW (lr "
-            f"{tr['learning_rate']:g}, warm-up {tr['warmup_steps']}, cosine), seed {p.seed}"
+            f"{tr['learning_rate']:g}, warm-up {tr['warmup_steps']}, cosine), seed {p.seed} (of {p.seeds or [p.seed]})"
         ),
         "training_table": markdown_table(
             [
@@ -397,6 +429,10 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
             setup_rows,
         ),
         "table": table_md,
+        "seeds": ", ".join(map(str, s.seeds or [s.seed])),
+        "seed": str(s.seed),
+        "interval_level": f"{s.settings.get('interval_level', 0.95):.0%}",
+        "seeds_table": seeds_table(s)[1] if s.over_seeds else "(one seed: no intervals)",
         "gradient_table": markdown_table(
             [
                 "normaliser",
