@@ -201,7 +201,8 @@ def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
     """The counts of Theorem 1's two bound checks over the distance samples (or heads)."""
     # all_rows: E is drawn on analysis.all_rows.mc_rows rows, and the check holds it against
     # the term and bound of those same rows
-    matched = "_mc_rows" if "expectation_term_mc_rows" in d.columns else ""
+    all_rows = "expectation_term_mc_rows" in d.columns
+    matched = "_mc_rows" if all_rows else ""
     d = d.with_columns(
         (pl.col("mc_expectation") - pl.col(f"expectation_term{matched}")).alias("epsilon_residual"),
         pl.col(f"epsilon_bound{matched}").alias("epsilon_bound_compared"),
@@ -223,7 +224,7 @@ def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
                 slack=("epsilon_residual", "epsilon_bound_compared", True),
                 vacuous_reason="one-sided: E - term - 3 s.e. <= 0, where the printed term lies "
                 "above E, passes whatever the bound (>= 0) says",
-                note=EPSILON_HEAD_MEAN if "expectation_term_mc_rows" in d.columns else "",
+                note=EPSILON_HEAD_MEAN if all_rows else "",
             ),
         ]
     )
