@@ -18,7 +18,12 @@ from project import (
     write_config,
 )
 
-from attnlimits_workflow.config import ConfigError, load_config, reading_runs
+from attnlimits_workflow.config import (
+    ConfigError,
+    load_config,
+    reading_runs,
+    readings_model_errors,
+)
 from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, read_pack
 from attnlimits_workflow.robustness import masked_reading_of, robustness_table
 
@@ -121,6 +126,21 @@ def test_reading_with_an_embedding_the_family_refuses(tmp_path):
     )
     cfg["analysis"]["readings"] = {"x_in": {"embedding": "attention_input"}}
     load_config(DEFAULTS, cfg, SCHEMA, tmp_path)
+
+
+@pytest.mark.unit
+def test_fetch_time_checks_cover_the_readings(tmp_path):
+    # a hub model's config.json arrives with the fetch job, which runs these checks then
+    cfg = readings_config(tmp_path, {"x_value": {"embedding": "value"}, "t": READINGS["t_raw"]})
+    cfg["analysis"]["embedding"] = "key"
+    cfg = load_config(DEFAULTS, cfg, SCHEMA, REPO)[1]["tiny-gpt2"]
+    diff = {"model_type": "diffllama", "num_hidden_layers": 2, "max_position_embeddings": 64}
+    errs = readings_model_errors(cfg, diff)
+    assert len(errs) == 1 and errs[0].startswith(
+        "analysis.readings.x_value -> analysis.embedding: each diffllama head's softmax"
+    )
+    gpt2 = {"model_type": "gpt2", "n_layer": 2, "n_positions": 64}
+    assert readings_model_errors(cfg, gpt2) == []
 
 
 # --- the pack's x per embedding -----------------------------------------------------------

@@ -1115,6 +1115,21 @@ def model_errors(
     return errs
 
 
+def readings_model_errors(
+    config: dict[str, Any], mcfg: dict[str, Any], base: dict[str, Any] | None = None
+) -> list[str]:
+    """model_errors of the run and of each of its readings (analysis.readings), named under the
+    reading's key: the fetch job's checks once a hub model's config.json arrives."""
+    errs = model_errors(config, mcfg, base)
+    for reading in config["analysis"].get("readings") or {}:
+        errs += [
+            f"analysis.readings.{reading} -> {line}"
+            for line in model_errors(reading_config(config, reading), mcfg, base)
+            if line not in errs
+        ]
+    return errs
+
+
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
     """Raise ConfigError listing every problem of one model's config; schema problems first
     (semantics need valid types)."""
