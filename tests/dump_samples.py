@@ -77,14 +77,16 @@ def load_samples(
     )
 
 
-def write_pack(samples: Samples, out_dir: Path) -> None:
+def write_pack(samples: Samples, out_dir: Path, embedding: str | None = None) -> None:
     """Store one L's samples as .npy files that analysis jobs memory-map instead of decoding Parquet.
 
     The query and keys enter only through what the analyses use (|q| and max_i |k_i|).
+    ``embedding``: the one ``samples`` were loaded with, recorded as pack_dumps records it.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in PACK_ARRAYS:
         np.save(out_dir / f"{name}.npy", np.ascontiguousarray(getattr(samples, name)))
+    recorded = {} if embedding is None else {"embedding": embedding, "extra_embeddings": []}
     (out_dir / "metadata.json").write_text(
-        json.dumps({"length": samples.length, **samples.metadata}, sort_keys=True)
+        json.dumps({"length": samples.length, **samples.metadata, **recorded}, sort_keys=True)
     )

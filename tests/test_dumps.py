@@ -235,7 +235,7 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     out, _ = dump
     second = second_batch(tmp_path, model)
     s = load_samples([out, second], 32, embedding, with_logits=True, with_norms=True, expected=PROV)
-    write_pack(s, tmp_path / "loaded")
+    write_pack(s, tmp_path / "loaded", embedding)
     n, x_shape = pack_dumps([out, second], 32, embedding, tmp_path / "streamed", expected=PROV)
     assert n == len(s.layer) and x_shape == s.x.shape
     for name in PACK_ARRAYS:
@@ -244,6 +244,37 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     assert (tmp_path / "loaded" / "metadata.json").read_text() == (
         tmp_path / "streamed" / "metadata.json"
     ).read_text()
+
+
+def test_one_pack_serves_every_readings_embedding(dump, tmp_path, model):
+    # analysis.readings: x of each other embedding as x_<embedding>.npy beside the run's own x,
+    # each equal to the x of a pack made for that embedding alone; read_pack picks by embedding
+    out, _ = dump
+    second = second_batch(tmp_path, model)
+    dumps = [out, second]
+    pack_dumps(
+        dumps,
+        32,
+        "value",
+        tmp_path / "all",
+        expected=PROV,
+        extra_embeddings=["key", "hidden", "value"],
+    )
+    for embedding in ("value", "key", "hidden"):
+        pack_dumps(dumps, 32, embedding, tmp_path / embedding, expected=PROV)
+        alone = read_pack(tmp_path / embedding)
+        shared = read_pack(tmp_path / "all", embedding)
+        np.testing.assert_array_equal(shared.x, alone.x)
+        np.testing.assert_array_equal(shared.weights, alone.weights)
+    files = {p.name for p in (tmp_path / "all").glob("x*.npy")}
+    assert files == {"x.npy", "x_key.npy", "x_hidden.npy"}  # the own embedding once
+    assert json.loads((tmp_path / "all/metadata.json").read_text())["extra_embeddings"] == [
+        "key",
+        "hidden",
+    ]
+    assert read_pack(tmp_path / "key").x.shape[2] != read_pack(tmp_path / "hidden").x.shape[2]
+    with pytest.raises(DumpError, match="not 'attention_input'"):
+        read_pack(tmp_path / "all", "attention_input")
 
 
 def test_pack_rows_only_for_the_analysed_chunks(dump, tmp_path, model):

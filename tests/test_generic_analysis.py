@@ -65,7 +65,7 @@ def job(tmp_path: Path, analysis: str, settings: dict, outputs: dict) -> SimpleN
 def test_generic_adapter_runs_a_modules_run_with_its_settings(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "attnlimits_workflow.analyses.toy", toy_module())
     pack = make_pack([[0.5, 0.25, 0.25, 0.0], [0.1, 0.2, 0.3, 0.4]], np.zeros((4, 2)))
-    monkeypatch.setattr(generic, "read_pack", lambda path: pack)
+    monkeypatch.setattr(generic, "read_pack", lambda path, embedding=None: pack)
     out = tmp_path / "L4.parquet"
     # settings the module's Settings does not name (protocol) are ignored
     snakemake = job(tmp_path, "toy", {"seed": 7, "scale": 2.0, "protocol": "last_row"}, {})
@@ -94,7 +94,7 @@ def test_generic_summary_reduces_every_length_and_writes_each_output(tmp_path, m
 @pytest.mark.unit
 def test_vanishing_through_the_generic_adapter_is_its_last_row_table(tmp_path, monkeypatch):
     pack = make_pack([[0.5, 0.25, 0.25, 0.0], [0.1, 0.2, 0.3, 0.4]], np.zeros((4, 2)))
-    monkeypatch.setattr(generic, "read_pack", lambda path: pack)
+    monkeypatch.setattr(generic, "read_pack", lambda path, embedding=None: pack)
     snakemake = job(tmp_path, "vanishing", {"seed": 7, "protocol": "all_rows"}, {})
     snakemake.output = [str(tmp_path / "L4.parquet")]
     assert generic.run_analysis(snakemake).equals(vanishing.last_row(pack))

@@ -21,7 +21,8 @@ def read(path: Path) -> dict:
 @pytest.mark.unit
 def test_the_matrix_holds_the_main_configuration_and_the_tests_ones():
     names = {path.parent.name for path in MATRIX}
-    assert names == {"config", *TINY_CONFIGS.values()}, names
+    # config-readings: the main one with analysis.readings (tests/test_readings.py)
+    assert names == {"config", "config-readings", *TINY_CONFIGS.values()}, names
 
 
 @pytest.mark.unit
@@ -54,6 +55,12 @@ def test_each_configuration_differs_from_the_main_one_only_where_it_says():
     }
     assert llama["analysis"].pop("protocol") == "last_row"
     assert {**llama, "model": main["model"]} == main
+    readings = read(TEST / "config-readings/config.yaml")
+    assert readings["analysis"].pop("readings") == {
+        "x_key": {"embedding": "key"},
+        "t_raw": {"temperature_on": "raw_scores"},
+    }
+    assert readings == main
 
 
 @pytest.mark.integration

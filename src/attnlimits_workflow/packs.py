@@ -78,8 +78,10 @@ class Pack:
         return self.q_rows[at], self.k_rows[at]
 
 
-def read_pack(pack_dir: str | os.PathLike) -> Pack:
-    """One L's pack, memory-mapped. A damaged pack (a file unreadable, truncated, or of the wrong
+def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack:
+    """One L's pack, memory-mapped, its x that of ``embedding`` (None: the one the pack was made
+    for, x.npy; another: x_<embedding>.npy, packed for a reading of analysis.readings; a pack
+    without it raises DumpError). A damaged pack (a file unreadable, truncated, or of the wrong
     shape) raises DumpError naming the file, which is set aside as <name>.corrupt and its pack
     made stale (set_aside), so that the next run rebuilds the pack, as a damaged dump's batch."""
     d = Path(pack_dir)
@@ -88,13 +90,18 @@ def read_pack(pack_dir: str | os.PathLike) -> Pack:
         meta = json.loads(current.read_text())
         length = int(meta["length"])
         arrays = {}
+        x_file = pack_x_file(d, meta, embedding)
         for name in PACK_ARRAYS + ROW_ARRAYS:
-            current = d / f"{name}.npy"
+            current = d / (x_file if name == "x" else f"{name}.npy")
             if name in PACK_ARRAYS or current.exists():
                 arrays[name] = np.load(current, mmap_mode="r")
         current = pack_shape_problem(d, arrays, length)
+        if current is not None and current.name == "x.npy":
+            current = d / x_file
         if current is not None:
             raise ValueError("its shape does not match the pack's other arrays")
+    except DumpError:
+        raise
     except Exception as exc:  # np.load alone raises OSError, EOFError, ValueError, SyntaxError...
         moved = set_aside(current)
         raise DumpError(
@@ -102,6 +109,18 @@ def read_pack(pack_dir: str | os.PathLike) -> Pack:
             "Rerun the workflow to rebuild the pack"
         ) from None
     return Pack(length=length, metadata=meta, **arrays)
+
+
+def pack_x_file(d: Path, meta: dict[str, Any], embedding: str | None) -> str:
+    """The file of a pack's x for ``embedding`` (pack_dumps' x.npy or x_<embedding>.npy)."""
+    if embedding is None or embedding == meta.get("embedding", embedding):
+        return "x.npy"
+    if embedding not in meta.get("extra_embeddings", []):
+        raise DumpError(
+            f"{d}: this pack holds x for {meta.get('embedding')!r} and "
+            f"{meta.get('extra_embeddings', [])}, not {embedding!r}; delete the pack and rerun"
+        )
+    return f"x_{embedding}.npy"
 
 
 def pack_shape_problem(d: Path, arrays: dict[str, np.ndarray], length: int) -> Path | None:

@@ -63,3 +63,94 @@ def robustness(
         "flipped_by": pl.String,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+# The readings of a causal row's masked keys that Table 1 scores side by side (its claim ids
+# <claim>:non_selected, <claim>:prefix; attnlimits_workflow.assemble.table1.readings).
+MASKED_READINGS = ("non_selected", "prefix")
+# Table 1's interval columns, carried along where a Table 1 has them.
+INTERVAL_COLUMNS = ("value", "low", "high")
+
+
+def masked_reading_of(claim_id: str, claim_ids: set[str]) -> tuple[str, str | None]:
+    """(the claim, the reading of masked keys it is scored under, or None where Table 1 scores
+    it once). Table 1 gives a claim scored under both readings one plain id and one id with the
+    other reading as suffix: the plain id's reading is the one no suffixed id names."""
+    base, _, suffix = claim_id.rpartition(":")
+    if base and suffix in MASKED_READINGS:
+        return base, suffix
+    named = [m for m in MASKED_READINGS if f"{claim_id}:{m}" in claim_ids]
+    if len(named) == 1:
+        return claim_id, next(m for m in MASKED_READINGS if m != named[0])
+    return claim_id, None
+
+
+def reading_label(reading: str, masked: str | None) -> str:
+    return reading if masked is None else f"{reading}, masked: {masked}"
+
+
+def reading_verdicts(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per claim x reading from each reading's Table 1 (``tables``: reading name ->
+    its claim_id and verdict columns, and value/low/high where it has them): claim_id without
+    its masked-keys suffix, ``masked`` (that reading, or null), ``reading`` (the run's reading,
+    with the masked one where the claim has two), verdict and the interval columns (null where a
+    table lacks them)."""
+    rows = []
+    for reading, table in tables.items():
+        ids = set(table["claim_id"].to_list())
+        for row in table.iter_rows(named=True):
+            claim, masked = masked_reading_of(row["claim_id"], ids)
+            rows.append(
+                {
+                    "claim_id": claim,
+                    "masked": masked,
+                    "reading": reading_label(reading, masked),
+                    "verdict": row["verdict"],
+                    **{c: _number(row.get(c)) for c in INTERVAL_COLUMNS},
+                }
+            )
+    schema = {
+        "claim_id": pl.String,
+        "masked": pl.String,
+        "reading": pl.String,
+        "verdict": pl.String,
+        **dict.fromkeys(INTERVAL_COLUMNS, pl.Float64),
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _number(value) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def robustness_table(
+    tables: dict[str, pl.DataFrame], reference: str, masked: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Table 1 under every reading (``tables``, reading name -> Table 1, ``reference`` the
+    configured reading's name, ``masked`` its analysis.all_rows.masked): (every claim x reading
+    with its verdict, interval columns and its claim's robustness and flipped_by; one row per
+    claim: robust, fragile or untested over every reading, masked keys' included)."""
+    long = reading_verdicts(tables)
+    per_claim = []
+    for has_masked, ref in (
+        (True, reading_label(reference, masked)),
+        (False, reading_label(reference, None)),
+    ):
+        ids = long.filter(pl.col("masked").is_not_null() == has_masked)["claim_id"].unique()
+        part = long.filter(pl.col("claim_id").is_in(ids.to_list()))
+        if part.height:
+            per_claim.append(robustness(part, over="reading", within=["claim_id"], reference=ref))
+    order = long["claim_id"].unique(maintain_order=True).to_frame()
+    claims = order.join(pl.concat(per_claim), on="claim_id", how="left", maintain_order="left")
+    long = long.join(
+        claims.select("claim_id", "robustness", "flipped_by"),
+        on="claim_id",
+        how="left",
+        maintain_order="left",
+    )
+    present = [c for c in INTERVAL_COLUMNS if long[c].is_not_null().any()]
+    dropped = [c for c in INTERVAL_COLUMNS if c not in present]
+    return long.drop(dropped), claims

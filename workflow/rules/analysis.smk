@@ -22,6 +22,8 @@ rule pack_samples:
         "../envs/analysis.yaml"
     params:
         embedding=model_setting("analysis", "embedding"),
+        # the x of every other embedding analysis.readings names: one pack serves them all
+        extra_embeddings=extra_embeddings,
         row_chunks=row_chunks_of,
     script:
         "../scripts/pack_samples.py"
@@ -29,7 +31,7 @@ rule pack_samples:
 
 rule distance:
     input:
-        pack=results("{model}", "samples", "L{length}"),
+        pack=pack_of,
     output:
         results("{model}", "analysis", "distance", "L{length}_N{n}.parquet"),
     log:
@@ -57,7 +59,7 @@ rule distance:
 
 rule pairwise_separation:
     input:
-        pack=results("{model}", "samples", "L{length}"),
+        pack=pack_of,
     output:
         results("{model}", "analysis", "separation", "L{length}.parquet"),
     log:
@@ -76,7 +78,7 @@ rule pairwise_separation:
 
 rule separability:
     input:
-        pack=results("{model}", "samples", "L{length}"),
+        pack=pack_of,
         separation=results("{model}", "analysis", "separation", "L{length}.parquet"),
     output:
         results("{model}", "analysis", "separability", "L{length}_N{n}.parquet"),
@@ -193,7 +195,7 @@ register_figure("fig4", "gradient")
 
 rule analyse:
     input:
-        pack=results("{model}", "samples", "L{length}"),
+        pack=pack_of,
     output:
         results("{model}", "analysis", "{analysis}", "L{length}.parquet"),
     log:
@@ -236,8 +238,8 @@ rule summarise_analysis:
 rule describe_run:
     input:
         dumps=dump_dirs,
-        tokens=rules.chunk_corpus.output.tokens,
-        model=model_dir(),
+        tokens=source_tokens,
+        model=source_model_dir,
     output:
         results("{model}", "summary", "run.json"),
     log:

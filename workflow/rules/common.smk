@@ -9,6 +9,9 @@ from attnlimits_workflow.config import (
     ConfigError,
     command_line_hint,
     load_config,
+    reading_changes,
+    reading_run_name,
+    reading_runs,
     temperature_name,
 )
 from snakemake.utils import min_version
@@ -46,6 +49,13 @@ CORPUS = config["corpus"]["name"]
 # (study-<normaliser>, `study`), which go through the same rules from extraction on.
 PAPER_MODELS = [m for m, c in MODELS.items() if not c["model"].get("trained")]
 STUDY_MODELS = [m for m, c in MODELS.items() if c["model"].get("trained")]
+# The paper's open readings (analysis.readings): each a derived run <model>~<reading>, with its
+# own analyses and Table 1 but its source model's chunks, dumps and packs (source_run).
+_readings = reading_runs(MODELS)
+READING_RUNS = {
+    name: (source, reading) for name, (source, reading, _) in _readings.items()
+}
+MODELS.update({name: cfg for name, (_, _, cfg) in _readings.items()})
 
 
 def name_pattern(names):
@@ -97,15 +107,85 @@ def n_batches(model):
     return math.ceil(c["chunking"]["n_chunks"] / c["extraction"]["chunks_per_batch"])
 
 
+def source_run(model):
+    """The run whose chunks, dumps and packs ``model`` reads: a reading's source, else itself."""
+    return READING_RUNS[model][0] if model in READING_RUNS else model
+
+
 def dump_dirs(wildcards):
-    return [
-        results(wildcards.model, "dumps", f"batch{b:03d}")
-        for b in range(n_batches(wildcards.model))
-    ]
+    source = source_run(wildcards.model)
+    return [results(source, "dumps", f"batch{b:03d}") for b in range(n_batches(source))]
 
 
 def model_dir(model="{model}"):
     return f"resources/models/{model}"
+
+
+def source_model_dir(wildcards):
+    return model_dir(source_run(wildcards.model))
+
+
+def source_tokens(wildcards):
+    return results(source_run(wildcards.model), "chunks", "tokens.parquet")
+
+
+def embeddings_of(model):
+    """The embeddings a model's dumps and packs serve: its own and its readings'."""
+    a = MODELS[model]["analysis"]
+    return {a["embedding"]} | {
+        r["embedding"] for r in a["readings"].values() if "embedding" in r
+    }
+
+
+def extra_embeddings(wildcards):
+    """Params function of pack_samples: its readings' other embeddings (x_<embedding>.npy)."""
+    return sorted(
+        embeddings_of(wildcards.model) - {analysis_of(wildcards)["embedding"]}
+    )
+
+
+def pack_of(wildcards):
+    """Input function: the job's L's pack, its source run's for a reading."""
+    return results(source_run(wildcards.model), "samples", f"L{wildcards.length}")
+
+
+# Which reading keys (config.READING_KEYS) each summary's analyses read: a reading that changes
+# none of them takes its source's summary (a registered analysis not listed reads the embedding).
+READING_KEYS_READ = {
+    "distance": {"embedding"},
+    "critical_n": {"embedding"},
+    "separability": {"embedding"},
+    "gradient": {"temperature_on"},
+    "vanishing": set(),
+}
+
+
+def summary_run(model, kind):
+    """The run whose summary ``kind`` a run's Table 1 reads: a reading's own only where the
+    reading changes a key that summary's analyses read."""
+    if model not in READING_RUNS:
+        return model
+    source, reading = READING_RUNS[model]
+    changed = reading_changes(MODELS[source], reading)
+    return model if changed & READING_KEYS_READ.get(kind, {"embedding"}) else source
+
+
+def summary_of(kind, name=None):
+    """Input function: summary/<name or kind>.csv of summary_run(model, kind)."""
+
+    def summary(wildcards):
+        return results(
+            summary_run(wildcards.model, kind), "summary", f"{name or kind}.csv"
+        )
+
+    return summary
+
+
+def reading_tables(wildcards):
+    """Input function of the robustness rule: Table 1 of the model, then of its readings."""
+    readings = analysis_of(wildcards)["readings"]
+    runs = [wildcards.model] + [reading_run_name(wildcards.model, r) for r in readings]
+    return [f"tables/{run}/table1.csv" for run in runs]
 
 
 def trained_model_dir(wildcards):
@@ -144,11 +224,12 @@ def gradient_targets(wildcards):
 
 
 def pack_at(key):
-    """Input function: the sample pack at the L of analysis.<key>.length."""
+    """Input function: the sample pack at the L of analysis.<key>.length (a reading's: its
+    source run's)."""
 
     def pack(wildcards):
         length = analysis_of(wildcards)[key]["length"]
-        return results(wildcards.model, "samples", f"L{length}")
+        return results(source_run(wildcards.model), "samples", f"L{length}")
 
     return pack
 
@@ -261,6 +342,8 @@ def model_outputs(model):
     tabs = [
         f"tables/{model}/{t}.{ext}" for t, exts in MODEL_TABLES.items() for ext in exts
     ]
+    if MODELS[model]["analysis"]["readings"]:
+        tabs += [f"tables/{model}/robustness.{ext}" for ext in ("csv", "md")]
     return figs + tabs + [results(model, "summary", "config.yaml")]
 
 

@@ -19,10 +19,11 @@ rule extract_batch:
     params:
         extraction=model_setting("extraction"),
         lengths=lambda wildcards: sorted(analysis_of(wildcards)["lengths"]),
-        # the d_model-wide embeddings are stored only when analysis.embedding names them
-        store_hidden=lambda wildcards: analysis_of(wildcards)["embedding"] == "hidden",
-        store_attention_input=lambda wildcards: analysis_of(wildcards)["embedding"]
-        == "attention_input",
+        # the d_model-wide embeddings are stored only when analysis.embedding or one of
+        # analysis.readings names them
+        store_hidden=lambda wildcards: "hidden" in embeddings_of(wildcards.model),
+        store_attention_input=lambda wildcards: "attention_input"
+        in embeddings_of(wildcards.model),
         chunks_per_batch=model_setting("extraction", "chunks_per_batch"),
     script:
         "../scripts/extract.py"

@@ -100,16 +100,17 @@ rule analysis_figure:
         "../scripts/plot_analysis.py"
 
 
+# A reading of analysis.readings (run <model>~<reading>) takes its source model's summaries
+# where it changes no key their analyses read (summary_run).
 rule table1:
     input:
-        distance=results("{model}", "summary", "distance.csv"),
-        critical_n=results("{model}", "summary", "critical_n.csv"),
-        separability=results("{model}", "summary", "separability.csv"),
-        gradient=results("{model}", "summary", "gradient.csv"),
-        vanishing=results("{model}", "summary", "vanishing.csv"),
+        distance=summary_of("distance"),
+        critical_n=summary_of("critical_n"),
+        separability=summary_of("separability"),
+        gradient=summary_of("gradient"),
+        vanishing=summary_of("vanishing"),
         violations=lambda wildcards: [
-            results(wildcards.model, "summary", f"violations_{kind}.csv")
-            for kind in BOUND_CHECKS
+            summary_of(kind, f"violations_{kind}")(wildcards) for kind in BOUND_CHECKS
         ],
         run=results("{model}", "summary", "run.json"),
         claims=workflow.source_path("../resources/paper_claims.yaml"),
@@ -130,6 +131,25 @@ rule table1:
         analysis=model_setting("analysis"),
     script:
         "../scripts/make_table1.py"
+
+
+# Every claim of Table 1 under every reading of analysis.readings (and both readings of a causal
+# row's masked keys), robust or fragile (attnlimits_workflow.robustness).
+rule robustness:
+    input:
+        tables=reading_tables,
+    output:
+        csv="tables/{model}/robustness.csv",
+        md="tables/{model}/robustness.md",
+    log:
+        "logs/{model}/tables/robustness.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        readings=lambda wildcards: ["default", *analysis_of(wildcards)["readings"]],
+        masked=model_setting("analysis", "all_rows", "masked"),
+    script:
+        "../scripts/make_robustness.py"
 
 
 rule effective_config:

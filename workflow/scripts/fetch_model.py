@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 from attnlimits_workflow.atomic import atomic_path
-from attnlimits_workflow.config import model_errors, resolve_runs
+from attnlimits_workflow.config import readings_model_errors, resolve_runs
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.models import ModelSourceError, fetch_model
 
@@ -28,7 +28,8 @@ try:
             tmp,
             log=log.info,
             # a hub model's config is known only now: its checks run before the weights come
-            check=lambda settings, base: model_errors(settings_of_run, settings, base),
+            # (and each reading's, analysis.readings)
+            check=lambda settings, base: readings_model_errors(settings_of_run, settings, base),
         )
 except (ModelSourceError, OSError) as exc:
     for line in str(exc).splitlines():

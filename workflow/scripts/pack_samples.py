@@ -19,5 +19,6 @@ with atomic_path(snakemake.output[0]) as tmp:
         expected=provenance(snakemake.input.model, snakemake.input.tokens),
         expected_chunks=chunk_ids(snakemake.input.tokens),
         row_chunks=snakemake.params.row_chunks,
+        extra_embeddings=snakemake.params.extra_embeddings,
     )
 log.info("L=%d: %d samples, x %s, packed in %s", L, n_samples, x_shape, timer)

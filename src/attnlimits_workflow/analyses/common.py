@@ -37,7 +37,9 @@ def start_job(snakemake: Any, name: str, kind: type | None = None) -> Job:
     log = job_logger(snakemake, name)
     timer = Timer()
     settings = None if kind is None else settings_from(kind, snakemake.params)
-    return Job(log, timer, read_pack(snakemake.input.pack), settings)
+    # a reading of analysis.readings reads its embedding's x from its source run's pack
+    embedding = getattr(snakemake.params, "embedding", None)
+    return Job(log, timer, read_pack(snakemake.input.pack, embedding), settings)
 
 
 def constant_columns(size: int, dtype=np.int32, **values: float) -> dict[str, np.ndarray]:

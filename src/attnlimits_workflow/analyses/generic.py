@@ -43,7 +43,9 @@ def start_generic_job(snakemake: Any) -> tuple[ModuleType, Job]:
     settings = (
         None if kind is None else settings_from(kind, SimpleNamespace(**snakemake.params.settings))
     )
-    return module, Job(log, timer, read_pack(snakemake.input.pack), settings)
+    # a reading of analysis.readings reads its embedding's x from its source run's pack
+    pack = read_pack(snakemake.input.pack, snakemake.params.settings.get("embedding"))
+    return module, Job(log, timer, pack, settings)
 
 
 def run_analysis(snakemake: Any) -> pl.DataFrame:

@@ -37,6 +37,7 @@ def pack_dumps(
     expected: dict[str, Any] | None = None,
     expected_chunks: list[int] | None = None,
     row_chunks: int = 0,
+    extra_embeddings: tuple[str, ...] | list[str] = (),
 ) -> tuple[int, tuple[int, ...]]:
     """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
     at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
@@ -46,6 +47,10 @@ def pack_dumps(
     the run's first that many chunks, the ones the all-rows protocol analyses
     (analysis.all_rows.chunks), with their sample indices in row_sample; 0 packs none. Packing
     them for every chunk tripled the book's packs (docs/performance.md).
+
+    ``extra_embeddings``: the x of each other embedding the run's readings name
+    (analysis.readings), as x_<embedding>.npy beside x.npy, so that one pack serves every reading
+    (read_pack's ``embedding``).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [p for fs in layer_files(dump_dirs, expected, expected_chunks).values() for p in fs]
@@ -94,8 +99,23 @@ def pack_dumps(
             f"{dump_dirs}: read {offset} samples ({row_offset} with rows) for L={length}, "
             f"footers promise {total} ({row_total})"
         )
+    extras = [e for e in dict.fromkeys(extra_embeddings) if e != embedding]
+    for extra in extras:
+        offset = 0
+        for _, parts in layer_parts(
+            dump_dirs, length, extra, False, False, False, expected, expected_chunks
+        ):
+            write(f"x_{extra}", parts["x"], offset, total)
+            offset += len(parts["chunk"])
+        if offset != total:
+            raise DumpError(f"{dump_dirs}: read {offset} {extra} samples, expected {total}")
     # No msync (memmap.flush): the pages are already visible to every process through the page
     # cache, and like every other output the pack becomes visible only by the atomic rename of
     # its folder; forcing them to disk only adds I/O wait (docs/performance.md).
-    (out_dir / "metadata.json").write_text(json.dumps({"length": length, **meta0}, sort_keys=True))
+    (out_dir / "metadata.json").write_text(
+        json.dumps(
+            {"length": length, **meta0, "embedding": embedding, "extra_embeddings": extras},
+            sort_keys=True,
+        )
+    )
     return total, tuple(arrays["x"].shape)
