@@ -459,6 +459,7 @@ def test_compare_caption_counts_blind_and_censored_lengths():
         "layers": 2,
         "heads": 4,
         "masked": "non_selected",
+        "corpus": "book",
     }
     tables = {"m": critical_summary()}
     fig, caption = compare_figure.compare_figure(
@@ -466,9 +467,34 @@ def test_compare_caption_counts_blind_and_censored_lengths():
     )
     assert "m (monte_carlo): censored (no pass up to N = L - 1) at 1 of 2 L" in caption
     assert "m (closed_form): KS cannot reject at 1 of 2 L (not testable, not drawn)" in caption
-    assert compare_figure.label("m", run, "critical_n") == "m (trained; 2x4 heads; analysed row)"
+    assert (
+        compare_figure.label("m", run, "critical_n") == "m (trained; 2x4 heads; analysed row; book)"
+    )
+    assert "line style" not in caption  # one text: nothing to tell apart
     with pytest.raises(ValueError, match="unknown claim"):
         compare_figure.compare_figure("nothing", tables, {"m": run}, {"m": 0.01}, {"m": 2})
+
+
+def test_compare_figure_keeps_a_colour_per_model_and_a_line_per_text():
+    run = {"weights": "trained", "protocol": "all_rows", "layers": 2, "heads": 4}
+    runs = {
+        "a": {**run, "corpus": "book"},
+        "b": {**run, "layers": 3, "corpus": "book"},
+        "a.docs": {**run, "corpus": "docs"},
+        "b.docs": {**run, "layers": 3, "corpus": "docs"},
+    }
+    colour, text = compare_figure.colours_and_texts(runs)
+    assert colour == {"a": 0, "b": 1, "a.docs": 0, "b.docs": 1}
+    assert text == {"a": 0, "b": 0, "a.docs": 1, "b.docs": 1}
+    tables = {m: critical_summary() for m in runs}
+    fig, caption = compare_figure.compare_figure(
+        "critical_n", tables, runs, dict.fromkeys(runs, 0.01), dict.fromkeys(runs, 2)
+    )
+    assert "its text by line style and marker" in caption
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    book = lines["a (trained; 2x4 heads; every row; book): MC E"]
+    docs = lines["a.docs (trained; 2x4 heads; every row; docs): MC E"]
+    assert book.get_color() == docs.get_color() and book.get_marker() != docs.get_marker()
 
 
 def test_fig5_note_counts_the_undrawn_critical_n():
