@@ -288,7 +288,7 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
 
 
 # -------------------------------------------------------------------------------- findings
-def test_findings_fields_and_summary_rows():
+def test_findings_fields():
     score = pl.DataFrame(
         {
             "claim_id": ["bound:||J|| <= 1", "plain"],
@@ -305,13 +305,71 @@ def test_findings_fields_and_summary_rows():
     assert findings.fill_fields(text, score, ["a", "b"]) == "not testable / 0 of 5 / ."
     with pytest.raises(findings.MissingCell, match="'plain' x 'c'"):
         findings.fill_fields("[[verdict|plain|c]]", score, ["a", "b"])
-    assert findings.summary_row("C", {"a": "reproduced", "b": "not testable", "c": "vacuous"}) == [
-        "C",
-        "a",
-        "none",
-        "c",
-        "b (not testable)",
+
+
+def test_findings_group_one_model_on_two_texts_by_its_settings():
+    def cfg(name, text, n_chunks=4):
+        return {
+            "model": {"name": name, "path": "/m"},
+            "corpus": {"name": text},
+            "chunking": {"n_chunks": n_chunks},
+        }
+
+    configs = {
+        "m": cfg("m", "book"),
+        "m.docs": cfg("m.docs", "docs"),
+        "m-short": cfg("m-short", "book", n_chunks=2),  # other settings: its own group
+        "m-again": cfg("m-again", "book"),  # same settings, a text m already has: its own group
+    }
+    assert findings.text_groups(configs) == {
+        "m": {"book": "m", "docs": "m.docs"},
+        "m-short": {"book": "m-short"},
+        "m-again": {"book": "m-again"},
+    }
+
+
+def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
+    score = pl.DataFrame(
+        {
+            "claim_id": ["same", "texts_differ", "undecided", "reading_flips"],
+            "claim": ["S", "T", "U", "R"],
+            "m": ["reproduced", "reproduced", "undecided", "not reproduced"],
+            "m measured": ["1 [0, 2]", "0.7 [0.6, 0.8]", "0.5 [0.4, 0.9]", "-1 [-2, -0.5]"],
+            "m.docs": ["reproduced", "not reproduced", "undecided", "not reproduced"],
+            "m.docs measured": ["2 [1, 3]", "0.2 [0.1, 0.3]", "0.6 [0.3, 0.9]", "-1 [-3, -0.7]"],
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}}
+
+    def table(flips):
+        return pl.DataFrame(
+            {
+                "claim_id": score["claim_id"],
+                "robustness": ["fragile" if c in flips else "robust" for c in score["claim_id"]],
+                "flipped_by": [
+                    "x_key: reproduced" if c in flips else "" for c in score["claim_id"]
+                ],
+            }
+        )
+
+    readings = {"m": table({"reading_flips"}), "m.docs": table(set())}
+    status = findings.claim_status(score, groups, readings)
+    by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
+    assert [c for c, r in by.items() if r["robust"]] == ["same"]
+    assert by["texts_differ"]["texts"] == "fragile" and by["texts_differ"]["readings"] == "robust"
+    # the same verdict on both texts, but undecided: robust across texts, not a robust result
+    assert by["undecided"]["texts"] == "robust" and not by["undecided"]["robust"]
+    assert by["reading_flips"]["readings"] == "fragile"
+    assert by["reading_flips"]["readings_flipped_by"] == "book: x_key: reproduced"
+    said = findings.what_we_can_say(status, score, groups)
+    assert said == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3])."
+    fragile = findings.fragile_list(status).splitlines()
+    assert fragile == [
+        "- T on m: flipped by the text (book: reproduced; docs: not reproduced).",
+        "- R on m: flipped by the reading (book: x_key: reproduced).",
     ]
+    # no readings table: untested across readings, so nothing is a robust result
+    assert not findings.claim_status(score, groups, {})["robust"].any()
 
 
 # ----------------------------------------------------------------------- heads and coverage
@@ -401,6 +459,7 @@ def test_compare_caption_counts_blind_and_censored_lengths():
         "layers": 2,
         "heads": 4,
         "masked": "non_selected",
+        "corpus": "book",
     }
     tables = {"m": critical_summary()}
     fig, caption = compare_figure.compare_figure(
@@ -408,9 +467,34 @@ def test_compare_caption_counts_blind_and_censored_lengths():
     )
     assert "m (monte_carlo): censored (no pass up to N = L - 1) at 1 of 2 L" in caption
     assert "m (closed_form): KS cannot reject at 1 of 2 L (not testable, not drawn)" in caption
-    assert compare_figure.label("m", run, "critical_n") == "m (trained; 2x4 heads; analysed row)"
+    assert (
+        compare_figure.label("m", run, "critical_n") == "m (trained; 2x4 heads; analysed row; book)"
+    )
+    assert "line style" not in caption  # one text: nothing to tell apart
     with pytest.raises(ValueError, match="unknown claim"):
         compare_figure.compare_figure("nothing", tables, {"m": run}, {"m": 0.01}, {"m": 2})
+
+
+def test_compare_figure_keeps_a_colour_per_model_and_a_line_per_text():
+    run = {"weights": "trained", "protocol": "all_rows", "layers": 2, "heads": 4}
+    runs = {
+        "a": {**run, "corpus": "book"},
+        "b": {**run, "layers": 3, "corpus": "book"},
+        "a.docs": {**run, "corpus": "docs"},
+        "b.docs": {**run, "layers": 3, "corpus": "docs"},
+    }
+    colour, text = compare_figure.colours_and_texts(runs)
+    assert colour == {"a": 0, "b": 1, "a.docs": 0, "b.docs": 1}
+    assert text == {"a": 0, "b": 0, "a.docs": 1, "b.docs": 1}
+    tables = {m: critical_summary() for m in runs}
+    fig, caption = compare_figure.compare_figure(
+        "critical_n", tables, runs, dict.fromkeys(runs, 0.01), dict.fromkeys(runs, 2)
+    )
+    assert "its text by line style and marker" in caption
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    book = lines["a (trained; 2x4 heads; every row; book): MC E"]
+    docs = lines["a.docs (trained; 2x4 heads; every row; docs): MC E"]
+    assert book.get_color() == docs.get_color() and book.get_marker() != docs.get_marker()
 
 
 def test_fig5_note_counts_the_undrawn_critical_n():

@@ -440,7 +440,12 @@ def test_a_single_model_records_no_source_it_does_not_use():
 @pytest.mark.parametrize(
     ("entries", "extra", "fragment"),
     [
-        ({"a": {"corpus": {"name": "x"}}}, {}, "models.a.corpus: unknown key"),
+        ({"a": {"seed": 3}}, {}, "models.a.seed: unknown key"),
+        (
+            {"a": None, "b": {"corpus": {"strip_gutenberg": False}}},
+            {},
+            "models.b.corpus: names 'synthetic' like corpus but sets it differently",
+        ),
         ({"a": "no/such/file.yaml"}, {}, "models.a.configfile: no/such/file.yaml does not exist"),
         ({"a": 3}, {}, "models.a: 3 is not of type"),
         ({"a": None}, {"default_model": "b"}, "default_model: 'b' is not one of models ['a']"),
@@ -458,6 +463,19 @@ def test_a_bad_models_entry_is_named(base, tmp_path, entries, extra, fragment):
     with pytest.raises(ConfigError) as err:
         load_config(DEFAULTS, user, SCHEMA, REPO)
     assert fragment in str(err.value)
+
+
+@pytest.mark.unit
+def test_a_models_entry_may_read_its_own_text(base, tmp_path):
+    """config/findings.yaml's second text: the same model as one more entry with its own corpus;
+    the entries that keep the shared corpus are left as they were."""
+    own = {"name": "python_docs", "bundled": "python_docs", "path": None, "strip_gutenberg": False}
+    config, runs, _ = load_config(
+        DEFAULTS, several(base, tmp_path, a=None, b={"corpus": own}), SCHEMA, REPO
+    )
+    assert runs["a"]["corpus"] == config["corpus"]
+    assert runs["b"]["corpus"] == {**config["corpus"], **own}
+    assert runs["b"]["chunking"] == runs["a"]["chunking"]
 
 
 @pytest.mark.unit

@@ -127,8 +127,9 @@ def reserved_name_errors(runs: dict[str, dict], several: bool) -> list[str]:
 # Where a model comes from, in the order the fetch rule tries them (config/README.md: model).
 MODEL_SOURCES = ("gguf_file", "package", "path", "hf_id")
 
-# What a `models:` entry may set; the corpus, the seed and the figure style are shared by the run.
-MODEL_SECTIONS = ("model", "chunking", "extraction", "analysis", "beyond")
+# What a `models:` entry may set; the seed and the figure style are shared by the run. An entry's
+# own corpus makes the same model on another text one more entry (config/findings.yaml).
+MODEL_SECTIONS = ("model", "corpus", "chunking", "extraction", "analysis", "beyond")
 
 
 def overlay(
@@ -321,6 +322,7 @@ def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
     for name in runs:
         errs += periodic_name_error("models" if several else "model.name", name)
     errs += periodic_name_error("corpus.name", config["corpus"]["name"])
+    errs += corpus_name_errors(config, runs)
     study = config.get("study") or {}
     for name in study.get("normalizers") or {}:
         errs += periodic_name_error("study.normalizers", name, STUDY_PREFIX + name)
@@ -340,6 +342,25 @@ def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
         for name, cfg in runs.items()
         if cfg["model"].get("trained") is not None or cfg["model"].get("study_seed") is not None
     ]
+
+
+def corpus_name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
+    """Two texts under one corpus.name: the text lands in resources/corpus/<name>.txt, so one name
+    must mean one corpus section (the shared one, or a models entry's own)."""
+    seen = {config["corpus"]["name"]: ("corpus", config["corpus"])}
+    errs = []
+    for name, cfg in runs.items():
+        corpus = cfg.get("corpus") or config["corpus"]
+        if corpus["name"] not in seen:
+            seen[corpus["name"]] = (f"models.{name}.corpus", corpus)
+            errs += periodic_name_error(f"models.{name}.corpus.name", corpus["name"])
+        label, first = seen[corpus["name"]]
+        if first != corpus:
+            errs.append(
+                f"models.{name}.corpus: names {corpus['name']!r} like {label} but sets it "
+                "differently; give this text its own corpus.name"
+            )
+    return errs
 
 
 def resolve_runs(

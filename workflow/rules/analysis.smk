@@ -249,7 +249,7 @@ rule describe_run:
     conda:
         "../envs/analysis.yaml"
     params:
-        corpus=CORPUS,
+        corpus=model_setting("corpus", "name"),
         model=lambda wildcards: wildcards.model,
         embedding=model_setting("analysis", "embedding"),
         query_row=model_setting("extraction", "query_row"),

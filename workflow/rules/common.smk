@@ -45,6 +45,13 @@ config.clear()
 config.update(_merged)
 
 CORPUS = config["corpus"]["name"]
+# Every text of the run by corpus.name: the shared corpus section (the study's) and each models
+# entry's own (config/findings.yaml runs every model on two texts); the config check has made
+# sure one name means one section.
+CORPORA = {
+    config["corpus"]["name"]: config["corpus"],
+    **{c["corpus"]["name"]: c["corpus"] for c in MODELS.values()},
+}
 # The configured models (`all`, the comparison, the findings), and the study's trained models
 # (study-<normaliser>, `study`), which go through the same rules from extraction on.
 PAPER_MODELS = [m for m, c in MODELS.items() if not c["model"].get("trained")]
@@ -65,6 +72,7 @@ def name_pattern(names):
 
 wildcard_constraints:
     model=name_pattern(MODELS),
+    corpus=name_pattern(CORPORA),
     batch=r"\d{3}",
     length=r"\d+",
     n=r"\d+",
@@ -74,6 +82,16 @@ wildcard_constraints:
 def results(*parts):
     """Every results path is built here, so the layout lives in one place: results/<model>/..."""
     return str(Path("results", *map(str, parts)))
+
+
+def corpus_file(name):
+    """Where the download rule leaves the text named ``name``."""
+    return f"resources/corpus/{name}.txt"
+
+
+def model_corpus(wildcards):
+    """An input function: the text the job's own model reads."""
+    return corpus_file(MODELS[wildcards.model]["corpus"]["name"])
 
 
 def model_setting(*keys):

@@ -1,12 +1,12 @@
 rule download_corpus:
     output:
-        f"resources/corpus/{CORPUS}.txt",
+        corpus_file("{corpus}"),
     log:
-        f"logs/download_corpus/{CORPUS}.log",
+        "logs/download_corpus/{corpus}.log",
     conda:
         "../envs/analysis.yaml"
     params:
-        corpus=config["corpus"],
+        corpus=lambda wildcards: CORPORA[wildcards.corpus],
     script:
         "../scripts/download_corpus.py"
 
@@ -14,7 +14,7 @@ rule download_corpus:
 # Each model reads the corpus with its own tokenizer.
 rule chunk_corpus:
     input:
-        corpus=rules.download_corpus.output[0],
+        corpus=model_corpus,
         model=model_dir(),
     output:
         tokens=results("{model}", "chunks", "tokens.parquet"),

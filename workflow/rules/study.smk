@@ -7,7 +7,7 @@
 
 rule train_tokenizer:
     input:
-        corpus=rules.download_corpus.output[0],
+        corpus=corpus_file(CORPUS),
     output:
         results("study", "tokenizer.json"),
     log:
@@ -22,7 +22,7 @@ rule train_tokenizer:
 
 rule train_model:
     input:
-        corpus=rules.download_corpus.output[0],
+        corpus=corpus_file(CORPUS),
         tokenizer=rules.train_tokenizer.output[0],
     output:
         model=directory(model_dir()),
@@ -49,7 +49,7 @@ rule train_model:
 
 rule evaluate_model:
     input:
-        corpus=rules.download_corpus.output[0],
+        corpus=corpus_file(CORPUS),
         model=model_dir(),
     output:
         results("{model}", "training", "evaluation.json"),

@@ -17,13 +17,37 @@ def label(model: str, run: dict, claim: str) -> str:
     # Lemma 1's check reads the analysed row under either protocol (docs/protocols.md)
     every_row = run["protocol"] == "all_rows" and claim != "vanishing"
     rows = "every row" if every_row else "analysed row"
-    return f"{model} ({weights}; {run['layers']}x{run['heads']} heads; {rows})"
+    return f"{model} ({weights}; {run['layers']}x{run['heads']} heads; {rows}; {run['corpus']})"
 
 
-def median_band(ax, t: pl.DataFrame, x: str, value: str, colour: str, text: str) -> None:
+def median_band(
+    ax, t: pl.DataFrame, x: str, value: str, colour: str, text: str, style: str = "-o"
+) -> None:
     """One model's median line with its interquartile band."""
-    ax.plot(t[x], t[f"{value}_median"], "-o", color=colour, ms=4, label=text)
+    ax.plot(t[x], t[f"{value}_median"], style, color=colour, ms=4, label=text)
     ax.fill_between(t[x], t[f"{value}_q25"], t[f"{value}_q75"], color=colour, alpha=0.15, lw=0)
+
+
+# What makes two entries one model: all of a run description but its name and its text.
+SAME_MODEL = ("model_type", "weights", "layers", "heads", "protocol", "chunk_length", "chunks")
+
+
+def colours_and_texts(runs: dict[str, dict]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per entry, the colour index of its model (entries that differ only in their text share
+    one) and the index of its text among the run's texts (solid lines for the first text, dashed
+    for the next; config/findings.yaml reads each model on two texts)."""
+    models: list[tuple] = []
+    texts: list[str] = []
+    colour, text = {}, {}
+    for m, run in runs.items():
+        key = tuple(run.get(k) for k in SAME_MODEL)
+        if key not in models:
+            models.append(key)
+        corpus = run.get("corpus", "")
+        if corpus not in texts:
+            texts.append(corpus)
+        colour[m], text[m] = models.index(key), texts.index(corpus)
+    return colour, text
 
 
 def compare_figure(
@@ -40,12 +64,17 @@ def compare_figure(
     fig, ax = plt.subplots(figsize=(6.4, 3.4 + 0.22 * len(models)))
 
     notes = []
-    for i, model in enumerate(models):
-        t, colour = tables[model], colours[i % len(colours)]
+    colour_of, text_of = colours_and_texts(runs)
+    several_texts = len(set(text_of.values())) > 1
+    for model in models:
+        t, colour = tables[model], colours[colour_of[model] % len(colours)]
+        line = ("-", "--", ":", "-.")[text_of[model] % 4]
+        marker = ("o", "^", "s", "v")[text_of[model] % 4]
         if claim == "critical_n":
             # the reading of a causal row's masked keys the model's figures draw (an encoder: "both")
             reading = [runs[model].get("masked", "non_selected"), "both"]
-            for kind, style in (("monte_carlo", "-o"), ("closed_form", "--s")):
+            # the expectation by line style, the text by marker
+            for kind, style in (("monte_carlo", "-"), ("closed_form", "--")):
                 f = t.filter(pl.col("masked").is_in(reading) & (pl.col("expectation") == kind))
                 f = f.sort("L")
                 # Where KS over so few values cannot reject at alpha, every N "passes": no N_crit.
@@ -60,8 +89,9 @@ def compare_figure(
                     ax.plot(
                         found["L"],
                         found["N_crit_over_L"],
-                        style,
+                        style + marker,
                         color=colour,
+                        mfc=colour if text_of[model] == 0 else "none",
                         ms=4,
                         label=f"{label(model, runs[model], claim)}: {'MC E' if kind == 'monte_carlo' else 'Thm 1.2 term'}",
                     )
@@ -73,7 +103,15 @@ def compare_figure(
             ax.set(xlabel="L", ylabel="N_crit / L")
             title = "Critical N (Theorem 1, KS test)"
         elif claim == "separability":
-            median_band(ax, t.sort("N"), "N", "ratio", colour, label(model, runs[model], claim))
+            median_band(
+                ax,
+                t.sort("N"),
+                "N",
+                "ratio",
+                colour,
+                label(model, runs[model], claim),
+                line + marker,
+            )
             ax.set(xlabel="N (top-N selected)", ylabel="N_s / N (median, IQR band)")
             title = "Geometric separability (Theorem 2)"
         elif claim == "gradient":
@@ -82,7 +120,7 @@ def compare_figure(
             ax.plot(
                 t["T"],
                 t["g_max_over_heads"],
-                "-o",
+                line + marker,
                 color=colour,
                 ms=4,
                 label=f"{label(model, runs[model], claim)}, eps {eps:g}",
@@ -92,7 +130,13 @@ def compare_figure(
             title = "Gradient sensitivity (Lemma 2, Corollary 3); dotted: max exact ||J||"
         elif claim == "vanishing":
             median_band(
-                ax, t.sort("L"), "L", "max_weight", colour, label(model, runs[model], claim)
+                ax,
+                t.sort("L"),
+                "L",
+                "max_weight",
+                colour,
+                label(model, runs[model], claim),
+                line + marker,
             )
             ax.set(yscale="log", xlabel="L", ylabel="largest attention weight (median)")
             title = "Vanishing attention (Lemma 1)"
@@ -100,7 +144,13 @@ def compare_figure(
             n = n_fixed[model]
             t = t.filter(pl.col("N") == n).sort("L")
             median_band(
-                ax, t, "L", "distance", colour, f"{label(model, runs[model], claim)}, N = {n}"
+                ax,
+                t,
+                "L",
+                "distance",
+                colour,
+                f"{label(model, runs[model], claim)}, N = {n}",
+                line + marker,
             )
             ax.set(yscale="log", xlabel="L", ylabel="distance d~ (median)")
             title = "Distance of the selected set (Theorem 1)"
@@ -129,6 +179,11 @@ def compare_figure(
         "gradient": "solid: the largest g over heads at the smallest eps; dotted: the largest exact ||J||",
     }.get(claim, "lines: medians, bands: interquartile ranges")
     caption = f"Models side by side; {drawn}; each model from its own run."
+    if several_texts:
+        caption += (
+            " One colour per model; its text by line style and marker (solid, filled: the first "
+            "text; dashed, open: the next)."
+        )
     if claim == "vanishing":
         caption += (
             " Lemma 1 is checked on each (layer, chunk, head)'s analysed row under either protocol, so"

@@ -5,20 +5,170 @@ and config, its Table 1 and the cross-model scorecard. The prose lives in a temp
 (workflow/resources/findings_template.md) whose [[kind|claim_id|model]] fields are filled from the
 scorecard (kind: verdict or measured), so a rerun rewrites the numbers with the text."""
 
+import copy
 import re
 
 import polars as pl
 
 from ..plotting import protocol_text
+from ..robustness import FRAGILE, ROBUST, robustness
 from ..tables import markdown_table
+
+# Verdicts that decide a claim one way; "undecided" (the interval straddles the rule's edge) and
+# the untestable ones do not.
+DECIDED = ("reproduced", "not reproduced")
 
 
 class MissingCell(ValueError):
     """A template field names a (claim id, model) the scorecard lacks."""
 
 
-def models_table(runs: dict[str, dict], configs: dict[str, dict]) -> str:
-    """One row per model: its type, weights, layers x heads, lengths, chunks and protocol."""
+def text_groups(configs: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """The entries that are one model on several texts (config/findings.yaml): entries whose
+    configs are equal but for their corpus and name, grouped under the first one's name, as
+    {group: {corpus name: entry}}, in the configs' order. An entry alone is a group of one."""
+
+    def without_text(cfg: dict) -> dict:
+        rest = copy.deepcopy({k: v for k, v in cfg.items() if k != "corpus"})
+        rest.get("model", {}).pop("name", None)
+        return rest
+
+    groups: dict[str, dict[str, str]] = {}
+    keys: list[tuple[dict, str]] = []
+    for entry, cfg in configs.items():
+        key = without_text(cfg)
+        group = next((g for k, g in keys if k == key), None)
+        text = cfg["corpus"]["name"]
+        if group is None or text in groups[group]:
+            keys.append((key, entry))
+            groups[entry] = {text: entry}
+        else:
+            groups[group][text] = entry
+    return groups
+
+
+def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.DataFrame:
+    """Per (claim, model group): robust, fragile or untested across the group's texts (the first
+    text is the reference a fragile claim's ``flipped_by`` is read against), from the
+    scorecard's verdict columns."""
+    rows = [
+        {"claim_id": r["claim_id"], "model": group, "text": text, "verdict": r[entry]}
+        for r in score.iter_rows(named=True)
+        for group, texts in groups.items()
+        for text, entry in texts.items()
+    ]
+    verdicts = pl.DataFrame(
+        rows,
+        schema={"claim_id": pl.String, "model": pl.String, "text": pl.String, "verdict": pl.String},
+    )
+    parts = []
+    for group, texts in groups.items():
+        mine = verdicts.filter(pl.col("model") == group)
+        parts.append(
+            robustness(mine, over="text", within=["claim_id", "model"], reference=next(iter(texts)))
+        )
+    return pl.concat(parts)
+
+
+def reading_status(readings: dict[str, pl.DataFrame], entry: str, claim_id: str) -> tuple[str, str]:
+    """(robustness, flipped_by) of ``claim_id`` across ``entry``'s readings (its robustness
+    table, tables/<entry>/robustness.csv); ("untested", "") where the entry has none."""
+    table = readings.get(entry)
+    if table is None:
+        return "untested", ""
+    hit = table.filter(pl.col("claim_id") == claim_id)
+    if not hit.height:
+        return "untested", ""
+    return hit["robustness"][0], hit["flipped_by"][0] or ""
+
+
+def claim_status(
+    score: pl.DataFrame,
+    groups: dict[str, dict[str, str]],
+    readings: dict[str, pl.DataFrame],
+) -> pl.DataFrame:
+    """Per (claim, model group): the verdict per text, robust or fragile across texts, and across
+    each text's readings; ``robust`` only when both hold and the verdict is decided."""
+    texts = across_texts(score, groups)
+    by_key = {(r["claim_id"], r["model"]): r for r in texts.iter_rows(named=True)}
+    rows = []
+    for r in score.iter_rows(named=True):
+        for group, members in groups.items():
+            t = by_key[(r["claim_id"], group)]
+            per_reading = {e: reading_status(readings, e, r["claim_id"]) for e in members.values()}
+            fragile_readings = [
+                f"{text}: {per_reading[e][1]}"
+                for text, e in members.items()
+                if per_reading[e][0] == FRAGILE
+            ]
+            reading_ok = all(status == ROBUST for status, _ in per_reading.values())
+            rows.append(
+                {
+                    "claim_id": r["claim_id"],
+                    "claim": r["claim"],
+                    "model": group,
+                    "verdicts": "; ".join(f"{text}: {r[e]}" for text, e in members.items()),
+                    "texts": t["robustness"],
+                    "texts_flipped_by": t["flipped_by"],
+                    "readings": FRAGILE
+                    if fragile_readings
+                    else (ROBUST if reading_ok else "untested"),
+                    "readings_flipped_by": "; ".join(fragile_readings),
+                    "robust": t["robustness"] == ROBUST and reading_ok and t["verdict"] in DECIDED,
+                    "verdict": t["verdict"],
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def what_we_can_say(
+    status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
+) -> str:
+    """One bullet per claim with a robust result: the models whose verdict is decided, the same
+    on every text and under every reading, each with its measured value per text."""
+    measured = {
+        (r["claim_id"], m): r[f"{m} measured"] or ""
+        for r in score.iter_rows(named=True)
+        for m in groups_entries(groups)
+    }
+    lines = []
+    robust = status.filter(pl.col("robust"))
+    for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
+        parts = []
+        for r in g.iter_rows(named=True):
+            values = "; ".join(
+                f"{text}: {measured[(claim_id, e)]}" for text, e in groups[r["model"]].items()
+            )
+            parts.append(f"{r['model']} **{r['verdict']}** ({values})")
+        lines.append(f"- **{claim}**: " + "; ".join(parts) + ".")
+    return (
+        "\n".join(lines) or "- Nothing: no claim is decided the same way on every text and reading."
+    )
+
+
+def fragile_list(status: pl.DataFrame) -> str:
+    """One bullet per (claim, model) whose verdict moves with the text or the reading, naming
+    what moves it."""
+    lines = []
+    for r in status.filter(
+        (pl.col("texts") == FRAGILE) | (pl.col("readings") == FRAGILE)
+    ).iter_rows(named=True):
+        why = []
+        if r["texts"] == FRAGILE:
+            why.append(f"the text ({r['verdicts']})")
+        if r["readings"] == FRAGILE:
+            why.append(f"the reading ({r['readings_flipped_by']})")
+        lines.append(f"- {r['claim']} on {r['model']}: flipped by " + " and by ".join(why) + ".")
+    return "\n".join(lines) or "- None."
+
+
+def groups_entries(groups: dict[str, dict[str, str]]) -> list[str]:
+    return [e for members in groups.values() for e in members.values()]
+
+
+def models_table(runs: dict[str, dict], configs: dict[str, dict], texts: dict[str, str]) -> str:
+    """One row per model entry: its text, type, weights, layers x heads, lengths, chunks and
+    protocol."""
     model_rows = []
     for m, run in runs.items():
         weights = "seeded random" if run["weights"] == "random_init" else "trained"
@@ -27,6 +177,7 @@ def models_table(runs: dict[str, dict], configs: dict[str, dict]) -> str:
         model_rows.append(
             [
                 m,
+                texts[m],
                 f"{run['model_type']} ({kind})",
                 weights,
                 f"{run['layers']} x {run['heads']} ({run['kv_heads']} KV)",
@@ -36,29 +187,23 @@ def models_table(runs: dict[str, dict], configs: dict[str, dict]) -> str:
             ]
         )
     return markdown_table(
-        ["model", "type", "weights", "layers x heads", "L", "chunks", "protocol"], model_rows
+        ["model", "text", "type", "weights", "layers x heads", "L", "chunks", "protocol"],
+        model_rows,
     )
 
 
-def summary_row(claim: str, verdicts: dict[str, str]) -> list[str]:
-    """Per claim: the models it holds on, fails on, is vacuous on, and the rest with their
-    verdicts."""
-    holds = [m for m, v in verdicts.items() if v == "reproduced"]
-    fails = [m for m, v in verdicts.items() if v == "not reproduced"]
-    # a check no data could fail is kept apart from the tested ones (attnlimits.checks)
-    vacuous = [m for m, v in verdicts.items() if v == "vacuous"]
-    other = [
-        f"{m} ({v})"
-        for m, v in verdicts.items()
-        if v not in ("reproduced", "not reproduced", "vacuous")
-    ]
-    return [
-        claim,
-        ", ".join(holds) or "none",
-        ", ".join(fails) or "none",
-        ", ".join(vacuous) or "-",
-        ", ".join(other) or "-",
-    ]
+def group_cell(status: dict) -> str:
+    """One claim on one model group: its verdict where every text agrees, else each text's; then
+    what the readings do to it."""
+    if status["texts"] == FRAGILE:
+        cell = status["verdicts"]
+    else:
+        cell = status["verdict"] or "-"
+    if status["readings"] == FRAGILE:
+        cell += " (fragile: reading)"
+    elif status["texts"] == ROBUST and status["robust"]:
+        cell += " (robust)"
+    return cell
 
 
 def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:
@@ -87,34 +232,46 @@ def findings_page(
     runs: dict[str, dict],
     configs: dict[str, dict],
     command: str,
+    readings: dict[str, pl.DataFrame] | None = None,
 ) -> str:
-    """The page: the template's fields, then its {blocks} (the command, the models, the summary,
-    the scorecard, and each claim's measured values per model). ``runs`` and ``configs`` per
-    model, in the scorecard's column order."""
+    """The page: the template's fields, then its {blocks} (the command, the models, what we can
+    say, the fragile claims, the verdicts per model and text, the untestable checks apart, and
+    each claim's measured values per model and text). ``runs`` and ``configs`` per model entry,
+    in the scorecard's column order; ``readings``: each entry's robustness table, where it has
+    one (tables/<entry>/robustness.csv)."""
     models = list(runs)
-    rows = list(score.iter_rows(named=True))
-    summary_table = markdown_table(
-        ["claim", "holds on", "fails on", "vacuous (cannot fail)", "cannot be decided"],
-        [summary_row(r["claim"], {m: r[m] for m in models}) for r in rows],
-    )
-    scorecard_table = markdown_table(
-        ["claim", *models], [[r["claim"], *[r[m] for m in models]] for r in rows]
-    )
+    groups = text_groups(configs)
+    status = claim_status(score, groups, readings or {})
+    cells = {(r["claim_id"], r["model"]): r for r in status.iter_rows(named=True)}
+    tested, apart = [], []
+    for r in score.iter_rows(named=True):
+        row = [r["claim"], *[group_cell(cells[(r["claim_id"], g)]) for g in groups]]
+        scored = {r[m] for m in models}
+        (tested if scored & {*DECIDED, "undecided"} else apart).append(row)
+    header = ["claim", *groups]
+    text_of = {m: configs[m]["corpus"]["name"] for m in models}
     measured = [
         f"**{r['claim']}**\n\n"
         + markdown_table(
-            ["model", "verdict", "measured"], [[m, r[m], r[f"{m} measured"] or ""] for m in models]
+            ["model", "text", "verdict", "measured"],
+            [
+                [g, t, r[e], r[f"{e} measured"] or ""]
+                for g, ts in groups.items()
+                for t, e in ts.items()
+            ],
         )
-        for r in rows
+        for r in score.iter_rows(named=True)
     ]
     # Fields first (claim ids hold braces, such as Corollary 3's min{1/(4T), sqrt 2}), then the
     # blocks by plain replacement, so no text of the run is read as a format string.
     page = fill_fields(template, score, models)
     blocks = {
         "command": command,
-        "models_table": models_table(runs, configs),
-        "summary_table": summary_table,
-        "scorecard_table": scorecard_table,
+        "models_table": models_table(runs, configs, text_of),
+        "what_we_can_say": what_we_can_say(status, score, groups),
+        "fragile": fragile_list(status),
+        "summary_table": markdown_table(header, tested),
+        "apart_table": markdown_table(header, apart),
         "measured": "\n\n".join(measured),
     }
     for name, text in blocks.items():
