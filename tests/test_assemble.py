@@ -353,6 +353,9 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
         )
 
     readings = {"m": table({"reading_flips"}), "m.docs": table(set())}
+    # a masked-keys variant of a claim reads its claim's row of the robustness table
+    variant = findings.reading_status(readings, "m", "reading_flips:prefix")
+    assert variant == ("fragile", "x_key: reproduced")
     status = findings.claim_status(score, groups, readings)
     by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
     assert [c for c, r in by.items() if r["robust"]] == ["same"]

@@ -63,6 +63,8 @@ READING_RUNS = {
     name: (source, reading) for name, (source, reading, _) in _readings.items()
 }
 MODELS.update({name: cfg for name, (_, _, cfg) in _readings.items()})
+# The configured models scored under readings: their robustness tables feed the findings page.
+READ_MODELS = [m for m in PAPER_MODELS if MODELS[m]["analysis"]["readings"]]
 
 
 def name_pattern(names):

@@ -60,6 +60,7 @@ rule findings:
         figures=[f"figures/compare/{claim}.png" for claim in COMPARE_CLAIMS],
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
         configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
+        readings=[f"tables/{model}/robustness.csv" for model in READ_MODELS],
     output:
         page="docs/findings.md",
         figures=directory("docs/findings"),
@@ -69,6 +70,7 @@ rule findings:
         "../envs/analysis.yaml"
     params:
         models=PAPER_MODELS,
+        read_models=READ_MODELS,
         command="snakemake --cores 2 docs/findings.md --configfile config/findings.yaml",
     script:
         "../scripts/write_findings.py"

@@ -18,13 +18,17 @@ models = list(snakemake.params.models)
 runs = {m: json.load(open(p)) for m, p in zip(models, inp.runs, strict=True)}
 configs = {m: yaml.safe_load(open(p)) for m, p in zip(models, inp.configs, strict=True)}
 score = pl.read_csv(inp.scorecard)
+readings = {
+    m: pl.read_csv(p, infer_schema_length=None)
+    for m, p in zip(snakemake.params.read_models, inp.readings, strict=True)
+}
 figures = Path(out.figures)
 figures.mkdir(parents=True, exist_ok=True)
 for png in inp.figures:
     shutil.copyfile(png, figures / Path(png).name)
 try:
     page = findings_page(
-        Path(inp.template).read_text(), score, runs, configs, snakemake.params.command
+        Path(inp.template).read_text(), score, runs, configs, snakemake.params.command, readings
     )
 except MissingCell as missing:
     raise SystemExit(str(missing)) from None

@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 from ..plotting import protocol_text
-from ..robustness import FRAGILE, ROBUST, robustness
+from ..robustness import FRAGILE, MASKED_READINGS, ROBUST, robustness
 from ..tables import markdown_table
 
 # Verdicts that decide a claim one way; "undecided" (the interval straddles the rule's edge) and
@@ -76,7 +76,11 @@ def reading_status(readings: dict[str, pl.DataFrame], entry: str, claim_id: str)
     table = readings.get(entry)
     if table is None:
         return "untested", ""
-    hit = table.filter(pl.col("claim_id") == claim_id)
+    # the robustness table counts a causal row's masked keys among the readings: one claim id
+    # for Table 1's <claim> and <claim>:<masked reading>
+    base, _, suffix = claim_id.rpartition(":")
+    plain = base if base and suffix in MASKED_READINGS else claim_id
+    hit = table.filter(pl.col("claim_id") == plain)
     if not hit.height:
         return "untested", ""
     return hit["robustness"][0], hit["flipped_by"][0] or ""
