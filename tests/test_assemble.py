@@ -207,9 +207,102 @@ def test_table1_bound_rows_by_hand():
     assert [r["claim_id"] for r in card.rows] == ["bound:A", "bound:B", "bound:C"]
     assert [r["verdict"] for r in card.rows] == ["not reproduced", "vacuous", "reproduced"]
     assert card.rows[0]["measured"] == (
-        "2 of 10 samples violate (0 not testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
+        "2 of 10 samples violate (share 0.2, 95 % Clopper-Pearson [0.0252, 0.556]; 0 not "
+        "testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
     )
     assert card.rows[1]["measured"].endswith("vacuous: cannot fail)")
+    # the violated share and its exact binomial interval: 2 of 10 at 95 % is [0.0252, 0.5561]
+    # (beta quantiles), 0 of 4 is [0, 1 - 0.025^(1/4)]; the verdict stays by the count
+    assert card.rows[0]["value"] == 0.2
+    assert card.rows[0]["low"] == pytest.approx(0.02521, abs=1e-5)
+    assert card.rows[0]["high"] == pytest.approx(0.55610, abs=1e-5)
+    assert (card.rows[2]["low"], card.rows[2]["high"]) == (0.0, pytest.approx(1 - 0.025**0.25))
+    assert card.rows[1]["value"] is None and card.rows[0]["resamples"] is None
+
+
+def _replicates(values: list[list[float]], column: str, by: str, keys: list) -> list[pl.DataFrame]:
+    """One replicate frame per resample: ``values[r][j]`` the statistic column at ``keys[j]``."""
+    return [pl.DataFrame({by: keys, column: row}) for row in values]
+
+
+def test_table1_three_outcomes_from_replicates_by_hand():
+    # Hand-made summary and replicate frames: max weight 1/L^k at three lengths, so each
+    # replicate's log-log slope is -k exactly; the rule is slope <= -0.5. 50 replicates at
+    # level 0.95: the interval is the order statistics at 2.5 % and 97.5 % (inverted_cdf: the
+    # ceil(1.25) = 2nd and ceil(48.75) = 49th smallest).
+    lengths = [10, 100, 1000]
+
+    def weights(k: float) -> list[float]:
+        return [length**-k for length in lengths]
+
+    summary = pl.DataFrame({"L": lengths, "max_weight_median": weights(1.0)})
+    cases = {
+        # every replicate's slope in [-1.2, -0.8]: inside slope <= -0.5
+        "reproduced": [-0.8 - 0.008 * r for r in range(50)],
+        # every replicate's slope in [-0.4, -0.1]: all above -0.5
+        "not reproduced": [-0.1 - 0.006 * r for r in range(50)],
+        # replicates from -0.8 to -0.2: the interval straddles -0.5
+        "undecided": [-0.2 - 0.012 * r for r in range(50)],
+    }
+    for expected, slopes in cases.items():
+        card = table1.Scorecard(CLAIMS, level=0.95)
+        reps = _replicates([weights(-s) for s in slopes], "max_weight_median", "L", lengths)
+        table1.vanishing_claims(card, summary, reps)
+        (row,) = card.rows
+        assert row["verdict"] == expected, (expected, row)
+        ordered = sorted(slopes)
+        assert row["low"] == pytest.approx(ordered[1])
+        assert row["high"] == pytest.approx(ordered[48])
+        assert row["value"] == pytest.approx(-1.0)
+        assert (row["level"], row["resamples"]) == (0.95, 50)
+        assert row["measured"] == (
+            f"log-log slope of median max weight -1.00 [{ordered[1]:.2f}, {ordered[48]:.2f}]"
+        )
+
+
+def test_table1_saturation_box_by_hand():
+    # two-sided band [0.70, 0.85] on (smallest, largest) median N_s/N over N >= 16: reproduced
+    # only when both intervals lie inside, not reproduced when one misses the band
+    claims = {
+        "saturation": {
+            "claim": "saturates",
+            "paper": "0.70-0.85",
+            "rule": "in [{low}, {high}]",
+            "from_n": 16,
+            "low": 0.70,
+            "high": 0.85,
+        },
+        "upper_bound_tracks": {"claim": "tracks", "paper": "tight", "rule": "gap", "max_gap": 0.1},
+    }
+    ns = [1, 16, 32]
+
+    def frame(ratio: list[float]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "N": ns,
+                "ratio_median": ratio,
+                "ratio_max": [1.0, 0.95, 0.95],
+                "upper_bound_mean": [None, 0.99, 0.99],
+                "zero_weight_selected_mean": [0.0, 0.0, 0.0],
+            }
+        )
+
+    outcomes = {}
+    for name, (lo, hi) in {
+        "inside": ((0.72, 0.74), (0.80, 0.84)),
+        "one end out": ((0.72, 0.74), (0.90, 0.95)),
+        "straddles": ((0.68, 0.74), (0.80, 0.84)),
+    }.items():
+        reps = [frame([1.0, lo[r % 2], hi[r % 2]]) for r in range(20)]
+        card = table1.Scorecard(claims, level=0.9)
+        table1.separability_claims(card, frame([1.0, 0.73, 0.82]), [(None, "")], reps)
+        outcomes[name] = card.rows[0]["verdict"]
+        assert card.rows[1]["verdict"] == "vacuous"  # every max N_s/N >= 0.9: cannot fail
+    assert outcomes == {
+        "inside": "reproduced",
+        "one end out": "not reproduced",
+        "straddles": "undecided",
+    }
 
 
 # ---------------------------------------------------------------------------------- Table 2

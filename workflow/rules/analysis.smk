@@ -129,6 +129,7 @@ rule summarise_distance:
         distance=results("{model}", "summary", "distance.csv"),
         critical_n=results("{model}", "summary", "critical_n.csv"),
         violations=results("{model}", "summary", "violations_distance.csv"),
+        replicates=results("{model}", "summary", "distance_replicates.parquet"),
     log:
         "logs/{model}/summarise/distance.log",
     benchmark:
@@ -137,6 +138,7 @@ rule summarise_distance:
         "../envs/analysis.yaml"
     params:
         kind="distance",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -147,6 +149,7 @@ rule summarise_separability:
     output:
         separability=results("{model}", "summary", "separability.csv"),
         violations=results("{model}", "summary", "violations_separability.csv"),
+        replicates=results("{model}", "summary", "separability_replicates.parquet"),
     log:
         "logs/{model}/summarise/separability.log",
     benchmark:
@@ -155,6 +158,7 @@ rule summarise_separability:
         "../envs/analysis.yaml"
     params:
         kind="separability",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -165,6 +169,7 @@ rule summarise_gradient:
     output:
         gradient=results("{model}", "summary", "gradient.csv"),
         violations=results("{model}", "summary", "violations_gradient.csv"),
+        replicates=results("{model}", "summary", "gradient_replicates.parquet"),
     log:
         "logs/{model}/summarise/gradient.log",
     benchmark:
@@ -173,6 +178,7 @@ rule summarise_gradient:
         "../envs/analysis.yaml"
     params:
         kind="gradient",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -219,6 +225,7 @@ rule summarise_analysis:
     output:
         summary=results("{model}", "summary", "{analysis}.csv"),
         violations=results("{model}", "summary", "violations_{analysis}.csv"),
+        replicates=results("{model}", "summary", "{analysis}_replicates.parquet"),
     log:
         "logs/{model}/summarise/{analysis}.log",
     benchmark:
@@ -229,6 +236,7 @@ rule summarise_analysis:
         "../envs/analysis.yaml"
     params:
         analysis=lambda wildcards: wildcards.analysis,
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise_analysis.py"
 

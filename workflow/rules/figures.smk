@@ -107,6 +107,15 @@ rule table1:
         separability=results("{model}", "summary", "separability.csv"),
         gradient=results("{model}", "summary", "gradient.csv"),
         vanishing=results("{model}", "summary", "vanishing.csv"),
+        # bootstrap replicates of the summaries: the intervals and three-outcome verdicts
+        distance_replicates=results("{model}", "summary", "distance_replicates.parquet"),
+        separability_replicates=results(
+            "{model}", "summary", "separability_replicates.parquet"
+        ),
+        gradient_replicates=results("{model}", "summary", "gradient_replicates.parquet"),
+        vanishing_replicates=results(
+            "{model}", "summary", "vanishing_replicates.parquet"
+        ),
         violations=lambda wildcards: [
             results(wildcards.model, "summary", f"violations_{kind}.csv")
             for kind in BOUND_CHECKS

@@ -17,6 +17,8 @@ from attnlimits.checks import (
 from attnlimits.critical import censored_slope
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
+from .replicates import replicate_summaries
+
 
 def spread(col: str) -> list[pl.Expr]:
     c = pl.col(col)
@@ -467,3 +469,43 @@ SUMMARIES = {
     "separability": summarise_separability,
     "gradient": summarise_gradient,
 }
+
+
+# summarise.py's params.kind -> (its input table, the groups, the summary columns Table 1's claims
+# read: name -> (per-sample column, aggregation)), recomputed on each bootstrap resample. A
+# column absent from a run's tables (the other reading of masked keys) is left out.
+REPLICATED = {
+    "distance": (
+        "distance",
+        ("L", "N"),
+        {
+            "distance_median": ("distance", "median"),
+            "distance_other_masked_median": ("distance_other_masked", "median"),
+        },
+    ),
+    "separability": (
+        "separability",
+        ("L", "N"),
+        {
+            "ratio_median": ("ratio", "median"),
+            "ratio_other_masked_median": ("ratio_other_masked", "median"),
+            "ratio_max": ("ratio", "max"),
+            "upper_bound_mean": ("upper_bound", "mean"),
+        },
+    ),
+    "gradient": ("gradient", ("T", "eps"), {"g_max_over_heads": ("g_max", "max")}),
+}
+
+
+def replicates_of(
+    table: pl.DataFrame,
+    by: tuple[str, ...],
+    statistics: dict[str, tuple[str, str]],
+    bootstrap: dict,
+) -> pl.DataFrame:
+    """:func:`replicate_summaries` of the statistics whose column ``table`` has, under the
+    analysis.bootstrap settings."""
+    present = {name: spec for name, spec in statistics.items() if spec[0] in table.columns}
+    return replicate_summaries(
+        table, by, present, resamples=bootstrap["resamples"], seed=bootstrap["seed"]
+    )
