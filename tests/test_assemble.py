@@ -350,6 +350,9 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
             "claim": ["X at 8", "Y"],
             "verdict": ["reproduced", "vacuous"],
             "measured": ["1", "2"],
+            "value": [-0.45, None],
+            "low": [-0.52, None],
+            "high": [-0.391, None],
         }
     )
     two = pl.DataFrame(
@@ -365,6 +368,10 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
     assert t["claim"].to_list() == ["X at 8", "Y", "Z"]  # the first model's wording
     assert t["m1"].to_list() == ["reproduced", "vacuous", scorecard.NOT_SCORED]
     assert t["m2 measured"].to_list() == ["3", "", "4"]
+    # each model's interval beside its verdict; none for a table without the columns
+    assert t["m1 interval"].to_list() == ["-0.45 [-0.52, -0.391]", "", ""]
+    assert t["m2 interval"].to_list() == ["", "", ""]
+    assert t.columns[2:5] == ["m1", "m1 interval", "m1 measured"]
     run = {
         "weights": "random_init",
         "model_type": "gpt2",
