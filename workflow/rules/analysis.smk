@@ -128,6 +128,9 @@ rule summarise_distance:
     output:
         distance=results("{model}", "summary", "distance.csv"),
         critical_n=results("{model}", "summary", "critical_n.csv"),
+        critical_n_replicates=results(
+            "{model}", "summary", "critical_n_replicates.parquet"
+        ),
         violations=results("{model}", "summary", "violations_distance.csv"),
         replicates=results("{model}", "summary", "distance_replicates.parquet"),
     log:

@@ -246,7 +246,14 @@ def analysis_settings(wildcards):
     the analysis's own analysis.<name> keys, for its module's Settings (unused keys ignored).
     """
     a = analysis_of(wildcards)
-    shared = ("protocol", "all_rows", "embedding", "zero_weight", "lengths")
+    shared = (
+        "protocol",
+        "all_rows",
+        "embedding",
+        "zero_weight",
+        "lengths",
+        "bootstrap",
+    )
     return {
         "seed": config["seed"],
         **{key: a[key] for key in shared if key in a},

@@ -113,6 +113,9 @@ rule table1:
             "{model}", "summary", "separability_replicates.parquet"
         ),
         gradient_replicates=results("{model}", "summary", "gradient_replicates.parquet"),
+        critical_n_replicates=results(
+            "{model}", "summary", "critical_n_replicates.parquet"
+        ),
         vanishing_replicates=results(
             "{model}", "summary", "vanishing_replicates.parquet"
         ),

@@ -33,7 +33,7 @@ table = table1(
     analysis=snakemake.params.analysis,
     replicates={
         name: pl.read_parquet(getattr(inp, f"{name}_replicates"))
-        for name in ("distance", "separability", "gradient", "vanishing")
+        for name in ("distance", "separability", "gradient", "vanishing", "critical_n")
     },
 )
 header = table1_header(run)

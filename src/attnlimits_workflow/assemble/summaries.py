@@ -196,7 +196,26 @@ def summarise_distance(distance: pl.DataFrame, critical_n: pl.DataFrame) -> dict
     cols = tuple(c for c in cols if c in d.columns)
     summary = per_group(d, ("L", "N"), [e for c in cols for e in spread(c)], ("L", "N"))
     critical = critical_n_summary(critical_n)
-    return {"distance": summary, "critical_n": critical, "violations": distance_violations(d)}
+    return {
+        "distance": summary,
+        "critical_n": critical,
+        "critical_n_replicates": critical_n_replicates(critical_n),
+        "violations": distance_violations(d),
+    }
+
+
+def critical_n_replicates(crit: pl.DataFrame) -> pl.DataFrame:
+    """The critical-N searches rerun on bootstrap resamples of their units (the analysis's rows
+    of step "replicate"): replicate, L, masked, expectation, N_crit (null: censored), censored,
+    top_N; empty when the analysis ran none."""
+    columns = ("replicate", "L", "masked", "expectation", "N_crit", "censored", "top_N")
+    if "replicate" not in crit.columns:
+        return pl.DataFrame(schema={c: crit.schema.get(c, pl.Int64) for c in columns})
+    return (
+        crit.filter(pl.col("step") == "replicate")
+        .select(*columns)
+        .sort("masked", "expectation", "L", "replicate")
+    )
 
 
 def distance_violations(d: pl.DataFrame) -> pl.DataFrame:

@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 
 from attnlimits.bootstrap import Band, Interval, clopper_pearson, joint_verdict, percentile_interval
-from attnlimits.critical import censored_slope, linear_fit, slope_within
+from attnlimits.bootstrap import verdict as bootstrap_verdict
+from attnlimits.critical import CensoredSlope, censored_slope, linear_fit, slope_within
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
 from ..plotting import protocol_text
@@ -277,17 +278,53 @@ def distance_claims(
         )
 
 
-def critical_n_claims(card: Scorecard, crit: pl.DataFrame, alpha: float) -> None:
+def slope_interval(
+    point: CensoredSlope, replicates: pl.DataFrame | None, level: float
+) -> Interval | None:
+    """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
+    curve of the replicate table): from the low percentile of each resample's lower bound
+    (``at_least``) to the high percentile of its upper end (+inf where a resample's search was
+    censored at some L), so censoring widens the interval instead of being dropped. None
+    without replicates."""
+    if replicates is None or replicates.height == 0:
+        return None
+    lows, highs = [], []
+    for g in replicates.sort("replicate", "L").partition_by("replicate", maintain_order=True):
+        s = censored_slope(
+            g["L"].to_numpy(),
+            g["N_crit"].cast(pl.Float64).to_numpy(),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        lows.append(s.at_least)
+        highs.append(s.upper)
+    low, _, undefined = percentile_interval(lows, level)
+    _, high, _ = percentile_interval(highs, level)
+    return Interval(point.at_least, low, high, level, len(lows), undefined)
+
+
+def critical_n_claims(
+    card: Scorecard, crit: pl.DataFrame, alpha: float, replicates: pl.DataFrame | None = None
+) -> None:
     """Algorithm 3's critical N, scored by each of the paper's two wordings (critical_n.rules)
     under each reading of a causal row's masked keys; the slope through the origin is known only
     from below where a length's search ended without a pass (attnlimits.critical.CensoredSlope).
-    ``alpha``: the KS test's level (analysis.critical_n.ks_alpha)."""
+    ``alpha``: the KS test's level (analysis.critical_n.ks_alpha); ``replicates``: the searches
+    rerun on bootstrap resamples of the heads or rows (summaries.critical_n_replicates), whose
+    slopes give the interval (:func:`slope_interval`)."""
     crit_readings = set(crit["masked"].unique().to_list())
     for reading in ("non_selected", "prefix"):
         source = "both" if "both" in crit_readings else reading
         for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 term")):
             f = crit.filter((pl.col("masked") == source) & (pl.col("expectation") == kind))
             f = f.sort("L")
+            reps = (
+                None
+                if replicates is None
+                else replicates.filter(
+                    (pl.col("masked") == source) & (pl.col("expectation") == kind)
+                )
+            )
             blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
             censored = f.filter(pl.col("censored"))
             slope = censored_slope(
@@ -342,16 +379,31 @@ def critical_n_claims(card: Scorecard, crit: pl.DataFrame, alpha: float) -> None
                         measured += f"; through the found lengths only {slope.found:.3f}"
                 else:
                     measured = f"slope {slope.found:.3f} ({f.height}/{f.height} lengths found)"
+                interval = slope_interval(slope, reps, card.level)
+                if interval is not None:
+                    measured += (
+                        f"; {100 * card.level:g} % bootstrap interval of the slope "
+                        f"[{interval.low:.3f}, {interval.high:.3f}] over {interval.resamples} "
+                        "searches rerun on resampled units"
+                    )
                 measured += f"; {counted}" + (f"; {spread}" if spread else "")
                 inside = slope_within(slope, low, high)
                 # censored: the slope's lower bound is inside the rule and its top is open
-                # no interval yet: the search is not rerun on resamples of the heads
+                if inside is None:
+                    outcome = "not testable"
+                elif interval is None:
+                    outcome = verdict(inside)
+                else:
+                    outcome = bootstrap_verdict(interval, Band(low, high))
                 card.add(
                     *row,
                     measured,
                     rule,
-                    "not testable" if inside is None else verdict(inside),
+                    outcome,
                     value=slope.at_least,
+                    low=None if interval is None else interval.low,
+                    high=None if interval is None else interval.high,
+                    resamples=None if interval is None else interval.resamples,
                 )
 
 
@@ -605,13 +657,16 @@ def table1(
     """Table 1 from one model's summary tables, its run description and its ``analysis``
     settings: claim_id, claim, paper, measured, verdict_rule, verdict, and the number the
     verdict reads with its interval (value, low, high, level, resamples). ``replicates``: per
-    summary name (distance, separability, gradient, vanishing) its bootstrap replicates
-    (assemble.replicates); a summary without them is scored on its point values."""
+    summary name (distance, separability, gradient, vanishing: assemble.replicates;
+    critical_n: summaries.critical_n_replicates) its bootstrap replicates; a summary without
+    them is scored on its point values."""
     replicates = replicates or {}
     card = Scorecard(claims, level=analysis["bootstrap"]["level"])
     both = readings(run, analysis)
     distance_claims(card, distance, analysis, both, partitions(replicates.get("distance")))
-    critical_n_claims(card, critical_n, analysis["critical_n"]["ks_alpha"])
+    critical_n_claims(
+        card, critical_n, analysis["critical_n"]["ks_alpha"], replicates.get("critical_n")
+    )
     separability_claims(
         card, separability.sort("N"), both, partitions(replicates.get("separability"))
     )
