@@ -8,6 +8,7 @@ every chunk contributes the same rows, so this is the mean of the per-chunk mean
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -218,6 +219,7 @@ def critical_n_all_rows(
             return None, grid[-1]
 
         for kind, search in searches.items():
+            started = time.perf_counter()
             resampled = (
                 []
                 if draws is None
@@ -225,6 +227,14 @@ def critical_n_all_rows(
                     lambda n, kind=kind: values_at(n, kind), first_pass, draws
                 )
             )
+            if draws is not None:
+                log(
+                    "  masked %s, %s: %d bootstrap searches in %.2fs (%s)",
+                    masked,
+                    kind,
+                    len(draws),
+                    time.perf_counter() - started,
+                )
             fixed = {
                 f: (
                     n,

@@ -202,7 +202,7 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             search.top_n,
             len(keep),
         )
-    log.info("bootstrap: %d replicate searches in %s", len(replicates), timer)
+    log.info("%d bootstrap searches in all (%s since the job's start)", len(replicates), timer)
     return with_replicates(pl.DataFrame(rows, schema_overrides=SCHEMA), replicates)
 
 
