@@ -127,3 +127,22 @@ def test_heads_only_matches_the_loop(values, how, seed):
     np.testing.assert_allclose(
         got.sort("replicate")["s"].to_numpy(), [ref[(1.0, r)] for r in range(7)], rtol=1e-12
     )
+
+
+def test_replicates_of_leaves_out_statistics_whose_column_is_absent():
+    from attnlimits_workflow.assemble.summaries import replicates_of
+
+    rows = [
+        {"layer": 0, "head": h, "chunk": -1, "L": 8, "N": 2, "distance": float(h)} for h in range(3)
+    ]
+    # an encoder's table has no distance_other_masked: its statistic is left out, not NaN
+    got = replicates_of(
+        _frame(rows),
+        ("L", "N"),
+        {
+            "distance_median": ("distance", "median"),
+            "distance_other_masked_median": ("distance_other_masked", "median"),
+        },
+        {"resamples": 4, "seed": 0},
+    )
+    assert got.columns == ["replicate", "L", "N", "distance_median"] and got.height == 4
