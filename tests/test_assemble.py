@@ -494,6 +494,54 @@ def test_fig2_note_names_the_censored_lengths():
     assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
 
 
+def test_fig2c_draws_the_bootstrap_band_of_n_crit():
+    # four resamples at L = 8 (N_crit 1, 2, 2, 3) and 16 (2, 3, censored, 4); level 0.5 takes
+    # the 25 % and 75 % order statistics: [1, 2] and [2, 4] (the censored resample, +inf, is
+    # the 4th of 4 and stays out of this band)
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3] * 2,
+            "L": [8] * 4 + [16] * 4,
+            "masked": ["non_selected"] * 8,
+            "expectation": ["monte_carlo"] * 8,
+            "N_crit": [1, 2, 2, 3, 2, 3, None, 4],
+            "censored": [False] * 6 + [True, False],
+            "top_N": [1, 2, 2, 3, 2, 3, 15, 4],
+        }
+    )
+    fig, note = fig2.fig2(
+        distance_summary(),
+        critical_summary(),
+        {"n_fixed": 2, "length_fixed": 16},
+        "non_selected",
+        reps,
+        0.5,
+    )
+    assert "Shaded: N_crit's 50 % percentile band over 4 reruns" in note
+    (band,) = fig.axes[2].collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert set(np.round(ys, 9)) == {1.0, 2.0, 4.0}
+    # at level 0.9 the censored resample enters the top: the band runs up to L and says so
+    _, note = fig2.fig2(
+        distance_summary(),
+        critical_summary(),
+        {"n_fixed": 2, "length_fixed": 16},
+        "non_selected",
+        reps,
+        0.9,
+    )
+    assert "a band drawn up to L holds censored resamples" in note
+
+
+def test_percentile_band_by_hand():
+    from attnlimits_workflow.assemble.replicates import percentile_band
+
+    reps = pl.DataFrame({"N": [2, 2, 2, 2, 4, 4, 4, 4], "m": [4.0, 1.0, 3.0, 2.0, 5, 5, 5, 9]})
+    # level 0.5 over four values: the 1st and 3rd smallest (inverted_cdf at 0.25 and 0.75)
+    band = percentile_band(reps, ("N",), "m", 0.5)
+    assert band.rows() == [(2, 1.0, 3.0), (4, 5.0, 5.0)]
+
+
 def test_compare_caption_counts_blind_and_censored_lengths():
     run = {
         "weights": "trained",
@@ -558,6 +606,16 @@ def test_fig3_and_fig4_notes():
     )
     _, note = fig3.fig3(sep, {"protocol": "all_rows"})
     assert "across the (layer, head) values; L = 16; 3 degenerate samples" in note
+    reps = pl.DataFrame(
+        {"replicate": [0, 1, 0, 1], "N": [2, 2, 4, 4], "ratio_median": [0.5, 0.7, 0.4, 0.6]}
+    )
+    fig, note = fig3.fig3(sep, {"protocol": "last_row"}, reps, 0.5)
+    assert (
+        "the median's 50 % percentile bootstrap interval over 2 resamples of the heads and chunks"
+        in note
+    )
+    bars = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
+    assert len(bars) == 1
     grad = pl.DataFrame(
         {
             "T": [0.1, 1.0, 0.1, 1.0],

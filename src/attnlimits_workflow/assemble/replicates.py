@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.bootstrap import resample_indices
+from attnlimits.bootstrap import percentile_interval, resample_indices
 
 # aggregation name -> its NaN-aware reduction over axis 1 (the resampled units); NaN marks a
 # unit missing from a group, never a value (polars' median, mean and max skip nulls likewise)
@@ -110,3 +110,16 @@ def resampled_statistic(
             picked = grid[head_draws[rows][:, :, None], chunk_draws[rows][:, None, :]]
             stats[rows] = reduce(picked.reshape(picked.shape[0], -1), axis=1)
     return stats
+
+
+def percentile_band(
+    replicates: pl.DataFrame, by: Sequence[str], column: str, level: float
+) -> pl.DataFrame:
+    """Per group of ``by``, the central ``level`` percentile interval of ``column`` over the
+    replicates (attnlimits.bootstrap.percentile_interval: order statistics, +inf kept, NaN
+    left out): columns ``by``, low, high; sorted by ``by``. For a figure's bands."""
+    rows = []
+    for key, group in replicates.group_by(*by, maintain_order=True):
+        low, high, _ = percentile_interval(group[column].cast(pl.Float64).to_numpy(), level)
+        rows.append({**dict(zip(by, key, strict=True)), "low": low, "high": high})
+    return pl.DataFrame(rows).sort(*by)
