@@ -207,8 +207,13 @@ def critical_n_all_rows(
         )
         chosen = slice(None) if keep is None else keep
 
-        def values_at(n: int, kind: str, evaluate=evaluate, chosen=chosen) -> tuple:
-            means = evaluate([n], [kind])
+        def values_at(n: int, kind: str, evaluate=evaluate, chosen=chosen, cache=cache) -> tuple:
+            if (kind, n) not in cache:
+                # a resample searching past every N evaluated so far: the next ``batch`` N of
+                # the list in one pass over the rows (a pass costs one sort per row)
+                ahead = grid[grid.index(n) : grid.index(n) + batch]
+                evaluate([m for m in ahead if (kind, m) not in cache], [kind])
+            means = evaluate([n], [kind])  # cached now: no pass
             return means["distance"][0][chosen], means[kind][0][chosen]
 
         def first_pass(ks_at) -> tuple[int | None, int | None]:
