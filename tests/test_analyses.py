@@ -365,6 +365,26 @@ class TestCriticalN:
         fixed = table.filter(pl.col("step") == "fixed_fraction")
         assert fixed["ks_statistic"].to_list() == [0.0, 0.0]
 
+    @pytest.mark.parametrize("protocol", ["last_row", "all_rows"])
+    def test_bootstrap_replicates_rerun_the_search(self, protocol):
+        # x = 0: every resample passes where the search on all units does; the point rows are
+        # those of a run without bootstrap, the replicates rows of their own below them
+        rows = {"rows": True, "head": np.arange(10)} if protocol == "all_rows" else {}
+        pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)), **rows)
+        plain = critical_n.analyse(pack, critical_settings(protocol))
+        settings = dataclasses.replace(
+            critical_settings(protocol), bootstrap={"resamples": 3, "seed": 0}
+        )
+        table = critical_n.analyse(pack, settings)
+        assert table.filter(pl.col("step") != "replicate").equals(plain)
+        assert plain["replicate"].is_null().all()
+        reps = table.filter(pl.col("step") == "replicate")
+        assert reps.height == 3 * len(critical_n.KINDS)
+        assert sorted(reps["replicate"].to_list()) == [0, 0, 1, 1, 2, 2]
+        first = 1 if protocol == "last_row" else 3
+        assert set(reps["N_crit"]) == {first} and not reps["censored"].any()
+        assert set(reps["top_N"]) == {first}
+
 
 def test_vanishing_hand_case():
     """alpha = (0.25, 0.75), Delta/T = 1 * 2 * 0.5: L alpha in [0.5, 1.5] within exp(-+2); the

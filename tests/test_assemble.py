@@ -207,9 +207,102 @@ def test_table1_bound_rows_by_hand():
     assert [r["claim_id"] for r in card.rows] == ["bound:A", "bound:B", "bound:C"]
     assert [r["verdict"] for r in card.rows] == ["not reproduced", "vacuous", "reproduced"]
     assert card.rows[0]["measured"] == (
-        "2 of 10 samples violate (0 not testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
+        "2 of 10 samples violate (share 0.2, 95 % Clopper-Pearson [0.0252, 0.556]; 0 not "
+        "testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
     )
     assert card.rows[1]["measured"].endswith("vacuous: cannot fail)")
+    # the violated share and its exact binomial interval: 2 of 10 at 95 % is [0.0252, 0.5561]
+    # (beta quantiles), 0 of 4 is [0, 1 - 0.025^(1/4)]; the verdict stays by the count
+    assert card.rows[0]["value"] == 0.2
+    assert card.rows[0]["low"] == pytest.approx(0.02521, abs=1e-5)
+    assert card.rows[0]["high"] == pytest.approx(0.55610, abs=1e-5)
+    assert (card.rows[2]["low"], card.rows[2]["high"]) == (0.0, pytest.approx(1 - 0.025**0.25))
+    assert card.rows[1]["value"] is None and card.rows[0]["resamples"] is None
+
+
+def _replicates(values: list[list[float]], column: str, by: str, keys: list) -> list[pl.DataFrame]:
+    """One replicate frame per resample: ``values[r][j]`` the statistic column at ``keys[j]``."""
+    return [pl.DataFrame({by: keys, column: row}) for row in values]
+
+
+def test_table1_three_outcomes_from_replicates_by_hand():
+    # Hand-made summary and replicate frames: max weight 1/L^k at three lengths, so each
+    # replicate's log-log slope is -k exactly; the rule is slope <= -0.5. 50 replicates at
+    # level 0.95: the interval is the order statistics at 2.5 % and 97.5 % (inverted_cdf: the
+    # ceil(1.25) = 2nd and ceil(48.75) = 49th smallest).
+    lengths = [10, 100, 1000]
+
+    def weights(k: float) -> list[float]:
+        return [length**-k for length in lengths]
+
+    summary = pl.DataFrame({"L": lengths, "max_weight_median": weights(1.0)})
+    cases = {
+        # every replicate's slope in [-1.2, -0.8]: inside slope <= -0.5
+        "reproduced": [-0.8 - 0.008 * r for r in range(50)],
+        # every replicate's slope in [-0.4, -0.1]: all above -0.5
+        "not reproduced": [-0.1 - 0.006 * r for r in range(50)],
+        # replicates from -0.8 to -0.2: the interval straddles -0.5
+        "undecided": [-0.2 - 0.012 * r for r in range(50)],
+    }
+    for expected, slopes in cases.items():
+        card = table1.Scorecard(CLAIMS, level=0.95)
+        reps = _replicates([weights(-s) for s in slopes], "max_weight_median", "L", lengths)
+        table1.vanishing_claims(card, summary, reps)
+        (row,) = card.rows
+        assert row["verdict"] == expected, (expected, row)
+        ordered = sorted(slopes)
+        assert row["low"] == pytest.approx(ordered[1])
+        assert row["high"] == pytest.approx(ordered[48])
+        assert row["value"] == pytest.approx(-1.0)
+        assert (row["level"], row["resamples"]) == (0.95, 50)
+        assert row["measured"] == (
+            f"log-log slope of median max weight -1.00 [{ordered[1]:.2f}, {ordered[48]:.2f}]"
+        )
+
+
+def test_table1_saturation_box_by_hand():
+    # two-sided band [0.70, 0.85] on (smallest, largest) median N_s/N over N >= 16: reproduced
+    # only when both intervals lie inside, not reproduced when one misses the band
+    claims = {
+        "saturation": {
+            "claim": "saturates",
+            "paper": "0.70-0.85",
+            "rule": "in [{low}, {high}]",
+            "from_n": 16,
+            "low": 0.70,
+            "high": 0.85,
+        },
+        "upper_bound_tracks": {"claim": "tracks", "paper": "tight", "rule": "gap", "max_gap": 0.1},
+    }
+    ns = [1, 16, 32]
+
+    def frame(ratio: list[float]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "N": ns,
+                "ratio_median": ratio,
+                "ratio_max": [1.0, 0.95, 0.95],
+                "upper_bound_mean": [None, 0.99, 0.99],
+                "zero_weight_selected_mean": [0.0, 0.0, 0.0],
+            }
+        )
+
+    outcomes = {}
+    for name, (lo, hi) in {
+        "inside": ((0.72, 0.74), (0.80, 0.84)),
+        "one end out": ((0.72, 0.74), (0.90, 0.95)),
+        "straddles": ((0.68, 0.74), (0.80, 0.84)),
+    }.items():
+        reps = [frame([1.0, lo[r % 2], hi[r % 2]]) for r in range(20)]
+        card = table1.Scorecard(claims, level=0.9)
+        table1.separability_claims(card, frame([1.0, 0.73, 0.82]), [(None, "")], reps)
+        outcomes[name] = card.rows[0]["verdict"]
+        assert card.rows[1]["verdict"] == "vacuous"  # every max N_s/N >= 0.9: cannot fail
+    assert outcomes == {
+        "inside": "reproduced",
+        "one end out": "not reproduced",
+        "straddles": "undecided",
+    }
 
 
 # ---------------------------------------------------------------------------------- Table 2
@@ -257,6 +350,9 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
             "claim": ["X at 8", "Y"],
             "verdict": ["reproduced", "vacuous"],
             "measured": ["1", "2"],
+            "value": [-0.45, None],
+            "low": [-0.52, None],
+            "high": [-0.391, None],
         }
     )
     two = pl.DataFrame(
@@ -272,6 +368,10 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
     assert t["claim"].to_list() == ["X at 8", "Y", "Z"]  # the first model's wording
     assert t["m1"].to_list() == ["reproduced", "vacuous", scorecard.NOT_SCORED]
     assert t["m2 measured"].to_list() == ["3", "", "4"]
+    # each model's interval beside its verdict; none for a table without the columns
+    assert t["m1 interval"].to_list() == ["-0.45 [-0.52, -0.391]", "", ""]
+    assert t["m2 interval"].to_list() == ["", "", ""]
+    assert t.columns[2:5] == ["m1", "m1 interval", "m1 measured"]
     run = {
         "weights": "random_init",
         "model_type": "gpt2",
@@ -455,6 +555,54 @@ def test_fig2_note_names_the_censored_lengths():
     assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
 
 
+def test_fig2c_draws_the_bootstrap_band_of_n_crit():
+    # four resamples at L = 8 (N_crit 1, 2, 2, 3) and 16 (2, 3, censored, 4); level 0.5 takes
+    # the 25 % and 75 % order statistics: [1, 2] and [2, 4] (the censored resample, +inf, is
+    # the 4th of 4 and stays out of this band)
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3] * 2,
+            "L": [8] * 4 + [16] * 4,
+            "masked": ["non_selected"] * 8,
+            "expectation": ["monte_carlo"] * 8,
+            "N_crit": [1, 2, 2, 3, 2, 3, None, 4],
+            "censored": [False] * 6 + [True, False],
+            "top_N": [1, 2, 2, 3, 2, 3, 15, 4],
+        }
+    )
+    fig, note = fig2.fig2(
+        distance_summary(),
+        critical_summary(),
+        {"n_fixed": 2, "length_fixed": 16},
+        "non_selected",
+        reps,
+        0.5,
+    )
+    assert "Shaded: N_crit's 50 % percentile band over 4 reruns" in note
+    (band,) = fig.axes[2].collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert set(np.round(ys, 9)) == {1.0, 2.0, 4.0}
+    # at level 0.9 the censored resample enters the top: the band runs up to L and says so
+    _, note = fig2.fig2(
+        distance_summary(),
+        critical_summary(),
+        {"n_fixed": 2, "length_fixed": 16},
+        "non_selected",
+        reps,
+        0.9,
+    )
+    assert "a band drawn up to L holds censored resamples" in note
+
+
+def test_percentile_band_by_hand():
+    from attnlimits_workflow.assemble.replicates import percentile_band
+
+    reps = pl.DataFrame({"N": [2, 2, 2, 2, 4, 4, 4, 4], "m": [4.0, 1.0, 3.0, 2.0, 5, 5, 5, 9]})
+    # level 0.5 over four values: the 1st and 3rd smallest (inverted_cdf at 0.25 and 0.75)
+    band = percentile_band(reps, ("N",), "m", 0.5)
+    assert band.rows() == [(2, 1.0, 3.0), (4, 5.0, 5.0)]
+
+
 def test_compare_caption_counts_blind_and_censored_lengths():
     run = {
         "weights": "trained",
@@ -545,6 +693,16 @@ def test_fig3_and_fig4_notes():
     )
     _, note = fig3.fig3(sep, {"protocol": "all_rows"})
     assert "across the (layer, head) values; L = 16; 3 degenerate samples" in note
+    reps = pl.DataFrame(
+        {"replicate": [0, 1, 0, 1], "N": [2, 2, 4, 4], "ratio_median": [0.5, 0.7, 0.4, 0.6]}
+    )
+    fig, note = fig3.fig3(sep, {"protocol": "last_row"}, reps, 0.5)
+    assert (
+        "the median's 50 % percentile bootstrap interval over 2 resamples of the heads and chunks"
+        in note
+    )
+    bars = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
+    assert len(bars) == 1
     grad = pl.DataFrame(
         {
             "T": [0.1, 1.0, 0.1, 1.0],

@@ -18,6 +18,8 @@ from attnlimits.bootstrap import (
     Interval,
     bootstrap,
     bootstrap_mean,
+    clopper_pearson,
+    joint_verdict,
     percentile_interval,
     verdict,
 )
@@ -142,3 +144,51 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="at least one unit"):
         bootstrap_mean(np.empty(0), resamples=10, level=0.9, seed=0)
     assert Interval(0.5, 0.25, np.nan, 0.9, 10).text() == "0.5 [0.25, n/a]"
+
+
+def test_clopper_pearson_by_hand():
+    # 0 of 10 at 95 %: [0, 1 - 0.025^(1/10)] = [0, 0.3085]; n of n mirrors it
+    low, high = clopper_pearson(0, 10, 0.95)
+    assert low == 0.0 and high == pytest.approx(0.30850, abs=1e-5)
+    assert high == pytest.approx(1 - 0.025 ** (1 / 10), rel=1e-12)
+    low, high = clopper_pearson(10, 10, 0.95)
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 10), rel=1e-12)
+    # 1 of 2 at 90 %: the ends solve P(X >= 1 | p) = 0.05 and P(X <= 1 | p) = 0.05, i.e.
+    # 1 - (1 - p)^2 = 0.05 and 1 - p^2 = 0.05
+    low, high = clopper_pearson(1, 2, 0.90)
+    assert low == pytest.approx(1 - 0.95**0.5, rel=1e-9)
+    assert high == pytest.approx(0.95**0.5, rel=1e-9)
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2, 0.95)
+
+
+@given(successes=st.integers(0, 30), extra=st.integers(0, 30), level=st.floats(0.5, 0.99))
+def test_clopper_pearson_tails_by_the_binomial(successes, extra, level):
+    # the interval's ends are where the observed count sits at the tail probability (1-level)/2
+    from scipy import stats
+
+    trials = successes + extra
+    if trials == 0:
+        return
+    low, high = clopper_pearson(successes, trials, level)
+    tail = (1 - level) / 2
+    assert 0.0 <= low <= successes / trials <= high <= 1.0
+    if successes > 0:
+        assert stats.binom.sf(successes - 1, trials, low) == pytest.approx(tail, rel=1e-6)
+    if successes < trials:
+        assert stats.binom.cdf(successes, trials, high) == pytest.approx(tail, rel=1e-6)
+
+
+def test_joint_verdict_by_hand():
+    inside, straddle, outside = (
+        Interval(0.5, 0.4, 0.6, 0.95, 100),
+        Interval(0.5, 0.2, 0.6, 0.95, 100),
+        Interval(0.1, 0.0, 0.2, 0.95, 100),
+    )
+    band = Band(0.3, 0.7)
+    assert joint_verdict([inside, inside], [band, band]) == REPRODUCED
+    assert joint_verdict([inside, straddle], [band, band]) == UNDECIDED
+    # one statistic surely outside: no point of the box can hold
+    assert joint_verdict([straddle, outside], [band, band]) == NOT_REPRODUCED
+    undefined = Interval(np.nan, np.nan, np.nan, 0.95, 100, 100)
+    assert joint_verdict([inside, undefined], [band, band]) == NO_VERDICT

@@ -53,7 +53,9 @@ def job(tmp_path: Path, analysis: str, settings: dict, outputs: dict) -> SimpleN
     """A stand-in for the generic rules' ``snakemake`` object."""
     names = SimpleNamespace(**outputs)
     return SimpleNamespace(
-        params=SimpleNamespace(analysis=analysis, settings=settings),
+        params=SimpleNamespace(
+            analysis=analysis, settings=settings, bootstrap={"resamples": 5, "seed": 0}
+        ),
         input=SimpleNamespace(pack=str(tmp_path / "pack"), tables=[]),
         output=names,
         log=[str(tmp_path / f"{analysis}.log")],
@@ -82,13 +84,19 @@ def test_generic_summary_reduces_every_length_and_writes_each_output(tmp_path, m
     for L, tops in ((4, [1.0, 3.0]), (8, [0.5])):
         paths.append(tmp_path / f"L{L}.parquet")
         pl.DataFrame({"L": [L] * len(tops), "top": tops}).write_parquet(paths[-1])
-    outputs = {"summary": str(tmp_path / "toy.csv"), "violations": str(tmp_path / "v.csv")}
+    outputs = {
+        "summary": str(tmp_path / "toy.csv"),
+        "violations": str(tmp_path / "v.csv"),
+        "replicates": str(tmp_path / "r.parquet"),
+    }
     snakemake = job(tmp_path, "toy", {}, outputs)
     snakemake.input.tables = [str(p) for p in paths]
     generic.summarise_analysis(snakemake)
     summary = pl.read_csv(outputs["summary"])
     assert summary["L"].to_list() == [4, 8] and summary["top"].to_list() == [2.0, 0.5]
     assert pl.read_csv(outputs["violations"])["checked"].to_list() == [3]
+    # a module without REPLICATED: no claim reads its intervals, the rule's output is empty
+    assert pl.read_parquet(outputs["replicates"]).height == 0
 
 
 @pytest.mark.unit

@@ -477,7 +477,7 @@ def _near_uniform_pack(heads, length, causal, seed=0, width=4):
     )
 
 
-def _all_rows_search(pack, fractions=(0.06, 0.5), keep=None):
+def _all_rows_search(pack, fractions=(0.06, 0.5), keep=None, draws=None):
     from attnlimits.protocol import critical_n_list
     from attnlimits_workflow.rows import critical_n_all_rows
 
@@ -493,6 +493,7 @@ def _all_rows_search(pack, fractions=(0.06, 0.5), keep=None):
         mc_rows=pack.length,
         mc_draws=2,
         batch=8,
+        draws=draws,
     )
 
 
@@ -541,3 +542,43 @@ def test_d_at_a_fixed_fraction_is_scipys_ks_statistic_on_the_per_head_means():
         at, res = got[("both", "closed_form")][1][f]
         assert at == n and res.n_a == res.n_b == keep.size
         assert res.statistic == pytest.approx(want, abs=1e-12)
+
+
+def test_all_rows_search_rerun_on_resampled_heads_matches_a_brute_force_scan():
+    """Each bootstrap resample of the kept heads reruns Algorithm 3: the first N of the list
+    whose KS test (scipy's, exact) between the drawn heads' mean d~ and mean closed-form E (the
+    plain reference over every row) does not reject; null when none does, its top the list's
+    last N."""
+    from attnlimits.protocol import critical_n_list
+
+    length, heads = 20, 16
+    pack = _near_uniform_pack(heads, length, causal=False, seed=5)
+    pack.q_rows[:] *= 1e3  # d~ and E apart at N = 1 on some resamples of the heads, not others
+    keep = np.array([0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15])
+    draws = np.random.default_rng(4).integers(0, keep.size, size=(16, keep.size))
+    got = _all_rows_search(pack, keep=keep, draws=draws)
+    grid = critical_n_list(length, CONFIG_FRACTIONS)
+    means = {}
+    for n in grid:
+        d_means, e_means = [], []
+        for h in range(heads):
+            q, k = pack.rows(h)
+            _, alpha = attention_rows(q, k, 1.0, np.arange(length), causal=False)
+            x = np.asarray(pack.x[h], dtype=np.float64)
+            d_means.append(np.mean([ref.distance(a, x, ref.top_n(a, n)) for a in alpha]))
+            e_means.append(np.mean([ref.expectation_term(a, x, n) for a in alpha]))
+        means[n] = (np.array(d_means)[keep], np.array(e_means)[keep])
+    want = []
+    for drawn in draws:
+        first = next(
+            (
+                n
+                for n in grid
+                if ks_2samp(means[n][0][drawn], means[n][1][drawn], method="exact").pvalue >= 0.01
+            ),
+            None,
+        )
+        want.append((first, grid[-1] if first is None else first))
+    assert got[("both", "closed_form")][2] == want
+    assert len({n for n, _ in want}) > 1  # the resamples disagree
+    assert len(got[("both", "monte_carlo")][2]) == len(draws)

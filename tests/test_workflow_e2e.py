@@ -60,6 +60,8 @@ def test_all_outputs_exist_and_hold_data(done_run):
     assert set(table["verdict"]) <= {
         "reproduced",
         "not reproduced",
+        "undecided",  # the interval straddles the claim's band
+        "no verdict",
         "not applicable",
         "not testable",
         "vacuous",
@@ -69,6 +71,9 @@ def test_all_outputs_exist_and_hold_data(done_run):
     vacuous = set(table.filter(pl.col("verdict") == "vacuous")["claim_id"])
     assert "bound:1/(2T) (Gershgorin, this project) on exact ||J||" in vacuous
     assert table.height >= 15
+    # the bootstrap's intervals: every interval it gives holds its value's resamples
+    scored = table.filter(pl.col("resamples").is_not_null())
+    assert scored.height >= 5 and (scored["low"] <= scored["high"]).all()
     dist = pl.read_csv(tmp / "results/tiny-gpt2/summary/distance.csv")
     assert dist.height == 4 + 4 and dist["distance_median"].is_finite().all()
     assert (dist["samples"] == 4 * 2 * 2).all()  # chunks x layers x heads

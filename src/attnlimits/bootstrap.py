@@ -145,3 +145,32 @@ def verdict(interval: Interval, band: Band) -> str:
     if high < band.low or low > band.high:
         return NOT_REPRODUCED
     return UNDECIDED
+
+
+def clopper_pearson(successes: int, trials: int, level: float) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) central ``level`` interval of a binomial proportion
+    ``successes / trials``: beta quantiles, 0 and 1 at the ends (0 of 10 at 0.95: [0, 0.3085])."""
+    from scipy import stats
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials >= 1, got {successes} of {trials}")
+    tail = (1.0 - level) / 2.0
+    low = 0.0 if successes == 0 else stats.beta.ppf(tail, successes, trials - successes + 1)
+    high = (
+        1.0 if successes == trials else stats.beta.ppf(1 - tail, successes + 1, trials - successes)
+    )
+    return float(low), float(high)
+
+
+def joint_verdict(intervals: Sequence[Interval], bands: Sequence[Band]) -> str:
+    """:func:`verdict` of a claim on several statistics at once (all must lie in their bands):
+    reproduced when every interval lies inside its band (the whole box does), not reproduced when
+    one misses its band (no point of the box can hold), no verdict when one is undefined,
+    undecided otherwise."""
+    each = [verdict(i, b) for i, b in zip(intervals, bands, strict=True)]
+    for outcome in (NOT_REPRODUCED, NO_VERDICT, UNDECIDED):
+        if outcome in each:
+            return outcome
+    return REPRODUCED

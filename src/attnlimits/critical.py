@@ -375,3 +375,27 @@ def critical_n_against_expectation(
         max_n,
         ks_alpha,
     )
+
+
+def resampled_critical_n(
+    values_at: Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]],
+    search: Callable[[Callable[[int], KSResult]], tuple[int | None, int | None]],
+    draws: NDArray[np.integer],
+) -> list[tuple[int | None, int | None]]:
+    """The critical-N search rerun on bootstrap resamples of its units (heads or rows).
+
+    ``values_at(N)``: the two samples of the KS test at N, one value per unit (d~ and E, the
+    same units on both sides), memoised by the caller so each N is computed once whatever
+    resample asks for it; ``search(ks_at)``: the search (Algorithm 3's list or
+    :func:`critical_n_search`) returning (first passing N or None when censored, top N tried);
+    ``draws``: (resamples, units) indices drawn with replacement. Each resample tests the drawn
+    units' values on both sides, a unit drawn k times counting k times."""
+    out = []
+    for drawn in np.asarray(draws):
+
+        def ks_at(n: int, drawn=drawn) -> KSResult:
+            d, e = values_at(n)
+            return ks_test(np.asarray(d)[drawn], np.asarray(e)[drawn])
+
+        out.append(search(ks_at))
+    return out

@@ -8,13 +8,14 @@ every chunk contributes the same rows, so this is the mean of the per-chunk mean
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from attnlimits.critical import KSResult, ks_test
+from attnlimits.critical import KSResult, ks_test, resampled_critical_n
 from attnlimits.protocol import (
     CriticalSearch,
     HeadVectors,
@@ -151,7 +152,11 @@ def critical_n_all_rows(
     batch: int,
     zero_weight: str = "not_selected",
     log: Callable[..., None] = lambda *a: None,
-) -> dict[tuple[str, str], tuple[CriticalSearch, dict[float, tuple[int, KSResult]]]]:
+    draws: NDArray[np.integer] | None = None,
+) -> dict[
+    tuple[str, str],
+    tuple[CriticalSearch, dict[float, tuple[int, KSResult]], list[tuple[int | None, int | None]]],
+]:
     """Algorithm 3 on ``pack`` under the all-rows protocol, per (reading, expectation): the search
     over ``grid`` (KS between the per-head means of d~ and of the closed-form or Monte-Carlo E,
     the heads ``keep``), and the KS test at N = round(f L) for each of ``fractions``.
@@ -201,7 +206,40 @@ def critical_n_all_rows(
             grid, evaluate, CRITICAL_KINDS, alpha=alpha, batch=batch, keep=keep
         )
         chosen = slice(None) if keep is None else keep
+
+        def values_at(n: int, kind: str, evaluate=evaluate, chosen=chosen, cache=cache) -> tuple:
+            if (kind, n) not in cache:
+                # a resample searching past every N evaluated so far: the next ``batch`` N of
+                # the list in one pass over the rows (a pass costs one sort per row)
+                ahead = grid[grid.index(n) : grid.index(n) + batch]
+                evaluate([m for m in ahead if (kind, m) not in cache], [kind])
+            means = evaluate([n], [kind])  # cached now: no pass
+            return means["distance"][0][chosen], means[kind][0][chosen]
+
+        def first_pass(ks_at) -> tuple[int | None, int | None]:
+            # Algorithm 3 as first_passing_n runs it: the first N of the list that passes
+            for n in grid:
+                if ks_at(n).pvalue >= alpha:
+                    return n, n
+            return None, grid[-1]
+
         for kind, search in searches.items():
+            started = time.perf_counter()
+            resampled = (
+                []
+                if draws is None
+                else resampled_critical_n(
+                    lambda n, kind=kind: values_at(n, kind), first_pass, draws
+                )
+            )
+            if draws is not None:
+                log(
+                    "  masked %s, %s: %d bootstrap searches in %.2fs (%s)",
+                    masked,
+                    kind,
+                    len(draws),
+                    time.perf_counter() - started,
+                )
             fixed = {
                 f: (
                     n,
@@ -212,7 +250,7 @@ def critical_n_all_rows(
                 )
                 for f, n in at_fraction.items()
             }
-            out[(reading, kind)] = (search, fixed)
+            out[(reading, kind)] = (search, fixed, resampled)
     return out
 
 

@@ -130,7 +130,11 @@ rule summarise_distance:
     output:
         distance=results("{model}", "summary", "distance.csv"),
         critical_n=results("{model}", "summary", "critical_n.csv"),
+        critical_n_replicates=results(
+            "{model}", "summary", "critical_n_replicates.parquet"
+        ),
         violations=results("{model}", "summary", "violations_distance.csv"),
+        replicates=results("{model}", "summary", "distance_replicates.parquet"),
     log:
         "logs/{model}/summarise/distance.log",
     benchmark:
@@ -139,6 +143,7 @@ rule summarise_distance:
         "../envs/analysis.yaml"
     params:
         kind="distance",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -149,6 +154,7 @@ rule summarise_separability:
     output:
         separability=results("{model}", "summary", "separability.csv"),
         violations=results("{model}", "summary", "violations_separability.csv"),
+        replicates=results("{model}", "summary", "separability_replicates.parquet"),
     log:
         "logs/{model}/summarise/separability.log",
     benchmark:
@@ -157,6 +163,7 @@ rule summarise_separability:
         "../envs/analysis.yaml"
     params:
         kind="separability",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -167,6 +174,7 @@ rule summarise_gradient:
     output:
         gradient=results("{model}", "summary", "gradient.csv"),
         violations=results("{model}", "summary", "violations_gradient.csv"),
+        replicates=results("{model}", "summary", "gradient_replicates.parquet"),
     log:
         "logs/{model}/summarise/gradient.log",
     benchmark:
@@ -175,6 +183,7 @@ rule summarise_gradient:
         "../envs/analysis.yaml"
     params:
         kind="gradient",
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise.py"
 
@@ -221,6 +230,7 @@ rule summarise_analysis:
     output:
         summary=results("{model}", "summary", "{analysis}.csv"),
         violations=results("{model}", "summary", "violations_{analysis}.csv"),
+        replicates=results("{model}", "summary", "{analysis}_replicates.parquet"),
     log:
         "logs/{model}/summarise/{analysis}.log",
     benchmark:
@@ -231,6 +241,7 @@ rule summarise_analysis:
         "../envs/analysis.yaml"
     params:
         analysis=lambda wildcards: wildcards.analysis,
+        bootstrap=model_setting("analysis", "bootstrap"),
     script:
         "../scripts/summarise_analysis.py"
 

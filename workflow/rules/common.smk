@@ -201,6 +201,17 @@ def summary_of(kind, name=None):
     return summary
 
 
+def replicates_of(kind):
+    """Input function: summary/<kind>_replicates.parquet of summary_run(model, kind)."""
+
+    def replicates(wildcards):
+        return results(
+            summary_run(wildcards.model, kind), "summary", f"{kind}_replicates.parquet"
+        )
+
+    return replicates
+
+
 def reading_tables(wildcards):
     """Input function of the robustness rule: Table 1 of the model, then of its readings."""
     readings = analysis_of(wildcards)["readings"]
@@ -347,7 +358,14 @@ def analysis_settings(wildcards):
     the analysis's own analysis.<name> keys, for its module's Settings (unused keys ignored).
     """
     a = analysis_of(wildcards)
-    shared = ("protocol", "all_rows", "embedding", "zero_weight", "lengths")
+    shared = (
+        "protocol",
+        "all_rows",
+        "embedding",
+        "zero_weight",
+        "lengths",
+        "bootstrap",
+    )
     return {
         "seed": config["seed"],
         **{key: a[key] for key in shared if key in a},

@@ -29,6 +29,9 @@ rule fig2:
         style=STYLE,
         distance=results("{model}", "summary", "distance.csv"),
         critical_n=results("{model}", "summary", "critical_n.csv"),
+        critical_n_replicates=results(
+            "{model}", "summary", "critical_n_replicates.parquet"
+        ),
         run=results("{model}", "summary", "run.json"),
     output:
         pdf="figures/{model}/fig2.pdf",
@@ -45,6 +48,7 @@ rule fig2:
     params:
         distance=model_setting("analysis", "distance"),
         masked=model_setting("analysis", "all_rows", "masked"),
+        level=model_setting("analysis", "bootstrap", "level"),
     script:
         "../scripts/plot_fig2.py"
 
@@ -53,6 +57,7 @@ rule fig3:
     input:
         style=STYLE,
         separability=results("{model}", "summary", "separability.csv"),
+        replicates=results("{model}", "summary", "separability_replicates.parquet"),
         run=results("{model}", "summary", "run.json"),
     output:
         pdf="figures/{model}/fig3.pdf",
@@ -66,6 +71,8 @@ rule fig3:
         "logs/{model}/figures/fig3.log",
     conda:
         "../envs/analysis.yaml"
+    params:
+        level=model_setting("analysis", "bootstrap", "level"),
     script:
         "../scripts/plot_fig3.py"
 
@@ -109,6 +116,12 @@ rule table1:
         separability=summary_of("separability"),
         gradient=summary_of("gradient"),
         vanishing=summary_of("vanishing"),
+        # bootstrap replicates of the summaries: the intervals and three-outcome verdicts
+        distance_replicates=replicates_of("distance"),
+        separability_replicates=replicates_of("separability"),
+        gradient_replicates=replicates_of("gradient"),
+        critical_n_replicates=replicates_of("critical_n"),
+        vanishing_replicates=replicates_of("vanishing"),
         violations=lambda wildcards: [
             summary_of(kind, f"violations_{kind}")(wildcards) for kind in BOUND_CHECKS
         ],

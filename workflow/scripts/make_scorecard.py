@@ -15,5 +15,7 @@ tables = {m: pl.read_csv(p) for m, p in zip(models, snakemake.input.tables, stri
 runs = {m: json.load(open(p)) for m, p in zip(models, snakemake.input.runs, strict=True)}
 table = scorecard(tables)
 write_csv(table, snakemake.output.csv)
-write_markdown(table.select("claim", *models), snakemake.output.md, scorecard_header(table, runs))
+# each model's verdict beside the interval it read
+shown = table.select("claim", *(c for m in models for c in (m, f"{m} interval")))
+write_markdown(shown, snakemake.output.md, scorecard_header(table, runs))
 log.info("scorecard: %d claims x %d models", table.height, len(models))

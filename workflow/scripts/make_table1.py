@@ -7,7 +7,12 @@ import json
 import polars as pl
 import yaml
 
-from attnlimits_workflow.assemble.table1 import VIOLATION_TYPES, table1, table1_header
+from attnlimits_workflow.assemble.table1 import (
+    NUMBER_COLUMNS,
+    VIOLATION_TYPES,
+    table1,
+    table1_header,
+)
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.tables import write_csv, write_latex, write_markdown
 
@@ -26,9 +31,15 @@ table = table1(
     claims=yaml.safe_load(open(inp.claims)),
     run=run,
     analysis=snakemake.params.analysis,
+    replicates={
+        name: pl.read_parquet(getattr(inp, f"{name}_replicates"))
+        for name in ("distance", "separability", "gradient", "vanishing", "critical_n")
+    },
 )
 header = table1_header(run)
 write_csv(table, out.csv)
-write_markdown(table.drop("claim_id"), out.md, header)
-write_latex(table.drop("claim_id"), out.tex, header, "p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}")
+# the readable tables carry the interval in "measured"; its numbers are the CSV's columns
+shown = table.drop("claim_id", *NUMBER_COLUMNS)
+write_markdown(shown, out.md, header)
+write_latex(shown, out.tex, header, "p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}")
 log.info("table1: %d claims, %d reproduced", table.height, (table["verdict"] == "reproduced").sum())

@@ -14,6 +14,8 @@ fig, note = fig2(
     pl.read_csv(snakemake.input.critical_n),
     snakemake.params.distance,
     snakemake.params.masked,
+    pl.read_parquet(snakemake.input.critical_n_replicates),
+    snakemake.params.level,
 )
 save_run_figure(fig, snakemake, note)
 log.info("fig2 written")

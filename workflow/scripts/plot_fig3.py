@@ -11,6 +11,11 @@ from attnlimits_workflow.plotting import save_run_figure, use_style
 
 log = job_logger(snakemake, "fig3")
 use_style(snakemake.input.style)
-fig, note = fig3(pl.read_csv(snakemake.input.separability), json.load(open(snakemake.input.run)))
+fig, note = fig3(
+    pl.read_csv(snakemake.input.separability),
+    json.load(open(snakemake.input.run)),
+    pl.read_parquet(snakemake.input.replicates),
+    snakemake.params.level,
+)
 save_run_figure(fig, snakemake, note)
 log.info("fig3 written")

@@ -3,7 +3,7 @@ analysis (attnlimits_workflow.assemble.summaries); the figure and table rules re
 
 import polars as pl
 
-from attnlimits_workflow.assemble.summaries import SUMMARIES
+from attnlimits_workflow.assemble.summaries import REPLICATED, SUMMARIES, replicates_of
 from attnlimits_workflow.jobs import Timer, job_logger, write_table
 
 log = job_logger(snakemake, "summarise")
@@ -15,3 +15,16 @@ frames = {
 for name, table in SUMMARIES[snakemake.params.kind](**frames).items():
     write_table(table, getattr(snakemake.output, name))
 log.info("%s summary written in %s", snakemake.params.kind, timer)
+# Table 1's intervals: the claims' summary columns on each resample of the heads (and chunks)
+bootstrap = snakemake.params.bootstrap
+source, by, statistics = REPLICATED[snakemake.params.kind]
+timer = Timer()
+replicates = replicates_of(frames[source], by, statistics, bootstrap)
+write_table(replicates, snakemake.output.replicates)
+log.info(
+    "bootstrap: %d resamples of %d groups in %s (seed %d)",
+    bootstrap["resamples"],
+    replicates.height // bootstrap["resamples"],
+    timer,
+    bootstrap["seed"],
+)

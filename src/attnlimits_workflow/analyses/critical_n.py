@@ -21,12 +21,14 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
+from attnlimits.bootstrap import resample_indices
 from attnlimits.critical import (
     BlockedDistances,
     critical_n_search,
     ks_min_pvalue,
     ks_subsample,
     ks_test,
+    resampled_critical_n,
 )
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
 from attnlimits_workflow.jobs import Timer, blocks
@@ -53,7 +55,7 @@ SCHEMA = {
 @dataclass(frozen=True)
 class Settings:
     """analysis.critical_n.{ks_alpha, mc_draws, cache_mb, samples, d_fractions}, seed,
-    analysis.protocol, analysis.all_rows, analysis.zero_weight."""
+    analysis.protocol, analysis.all_rows, analysis.zero_weight, analysis.bootstrap."""
 
     ks_alpha: float
     mc_draws: int
@@ -64,6 +66,9 @@ class Settings:
     protocol: str
     all_rows: Mapping[str, Any]
     zero_weight: str
+    # analysis.bootstrap (resamples, seed): the search is rerun on that many resamples of its
+    # units; None: none (the table has no replicate rows)
+    bootstrap: Mapping[str, Any] | None = None
 
 
 def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, count) -> list:
@@ -94,6 +99,44 @@ def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, co
         }
         for f, (n, res) in fixed.items()
     ]
+
+
+def unit_draws(units: int, settings: Settings) -> np.ndarray | None:
+    """(resamples, units) indices of the KS test's units drawn with replacement from
+    analysis.bootstrap.seed, or None without bootstrap. Keyed by the count alone, as the
+    summaries' draws are (assemble.replicates): with every head kept (samples: null) under
+    all_rows, a resample here is the same heads as in the other claims' intervals."""
+    if not settings.bootstrap:
+        return None
+    rng = np.random.default_rng(settings.bootstrap["seed"])
+    return resample_indices([units], settings.bootstrap["resamples"], rng)[0]
+
+
+def replicate_rows(length, masked, kind, found: list[tuple[int | None, int | None]]) -> list:
+    """One row per bootstrap resample of the search (step "replicate"): its first passing N
+    (null and censored when none passed) and the top N it tried."""
+    return [
+        {
+            "L": length,
+            "masked": masked,
+            "expectation": kind,
+            "step": "replicate",
+            "replicate": r,
+            "N_crit": n_crit,
+            "censored": n_crit is None,
+            "top_N": top_n,
+        }
+        for r, (n_crit, top_n) in enumerate(found)
+    ]
+
+
+def with_replicates(table: pl.DataFrame, replicates: list[dict]) -> pl.DataFrame:
+    """The search table and the replicate rows below it (column replicate: null on the rest)."""
+    rows = pl.DataFrame(replicates, schema_overrides=SCHEMA | {"replicate": pl.Int64})
+    return pl.concat(
+        [table.with_columns(pl.lit(None, dtype=pl.Int64).alias("replicate")), rows],
+        how="diagonal_relaxed",
+    )
 
 
 def analyse(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
@@ -133,9 +176,11 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
         batch=CRITICAL_N_BATCH,
         zero_weight=settings.zero_weight,
         log=lambda *a: log.info(*a, timer),
+        draws=unit_draws(len(keep), settings),
     )
-    rows = []
-    for (reading, kind), (search, fixed) in found.items():
+    rows, replicates = [], []
+    for (reading, kind), (search, fixed, resampled) in found.items():
+        replicates += replicate_rows(length, reading, kind, resampled)
         log.info(
             "%s, %s: N_crit=%s%s (Algorithm 3, N list %s; p-values %s); D at %s",
             reading,
@@ -157,7 +202,8 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             search.top_n,
             len(keep),
         )
-    return pl.DataFrame(rows, schema_overrides=SCHEMA)
+    log.info("%d bootstrap searches in all (%s since the job's start)", len(replicates), timer)
+    return with_replicates(pl.DataFrame(rows, schema_overrides=SCHEMA), replicates)
 
 
 def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
@@ -201,9 +247,24 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
     def ks_at(kind: str, n: int):
         return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
 
-    rows = []
+    def search(ks) -> tuple[int | None, int | None]:
+        result = critical_n_search(ks, L - 1, settings.ks_alpha)
+        return result.n_crit, result.top_n
+
+    draws = unit_draws(len(keep), settings)
+    rows, replicates = [], []
     for kind in KINDS:
         result = critical_n_search(lambda n, k=kind: ks_at(k, n), L - 1, settings.ks_alpha)
+        if draws is not None:
+            # the same search on resamples of the kept rows; each N's values computed once
+            started = Timer()
+            resampled = resampled_critical_n(
+                lambda n, k=kind: (distances.distance(n)[keep], expectation(k, n)[keep]),
+                search,
+                draws,
+            )
+            replicates += replicate_rows(L, "both", kind, resampled)
+            log.info("%s: %d replicate searches in %s", kind, len(resampled), started)
         fixed = {
             f: (n, ks_at(kind, n)) for f, n in fixed_fraction_ns(L, settings.d_fractions).items()
         }
@@ -227,4 +288,4 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             result.top_n,
             len(keep),
         )
-    return pl.DataFrame(rows, schema_overrides=SCHEMA)
+    return with_replicates(pl.DataFrame(rows, schema_overrides=SCHEMA), replicates)

@@ -8,6 +8,9 @@ holds, by convention:
 - ``summarise(table) -> {"summary": ..., "violations": ...}``: the per-L tables reduced to
   summary/<name>.csv and the bound checks' counts (summary/violations_<name>.csv, which the
   scorecard reads), written by rule ``summarise_analysis``;
+- where Table 1 reads its summary, ``REPLICATED = (groups, {summary column: (column, aggregation)})``:
+  those summary columns recomputed on bootstrap resamples of the heads (and chunks) by the same
+  rule (summary/<name>_replicates.parquet; empty where the module has none);
 - where it has a figure, ``figure(summary, run) -> (Figure, note)`` and ``CAPTION`` (the report's
   caption), drawn by rule ``analysis_figure``.
 
@@ -22,6 +25,7 @@ from typing import Any
 
 import polars as pl
 
+from attnlimits_workflow.assemble.summaries import replicates_of
 from attnlimits_workflow.jobs import Timer, job_logger, write_table
 from attnlimits_workflow.packs import read_pack
 
@@ -70,10 +74,21 @@ def summarise_analysis(snakemake: Any) -> dict[str, pl.DataFrame]:
     log = job_logger(snakemake, "summarise")
     timer = Timer()
     table = pl.concat([pl.read_parquet(p) for p in snakemake.input.tables], how="vertical_relaxed")
-    tables = analysis_module(name).summarise(table)
+    module = analysis_module(name)
+    tables = module.summarise(table)
     for output, frame in tables.items():
         write_table(frame, getattr(snakemake.output, output))
     log.info("%s summary written in %s", name, timer)
+    timer = Timer()
+    bootstrap = snakemake.params.bootstrap
+    replicated = getattr(module, "REPLICATED", None)
+    replicates = (
+        pl.DataFrame({"replicate": []}, schema={"replicate": pl.Int64})
+        if replicated is None
+        else replicates_of(table, *replicated, bootstrap)
+    )
+    write_table(replicates, snakemake.output.replicates)
+    log.info("%s bootstrap: %d rows in %s", name, replicates.height, timer)
     return tables
 
 

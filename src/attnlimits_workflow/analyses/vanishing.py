@@ -59,6 +59,10 @@ def run(job: Job) -> pl.DataFrame:
     return last_row(job.pack)
 
 
+# Table 1's vanishing claim refits its slope on each resample's per-L medians (analyses.generic)
+REPLICATED = (("L",), {"max_weight_median": ("max_weight", "median")})
+
+
 def summarise(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per L spreads of the largest and scaled weights (summary/vanishing.csv), and the counts of
     Corollary 1's checks (the scorecard's rows)."""

@@ -5,6 +5,8 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from .replicates import percentile_band
+
 SERIES = [
     ("distance", r"true distance $\tilde d$"),
     ("mc_expectation", "E (Monte Carlo)"),
@@ -50,9 +52,18 @@ def panel(ax, frame, x, xlabel, title, masked: str, other_masked=False):
     ax.minorticks_off()
 
 
-def fig2(dist: pl.DataFrame, crit: pl.DataFrame, p: dict, masked: str) -> tuple[Figure, str]:
+def fig2(
+    dist: pl.DataFrame,
+    crit: pl.DataFrame,
+    p: dict,
+    masked: str,
+    replicates: pl.DataFrame | None = None,
+    level: float = 0.95,
+) -> tuple[Figure, str]:
     """The figure and its caption's note, from the distance and critical-N summaries; ``p``:
-    analysis.distance, ``masked``: analysis.all_rows.masked."""
+    analysis.distance, ``masked``: analysis.all_rows.masked; ``replicates``: the critical-N
+    searches rerun on bootstrap resamples (summaries.critical_n_replicates), whose ``level``
+    band of N_crit per L panel (c) draws (none without them)."""
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
     panel(
         axes[0],
@@ -80,7 +91,7 @@ def fig2(dist: pl.DataFrame, crit: pl.DataFrame, p: dict, masked: str) -> tuple[
     # where a search passed, open ones at the top N where it never did (N_crit >= that N, censored).
     # The fitted line runs through the found lengths only: a censored length is a bound, not a value.
     drawn = crit.filter(pl.col("masked").is_in([masked, "both"]))
-    censored_any = False
+    censored_any, banded, open_top = False, 0, False
     for kind, label, marker in (
         ("monte_carlo", "KS vs E (Monte Carlo)", "o"),
         ("closed_form", "KS vs Thm 1.2 term", "s"),
@@ -90,6 +101,38 @@ def fig2(dist: pl.DataFrame, crit: pl.DataFrame, p: dict, masked: str) -> tuple[
         line = ax.plot(
             found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
         )[0]
+        reps = (
+            None
+            if replicates is None or replicates.height == 0
+            else replicates.filter(
+                pl.col("masked").is_in([masked, "both"]) & (pl.col("expectation") == kind)
+            )
+        )
+        if reps is not None and reps.height:
+            # a censored resample's N_crit is above its top N: +inf, so a band that reaches
+            # it is drawn up to L (N_crit <= L always) and said so in the note
+            band = percentile_band(
+                reps.with_columns(
+                    pl.when(pl.col("censored"))
+                    .then(float("inf"))
+                    .otherwise(pl.col("N_crit"))
+                    .alias("N_crit")
+                ),
+                ("L",),
+                "N_crit",
+                level,
+            )
+            ax.fill_between(
+                band["L"].to_numpy(),
+                band["low"].to_numpy(),
+                np.minimum(band["high"].to_numpy(), band["L"].to_numpy()),
+                color=line.get_color(),
+                alpha=0.15,
+                lw=0,
+                label=f"{label}: {100 * level:g} % bootstrap band",
+            )
+            banded = max(banded, reps["replicate"].n_unique())
+            open_top = open_top or bool(np.isinf(band["high"].to_numpy()).any())
         cens = f.filter(pl.col("censored"))
         if cens.height:
             censored_any = True
@@ -133,6 +176,16 @@ def fig2(dist: pl.DataFrame, crit: pl.DataFrame, p: dict, masked: str) -> tuple[
         note += (
             " Open markers at the top N tried (L - 1): no N passed there, so N_crit >= that N"
             " (censored); the fit runs through the found lengths only."
+        )
+    if banded:
+        note += (
+            f" Shaded: N_crit's {100 * level:g} % percentile band over {banded} reruns of the search"
+            " on resamples of its units (analysis.bootstrap)"
+            + (
+                "; a band drawn up to L holds censored resamples (N_crit above their top N)."
+                if open_top
+                else "."
+            )
         )
     if "distance_other_masked_median" in dist.columns:
         note += (

@@ -5,10 +5,19 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from .replicates import percentile_band
 
-def fig3(sep: pl.DataFrame, run: dict) -> tuple[Figure, str]:
+
+def fig3(
+    sep: pl.DataFrame,
+    run: dict,
+    replicates: pl.DataFrame | None = None,
+    level: float = 0.95,
+) -> tuple[Figure, str]:
     """The figure and its caption's note from the separability summary (sorted by N here);
-    ``run``: the run description, whose protocol the note names."""
+    ``run``: the run description, whose protocol the note names; ``replicates``: the summary's
+    bootstrap replicates (assemble.replicates), whose ``level`` interval of each median is drawn
+    beside its box (none drawn without them)."""
     all_rows = run.get("protocol") == "all_rows"
     sep = sep.sort("N")
     ns = sep["N"].to_list()
@@ -38,6 +47,22 @@ def fig3(sep: pl.DataFrame, run: dict) -> tuple[Figure, str]:
     # Both bounds as medians, like the boxes' middle line.
     upper = sep["upper_bound_median"].to_numpy()
     lower = sep["lower_bound_median"].to_numpy()
+    banded = replicates is not None and replicates.height > 0
+    if banded:
+        # the median's bootstrap interval (what Table 1's saturation verdict reads), beside the box
+        band = percentile_band(replicates, ("N",), "ratio_median", level)
+        band = sep.select("N").join(band, on="N", how="left")
+        med = sep["ratio_median"].to_numpy()
+        ax.errorbar(
+            pos + 0.36,
+            med,
+            yerr=[med - band["low"].to_numpy(), band["high"].to_numpy() - med],
+            fmt="k.",
+            ms=3,
+            capsize=2,
+            lw=1,
+            label=f"median, {100 * level:g} % bootstrap interval",
+        )
     ax.plot(pos, upper, "r-o", ms=3, label="Thm 2 upper bound (median)")
     clipped = np.clip(lower, -0.05, None)
     ax.plot(pos, clipped, "b-s", ms=3, label="Thm 2 lower bound (median)")
@@ -60,4 +85,11 @@ def fig3(sep: pl.DataFrame, run: dict) -> tuple[Figure, str]:
         f"at most {sep['zero_weight_selected_mean'].max():.3g} per row on average at any N. "
         "The upper bound cannot fall below e^(-1/16) = 0.939."
     )
+    if banded:
+        note += (
+            f" Bars beside the boxes: the median's {100 * level:g} % percentile bootstrap interval "
+            f"over {replicates['replicate'].n_unique()} resamples of the heads"
+            + ("" if all_rows else " and chunks")
+            + " (analysis.bootstrap)."
+        )
     return fig, note

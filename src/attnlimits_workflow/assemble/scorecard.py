@@ -3,6 +3,8 @@
 Rows join on Table 1's claim_id (the claim texts name each run's own grid values); a claim a
 model's table lacks reads "not scored"."""
 
+import math
+
 import polars as pl
 
 from ..plotting import protocol_text
@@ -10,9 +12,25 @@ from ..plotting import protocol_text
 NOT_SCORED = "not scored"
 
 
+def interval_cell(row: dict) -> str:
+    """``value [low, high]`` of a Table 1 row (its bootstrap or exact interval), the value
+    alone where it has no interval, "" where it has no number (or a table before intervals)."""
+
+    def f(v) -> str:
+        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
+
+    value = row.get("value")
+    if value is None:
+        return ""
+    if row.get("low") is None and row.get("high") is None:
+        return f(value)
+    return f"{f(value)} [{f(row.get('low'))}, {f(row.get('high'))}]"
+
+
 def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """claim_id, claim, then per model (``tables``: its Table 1, in column order) its verdict and
-    "<model> measured"; claims in order of first appearance."""
+    """claim_id, claim, then per model (``tables``: its Table 1, in column order) its verdict,
+    "<model> interval" (the number the verdict reads and its interval: :func:`interval_cell`)
+    and "<model> measured"; claims in order of first appearance."""
     ids: list[str] = []
     text: dict[str, str] = {}
     for t in tables.values():
@@ -21,15 +39,19 @@ def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
                 ids.append(r["claim_id"])
                 text[r["claim_id"]] = r["claim"]
     cells = {
-        m: {r["claim_id"]: (r["verdict"], r["measured"]) for r in t.iter_rows(named=True)}
+        m: {
+            r["claim_id"]: (r["verdict"], interval_cell(r), r["measured"])
+            for r in t.iter_rows(named=True)
+        }
         for m, t in tables.items()
     }
     rows = []
     for claim_id in ids:
         row = {"claim_id": claim_id, "claim": text[claim_id]}
         for m in tables:
-            verdict, measured = cells[m].get(claim_id, (NOT_SCORED, ""))
+            verdict, interval, measured = cells[m].get(claim_id, (NOT_SCORED, "", ""))
             row[m] = verdict
+            row[f"{m} interval"] = interval
             row[f"{m} measured"] = measured
         rows.append(row)
     return pl.DataFrame(rows)

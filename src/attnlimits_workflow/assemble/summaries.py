@@ -17,6 +17,8 @@ from attnlimits.checks import (
 from attnlimits.critical import censored_slope
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
+from .replicates import replicate_summaries
+
 
 def spread(col: str) -> list[pl.Expr]:
     c = pl.col(col)
@@ -194,7 +196,26 @@ def summarise_distance(distance: pl.DataFrame, critical_n: pl.DataFrame) -> dict
     cols = tuple(c for c in cols if c in d.columns)
     summary = per_group(d, ("L", "N"), [e for c in cols for e in spread(c)], ("L", "N"))
     critical = critical_n_summary(critical_n)
-    return {"distance": summary, "critical_n": critical, "violations": distance_violations(d)}
+    return {
+        "distance": summary,
+        "critical_n": critical,
+        "critical_n_replicates": critical_n_replicates(critical_n),
+        "violations": distance_violations(d),
+    }
+
+
+def critical_n_replicates(crit: pl.DataFrame) -> pl.DataFrame:
+    """The critical-N searches rerun on bootstrap resamples of their units (the analysis's rows
+    of step "replicate"): replicate, L, masked, expectation, N_crit (null: censored), censored,
+    top_N; empty when the analysis ran none."""
+    columns = ("replicate", "L", "masked", "expectation", "N_crit", "censored", "top_N")
+    if "replicate" not in crit.columns:
+        return pl.DataFrame(schema={c: crit.schema.get(c, pl.Int64) for c in columns})
+    return (
+        crit.filter(pl.col("step") == "replicate")
+        .select(*columns)
+        .sort("masked", "expectation", "L", "replicate")
+    )
 
 
 def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
@@ -467,3 +488,43 @@ SUMMARIES = {
     "separability": summarise_separability,
     "gradient": summarise_gradient,
 }
+
+
+# summarise.py's params.kind -> (its input table, the groups, the summary columns Table 1's claims
+# read: name -> (per-sample column, aggregation)), recomputed on each bootstrap resample. A
+# column absent from a run's tables (the other reading of masked keys) is left out.
+REPLICATED = {
+    "distance": (
+        "distance",
+        ("L", "N"),
+        {
+            "distance_median": ("distance", "median"),
+            "distance_other_masked_median": ("distance_other_masked", "median"),
+        },
+    ),
+    "separability": (
+        "separability",
+        ("L", "N"),
+        {
+            "ratio_median": ("ratio", "median"),
+            "ratio_other_masked_median": ("ratio_other_masked", "median"),
+            "ratio_max": ("ratio", "max"),
+            "upper_bound_mean": ("upper_bound", "mean"),
+        },
+    ),
+    "gradient": ("gradient", ("T", "eps"), {"g_max_over_heads": ("g_max", "max")}),
+}
+
+
+def replicates_of(
+    table: pl.DataFrame,
+    by: tuple[str, ...],
+    statistics: dict[str, tuple[str, str]],
+    bootstrap: dict,
+) -> pl.DataFrame:
+    """:func:`replicate_summaries` of the statistics whose column ``table`` has, under the
+    analysis.bootstrap settings."""
+    present = {name: spec for name, spec in statistics.items() if spec[0] in table.columns}
+    return replicate_summaries(
+        table, by, present, resamples=bootstrap["resamples"], seed=bootstrap["seed"]
+    )

@@ -3,12 +3,15 @@ value, and a verdict by the rule written in the row itself. The claims, the pape
 thresholds are data (workflow/resources/paper_claims.yaml, ``claims`` here); this module measures."""
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from attnlimits.critical import censored_slope, linear_fit, slope_within
+from attnlimits.bootstrap import Band, Interval, clopper_pearson, joint_verdict, percentile_interval
+from attnlimits.bootstrap import verdict as bootstrap_verdict
+from attnlimits.critical import CensoredSlope, censored_slope, linear_fit, slope_within
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
 from ..plotting import protocol_text
@@ -24,6 +27,13 @@ VIOLATION_TYPES = {
     "note": pl.String,
     "by_n": pl.String,
 }
+# the number a verdict reads, its interval and how it was drawn (null where there is none)
+NUMBER_COLUMNS = ("value", "low", "high", "level", "resamples")
+TABLE1_SCHEMA = {
+    **{c: pl.String for c in ("claim_id", "claim", "paper", "measured", "verdict_rule", "verdict")},
+    **{c: pl.Float64 for c in ("value", "low", "high", "level")},
+    "resamples": pl.Int64,
+}
 # Algorithm 3's critical N under each reading of a causal row's masked keys.
 READINGS = {
     "non_selected": "masked keys non-selected: the paper's L x L rows",
@@ -36,11 +46,55 @@ def verdict(ok: bool | None) -> str:
     return "not applicable" if ok is None else ("reproduced" if ok else "not reproduced")
 
 
+# A claim's statistic: computed from a summary frame (the per-(L, N, T) medians, means, maxima),
+# so the same code gives the value (on the summary) and each resample's value (on a replicate
+# summary, assemble.replicates); several numbers where the rule reads several at once.
+Statistic = Callable[[pl.DataFrame], tuple[float, ...]]
+
+
+def measure(
+    statistic: Statistic, summary: pl.DataFrame, replicates: list[pl.DataFrame] | None, level: float
+) -> tuple[Interval, ...]:
+    """Each number of ``statistic``: its value on ``summary`` and its percentile interval over
+    ``replicates`` (one frame per resample). Without replicates the interval is the value itself
+    (resamples 0): the point decides, as before intervals (hand-made tables in tests)."""
+    values = statistic(summary)
+    if not replicates:
+        return tuple(Interval(v, v, v, level, 0) for v in values)
+    stats = np.array([statistic(r) for r in replicates], dtype=np.float64)
+    out = []
+    for j, v in enumerate(values):
+        low, high, undefined = percentile_interval(stats[:, j], level)
+        out.append(Interval(v, low, high, level, len(replicates), undefined))
+    return tuple(out)
+
+
+def interval_text(interval: Interval, fmt: str = ".3g") -> str:
+    """``0.74 [0.72, 0.77]`` (each number by ``fmt``), or the value alone when no resample gave
+    an interval; an undefined end prints as n/a."""
+
+    def f(v: float) -> str:
+        return "n/a" if math.isnan(v) else format(v, fmt)
+
+    if interval.resamples == 0:
+        return f(interval.value)
+    return f"{f(interval.value)} [{f(interval.low)}, {f(interval.high)}]"
+
+
+def partitions(replicates: pl.DataFrame | None) -> list[pl.DataFrame] | None:
+    """A replicate table (column ``replicate``) as one frame per resample, in resample order."""
+    if replicates is None or replicates.height == 0:
+        return None
+    return replicates.sort("replicate").partition_by("replicate", maintain_order=True)
+
+
 @dataclass
 class Scorecard:
-    """Table 1's rows as they are added, and the claims they are filled from."""
+    """Table 1's rows as they are added, and the claims they are filled from; ``level``: the
+    intervals' coverage (analysis.bootstrap.level)."""
 
     claims: dict
+    level: float = 0.95
     rows: list[dict] = field(default_factory=list)
 
     def texts(self, key: str, variant: str | None = None, **names) -> tuple[str, str, str, str]:
@@ -61,7 +115,22 @@ class Scorecard:
         claim_id, claim, paper, _ = self.texts(key, **names)
         self.add(claim_id, claim, paper, measured, needs, verdict(None))
 
-    def add(self, claim_id, claim, paper, measured, rule, verdict) -> None:
+    def add(
+        self,
+        claim_id,
+        claim,
+        paper,
+        measured,
+        rule,
+        verdict,
+        *,
+        value: float | None = None,
+        low: float | None = None,
+        high: float | None = None,
+        resamples: int | None = None,
+    ) -> None:
+        """One row; ``value``, ``low``, ``high``: the number the verdict reads and its interval
+        (null where there is none), ``resamples`` the bootstrap's (null for an exact interval)."""
         self.rows.append(
             {
                 "claim_id": claim_id,
@@ -70,7 +139,27 @@ class Scorecard:
                 "measured": measured,
                 "verdict_rule": rule,
                 "verdict": verdict,
+                "value": value,
+                "low": low,
+                "high": high,
+                "level": None if low is None else self.level,
+                "resamples": resamples,
             }
+        )
+
+    def add_measured(self, claim_id, claim, paper, measured, rule, verdict, interval) -> None:
+        """:meth:`add` with ``interval`` (the statistic the verdict reads) in the value columns."""
+        self.add(
+            claim_id,
+            claim,
+            paper,
+            measured,
+            rule,
+            verdict,
+            value=interval.value,
+            low=interval.low if interval.resamples else None,
+            high=interval.high if interval.resamples else None,
+            resamples=interval.resamples or None,
         )
 
 
@@ -92,8 +181,19 @@ def reading_text(reading: str | None) -> str:
     return f" [masked keys: {reading}{paper}]"
 
 
-def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, readings) -> None:
-    """Theorem 1's d~: linear in L at fixed N, a plateau in N at fixed L."""
+# slope > 0: the band's lower end is the smallest positive float (a band is closed)
+POSITIVE = Band(low=np.nextafter(0.0, 1.0))
+
+
+def distance_claims(
+    card: Scorecard,
+    dist: pl.DataFrame,
+    analysis: dict,
+    readings,
+    replicates: list[pl.DataFrame] | None = None,
+) -> None:
+    """Theorem 1's d~: linear in L at fixed N, a plateau in N at fixed L (each refitted on every
+    bootstrap replicate of the per-(L, N) medians)."""
     n_fixed, l_fixed = analysis["distance"]["n_fixed"], analysis["distance"]["length_fixed"]
     c = card.claims["linear_in_length"]
     f = dist.filter(pl.col("N") == n_fixed).sort("L")
@@ -102,29 +202,39 @@ def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, reading
             claim_id, claim, paper, rule = card.texts(
                 "linear_in_length", variant=reading if suffix else None, n=n_fixed
             )
-            _, slope, r2 = linear_fit(f["L"].to_numpy(), f[f"distance{suffix}_median"].to_numpy())
-            measured = f"R^2 = {r2:.3f}, slope = {slope:.3g}"
+
+            def fit(frame: pl.DataFrame, suffix=suffix) -> tuple[float, float]:
+                g = frame.filter(pl.col("N") == n_fixed).sort("L")
+                _, slope, r2 = linear_fit(
+                    g["L"].to_numpy(), g[f"distance{suffix}_median"].to_numpy()
+                )
+                return r2, slope
+
+            r2, slope = measure(fit, f, replicates, card.level)
+            measured = f"R^2 = {interval_text(r2, '.3f')}, slope = {interval_text(slope)}"
             if reading == "non_selected":
                 # Each of row t's L - t - 1 masked keys adds ||s_t|| to d~: a term that grows
                 # linearly in L by construction, whatever the attention does.
-                card.add(
+                card.add_measured(
                     claim_id,
                     claim + reading_text(reading),
                     paper,
                     measured + "; dominated by the masked keys' sum_t (L - t - 1) ||s_t||",
                     rule,
                     "vacuous",
+                    r2,
                 )
             else:
                 # By the triangle inequality d~ = (L - N) ||s|| within (1 - a_N) max ||x||: the
                 # fit tests that ||s|| (the top-N set's pull) holds up as L grows, no more.
-                card.add(
+                card.add_measured(
                     claim_id,
                     claim + reading_text(reading),
                     paper,
                     measured + "; d~ ~ (L - N) ||s||, so this tests that ||s|| holds up in L",
                     rule,
-                    verdict(r2 >= c["min_r2"] and slope > 0),
+                    joint_verdict((r2, slope), (Band(low=c["min_r2"]), POSITIVE)),
+                    r2,
                 )
     else:
         card.cannot_score(
@@ -142,15 +252,22 @@ def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, reading
             claim_id, claim, paper, rule = card.texts(
                 "plateau_in_n", variant=reading if suffix else None, length=l_fixed
             )
-            d20, dmax = big[f"distance{suffix}_median"][0], big[f"distance{suffix}_median"][-1]
-            change = abs(dmax - d20) / d20
-            card.add(
+
+            def change(frame: pl.DataFrame, suffix=suffix) -> tuple[float]:
+                g = frame.filter((pl.col("L") == l_fixed) & (pl.col("N") >= c["from_n"])).sort("N")
+                first, last = g[f"distance{suffix}_median"][0], g[f"distance{suffix}_median"][-1]
+                return (100 * abs(last - first) / first,)
+
+            (pct,) = measure(change, f, replicates, card.level)
+            card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
                 paper,
-                f"median d~ changes {100 * change:.1f}% from N = {big['N'][0]} to {big['N'][-1]}",
+                f"median d~ changes {interval_text(pct, '.1f')} % from N = {big['N'][0]} to "
+                f"{big['N'][-1]}",
                 rule,
-                verdict(change <= c["max_relative_change"]),
+                joint_verdict((pct,), (Band(0.0, 100 * c["max_relative_change"]),)),
+                pct,
             )
     else:
         card.cannot_score(
@@ -161,17 +278,53 @@ def distance_claims(card: Scorecard, dist: pl.DataFrame, analysis: dict, reading
         )
 
 
-def critical_n_claims(card: Scorecard, crit: pl.DataFrame, alpha: float) -> None:
+def slope_interval(
+    point: CensoredSlope, replicates: pl.DataFrame | None, level: float
+) -> Interval | None:
+    """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
+    curve of the replicate table): from the low percentile of each resample's lower bound
+    (``at_least``) to the high percentile of its upper end (+inf where a resample's search was
+    censored at some L), so censoring widens the interval instead of being dropped. None
+    without replicates."""
+    if replicates is None or replicates.height == 0:
+        return None
+    lows, highs = [], []
+    for g in replicates.sort("replicate", "L").partition_by("replicate", maintain_order=True):
+        s = censored_slope(
+            g["L"].to_numpy(),
+            g["N_crit"].cast(pl.Float64).to_numpy(),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        lows.append(s.at_least)
+        highs.append(s.upper)
+    low, _, undefined = percentile_interval(lows, level)
+    _, high, _ = percentile_interval(highs, level)
+    return Interval(point.at_least, low, high, level, len(lows), undefined)
+
+
+def critical_n_claims(
+    card: Scorecard, crit: pl.DataFrame, alpha: float, replicates: pl.DataFrame | None = None
+) -> None:
     """Algorithm 3's critical N, scored by each of the paper's two wordings (critical_n.rules)
     under each reading of a causal row's masked keys; the slope through the origin is known only
     from below where a length's search ended without a pass (attnlimits.critical.CensoredSlope).
-    ``alpha``: the KS test's level (analysis.critical_n.ks_alpha)."""
+    ``alpha``: the KS test's level (analysis.critical_n.ks_alpha); ``replicates``: the searches
+    rerun on bootstrap resamples of the heads or rows (summaries.critical_n_replicates), whose
+    slopes give the interval (:func:`slope_interval`)."""
     crit_readings = set(crit["masked"].unique().to_list())
     for reading in ("non_selected", "prefix"):
         source = "both" if "both" in crit_readings else reading
         for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 term")):
             f = crit.filter((pl.col("masked") == source) & (pl.col("expectation") == kind))
             f = f.sort("L")
+            reps = (
+                None
+                if replicates is None
+                else replicates.filter(
+                    (pl.col("masked") == source) & (pl.col("expectation") == kind)
+                )
+            )
             blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
             censored = f.filter(pl.col("censored"))
             slope = censored_slope(
@@ -226,15 +379,37 @@ def critical_n_claims(card: Scorecard, crit: pl.DataFrame, alpha: float) -> None
                         measured += f"; through the found lengths only {slope.found:.3f}"
                 else:
                     measured = f"slope {slope.found:.3f} ({f.height}/{f.height} lengths found)"
+                interval = slope_interval(slope, reps, card.level)
+                if interval is not None:
+                    measured += (
+                        f"; {100 * card.level:g} % bootstrap interval of the slope "
+                        f"[{interval.low:.3f}, {interval.high:.3f}] over {interval.resamples} "
+                        "searches rerun on resampled units"
+                    )
                 measured += f"; {counted}" + (f"; {spread}" if spread else "")
                 inside = slope_within(slope, low, high)
                 # censored: the slope's lower bound is inside the rule and its top is open
+                if inside is None:
+                    outcome = "not testable"
+                elif interval is None:
+                    outcome = verdict(inside)
+                else:
+                    outcome = bootstrap_verdict(interval, Band(low, high))
                 card.add(
-                    *row, measured, rule, "not testable" if inside is None else verdict(inside)
+                    *row,
+                    measured,
+                    rule,
+                    outcome,
+                    value=slope.at_least,
+                    low=None if interval is None else interval.low,
+                    high=None if interval is None else interval.high,
+                    resamples=None if interval is None else interval.resamples,
                 )
 
 
-def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
+def separability_claims(
+    card: Scorecard, sep: pl.DataFrame, readings, replicates: list[pl.DataFrame] | None = None
+) -> None:
     """Theorem 2: N_s/N saturates in the paper's band, and the upper bound tracks it."""
     c = card.claims["saturation"]
     tail = sep.filter(pl.col("N") >= c["from_n"])
@@ -244,7 +419,14 @@ def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
             claim_id, claim, paper, rule = card.texts(
                 "saturation", variant=reading if suffix else None
             )
-            lo, hi = tail[f"ratio{suffix}_median"].min(), tail[f"ratio{suffix}_median"].max()
+
+            def extremes(frame: pl.DataFrame, suffix=suffix) -> tuple[float, float]:
+                medians = frame.filter(pl.col("N") >= c["from_n"])[f"ratio{suffix}_median"]
+                return medians.min(), medians.max()
+
+            # two-sided: the box of (smallest median, largest median) must lie in the band
+            lo, hi = measure(extremes, sep, replicates, card.level)
+            band = Band(c["low"], c["high"])
             # the zero-weight count is the configured reading's (under prefix a causal row has
             # none)
             zero_text = (
@@ -253,13 +435,15 @@ def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
                 if not suffix
                 else ""
             )
-            card.add(
+            card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
                 paper,
-                f"median N_s/N in [{lo:.2f}, {hi:.2f}] for N >= {c['from_n']}{zero_text}",
+                f"median N_s/N from {interval_text(lo, '.2f')} to {interval_text(hi, '.2f')} for N >= "
+                f"{c['from_n']}{zero_text}",
                 rule,
-                verdict(lo >= c["low"] and hi <= c["high"]),
+                joint_verdict((lo, hi), (band, band)),
+                lo,
             )
     else:
         card.cannot_score(
@@ -268,13 +452,25 @@ def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
     # The bound never falls below e^(-1/16) = 0.939 and N_s/N <= 1, so at an N whose largest
     # N_s/N is >= 1 - max_gap the gap cannot exceed max_gap: only the other N can decide it.
     max_gap = card.claims["upper_bound_tracks"]["max_gap"]
-    per_n = sep.select(
-        "N", "ratio_max", gap=(pl.col("upper_bound_mean") - pl.col("ratio_max"))
-    ).drop_nulls("gap")
+
+    def gaps_of(frame: pl.DataFrame) -> pl.DataFrame:
+        return (
+            frame.select("N", "ratio_max", gap=(pl.col("upper_bound_mean") - pl.col("ratio_max")))
+            .fill_nan(None)
+            .drop_nulls("gap")
+        )
+
+    def largest_gap(frame: pl.DataFrame) -> tuple[float]:
+        # a resample where no N decides cannot fail the claim: its largest deciding gap is 0
+        deciding = gaps_of(frame).filter(pl.col("ratio_max") < 1.0 - max_gap)
+        return (float(deciding["gap"].abs().max()) if deciding.height else 0.0,)
+
+    per_n = gaps_of(sep)
     deciding = per_n.filter(pl.col("ratio_max") < 1.0 - max_gap)
     claim_id, claim, paper, rule = card.texts("upper_bound_tracks")
     gaps = ", ".join(f"N={n}: {g:+.2f}" for n, g in zip(per_n["N"], per_n["gap"], strict=True))
     bound_span = sep.filter(pl.col("N") > 1)["upper_bound_mean"].drop_nulls()
+    (gap,) = measure(largest_gap, sep, replicates, card.level)
     measured = (
         f"bound - max N_s/N per N: {gaps}; the bound cannot fall below e^(-1/16) = "
         f"{UPPER_BOUND_FLOOR:.3f} (here {bound_span.min():.3f}-{bound_span.max():.3f} over N >= "
@@ -282,35 +478,46 @@ def separability_claims(card: Scorecard, sep: pl.DataFrame, readings) -> None:
         f">= {1 - max_gap:.2f} cannot fail ({per_n.height - deciding.height} of {per_n.height})"
         if bound_span.len()
         else f"bound - max N_s/N per N: {gaps}"
-    )
-    tracks = bool((deciding["gap"].abs() <= max_gap).all())
-    card.add(
+    ) + f"; largest |gap| where it can fail {interval_text(gap, '.2f')}"
+    card.add_measured(
         claim_id,
         claim,
         paper,
         measured,
         rule,
-        "vacuous" if not deciding.height else verdict(tracks),
+        "vacuous" if not deciding.height else joint_verdict((gap,), (Band(0.0, max_gap),)),
+        gap,
     )
 
 
-def gradient_claims(card: Scorecard, grad: pl.DataFrame) -> None:
-    """Corollary 3: the sensitivity grows like 1/T at small T and drops by decades."""
-    small_eps = grad.filter(pl.col("eps") == grad["eps"].min())
+def gradient_claims(
+    card: Scorecard, grad: pl.DataFrame, replicates: list[pl.DataFrame] | None = None
+) -> None:
+    """Corollary 3: the sensitivity grows like 1/T at small T and drops by decades (the largest
+    head's g per T, refitted on each bootstrap replicate)."""
+    eps = grad["eps"].min()
+    small_eps = grad.filter(pl.col("eps") == eps)
     c = card.claims["gradient_inverse_t"]
     claim_id, claim, paper, rule = card.texts("gradient_inverse_t")
     low = small_eps.filter(pl.col("T") < c["below_t"])
     if low.height >= 2:
-        _, s, _ = linear_fit(
-            np.log10(low["T"].to_numpy()), np.log10(low["g_max_over_heads"].to_numpy())
-        )
-        card.add(
+
+        def slope(frame: pl.DataFrame) -> tuple[float]:
+            g = frame.filter((pl.col("eps") == eps) & (pl.col("T") < c["below_t"])).sort("T")
+            _, s, _ = linear_fit(
+                np.log10(g["T"].to_numpy()), np.log10(g["g_max_over_heads"].to_numpy())
+            )
+            return (s,)
+
+        (s,) = measure(slope, grad, replicates, card.level)
+        card.add_measured(
             claim_id,
             claim,
             paper,
-            f"log-log slope {s:.2f} (eps = {grad['eps'].min():g})",
+            f"log-log slope {interval_text(s, '.2f')} (eps = {eps:g})",
             rule,
-            verdict(c["low"] <= s <= c["high"]),
+            joint_verdict((s,), (Band(c["low"], c["high"]),)),
+            s,
         )
     else:
         card.cannot_score(
@@ -320,18 +527,27 @@ def gradient_claims(card: Scorecard, grad: pl.DataFrame) -> None:
         )
     c = card.claims["gradient_drop"]
     claim_id, claim, paper, rule = card.texts("gradient_drop")
-    hi_t = small_eps.filter((pl.col("T") - c["high_t"]).abs() <= 1e-9 * c["high_t"])
-    lo_t = small_eps.filter((pl.col("T") - c["low_point_t"]).abs() <= 1e-9 * c["low_point_t"])
-    if hi_t.height and lo_t.height:
-        drop = math.log10(lo_t["g_max_over_heads"][0] / hi_t["g_max_over_heads"][0])
-        card.add(
+
+    def at_t(frame: pl.DataFrame, t: float) -> pl.DataFrame:
+        return frame.filter((pl.col("eps") == eps) & ((pl.col("T") - t).abs() <= 1e-9 * t))
+
+    if at_t(grad, c["high_t"]).height and at_t(grad, c["low_point_t"]).height:
+
+        def decades(frame: pl.DataFrame) -> tuple[float]:
+            lo_g = at_t(frame, c["low_point_t"])["g_max_over_heads"][0]
+            hi_g = at_t(frame, c["high_t"])["g_max_over_heads"][0]
+            return (math.log10(lo_g / hi_g),)
+
+        (drop,) = measure(decades, grad, replicates, card.level)
+        card.add_measured(
             claim_id,
             claim,
             paper,
-            f"{drop:.2f} decades (largest head's g at T = {c['low_point_t']:g} vs T = "
-            f"{c['high_t']:g})",
+            f"{interval_text(drop, '.2f')} decades (largest head's g at T = {c['low_point_t']:g} vs "
+            f"T = {c['high_t']:g})",
             rule,
-            verdict(drop >= c["min_decades"]),
+            joint_verdict((drop,), (Band(low=c["min_decades"]),)),
+            drop,
         )
     else:
         card.cannot_score(
@@ -341,20 +557,29 @@ def gradient_claims(card: Scorecard, grad: pl.DataFrame) -> None:
         )
 
 
-def vanishing_claims(card: Scorecard, van: pl.DataFrame) -> None:
+def vanishing_claims(
+    card: Scorecard, van: pl.DataFrame, replicates: list[pl.DataFrame] | None = None
+) -> None:
     """Lemma 1: the largest weight falls with L (no row where fewer than two lengths)."""
     if van.height >= 2:
-        _, s, _ = linear_fit(
-            np.log10(van["L"].to_numpy()), np.log10(van["max_weight_median"].to_numpy())
-        )
+
+        def slope(frame: pl.DataFrame) -> tuple[float]:
+            g = frame.sort("L")
+            _, s, _ = linear_fit(
+                np.log10(g["L"].to_numpy()), np.log10(g["max_weight_median"].to_numpy())
+            )
+            return (s,)
+
+        (s,) = measure(slope, van, replicates, card.level)
         claim_id, claim, paper, rule = card.texts("vanishing")
-        card.add(
+        card.add_measured(
             claim_id,
             claim,
             paper,
-            f"log-log slope of median max weight {s:.2f}",
+            f"log-log slope of median max weight {interval_text(s, '.2f')}",
             rule,
-            verdict(s <= card.claims["vanishing"]["max_slope"]),
+            joint_verdict((s,), (Band(high=card.claims["vanishing"]["max_slope"]),)),
+            s,
         )
 
 
@@ -387,7 +612,10 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame) -> None:
         # A check counts where it could fail; samples whose bound lies within the check's
         # tolerance of the quantity's range are "not testable", those where no data could fail
         # it "vacuous", never "holds" (attnlimits.checks).
-        rule = f"0 violations; tolerance {r['tolerance']}"
+        rule = (
+            f"0 violations; tolerance {r['tolerance']} (a universal bound: one violation refutes "
+            "it, so the count decides, not an interval)"
+        )
         row = (f"bound:{r['bound']}", f"bound holds: {r['bound']}", "holds")
         if r["checked"] == 0:
             outcome = (
@@ -397,11 +625,20 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame) -> None:
             )
             card.add(*row, f"0 checked ({bound_detail(r)})", rule, outcome)
         else:
+            # The violated share gets its exact binomial interval, but the verdict needs no
+            # bootstrap: a bound is a universal statement, so one violation refutes it and none
+            # among the checked is all the data can say in its favour.
+            share, (low, high) = (
+                r["violations"] / r["checked"],
+                clopper_pearson(r["violations"], r["checked"], card.level),
+            )
             measured = (
-                f"{r['violations']} of {r['checked']} {r['unit']} violate ({bound_detail(r)})"
+                f"{r['violations']} of {r['checked']} {r['unit']} violate (share {share:.3g}, "
+                f"{100 * card.level:g} % Clopper-Pearson [{low:.3g}, {high:.3g}]; "
+                f"{bound_detail(r)})"
             )
             outcome = "reproduced" if r["violations"] == 0 else "not reproduced"
-            card.add(*row, measured, rule, outcome)
+            card.add(*row, measured, rule, outcome, value=share, low=low, high=high)
 
 
 def table1(
@@ -415,18 +652,28 @@ def table1(
     claims: dict,
     run: dict,
     analysis: dict,
+    replicates: dict[str, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Table 1 from one model's summary tables, its run description and its ``analysis``
-    settings: claim_id, claim, paper, measured, verdict_rule, verdict."""
-    card = Scorecard(claims)
+    settings: claim_id, claim, paper, measured, verdict_rule, verdict, and the number the
+    verdict reads with its interval (value, low, high, level, resamples). ``replicates``: per
+    summary name (distance, separability, gradient, vanishing: assemble.replicates;
+    critical_n: summaries.critical_n_replicates) its bootstrap replicates; a summary without
+    them is scored on its point values."""
+    replicates = replicates or {}
+    card = Scorecard(claims, level=analysis["bootstrap"]["level"])
     both = readings(run, analysis)
-    distance_claims(card, distance, analysis, both)
-    critical_n_claims(card, critical_n, analysis["critical_n"]["ks_alpha"])
-    separability_claims(card, separability.sort("N"), both)
-    gradient_claims(card, gradient.sort("eps", "T"))
-    vanishing_claims(card, vanishing.sort("L"))
+    distance_claims(card, distance, analysis, both, partitions(replicates.get("distance")))
+    critical_n_claims(
+        card, critical_n, analysis["critical_n"]["ks_alpha"], replicates.get("critical_n")
+    )
+    separability_claims(
+        card, separability.sort("N"), both, partitions(replicates.get("separability"))
+    )
+    gradient_claims(card, gradient.sort("eps", "T"), partitions(replicates.get("gradient")))
+    vanishing_claims(card, vanishing.sort("L"), partitions(replicates.get("vanishing")))
     bound_claims(card, violations)
-    return pl.DataFrame(card.rows)
+    return pl.DataFrame(card.rows, schema=TABLE1_SCHEMA)
 
 
 def table1_header(run: dict) -> str:

@@ -1,0 +1,98 @@
+"""The critical-N search rerun on bootstrap resamples of its units, against a brute-force
+rerun: draw the units with numpy, scan every N with scipy's exact KS test, take the first
+pass; and Table 1's slope interval over the rerun searches, by hand."""
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import ks_2samp
+
+from attnlimits.bootstrap import resample_indices
+from attnlimits.critical import CensoredSlope, critical_n_search, resampled_critical_n
+from attnlimits_workflow.assemble import table1
+
+pytestmark = pytest.mark.unit
+
+ALPHA = 0.05
+
+
+def _samples(units: int, max_n: int, seed: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per N, (d, e) per unit with d = e + 3 / N: the same units shifted less and less, so the
+    KS distance of any resample falls with N (a shift of one sample against itself grows the
+    distance monotonically) and a scan and the bracketing search find the same first N."""
+    e = np.random.default_rng(seed).normal(size=units)
+    return {n: (e + 3.0 / n, e) for n in range(1, max_n + 1)}
+
+
+def _brute_force(values, draws, max_n):
+    out = []
+    for drawn in draws:
+        first = None
+        for n in range(1, max_n + 1):
+            d, e = values[n]
+            if ks_2samp(d[drawn], e[drawn], method="exact").pvalue >= ALPHA:
+                first = n
+                break
+        out.append(first)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rerun_search_matches_a_brute_force_scan(seed):
+    units, max_n = 12, 40
+    values = _samples(units, max_n, seed)
+    calls: dict[int, int] = {}
+
+    def values_at(n):
+        calls[n] = calls.get(n, 0) + 1
+        return values[n]
+
+    def search(ks_at):
+        result = critical_n_search(ks_at, max_n, ALPHA)
+        return result.n_crit, result.top_n
+
+    draws = resample_indices([units], 30, np.random.default_rng(seed))[0]
+    got = resampled_critical_n(values_at, search, draws)
+    want = _brute_force(values, draws, max_n)
+    assert [n for n, _ in got] == want
+    assert len(set(want)) > 1  # the resamples disagree: the interval has a width
+    # a found N is its own top only when the search ended there; censored runs reached max_n
+    assert all(top == max_n for n, top in got if n is None)
+
+
+def test_censored_resamples_report_no_pass():
+    # d far from e at every N: no resample passes, each is censored at the top N
+    units, max_n = 10, 8
+    e = np.arange(units, dtype=float)
+    values = {n: (e + 100.0, e) for n in range(1, max_n + 1)}
+
+    def search(ks_at):
+        result = critical_n_search(ks_at, max_n, ALPHA)
+        return result.n_crit, result.top_n
+
+    draws = resample_indices([units], 5, np.random.default_rng(0))[0]
+    assert resampled_critical_n(values.__getitem__, search, draws) == [(None, max_n)] * 5
+
+
+def test_slope_interval_by_hand():
+    # two resamples at L = 100, 200: N_crit 5, 10 (slope 0.05) and 8, 16 (slope 0.08); a third
+    # censored at L = 200 with top N 199: its slope is at least (100*8 + 200*199)/(100^2+200^2)
+    # and unbounded above
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 0, 1, 1, 2, 2],
+            "L": [100, 200] * 3,
+            "N_crit": [5, 10, 8, 16, 8, None],
+            "censored": [False, False, False, False, False, True],
+            "top_N": [5, 10, 8, 16, 8, 199],
+        }
+    )
+    point = CensoredSlope(0.06, 0.06, 0)
+    got = table1.slope_interval(point, reps, 0.5)
+    # level 0.5: the 25 % and 75 % order statistics of 3 values are the 1st and 3rd
+    assert got.value == 0.06 and got.resamples == 3
+    assert got.low == pytest.approx(0.05)
+    assert got.high == np.inf
+    got = table1.slope_interval(point, reps.filter(pl.col("replicate") < 2), 0.5)
+    assert (got.low, got.high) == (pytest.approx(0.05), pytest.approx(0.08))
+    assert table1.slope_interval(point, None, 0.5) is None
