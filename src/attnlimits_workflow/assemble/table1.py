@@ -478,7 +478,7 @@ def separability_claims(
         f">= {1 - max_gap:.2f} cannot fail ({per_n.height - deciding.height} of {per_n.height})"
         if bound_span.len()
         else f"bound - max N_s/N per N: {gaps}"
-    ) + f"; largest |gap| where it can fail {interval_text(gap, '.2f')}"
+    ) + f"; largest |gap| where it can fail {interval_text(gap, '.2f')}; {MAXIMUM_CAVEAT}"
     card.add_measured(
         claim_id,
         claim,
@@ -488,6 +488,11 @@ def separability_claims(
         "vacuous" if not deciding.height else joint_verdict((gap,), (Band(0.0, max_gap),)),
         gap,
     )
+
+
+# A resample's maximum over heads can never exceed the measured one (the percentile bootstrap of
+# an extreme is biased towards the inside), so these intervals understate the uncertainty.
+MAXIMUM_CAVEAT = "read on a maximum over heads: its interval understates the uncertainty"
 
 
 def gradient_claims(
@@ -514,7 +519,7 @@ def gradient_claims(
             claim_id,
             claim,
             paper,
-            f"log-log slope {interval_text(s, '.2f')} (eps = {eps:g})",
+            f"log-log slope {interval_text(s, '.2f')} (eps = {eps:g}); {MAXIMUM_CAVEAT}",
             rule,
             joint_verdict((s,), (Band(c["low"], c["high"]),)),
             s,
@@ -544,7 +549,7 @@ def gradient_claims(
             claim,
             paper,
             f"{interval_text(drop, '.2f')} decades (largest head's g at T = {c['low_point_t']:g} vs "
-            f"T = {c['high_t']:g})",
+            f"T = {c['high_t']:g}); {MAXIMUM_CAVEAT}",
             rule,
             joint_verdict((drop,), (Band(low=c["min_decades"]),)),
             drop,
