@@ -479,6 +479,18 @@ def test_a_models_entry_may_read_its_own_text(base, tmp_path):
 
 
 @pytest.mark.unit
+def test_the_study_reads_the_shared_text_not_the_defaults(base, tmp_path):
+    """A models entry may set its own corpus, but the study's models train on the run's shared
+    corpus, the user's local copy included (the download rule is keyed by corpus.name)."""
+    _, cfg = base
+    user = {**cfg, "corpus": {**cfg["corpus"], "name": "war_and_peace"}}
+    config, runs, _ = load_config(DEFAULTS, user, SCHEMA, REPO)
+    study = [run for run in runs.values() if run["model"].get("trained")]
+    assert study and all(run["corpus"] == config["corpus"] for run in study)
+    assert config["corpus"]["path"] == cfg["corpus"]["path"]
+
+
+@pytest.mark.unit
 def test_an_overlay_file_may_not_set_what_models_share(base, tmp_path):
     overlay = tmp_path / "seeded.yaml"
     overlay.write_text(yaml.safe_dump({"seed": 3, "chunking": {"n_chunks": 2}}))

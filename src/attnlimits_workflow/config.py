@@ -258,7 +258,9 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
     normalizer job, its own rule (study_normalizer)."""
     study = config.get("study") or {}
     shared = {k: v for k, v in config.items() if k not in ("models", "default_model")}
-    base = {**shared, **{k: defaults[k] for k in MODEL_SECTIONS if k != "model" and k in defaults}}
+    # the study trains on the run's shared corpus: only the model's own sections are the defaults'
+    own = [k for k in MODEL_SECTIONS if k not in ("model", "corpus") and k in defaults]
+    base = {**shared, **{k: defaults[k] for k in own}}
     runs = {}
     for seed in study.get("seeds") or []:
         for name, rule in (study.get("normalizers") or {}).items():
