@@ -5,10 +5,18 @@ pass; and Table 1's slope interval over the rerun searches, by hand."""
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
 from attnlimits.bootstrap import resample_indices
-from attnlimits.critical import CensoredSlope, critical_n_search, resampled_critical_n
+from attnlimits.critical import (
+    CensoredSlope,
+    critical_n_search,
+    first_passing_n_resampled,
+    ks_steps_rows,
+    resampled_critical_n,
+)
 from attnlimits_workflow.assemble import table1
 
 pytestmark = pytest.mark.unit
@@ -96,3 +104,55 @@ def test_slope_interval_by_hand():
     got = table1.slope_interval(point, reps.filter(pl.col("replicate") < 2), 0.5)
     assert (got.low, got.high) == (pytest.approx(0.05), pytest.approx(0.08))
     assert table1.slope_interval(point, None, 0.5) is None
+
+
+def _first_pass(grid, alpha):
+    def search(ks_at):
+        for n in grid:
+            if ks_at(n).pvalue >= alpha:
+                return n, n
+        return None, grid[-1]
+
+    return search
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    units=st.integers(2, 40),
+    ties=st.booleans(),
+    alpha=st.sampled_from([0.01, 0.05, 0.5]),
+)
+@settings(max_examples=60, deadline=None)
+def test_vectorised_list_search_equals_the_loop_on_every_resample(seed, units, ties, alpha):
+    """first_passing_n_resampled (every resample at once) against resampled_critical_n with the
+    list search, resample by resample: the same first N, the same N asked for, in grid order;
+    rounded values put ties within and between the samples."""
+    rng = np.random.default_rng(seed)
+    grid = [1, 2, 3, 5, 8, 13]
+    values = {}
+    for n in grid:
+        d, e = rng.normal(size=units) + 2.0 / n, rng.normal(size=units)
+        values[n] = (np.round(d), np.round(e)) if ties else (d, e)
+    draws = resample_indices([units], 50, rng)[0]
+    asked_loop, asked_fast = [], []
+
+    def values_from(asked):
+        def at(n):
+            asked.append(n)
+            return values[n]
+
+        return at
+
+    loop = resampled_critical_n(values_from(asked_loop), _first_pass(grid, alpha), draws)
+    fast = first_passing_n_resampled(values_from(asked_fast), grid, alpha, draws)
+    assert fast == loop
+    assert sorted(set(asked_fast)) == sorted(set(asked_loop))
+
+
+def test_ks_steps_rows_by_hand():
+    # a = [1, 2], b = [2, 3]: at 1 F_a - F_b = 1/2, at 2 (a tie) 1 - 1/2 = 1/2, at 3 0: h = 1
+    assert ks_steps_rows(np.array([[1.0, 2.0]]), np.array([[2.0, 3.0]])).tolist() == [1]
+    # identical samples: every step closes at the end of its run of ties
+    assert ks_steps_rows(np.array([[1.0, 1.0, 2.0]]), np.array([[1.0, 1.0, 2.0]])).tolist() == [0]
+    # disjoint: h = n
+    assert ks_steps_rows(np.array([[0.0, 0.5, 0.7]]), np.array([[1.0, 2.0, 3.0]])).tolist() == [3]

@@ -4,7 +4,7 @@ distribution of d~ from that of the expected distance."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -398,4 +398,55 @@ def resampled_critical_n(
             return ks_test(np.asarray(d)[drawn], np.asarray(e)[drawn])
 
         out.append(search(ks_at))
+    return out
+
+
+def ks_steps_rows(sample_a: NDArray[np.floating], sample_b: NDArray[np.floating]) -> NDArray:
+    """Per row of two (R, n) arrays, h = n D: the KS statistic of row r of ``sample_a`` against
+    row r of ``sample_b`` in steps of 1/n (:func:`ks_statistic` of each pair, vectorised; the
+    values must be finite). The merged sample is sorted once per row; the CDF difference is read
+    at the last of each run of equal values, so ties count as in the right-continuous CDFs."""
+    a = np.asarray(sample_a, dtype=np.float64)
+    b = np.asarray(sample_b, dtype=np.float64)
+    values = np.concatenate([a, b], axis=1)
+    signs = np.concatenate([np.ones_like(a, dtype=np.int64), -np.ones_like(b, dtype=np.int64)], 1)
+    order = np.argsort(values, axis=1, kind="stable")
+    values = np.take_along_axis(values, order, axis=1)
+    steps = np.cumsum(np.take_along_axis(signs, order, axis=1), axis=1)
+    run_end = np.ones(values.shape, dtype=bool)
+    run_end[:, :-1] = values[:, 1:] != values[:, :-1]
+    return np.max(np.abs(steps) * run_end, axis=1)
+
+
+def first_passing_n_resampled(
+    values_at: Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]],
+    grid: Sequence[int],
+    alpha: float,
+    draws: NDArray[np.integer],
+) -> list[tuple[int | None, int | None]]:
+    """:func:`resampled_critical_n` with Algorithm 3's list search (the first N of ``grid`` whose
+    KS p-value is >= ``alpha``) on every resample at once: per N, the KS steps of every resample
+    still searching (:func:`ks_steps_rows`) and the exact equal-size p-value from a table of the
+    n + 1 values it can take. ``values_at(N)`` is asked only while a resample still searches,
+    in grid order, as the loop asks it. Non-finite values fall back to the loop's ks_test."""
+    draws = np.asarray(draws)
+    out: list[tuple[int | None, int | None]] = [(None, grid[-1])] * len(draws)
+    pending = np.arange(len(draws))
+    tables: dict[int, NDArray[np.float64]] = {}
+    for n in grid:
+        if not pending.size:
+            break
+        d, e = (np.asarray(v, dtype=np.float64) for v in values_at(n))
+        picked = draws[pending]
+        if np.isfinite(d).all() and np.isfinite(e).all():
+            if d.size not in tables:
+                tables[d.size] = np.array(
+                    [ks_exact_pvalue_equal_sizes(d.size, h) for h in range(d.size + 1)]
+                )
+            passed = tables[d.size][ks_steps_rows(d[picked], e[picked])] >= alpha
+        else:
+            passed = np.array([ks_test(d[i], e[i]).pvalue >= alpha for i in picked], dtype=bool)
+        for r in pending[passed]:
+            out[r] = (n, n)
+        pending = pending[~passed]
     return out

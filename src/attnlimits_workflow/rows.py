@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attnlimits.critical import KSResult, ks_test, resampled_critical_n
+from attnlimits.critical import KSResult, first_passing_n_resampled, ks_test
 from attnlimits.protocol import (
     CriticalSearch,
     HeadVectors,
@@ -216,20 +216,15 @@ def critical_n_all_rows(
             means = evaluate([n], [kind])  # cached now: no pass
             return means["distance"][0][chosen], means[kind][0][chosen]
 
-        def first_pass(ks_at) -> tuple[int | None, int | None]:
-            # Algorithm 3 as first_passing_n runs it: the first N of the list that passes
-            for n in grid:
-                if ks_at(n).pvalue >= alpha:
-                    return n, n
-            return None, grid[-1]
-
         for kind, search in searches.items():
             started = time.perf_counter()
             resampled = (
                 []
                 if draws is None
-                else resampled_critical_n(
-                    lambda n, kind=kind: values_at(n, kind), first_pass, draws
+                # Algorithm 3 as first_passing_n runs it (the first N of the list that passes),
+                # on every resample at once
+                else first_passing_n_resampled(
+                    lambda n, kind=kind: values_at(n, kind), grid, alpha, draws
                 )
             )
             if draws is not None:
