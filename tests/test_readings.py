@@ -54,7 +54,7 @@ def test_each_reading_is_a_derived_run_with_only_its_keys_changed(tmp_path):
     # load_config returns the configured runs (and the study's) only
     assert "tiny-gpt2" in runs and not any("~" in name for name in runs)
     derived = reading_runs(runs)
-    assert sorted(derived) == ["tiny-gpt2~t_raw", "tiny-gpt2~x_key"]
+    assert sorted(derived) == ["tiny-gpt2~t_raw", "tiny-gpt2~x_in", "tiny-gpt2~x_key"]
     base = runs["tiny-gpt2"]
     for name, (source, reading, cfg) in derived.items():
         assert source == "tiny-gpt2" and name == f"tiny-gpt2~{reading}"
@@ -230,12 +230,10 @@ def test_robustness_table_by_hand():
     long, claims = robustness_table(tables, "default", "non_selected")
     got = {r["claim_id"]: r for r in claims.iter_rows(named=True)}
     assert got["flat"]["robustness"] == "robust" and got["flat"]["alternatives"] == 2
-    # the masked keys' readings are alternatives too: vacuous under non_selected flips lin
-    assert got["lin"]["robustness"] == "fragile" and got["lin"]["alternatives"] == 4
-    assert got["lin"]["verdict"] == "vacuous"
-    assert got["lin"]["flipped_by"] == (
-        "default, masked: prefix: reproduced; x_key, masked: prefix: reproduced"
-    )
+    # the masked keys' readings are alternatives too, but a vacuous verdict neither confirms nor
+    # flips: lin is robust on its two prefix verdicts
+    assert got["lin"]["robustness"] == "robust" and got["lin"]["alternatives"] == 2
+    assert got["lin"]["verdict"] == "reproduced" and got["lin"]["flipped_by"] == ""
     assert got["grad"]["robustness"] == "fragile"
     assert got["grad"]["flipped_by"] == "x_key: not reproduced"
     assert got["sat"]["robustness"] == "untested"  # one reading with a verdict
@@ -248,7 +246,43 @@ def test_robustness_table_by_hand():
         "x_key, masked: non_selected",
         "x_key, masked: prefix",
     ]
-    assert (lin["robustness"] == "fragile").all()
+    assert (lin["robustness"] == "robust").all()
+
+
+@pytest.mark.unit
+def test_a_reading_that_cannot_reach_a_claim_does_not_confirm_it():
+    """x_key changes the distance summary only: its copy of the gradient verdict is left out, and
+    a claim no reading reaches is unaffected, not robust."""
+
+    def table(verdicts):
+        t = table1([(c, v) for c, v, _ in verdicts])
+        return t.with_columns(summary=pl.Series([k for _, _, k in verdicts]))
+
+    rows = [("d", "reproduced", "distance"), ("g", "reproduced", "gradient")]
+    tables = {
+        "default": table(rows),
+        "x_key": table([("d", "not reproduced", "distance"), ("g", "no verdict", "gradient")]),
+        "t_raw": table([("d", "reproduced", "distance"), ("g", "reproduced", "gradient")]),
+    }
+    applies = {"x_key": {"distance"}, "t_raw": {"gradient"}}
+    long, claims = robustness_table(tables, "default", "non_selected", applies)
+    got = {r["claim_id"]: r for r in claims.iter_rows(named=True)}
+    # d: default and x_key only (t_raw's d is the default's summary read again)
+    assert got["d"]["robustness"] == "fragile" and got["d"]["alternatives"] == 2
+    assert got["d"]["flipped_by"] == "x_key: not reproduced"
+    # g: t_raw reaches it and agrees
+    assert got["g"]["robustness"] == "robust" and got["g"]["alternatives"] == 2
+    assert sorted(long.filter(pl.col("claim_id") == "d")["reading"]) == ["default", "x_key"]
+    # without t_raw, nothing reaches g: unaffected
+    _, alone = robustness_table(
+        {k: tables[k] for k in ("default", "x_key")}, "default", "non_selected", applies
+    )
+    assert dict(zip(alone["claim_id"], alone["robustness"], strict=True))["g"] == "unaffected"
+    # without the summaries (an older Table 1), every reading counts as before
+    _, plain = robustness_table(
+        {k: t.drop("summary") for k, t in tables.items()}, "default", "non_selected", applies
+    )
+    assert dict(zip(plain["claim_id"], plain["alternatives"], strict=True)) == {"d": 3, "g": 2}
 
 
 @pytest.mark.unit
@@ -286,7 +320,7 @@ def test_readings_plan_no_extraction_and_no_pack_of_their_own(tmp_path):
     for rule in ("fetch_model", "chunk_corpus", "extract_batch", "pack_samples"):
         assert after.count(rule) == before.count(rule) > 0, rule
     assert after.count("robustness") == 1 and before.count("robustness") == 0
-    assert after.count("table1") == before.count("table1") + 2
+    assert after.count("table1") == before.count("table1") + len(READINGS)
     outputs = planned_outputs(tmp_path / "readings", with_readings, "all")
     derived = [p for p in outputs if "tiny-gpt2~" in p]
     assert derived and not [
@@ -305,10 +339,18 @@ def table1_verdicts(path: Path) -> dict[str, str]:
 
 @pytest.mark.workflow
 def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tmp_path):
+    # .test/config-readings: x_i as the layer's input flips d~'s linear growth over the visible
+    # keys (prefix) on this model from undecided to not reproduced; the keys and raw-score T
+    # flip nothing
     cfg = write_config(tmp_path, readings_config(tmp_path))
     snakemake(tmp_path, cfg, "--cores", "2", "tables/tiny-gpt2/robustness.csv")
     tables = tmp_path / "tables"
-    runs = {"default": "tiny-gpt2", "x_key": "tiny-gpt2~x_key", "t_raw": "tiny-gpt2~t_raw"}
+    runs = {
+        "default": "tiny-gpt2",
+        "x_key": "tiny-gpt2~x_key",
+        "t_raw": "tiny-gpt2~t_raw",
+        "x_in": "tiny-gpt2~x_in",
+    }
     verdicts = {r: table1_verdicts(tables / run / "table1.csv") for r, run in runs.items()}
     # each reading's own numbers: the key vectors change d~, T on raw scores the gradient
     results = tmp_path / "results"
@@ -329,27 +371,39 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
         reading, _, masked = row["reading"].partition(", masked: ")
         claim = row["claim_id"] + (":prefix" if masked == "prefix" else "")
         assert verdicts[reading][claim] == row["verdict"], row
-    n_rows = sum(len(v) for v in verdicts.values())
-    assert rob.height == n_rows
-    # per claim: robust exactly when every reading's verdict agrees, and a fragile claim names
-    # what differs from the configured reading's (default, masked keys non_selected)
+    # per claim: robust exactly when every reading that reaches its summary agrees (x_key the
+    # embedding's summaries, t_raw the gradient's; a vacuous or untestable verdict neither
+    # confirms nor flips), and a fragile claim names what differs from the configured reading's
+    # (default, masked keys non_selected)
+    embedding = {"distance", "critical_n", "separability"}
+    reaches = {"x_key": embedding, "x_in": embedding, "t_raw": {"gradient"}}
+    default = pl.read_csv(tables / "tiny-gpt2/table1.csv", infer_schema_length=None)
+    summary_of = dict(zip(default["claim_id"], default["summary"], strict=True))
+    no_verdict = ("not applicable", "no verdict", "vacuous", "not testable")
     seen = set()
     for (claim,), rows in rob.group_by("claim_id"):
         by_reading = {}
         for r in runs:
+            if r != "default" and summary_of[claim] not in reaches[r]:
+                continue
             if f"{claim}:prefix" in verdicts[r]:
                 by_reading[f"{r}, masked: non_selected"] = verdicts[r][claim]
                 by_reading[f"{r}, masked: prefix"] = verdicts[r][f"{claim}:prefix"]
             else:
                 by_reading[r] = verdicts[r][claim]
-        ref = verdicts["default"][claim]
-        decided = {
-            k: v for k, v in sorted(by_reading.items()) if v not in ("not applicable", "no verdict")
-        }
+        reached = any(not k.startswith("default") for k in by_reading)
+        assert set(rows["reading"]) == set(by_reading), claim
+        decided = {k: v for k, v in sorted(by_reading.items()) if v not in no_verdict}
+        ref_key = (
+            "default, masked: non_selected"
+            if f"{claim}:prefix" in verdicts["default"]
+            else "default"
+        )
+        ref = decided.get(ref_key, next(iter(decided.values()), None))
         status, flipped = rows["robustness"][0], rows["flipped_by"][0] or ""
         seen.add(status)
         if len(decided) < 2:
-            assert status == "untested", claim
+            assert status == ("untested" if reached else "unaffected"), claim
         elif len(set(decided.values())) == 1:
             assert status == "robust" and not flipped, claim
         else:

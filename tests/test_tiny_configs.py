@@ -59,6 +59,7 @@ def test_each_configuration_differs_from_the_main_one_only_where_it_says():
     assert readings["analysis"].pop("readings") == {
         "x_key": {"embedding": "key"},
         "t_raw": {"temperature_on": "raw_scores"},
+        "x_in": {"embedding": "attention_input"},
     }
     assert readings == main
 

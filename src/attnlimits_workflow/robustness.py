@@ -17,7 +17,11 @@ import polars as pl
 ROBUST = "robust"
 FRAGILE = "fragile"
 UNTESTED = "untested"
-NO_VERDICTS = frozenset({"no verdict", "not applicable", "", None})
+UNAFFECTED = "unaffected"
+# Outcomes that neither confirm nor flip a claim: no verdict at all, and the checks no data could
+# fail (vacuous) or the test cannot decide (not testable), kept apart from the tested verdicts: a
+# vacuous reading of a claim says nothing about its other readings.
+NO_VERDICTS = frozenset({"no verdict", "not applicable", "vacuous", "not testable", "", None})
 
 
 def robustness(
@@ -105,6 +109,8 @@ def reading_verdicts(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
                     "claim_id": claim,
                     "masked": masked,
                     "reading": reading_label(reading, masked),
+                    "reading_name": reading,
+                    "summary": row.get("summary"),
                     "verdict": row["verdict"],
                     **{c: _number(row.get(c)) for c in INTERVAL_COLUMNS},
                 }
@@ -113,6 +119,8 @@ def reading_verdicts(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         "claim_id": pl.String,
         "masked": pl.String,
         "reading": pl.String,
+        "reading_name": pl.String,
+        "summary": pl.String,
         "verdict": pl.String,
         **dict.fromkeys(INTERVAL_COLUMNS, pl.Float64),
     }
@@ -127,13 +135,33 @@ def _number(value) -> float | None:
 
 
 def robustness_table(
-    tables: dict[str, pl.DataFrame], reference: str, masked: str
+    tables: dict[str, pl.DataFrame],
+    reference: str,
+    masked: str,
+    applies: dict[str, set[str]] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Table 1 under every reading (``tables``, reading name -> Table 1, ``reference`` the
     configured reading's name, ``masked`` its analysis.all_rows.masked): (every claim x reading
     with its verdict, interval columns and its claim's robustness and flipped_by; one row per
-    claim: robust, fragile or untested over every reading, masked keys' included)."""
+    claim: robust, fragile, untested or unaffected over every reading, masked keys' included).
+
+    ``applies``: per reading other than the reference, the summaries it changes (Table 1's
+    ``summary`` column names the one each claim reads). A reading that changes none of a claim's
+    inputs repeats the reference's verdict by construction, so it is left out rather than
+    counted as confirming it; a claim no reading reaches is "unaffected"."""
     long = reading_verdicts(tables)
+    if applies is not None and long["summary"].is_not_null().any():
+        reaches = pl.col("reading_name") == reference
+        for reading, kinds in applies.items():
+            reaches = reaches | (
+                (pl.col("reading_name") == reading) & pl.col("summary").is_in(sorted(kinds))
+            )
+        others = set(long.filter(pl.col("reading_name") != reference)["claim_id"].to_list())
+        long = long.filter(reaches)
+        reached = set(long.filter(pl.col("reading_name") != reference)["claim_id"].to_list())
+        unreached = others - reached
+    else:
+        unreached = set()
     per_claim = []
     for has_masked, ref in (
         (True, reading_label(reference, masked)),
@@ -145,6 +173,14 @@ def robustness_table(
             per_claim.append(robustness(part, over="reading", within=["claim_id"], reference=ref))
     order = long["claim_id"].unique(maintain_order=True).to_frame()
     claims = order.join(pl.concat(per_claim), on="claim_id", how="left", maintain_order="left")
+    # untested because no reading reaches its inputs, not for want of readings: unaffected
+    claims = claims.with_columns(
+        robustness=pl.when(
+            pl.col("claim_id").is_in(sorted(unreached)) & (pl.col("robustness") == UNTESTED)
+        )
+        .then(pl.lit(UNAFFECTED))
+        .otherwise(pl.col("robustness"))
+    )
     long = long.join(
         claims.select("claim_id", "robustness", "flipped_by"),
         on="claim_id",
@@ -153,4 +189,4 @@ def robustness_table(
     )
     present = [c for c in INTERVAL_COLUMNS if long[c].is_not_null().any()]
     dropped = [c for c in INTERVAL_COLUMNS if c not in present]
-    return long.drop(dropped), claims
+    return long.drop(*dropped, "reading_name", "summary", strict=False), claims

@@ -141,6 +141,7 @@ rule table1:
     conda:
         "../envs/analysis.yaml"
     params:
+        bound_kinds=BOUND_CHECKS,
         analysis=model_setting("analysis"),
     script:
         "../scripts/make_table1.py"
@@ -161,6 +162,16 @@ rule robustness:
     params:
         readings=lambda wildcards: ["default", *analysis_of(wildcards)["readings"]],
         masked=model_setting("analysis", "all_rows", "masked"),
+        # per reading, the summaries it has its own of (it changes a key they read)
+        applies=lambda wildcards: {
+            reading: [
+                kind
+                for kind in sorted({*READING_KEYS_READ, *BOUND_CHECKS})
+                if summary_run(reading_run_name(wildcards.model, reading), kind)
+                != wildcards.model
+            ]
+            for reading in analysis_of(wildcards)["readings"]
+        },
     script:
         "../scripts/make_robustness.py"
 

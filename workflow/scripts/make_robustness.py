@@ -14,7 +14,8 @@ tables = {
     reading: pl.read_csv(path, infer_schema_length=None)
     for reading, path in zip(readings, snakemake.input.tables, strict=True)
 }
-by_reading, by_claim = robustness_table(tables, readings[0], snakemake.params.masked)
+applies = {reading: set(kinds) for reading, kinds in snakemake.params.applies.items()}
+by_reading, by_claim = robustness_table(tables, readings[0], snakemake.params.masked, applies)
 write_csv(by_reading, snakemake.output.csv)
 header = (
     f"Robustness of Table 1 over the readings {', '.join(readings)} of {snakemake.wildcards.model}"

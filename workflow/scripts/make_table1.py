@@ -25,8 +25,12 @@ table = table1(
     separability=pl.read_csv(inp.separability),
     gradient=pl.read_csv(inp.gradient),
     vanishing=pl.read_csv(inp.vanishing),
+    # each check tagged with its summary: a reading reaches a bound only through it
     violations=pl.concat(
-        [pl.read_csv(p, schema_overrides=VIOLATION_TYPES) for p in inp.violations]
+        [
+            pl.read_csv(p, schema_overrides=VIOLATION_TYPES).with_columns(summary=pl.lit(kind))
+            for kind, p in zip(snakemake.params.bound_kinds, inp.violations, strict=True)
+        ]
     ),
     claims=yaml.safe_load(open(inp.claims)),
     run=run,
@@ -39,7 +43,7 @@ table = table1(
 header = table1_header(run)
 write_csv(table, out.csv)
 # the readable tables carry the interval in "measured"; its numbers are the CSV's columns
-shown = table.drop("claim_id", *NUMBER_COLUMNS)
+shown = table.drop("claim_id", "summary", *NUMBER_COLUMNS)
 write_markdown(shown, out.md, header)
 write_latex(shown, out.tex, header, "p{4.2cm}p{2.2cm}p{4.2cm}p{3.2cm}p{1.8cm}")
 log.info("table1: %d claims, %d reproduced", table.height, (table["verdict"] == "reproduced").sum())

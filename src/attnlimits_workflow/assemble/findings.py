@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 from ..plotting import protocol_text
-from ..robustness import FRAGILE, MASKED_READINGS, ROBUST, robustness
+from ..robustness import FRAGILE, MASKED_READINGS, ROBUST, UNAFFECTED, robustness
 from ..tables import markdown_table
 
 # Verdicts that decide a claim one way; "undecided" (the interval straddles the rule's edge) and
@@ -105,7 +105,8 @@ def claim_status(
                 for text, e in members.items()
                 if per_reading[e][0] == FRAGILE
             ]
-            reading_ok = all(status == ROBUST for status, _ in per_reading.values())
+            # a claim no reading reaches (its inputs are the same under each) needs none to agree
+            reading_ok = all(status in (ROBUST, UNAFFECTED) for status, _ in per_reading.values())
             rows.append(
                 {
                     "claim_id": r["claim_id"],

@@ -33,6 +33,20 @@ TABLE1_SCHEMA = {
     **{c: pl.String for c in ("claim_id", "claim", "paper", "measured", "verdict_rule", "verdict")},
     **{c: pl.Float64 for c in ("value", "low", "high", "level")},
     "resamples": pl.Int64,
+    "summary": pl.String,
+}
+# The summary each claim of paper_claims.yaml is read from (Table 1's ``summary`` column): a
+# reading of the paper's open choices reaches a claim only through it (robustness_table). A
+# bound's row takes its check's summary (the violations table's ``summary`` column).
+CLAIM_SUMMARIES = {
+    "linear_in_length": "distance",
+    "plateau_in_n": "distance",
+    "critical_n": "critical_n",
+    "saturation": "separability",
+    "upper_bound_tracks": "separability",
+    "gradient_inverse_t": "gradient",
+    "gradient_drop": "gradient",
+    "vanishing": "vanishing",
 }
 # Algorithm 3's critical N under each reading of a causal row's masked keys.
 READINGS = {
@@ -678,6 +692,15 @@ def table1(
     gradient_claims(card, gradient.sort("eps", "T"), partitions(replicates.get("gradient")))
     vanishing_claims(card, vanishing.sort("L"), partitions(replicates.get("vanishing")))
     bound_claims(card, violations)
+    bound_summary = (
+        dict(zip(violations["bound"], violations["summary"], strict=True))
+        if "summary" in violations.columns
+        else {}
+    )
+    for row in card.rows:
+        key = row["claim_id"].split(":", 1)[0]
+        bound = row["claim_id"].removeprefix("bound:")
+        row["summary"] = bound_summary.get(bound) if key == "bound" else CLAIM_SUMMARIES.get(key)
     return pl.DataFrame(card.rows, schema=TABLE1_SCHEMA)
 
 
