@@ -3,6 +3,7 @@ verdicts, Table 2, the cross-model scorecard, the findings page's fields, the he
 reports, the figures' notes and the study's bound check; every expected value worked by hand."""
 
 import math
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -797,3 +798,32 @@ def test_the_all_rows_epsilon_check_counts_its_drawn_rows_and_says_it_reads_mean
     assert row["rows"] == 4  # the drawn rows, not the 32 rows of the two heads
     assert (row["violations"], row["vacuous"]) == (1, 1)
     assert "may still hide one" in row["note"]
+
+
+def test_a_censored_slope_inside_the_band_is_undecided_not_untestable():
+    """The first pass at L = 100 is N = 2; at L = 200 no N up to 5 passes: the slope through both
+    is at least (2 * 100 + 5 * 200) / (100^2 + 200^2) = 0.024, inside "<= 0.06", and open above.
+    The KS test could reject (its smallest p is 1e-6), so the data, not the test, leave it open."""
+    import yaml
+
+    claims = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
+    )
+    crit = pl.DataFrame(
+        {
+            "L": [100, 200],
+            "masked": ["both", "both"],
+            "expectation": ["monte_carlo", "monte_carlo"],
+            "N_crit": [2, None],
+            "censored": [False, True],
+            "top_N": [2, 5],
+            "ks_samples": [72, 72],
+            "ks_min_pvalue": [1e-6, 1e-6],
+        },
+        schema_overrides={"N_crit": pl.Int64},
+    )
+    card = table1.Scorecard(claims)
+    table1.critical_n_claims(card, crit, 0.01)
+    row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:below")
+    assert row["verdict"] == "undecided"
+    assert row["measured"].startswith("slope >= 0.024: 1/2 lengths censored")

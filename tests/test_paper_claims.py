@@ -71,3 +71,16 @@ def test_the_critical_n_rules_follow_the_papers_two_wordings():
     # censored only where the top is small: the lower bound is in the band, the slope open above
     open_above = censored_slope([1000.0, 10.0], [30.0, float("nan")], [False, True], [30, 9])
     assert slope_within(open_above, *approx) is None
+
+
+def test_every_critical_n_band_edge_is_on_the_default_n_list():
+    """A band edge between two tried fractions would record a first pass just inside the band
+    at the next fraction, outside it, at every resample alike (0.12 L between 0.1 L and 0.125 L
+    did, before): the default list holds every edge."""
+    fractions = yaml.safe_load((REPO / "config/config.yaml").read_text())["analysis"]["all_rows"][
+        "critical_n_fractions"
+    ]
+    for name, rule in CLAIMS["critical_n"]["rules"].items():
+        for edge in (rule.get("low"), rule.get("high", rule["value"])):
+            if edge is not None:
+                assert any(abs(f - edge) < 1e-12 for f in fractions), (name, edge)

@@ -402,13 +402,15 @@ def critical_n_claims(
                     )
                 measured += f"; {counted}" + (f"; {spread}" if spread else "")
                 inside = slope_within(slope, low, high)
-                # censored: the slope's lower bound is inside the rule and its top is open
-                if inside is None:
-                    outcome = "not testable"
-                elif interval is None:
-                    outcome = verdict(inside)
-                else:
+                if interval is not None:
+                    # a censored resample's slope is open above: its interval reaches +inf
                     outcome = bootstrap_verdict(interval, Band(low, high))
+                elif inside is None:
+                    # censored: the slope's lower bound is inside the rule and its top is open,
+                    # so the data cannot tell (not "not testable": the KS test could decide)
+                    outcome = "undecided"
+                else:
+                    outcome = verdict(inside)
                 card.add(
                     *row,
                     measured,
