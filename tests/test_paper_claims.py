@@ -14,6 +14,8 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).parents[1]
 CLAIMS = yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text())
+# the threshold of Table 1's bound rows: a setting of this project, not a claim of the paper
+BOUNDS = CLAIMS.pop("bounds")
 # The paper's text (not in the repository): ATTNLIMITS_PAPER_TEXT or the shared copy.
 PAPER = Path(os.environ.get("ATTNLIMITS_PAPER_TEXT", "/work/shared/paper/001_38268391be101c5c.txt"))
 
@@ -84,3 +86,10 @@ def test_every_critical_n_band_edge_is_on_the_default_n_list():
         for edge in (rule.get("low"), rule.get("high", rule["value"])):
             if edge is not None:
                 assert any(abs(f - edge) < 1e-12 for f in fractions), (name, edge)
+
+
+def test_a_bound_is_reproduced_only_on_enough_checked_samples():
+    from attnlimits.bootstrap import clopper_pearson
+
+    most = BOUNDS["max_violation_share"]
+    assert clopper_pearson(0, 71, 0.95)[1] > most > clopper_pearson(0, 72, 0.95)[1]
