@@ -1,10 +1,13 @@
 """Seeded bootstrap intervals, and verdicts with three outcomes.
 
 A measured value (a mean N_s/N, a fitted slope, a first passing N) is computed from units: heads
-and chunks under the paper's protocol, rows under the last-row protocol. Its interval comes from
-recomputing the value on resamples of those units drawn with replacement (Efron's percentile
+under the paper's protocol, (head, chunk) rows under the last-row protocol. Its interval comes
+from recomputing the value on resamples of those units drawn with replacement (Efron's percentile
 bootstrap). Where the units form a grid (heads x chunks), each axis is resampled on its own, so
-that both the spread between heads and the spread between texts' chunks reach the interval.
+that both the spread between heads and the spread between the text's chunks reach the interval.
+The paper's protocol analyses one sequence (analysis.all_rows.chunks: 1, one value per head), so
+its intervals resample heads only and hold for that sequence: how a verdict moves with the text
+is what a second text shows (config/findings.yaml), not these intervals.
 
 A claim is a band of allowed values, [low, high] with either end open. Its verdict reads the
 whole interval against the band: reproduced when the interval lies inside it, not reproduced when
