@@ -192,3 +192,12 @@ def test_joint_verdict_by_hand():
     assert joint_verdict([straddle, outside], [band, band]) == NOT_REPRODUCED
     undefined = Interval(np.nan, np.nan, np.nan, 0.95, 100, 100)
     assert joint_verdict([inside, undefined], [band, band]) == NO_VERDICT
+
+
+def test_too_many_undefined_resamples_leave_a_claim_undecided():
+    band = Band(0.0, 1.0)
+    inside = dict(value=0.5, low=0.4, high=0.6, level=0.95, resamples=1000)
+    assert verdict(Interval(**inside, undefined=50), band) == "reproduced"  # 5 %: allowed
+    assert verdict(Interval(**inside, undefined=51), band) == "undecided"
+    outside = {**inside, "low": 2.0, "high": 3.0}
+    assert verdict(Interval(**outside, undefined=400), band) == "undecided"

@@ -146,3 +146,17 @@ def test_replicates_of_leaves_out_statistics_whose_column_is_absent():
         {"resamples": 4, "seed": 0},
     )
     assert got.columns == ["replicate", "L", "N", "distance_median"] and got.height == 4
+
+
+def test_a_nan_cell_is_left_out_of_the_point_as_of_its_resamples():
+    """Cells [1, 2, NaN] of one group: median 1.5 for the point (summaries.per_group) as for a
+    resample that draws every unit once."""
+    from attnlimits_workflow.assemble.summaries import per_group
+
+    table = pl.DataFrame(
+        {"layer": [0, 0, 0], "head": [0, 1, 2], "chunk": [-1, -1, -1], "L": [8, 8, 8]}
+    ).with_columns(x=pl.Series([1.0, 2.0, float("nan")]))
+    point = per_group(table, ("L",), [pl.col("x").median().alias("m")], ("L",))
+    assert point["m"].to_list() == [1.5]
+    mean = per_group(table, ("L",), [pl.col("x").mean().alias("m")], ("L",))
+    assert mean["m"].to_list() == [1.5]

@@ -139,10 +139,14 @@ def bootstrap_mean(
 
 def verdict(interval: Interval, band: Band) -> str:
     """Reproduced when the whole interval lies in ``band``, not reproduced when none of it does,
-    undecided otherwise; no verdict when the interval is undefined."""
+    undecided otherwise; no verdict when the interval is undefined. Undecided, too, when more than
+    1 - level of the resamples left the value undefined (a slope over one distinct length): the
+    interval of the rest would then speak for too few of them."""
     low, high = interval.low, interval.high
     if np.isnan(low) or np.isnan(high):
         return NO_VERDICT
+    if interval.resamples and interval.undefined > (1.0 - interval.level) * interval.resamples:
+        return UNDECIDED
     if band.low <= low and high <= band.high:
         return REPRODUCED
     if high < band.low or low > band.high:

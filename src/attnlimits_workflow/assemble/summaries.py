@@ -36,7 +36,11 @@ def per_group(
     frame: pl.DataFrame, by: tuple[str, ...], aggregates: list[pl.Expr], order: tuple[str, ...]
 ) -> pl.DataFrame:
     """One row per ``by`` group, sorted by ``order``: its sample count ("samples") and the
-    ``aggregates``."""
+    ``aggregates``. A NaN value is left out of every aggregate, as the bootstrap replicates
+    leave it out (assemble.replicates): polars' median would count it the largest value and its
+    mean would be NaN, so a point and its resamples would disagree by construction."""
+    floats = pl.col(pl.Float32, pl.Float64)
+    frame = frame.with_columns(floats.fill_nan(None))
     return frame.group_by(*by).agg(pl.len().alias("samples"), *aggregates).sort(*order)
 
 
