@@ -123,7 +123,9 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
     rule of the workflow stays in its own folder."""
     _, cfg = tiny
     long_name = "m" * 63 + "."
-    models = {"_": None, "a..b": None, long_name: None}
+    # a reading of the longest name: its derived run <model>~<reading> reads that model's dumps
+    readings = {"analysis": {"readings": {"r..1": {"embedding": "key"}}}}
+    models = {"_": None, "a..b": None, long_name: readings}
     normalizers = {"n..1": {"kind": "softmax"}, "_x": {"kind": "sparsemax"}}
     study = {"s..1": {"kind": "softmax"}, "s" + "0123456789" * 4 + "abcdefg": {"kind": "sparsemax"}}
     user = {
@@ -145,13 +147,20 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
             paths += [p.strip() for p in value.split(",") if p.strip()]
     trained = {f"study-{n}-seed{seed}" for n in study for seed in (0, 99999)}
     assert max(map(len, trained)) == 64
+    derived = {f"{long_name}~r..1"}
     everyone = set(models) | trained
     assert len(paths) > 300
     for path in paths:
-        assert_inside(path, everyone, "c..d", set(normalizers) | set(study))
+        assert_inside(path, everyone | derived, "c..d", set(normalizers) | set(study))
     for model in everyone:  # each model has its own folders
         assert f"resources/models/{model}" in paths
         assert any(p.startswith(f"results/{model}/dumps/") for p in paths)
+    for run in derived:  # a reading has its own analyses and tables, its model's dumps
+        assert any(p.startswith(f"results/{run}/analysis/") for p in paths)
+        assert f"tables/{long_name}/robustness.csv" in paths
+        assert not any(
+            p.startswith((f"results/{run}/dumps/", f"resources/models/{run}")) for p in paths
+        )
 
 
 @pytest.mark.workflow
