@@ -178,6 +178,32 @@ def test_fits():
     ) == pytest.approx(0.06)
     intercept, slope, r2 = linear_fit(np.array([0.0, 1, 2]), np.array([1.0, 3, 5]))
     assert (intercept, slope, r2) == pytest.approx((1.0, 2.0, 1.0))
+    _, flat, r2 = linear_fit(np.array([1.0, 2, 3]), np.array([4.0, 4, 4]))
+    assert flat == 0.0 and math.isnan(r2)
+    with pytest.raises(ValueError, match="identical"):
+        linear_fit(np.array([2.0, 2.0]), np.array([1.0, 3.0]))
+
+
+@pytest.mark.unit
+@given(
+    st.lists(st.tuples(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3)), min_size=2, max_size=12).filter(
+        lambda pts: np.ptp([x for x, _ in pts]) > 1e-3
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_linear_fit_is_scipys_linregress(points):
+    from scipy import stats
+
+    x, y = (np.array(v, dtype=np.float64) for v in zip(*points, strict=True))
+    ref = stats.linregress(x, y)
+    got = linear_fit(x, y)
+    scale = 1e-9 * (1 + np.abs(y).max() + np.abs(x).max())
+    assert got[1] == pytest.approx(ref.slope, rel=1e-7, abs=scale)
+    assert got[0] == pytest.approx(ref.intercept, rel=1e-7, abs=1e3 * scale)
+    if math.isnan(ref.rvalue):  # a constant y
+        assert math.isnan(got[2])
+    else:
+        assert got[2] == pytest.approx(ref.rvalue**2, rel=1e-7, abs=1e-9)
 
 
 @pytest.mark.unit
