@@ -156,3 +156,35 @@ def test_ks_steps_rows_by_hand():
     assert ks_steps_rows(np.array([[1.0, 1.0, 2.0]]), np.array([[1.0, 1.0, 2.0]])).tolist() == [0]
     # disjoint: h = n
     assert ks_steps_rows(np.array([[0.0, 0.5, 0.7]]), np.array([[1.0, 2.0, 3.0]])).tolist() == [3]
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    units=st.sampled_from([3, 72, 540]),
+    shift=st.sampled_from([0.0, 0.3, 50.0]),
+    holes=st.booleans(),
+)
+@settings(max_examples=15, deadline=None)
+def test_vectorised_search_equals_the_loop_at_the_edges(seed, units, shift, holes):
+    """The fast list search against the loop where the table is least likely to hold: many units
+    (shift 50 separates the samples, so the exact p-value underflows to 0 at n = 540), a grid that
+    ends at N = L - 1 with every resample censored there, and non-finite values (which the loop's
+    ks_test drops and the fast path must hand to it)."""
+    rng = np.random.default_rng(seed)
+    length = 64
+    grid = [1, 4, 16, length - 1]
+    values = {}
+    for n in grid:
+        d, e = rng.normal(size=units) + shift * (n < length - 1), rng.normal(size=units)
+        if holes and units > 3:  # (3 units: a resample may draw no finite value, an error)
+            d[rng.integers(units)] = np.inf
+            e[rng.integers(units)] = np.nan
+        values[n] = (d, e)
+    draws = resample_indices([units], 20, rng)[0]
+    loop = resampled_critical_n(values.__getitem__, _first_pass(grid, ALPHA), draws)
+    fast = first_passing_n_resampled(values.__getitem__, grid, ALPHA, draws)
+    assert fast == loop
+    if shift == 50.0 and units > 3 and not holes:
+        # separated at every N but the last: nothing passes before L - 1 (3 units cannot
+        # reject at 5 %: their smallest p-value is 2 / C(6, 3) = 0.1)
+        assert all(n in (None, length - 1) for n, _ in fast)
