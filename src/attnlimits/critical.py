@@ -458,3 +458,74 @@ def first_passing_n_resampled(
             out[r] = (n, n)
         pending = pending[~passed]
     return out
+
+
+# The resolution of a last-row resample's search: bisection over N spaced this far apart in
+# ratio (every integer up to 1 / step). Each N costs a pass over every row at that N, and
+# resamples whose searches share a bracket ask for the same midpoint, so the distinct N grow
+# with the spread of the resamples' first passing N over the grid, not over the integers.
+RESAMPLE_N_STEP = 0.01
+
+
+def resample_grid(max_n: int, step: float = RESAMPLE_N_STEP) -> list[int]:
+    """1, 2, ..., up to 1 / step, then N growing by a factor (1 + step) per point, and max_n:
+    the N a resample's bisection may visit (:func:`bisected_n_resampled`)."""
+    if max_n < 1:
+        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    grid = {max_n}
+    n = 1.0
+    while n < max_n:
+        grid.add(int(math.ceil(n)))
+        n = max(n + 1.0, n * (1.0 + step))
+    return sorted(g for g in grid if g <= max_n)
+
+
+def bisected_n_resampled(
+    values_at: Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]],
+    grid: Sequence[int],
+    alpha: float,
+    draws: NDArray[np.integer],
+) -> list[tuple[int | None, int | None]]:
+    """Per resample of ``draws``: the first N of ``grid`` whose KS p-value is >= ``alpha``,
+    found by bisection over the grid under :func:`critical_n_search`'s assumption (once
+    indistinguishable, always), with (None, grid[-1]) when the last N is still distinguishable.
+
+    Every resample starts from the bracket [grid[0], grid[-1]], so resamples that agree so far
+    ask for the same midpoint, and each grid N is asked of ``values_at`` once (memoised by the
+    caller). Equal to :func:`resampled_critical_n` with a bisection over ``grid`` per resample
+    (tests/test_critical_replicates.py)."""
+    draws = np.asarray(draws)
+    size = len(grid)
+    tables: dict[int, NDArray[np.float64]] = {}
+
+    def passes(index: int, which: NDArray[np.intp]) -> NDArray[np.bool_]:
+        d, e = (np.asarray(v, dtype=np.float64) for v in values_at(grid[index]))
+        picked = draws[which]
+        if np.isfinite(d).all() and np.isfinite(e).all():
+            if d.size not in tables:
+                tables[d.size] = np.array(
+                    [ks_exact_pvalue_equal_sizes(d.size, h) for h in range(d.size + 1)]
+                )
+            return tables[d.size][ks_steps_rows(d[picked], e[picked])] >= alpha
+        return np.array([ks_test(d[i], e[i]).pvalue >= alpha for i in picked], dtype=bool)
+
+    everyone = np.arange(len(draws))
+    first = passes(0, everyone)
+    last = passes(size - 1, everyone) if size > 1 else first
+    # found: a grid index, -1 while searching, -2 censored (the last N still distinguishable);
+    # invariant per searching resample: grid[lo] distinguishable, grid[hi] not
+    found = np.where(first, 0, np.where(last, -1, -2))
+    lo = np.zeros(len(draws), dtype=np.int64)
+    hi = np.full(len(draws), size - 1, dtype=np.int64)
+    pending = np.flatnonzero(found == -1)
+    while pending.size:
+        mids = (lo[pending] + hi[pending]) // 2
+        for mid in np.unique(mids):
+            which = pending[mids == mid]
+            ok = passes(int(mid), which)
+            hi[which[ok]] = mid
+            lo[which[~ok]] = mid
+        done = pending[hi[pending] - lo[pending] <= 1]
+        found[done] = hi[done]
+        pending = pending[hi[pending] - lo[pending] > 1]
+    return [(None, grid[-1]) if f == -2 else (grid[int(f)], grid[int(f)]) for f in found]

@@ -24,11 +24,12 @@ from attnlimits import distance as dist
 from attnlimits.bootstrap import resample_indices
 from attnlimits.critical import (
     BlockedDistances,
+    bisected_n_resampled,
     critical_n_search,
     ks_min_pvalue,
     ks_subsample,
     ks_test,
-    resampled_critical_n,
+    resample_grid,
 )
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
 from attnlimits_workflow.jobs import Timer, blocks
@@ -247,24 +248,31 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
     def ks_at(kind: str, n: int):
         return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
 
-    def search(ks) -> tuple[int | None, int | None]:
-        result = critical_n_search(ks, L - 1, settings.ks_alpha)
-        return result.n_crit, result.top_n
-
     draws = unit_draws(len(keep), settings)
+    grid = resample_grid(L - 1)
     rows, replicates = [], []
     for kind in KINDS:
         result = critical_n_search(lambda n, k=kind: ks_at(k, n), L - 1, settings.ks_alpha)
         if draws is not None:
-            # the same search on resamples of the kept rows; each N's values computed once
-            started = Timer()
-            resampled = resampled_critical_n(
+            # the search on resamples of the kept rows, by bisection over N spaced 1 % apart
+            # (critical.RESAMPLE_N_STEP): each resample's own regula falsi would visit its own
+            # N, each a pass over every row (minutes at L = 8192); each N is computed once
+            started, before = Timer(), len(expectations)
+            resampled = bisected_n_resampled(
                 lambda n, k=kind: (distances.distance(n)[keep], expectation(k, n)[keep]),
-                search,
+                grid,
+                settings.ks_alpha,
                 draws,
             )
             replicates += replicate_rows(L, "both", kind, resampled)
-            log.info("%s: %d replicate searches in %s", kind, len(resampled), started)
+            log.info(
+                "%s: %d replicate searches (grid of %d N) in %s, %d new N",
+                kind,
+                len(resampled),
+                len(grid),
+                started,
+                len(expectations) - before,
+            )
         fixed = {
             f: (n, ks_at(kind, n)) for f, n in fixed_fraction_ns(L, settings.d_fractions).items()
         }
