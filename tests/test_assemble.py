@@ -203,22 +203,45 @@ def test_table1_bound_rows_by_hand():
             {**base, "bound": "B", "checked": 0, "violations": 0, "vacuous": 3},
             {**base, "bound": "C", "checked": 4, "violations": 0, "vacuous": 0},
             {**base, "bound": "D", "checked": 72, "violations": 0, "vacuous": 0},
+            # 300 samples, but of 71 heads: the heads are the units, and 71 cannot decide
+            {**base, "bound": "E", "checked": 300, "violations": 0, "vacuous": 0}
+            | {"heads_checked": 71, "heads_violated": 0},
+            # 2 violating samples in 1 of 80 heads
+            {**base, "bound": "F", "checked": 300, "violations": 2, "vacuous": 0}
+            | {"heads_checked": 80, "heads_violated": 1},
+            # a proved bound: holding is no finding; violated, it says the code is wrong
+            {**base, "bound": "G", "checked": 72, "violations": 0, "vacuous": 0, "proved": "why"},
+            {**base, "bound": "H", "checked": 72, "violations": 1, "vacuous": 0, "proved": "why"},
         ]
     )
     table1.bound_claims(card, violations)
-    assert [r["claim_id"] for r in card.rows] == ["bound:A", "bound:B", "bound:C", "bound:D"]
-    # none of 4 violate: the share may still be up to 0.60, above the 0.05 a bound may miss by;
-    # none of 72: its upper end 0.0499 is below it
+    assert [r["claim_id"] for r in card.rows] == [f"bound:{c}" for c in "ABCDEFGH"]
+    # none of 4 violate: the share may still be up to 0.60, above the 0.05 a bound may miss by,
+    # and no data could change that; none of 72: its upper end 0.0499 is below it
+    assert table1.fewest_units(0.05, 0.95) == 72
     assert [r["verdict"] for r in card.rows] == [
         "not reproduced",
         "vacuous",
-        "undecided",
+        "not testable",
         "reproduced",
+        "not testable",
+        "not reproduced",
+        "vacuous",
+        "not reproduced",
     ]
     assert card.rows[0]["measured"] == (
-        "2 of 10 samples violate (share 0.2, 95 % Clopper-Pearson [0.0252, 0.556]; 0 not "
-        "testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
+        "2 of 10 samples violate (share 0.2, 95 % Clopper-Pearson [0.0252, 0.556]; 2 of 10 "
+        "samples; 0 not testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
     )
+    assert card.rows[2]["measured"].endswith("4 samples cannot decide: at least 72 are needed")
+    assert card.rows[4]["measured"].startswith("0 of 71 heads violate")
+    assert card.rows[5]["value"] == pytest.approx(1 / 80)
+    assert card.rows[6]["measured"].endswith("holds by proof, a check of the code: why")
+    assert "a proved bound violated" in card.rows[7]["measured"]
+    # a softmax with a sink: the proof's assumption fails, so the check is a finding again
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations, sums_to_one=False)
+    assert card.rows[6]["verdict"] == "reproduced"
     assert card.rows[1]["measured"].endswith("vacuous: cannot fail)")
     # the violated share and its exact binomial interval: 2 of 10 at 95 % is [0.0252, 0.5561]
     # (beta quantiles), 0 of 4 is [0, 1 - 0.025^(1/4)]; the verdict stays by the count
@@ -244,7 +267,6 @@ def test_table1_three_outcomes_from_replicates_by_hand():
     def weights(k: float) -> list[float]:
         return [length**-k for length in lengths]
 
-    summary = pl.DataFrame({"L": lengths, "max_weight_median": weights(1.0)})
     cases = {
         # every replicate's slope in [-1.2, -0.8]: inside slope <= -0.5
         "reproduced": [-0.8 - 0.008 * r for r in range(50)],
@@ -254,6 +276,9 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         "undecided": [-0.2 - 0.012 * r for r in range(50)],
     }
     for expected, slopes in cases.items():
+        # the measured slope on the same side as its replicates: the middle one
+        point = sorted(slopes)[25]
+        summary = pl.DataFrame({"L": lengths, "max_weight_median": weights(-point)})
         card = table1.Scorecard(CLAIMS, level=0.95)
         reps = _replicates([weights(-s) for s in slopes], "max_weight_median", "L", lengths)
         table1.vanishing_claims(card, summary, reps)
@@ -262,10 +287,10 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         ordered = sorted(slopes)
         assert row["low"] == pytest.approx(ordered[1])
         assert row["high"] == pytest.approx(ordered[48])
-        assert row["value"] == pytest.approx(-1.0)
+        assert row["value"] == pytest.approx(point)
         assert (row["level"], row["resamples"]) == (0.95, 50)
         assert row["measured"] == (
-            f"log-log slope of median max weight -1.00 [{ordered[1]:.2f}, {ordered[48]:.2f}]"
+            f"log-log slope of median max weight {point:.2f} [{ordered[1]:.2f}, {ordered[48]:.2f}]"
         )
 
 
@@ -304,7 +329,8 @@ def test_table1_saturation_box_by_hand():
     }.items():
         reps = [frame([1.0, lo[r % 2], hi[r % 2]]) for r in range(20)]
         card = table1.Scorecard(claims, level=0.9)
-        table1.separability_claims(card, frame([1.0, 0.73, 0.82]), [(None, "")], reps)
+        point = frame([1.0, sum(lo) / 2, sum(hi) / 2])  # each value amid its replicates
+        table1.separability_claims(card, point, [(None, "")], reps)
         outcomes[name] = card.rows[0]["verdict"]
         assert card.rows[1]["verdict"] == "vacuous"  # every max N_s/N >= 0.9: cannot fail
     assert outcomes == {
@@ -440,46 +466,79 @@ def test_findings_group_one_model_on_two_texts_by_its_settings():
 def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     score = pl.DataFrame(
         {
-            "claim_id": ["same", "texts_differ", "undecided", "reading_flips"],
-            "claim": ["S", "T", "U", "R"],
-            "m": ["reproduced", "reproduced", "undecided", "not reproduced"],
-            "m measured": ["1 [0, 2]", "0.7 [0.6, 0.8]", "0.5 [0.4, 0.9]", "-1 [-2, -0.5]"],
-            "m.docs": ["reproduced", "not reproduced", "undecided", "not reproduced"],
-            "m.docs measured": ["2 [1, 3]", "0.2 [0.1, 0.3]", "0.6 [0.3, 0.9]", "-1 [-3, -0.7]"],
+            "claim_id": [
+                "same",
+                "texts_differ",
+                "undecided",
+                "reading_flips",
+                "half",
+                "gradient_drop",
+            ],
+            "claim": ["S", "T", "U", "R", "H", "G"],
+            "m": ["reproduced", "reproduced", "undecided", "not reproduced", "reproduced"]
+            + ["reproduced"],
+            "m measured": ["1 [0, 2]", "0.7 [0.6, 0.8]", "0.5 [0.4, 0.9]", "-1 [-2, -0.5]", "3"]
+            + ["2"],
+            "m.docs": ["reproduced", "not reproduced", "undecided", "not reproduced", "undecided"]
+            + ["reproduced"],
+            "m.docs measured": ["2 [1, 3]", "0.2 [0.1, 0.3]", "0.6 [0.3, 0.9]", "-1 [-3, -0.7]"]
+            + ["4", "2"],
         }
     )
     groups = {"m": {"book": "m", "docs": "m.docs"}}
 
-    def table(flips):
+    def table(statuses):
         return pl.DataFrame(
             {
                 "claim_id": score["claim_id"],
-                "robustness": ["fragile" if c in flips else "robust" for c in score["claim_id"]],
+                "robustness": [statuses.get(c, "robust") for c in score["claim_id"]],
                 "flipped_by": [
-                    "x_key: reproduced" if c in flips else "" for c in score["claim_id"]
+                    "x_key: reproduced" if statuses.get(c) == "fragile" else ""
+                    for c in score["claim_id"]
+                ],
+                "unsettled_by": [
+                    "t_raw: undecided" if statuses.get(c) == "unresolved" else ""
+                    for c in score["claim_id"]
                 ],
             }
         )
 
-    readings = {"m": table({"reading_flips"}), "m.docs": table(set())}
+    readings = {
+        "m": table({"reading_flips": "fragile"}),
+        "m.docs": table({"reading_flips": "unresolved", "texts_differ": "untested"}),
+    }
     # a masked-keys variant of a claim reads its claim's row of the robustness table
     variant = findings.reading_status(readings, "m", "reading_flips:prefix")
-    assert variant == ("fragile", "x_key: reproduced")
+    assert variant == ("fragile", "x_key: reproduced", "")
     status = findings.claim_status(score, groups, readings)
     by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
-    assert [c for c, r in by.items() if r["robust"]] == ["same"]
-    assert by["texts_differ"]["texts"] == "fragile" and by["texts_differ"]["readings"] == "robust"
-    # the same verdict on both texts, but undecided: robust across texts, not a robust result
-    assert by["undecided"]["texts"] == "robust" and not by["undecided"]["robust"]
+    assert [c for c, r in by.items() if r["robust"]] == ["same", "gradient_drop"]
+    # decided both ways on the two texts: fragile; untested under one text's readings
+    assert by["texts_differ"]["texts"] == "fragile" and by["texts_differ"]["readings"] == "untested"
+    # undecided on both texts: unresolved, never a robust result
+    assert by["undecided"]["texts"] == "unresolved" and not by["undecided"]["robust"]
+    # reproduced on one text, undecided on the other: unresolved, not fragile
+    assert by["half"]["texts"] == "unresolved"
+    # fragile under one text's readings, unresolved under the other's: fragile wins
     assert by["reading_flips"]["readings"] == "fragile"
     assert by["reading_flips"]["readings_flipped_by"] == "book: x_key: reproduced"
-    said = findings.what_we_can_say(status, score, groups)
-    assert said == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3])."
+    assert by["reading_flips"]["readings_unsettled_by"] == "docs: t_raw: undecided"
+    said = findings.what_we_can_say(status, score, groups).splitlines()
+    # a claim read on a maximum over heads is named apart, not listed as a result
+    assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3])."
+    assert said[-1].endswith("so not listed as results: G (m).")
     fragile = findings.fragile_list(status).splitlines()
     assert fragile == [
         "- T on m: flipped by the text (book: reproduced; docs: not reproduced).",
         "- R on m: flipped by the reading (book: x_key: reproduced).",
     ]
+    assert findings.unresolved_list(status).splitlines() == [
+        "- U on m (texts: book: undecided; docs: undecided).",
+        "- H on m (texts: book: reproduced; docs: undecided).",
+    ]
+    cell = findings.group_cell(by["half"])
+    assert cell == "book: reproduced; docs: undecided"
+    assert findings.group_cell(by["same"]) == "reproduced (robust)"
     # no readings table: untested across readings, so nothing is a robust result
     assert not findings.claim_status(score, groups, {})["robust"].any()
 
@@ -835,3 +894,37 @@ def test_a_censored_slope_inside_the_band_is_undecided_not_untestable():
     row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:below")
     assert row["verdict"] == "undecided"
     assert row["measured"].startswith("slope >= 0.024: 1/2 lengths censored")
+
+
+def test_bound_counts_name_their_heads_and_proofs():
+    # head (0, 0) holds twice, (0, 1) violates at one of its two samples, (1, 0) is vacuous only
+    frame = pl.DataFrame(
+        {
+            "layer": [0, 0, 0, 0, 1],
+            "head": [0, 0, 1, 1, 0],
+            "c_check": [HOLDS, HOLDS, HOLDS, VIOLATED, VACUOUS],
+        }
+    )
+    got = summaries.count(frame, "c_check", "B", "every sample", proved="by Cauchy-Schwarz")
+    assert (got["checked"], got["violations"]) == (4, 1)
+    assert (got["heads_checked"], got["heads_violated"]) == (2, 1)
+    assert got["proved"] == "by Cauchy-Schwarz"
+    plain = summaries.count(frame.drop("layer"), "c_check", "B", "each N")
+    assert (plain["heads_checked"], plain["heads_violated"], plain["proved"]) == (None, None, "")
+    # the proved checks are those whose proof needs nothing of the model
+    violations = summaries.distance_violations(
+        pl.DataFrame(
+            {
+                "layer": [0],
+                "head": [0],
+                "upper_bound_check": [HOLDS],
+                "epsilon_bound_check": [HOLDS],
+                "distance": [1.0],
+                "upper_bound": [2.0],
+                "mc_expectation": [1.0],
+                "expectation_term": [1.0],
+                "epsilon_bound": [1.0],
+            }
+        )
+    )
+    assert [bool(p) for p in violations["proved"]] == [True, False]

@@ -133,7 +133,25 @@ def test_same_seed_same_interval_and_refit_statistics():
     ],
 )
 def test_verdict_has_three_outcomes(low, high, band, expected):
-    assert verdict(Interval(np.nan, low, high, 0.95, 1000), band) == expected
+    # the measured value inside its interval: the middle, or the low end when unbounded above
+    value = low if not np.isfinite(high) else (low + high) / 2
+    assert verdict(Interval(value, low, high, 0.95, 1000), band) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "expected"),
+    [
+        # a first passing N's resamples pass later than their sample: the interval can lie
+        # wholly above the band while the measured value is in it
+        (0.05, 0.13, 0.20, UNDECIDED),
+        (0.20, 0.08, 0.10, UNDECIDED),  # the interval inside, the value not
+        (np.nan, 0.08, 0.10, UNDECIDED),  # an undefined value decides nothing
+        (0.09, 0.08, 0.10, REPRODUCED),
+        (0.20, 0.13, 0.20, NOT_REPRODUCED),
+    ],
+)
+def test_a_verdict_needs_the_value_on_the_same_side_as_its_interval(value, low, high, expected):
+    assert verdict(Interval(value, low, high, 0.95, 1000), Band(0.03, 0.12)) == expected
 
 
 def test_bad_settings_are_refused():

@@ -215,6 +215,7 @@ def test_robustness_table_by_hand():
                 ("lin:prefix", "reproduced"),
                 ("grad", "reproduced"),
                 ("sat", "not applicable"),
+                ("drop", "reproduced"),
             ]
         ),
         "x_key": table1(
@@ -224,21 +225,29 @@ def test_robustness_table_by_hand():
                 ("lin:prefix", "reproduced"),
                 ("grad", "not reproduced"),
                 ("sat", "reproduced"),
+                ("drop", "undecided"),
             ]
         ),
     }
     long, claims = robustness_table(tables, "default", "non_selected")
     got = {r["claim_id"]: r for r in claims.iter_rows(named=True)}
     assert got["flat"]["robustness"] == "robust" and got["flat"]["alternatives"] == 2
-    # the masked keys' readings are alternatives too, but a vacuous verdict neither confirms nor
-    # flips: lin is robust on its two prefix verdicts
-    assert got["lin"]["robustness"] == "robust" and got["lin"]["alternatives"] == 2
-    assert got["lin"]["verdict"] == "reproduced" and got["lin"]["flipped_by"] == ""
+    # the masked keys' readings are alternatives too; a vacuous verdict neither confirms nor
+    # flips, so lin, vacuous under the paper's reading and reproduced on prefix rows, is untested
+    # there, not robust, and keeps the reference's verdict
+    assert got["lin"]["robustness"] == "untested" and got["lin"]["alternatives"] == 2
+    assert got["lin"]["verdict"] == "vacuous" and got["lin"]["flipped_by"] == ""
+    assert got["lin"]["unsettled_by"] == (
+        "default, masked: non_selected: vacuous; x_key, masked: non_selected: vacuous"
+    )
     assert got["grad"]["robustness"] == "fragile"
     assert got["grad"]["flipped_by"] == "x_key: not reproduced"
     assert got["sat"]["robustness"] == "untested"  # one reading with a verdict
-    assert list(claims["claim_id"]) == ["flat", "lin", "grad", "sat"]
-    assert long.height == 10 and "value" not in long.columns
+    # undecided under one reading, decided under the other: the data cannot say, not fragile
+    assert got["drop"]["robustness"] == "unresolved"
+    assert (got["drop"]["flipped_by"], got["drop"]["unsettled_by"]) == ("", "x_key: undecided")
+    assert list(claims["claim_id"]) == ["flat", "lin", "grad", "sat", "drop"]
+    assert long.height == 12 and "value" not in long.columns
     lin = long.filter(pl.col("claim_id") == "lin").sort("reading")
     assert lin["reading"].to_list() == [
         "default, masked: non_selected",
@@ -246,7 +255,7 @@ def test_robustness_table_by_hand():
         "x_key, masked: non_selected",
         "x_key, masked: prefix",
     ]
-    assert (lin["robustness"] == "robust").all()
+    assert (lin["robustness"] == "untested").all()
 
 
 @pytest.mark.unit
@@ -305,7 +314,12 @@ def test_robustness_table_carries_tables_intervals():
         "undecided",
         "reproduced",
     ]
-    assert claims.filter(pl.col("claim_id") == "b")["flipped_by"].item() == "t_raw: reproduced"
+    b = claims.filter(pl.col("claim_id") == "b").row(0, named=True)
+    assert (b["robustness"], b["flipped_by"], b["unsettled_by"]) == (
+        "unresolved",
+        "",
+        "default: undecided",
+    )
 
 
 # --- a tiny two-reading run ---------------------------------------------------------------
@@ -379,7 +393,7 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
     reaches = {"x_key": embedding, "x_in": embedding, "t_raw": {"gradient"}}
     default = pl.read_csv(tables / "tiny-gpt2/table1.csv", infer_schema_length=None)
     summary_of = dict(zip(default["claim_id"], default["summary"], strict=True))
-    no_verdict = ("not applicable", "no verdict", "vacuous", "not testable")
+    decided_verdicts = ("reproduced", "not reproduced")
     seen = set()
     for (claim,), rows in rob.group_by("claim_id"):
         by_reading = {}
@@ -393,20 +407,24 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
                 by_reading[r] = verdicts[r][claim]
         reached = any(not k.startswith("default") for k in by_reading)
         assert set(rows["reading"]) == set(by_reading), claim
-        decided = {k: v for k, v in sorted(by_reading.items()) if v not in no_verdict}
+        decided = {k: v for k, v in sorted(by_reading.items()) if v in decided_verdicts}
         ref_key = (
             "default, masked: non_selected"
             if f"{claim}:prefix" in verdicts["default"]
             else "default"
         )
-        ref = decided.get(ref_key, next(iter(decided.values()), None))
+        ref = by_reading[ref_key] if by_reading[ref_key] in decided_verdicts else None
+        ref = ref or next(iter(decided.values()), None)
         status, flipped = rows["robustness"][0], rows["flipped_by"][0] or ""
         seen.add(status)
-        if len(decided) < 2:
-            assert status == ("untested" if reached else "unaffected"), claim
-        elif len(set(decided.values())) == 1:
-            assert status == "robust" and not flipped, claim
-        else:
+        if len(set(decided.values())) > 1:
+            # decided both ways: fragile, naming the readings against the configured one
             assert status == "fragile", claim
             assert flipped == "; ".join(f"{k}: {v}" for k, v in decided.items() if v != ref)
+        elif "undecided" in by_reading.values():
+            assert status == "unresolved" and not flipped, claim
+        elif len(decided) < 2 or len(decided) < len(by_reading):
+            assert status == ("untested" if reached else "unaffected"), claim
+        else:
+            assert status == "robust" and not flipped, claim
     assert {"robust", "fragile"} <= seen

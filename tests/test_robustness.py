@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from attnlimits_workflow.robustness import FRAGILE, ROBUST, UNTESTED, robustness
+from attnlimits_workflow.robustness import FRAGILE, ROBUST, UNRESOLVED, UNTESTED, robustness
 
 pytestmark = pytest.mark.unit
 
@@ -22,6 +22,9 @@ def test_same_verdict_everywhere_is_robust_and_a_flip_names_its_reading():
                 ("plateau", "minilm", "values", "not reproduced"),
                 ("plateau", "minilm", "keys", "undecided"),
                 ("plateau", "minilm", "attention_input", "not reproduced"),
+                ("drop", "minilm", "values", "not reproduced"),
+                ("drop", "minilm", "keys", "reproduced"),
+                ("drop", "minilm", "attention_input", "undecided"),
             ]
         ),
         over="reading",
@@ -29,13 +32,23 @@ def test_same_verdict_everywhere_is_robust_and_a_flip_names_its_reading():
         reference="values",
     ).sort("claim")
     assert got.to_dicts() == [
-        {
-            "claim": "plateau",
+        {  # two decided verdicts that differ: fragile, whatever the third says
+            "claim": "drop",
             "model": "minilm",
             "robustness": FRAGILE,
             "verdict": "not reproduced",
-            "alternatives": 3,
-            "flipped_by": "keys: undecided",
+            "alternatives": 2,
+            "flipped_by": "keys: reproduced",
+            "unsettled_by": "attention_input: undecided",
+        },
+        {  # undecided under one reading: the data cannot say whether it flips
+            "claim": "plateau",
+            "model": "minilm",
+            "robustness": UNRESOLVED,
+            "verdict": "not reproduced",
+            "alternatives": 2,
+            "flipped_by": "",
+            "unsettled_by": "keys: undecided",
         },
         {
             "claim": "saturation",
@@ -44,11 +57,12 @@ def test_same_verdict_everywhere_is_robust_and_a_flip_names_its_reading():
             "verdict": "reproduced",
             "alternatives": 3,
             "flipped_by": "",
+            "unsettled_by": "",
         },
     ]
 
 
-def test_alternatives_without_a_verdict_neither_confirm_nor_flip():
+def test_alternatives_without_a_verdict_leave_a_claim_untested():
     got = robustness(
         table(
             [
@@ -63,10 +77,30 @@ def test_alternatives_without_a_verdict_neither_confirm_nor_flip():
         within=("claim", "model"),
         reference="a",
     ).sort("claim")
-    assert got["robustness"].to_list() == [UNTESTED, ROBUST]
-    # the reference has no verdict: the first alternative that has one stands in
-    assert got["verdict"].to_list() == ["reproduced", "reproduced"]
+    # c: one decided alternative; d: two agree, but under the reference nothing was decided, so
+    # nothing says the reference would agree
+    assert got["robustness"].to_list() == [UNTESTED, UNTESTED]
+    assert got["verdict"].to_list() == ["reproduced", "no verdict"]  # the reference's, as is
     assert got["alternatives"].to_list() == [1, 2]
+    assert got["unsettled_by"].to_list() == ["b: not applicable", "a: no verdict"]
+
+
+def test_an_undecidable_reading_beside_two_that_agree_is_not_robust():
+    got = robustness(
+        table(
+            [
+                ("c", "m", "a", "reproduced"),
+                ("c", "m", "b", "reproduced"),
+                ("c", "m", "x", "vacuous"),
+                ("c", "m", "y", "not scored"),
+            ]
+        ),
+        over="reading",
+        within=("claim", "model"),
+        reference="a",
+    )
+    assert got["robustness"].item() == UNTESTED
+    assert got["unsettled_by"].item() == "x: vacuous; y: not scored"
 
 
 def test_a_missing_column_is_named():

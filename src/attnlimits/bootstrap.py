@@ -138,18 +138,23 @@ def bootstrap_mean(
 
 
 def verdict(interval: Interval, band: Band) -> str:
-    """Reproduced when the whole interval lies in ``band``, not reproduced when none of it does,
-    undecided otherwise; no verdict when the interval is undefined. Undecided, too, when more than
-    1 - level of the resamples left the value undefined (a slope over one distinct length): the
-    interval of the rest would then speak for too few of them."""
+    """Reproduced when the whole interval and the measured value lie in ``band``, not reproduced
+    when none of the interval does and the value does not either, undecided otherwise; no verdict
+    when the interval is undefined. Undecided, too, when more than 1 - level of the resamples
+    left the value undefined (a slope over one distinct length): the interval of the rest would
+    then speak for too few of them. The value must agree with its interval because a percentile
+    interval can lie wholly on one side of it: resamples of a first passing N pass later than
+    the sample they are drawn from (docs/paper-notes.md section 15), and a verdict against the
+    measured value would then rest on that bias."""
     low, high = interval.low, interval.high
     if np.isnan(low) or np.isnan(high):
         return NO_VERDICT
     if interval.resamples and interval.undefined > (1.0 - interval.level) * interval.resamples:
         return UNDECIDED
-    if band.low <= low and high <= band.high:
+    value = interval.value
+    if band.low <= low and high <= band.high and band.low <= value <= band.high:
         return REPRODUCED
-    if high < band.low or low > band.high:
+    if (high < band.low or low > band.high) and (value < band.low or value > band.high):
         return NOT_REPRODUCED
     return UNDECIDED
 

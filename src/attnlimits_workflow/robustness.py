@@ -1,11 +1,16 @@
 """Whether a claim's verdict survives the paper's open choices and another text.
 
-A claim is **robust** over a set of alternatives (readings of the paper, texts) when its verdict is
-the same under every one of them, and **fragile** otherwise; a fragile claim names the
-alternatives whose verdict differs from the reference one (the configured default reading, the
-first text). Alternatives without a verdict (``no verdict``, ``not applicable``, a missing value)
-neither confirm nor flip a claim; a claim with fewer than two alternatives that have a verdict
-cannot be called robust, and is ``untested`` across that axis.
+Over a set of alternatives (readings of the paper, texts), compared with a reference one (the
+configured default reading, the first text), a claim is:
+- **fragile** when two alternatives decide it differently (reproduced against not reproduced);
+  ``flipped_by`` names those whose decided verdict differs from the reference's;
+- **unresolved** when none conflicts but one is undecided (its interval straddles the rule's
+  edge): the data cannot say whether that alternative would flip it;
+- **untested** when an alternative that reaches the claim gives no verdict (vacuous, not
+  testable, no verdict, not applicable, not scored), or fewer than two alternatives decide it:
+  a check no data could fail under one reading says nothing about whether the others agree;
+- **robust** only when every alternative decides it, the same way, and there are at least two.
+``unsettled_by`` names the undecided and undecidable alternatives.
 """
 
 from __future__ import annotations
@@ -16,12 +21,40 @@ import polars as pl
 
 ROBUST = "robust"
 FRAGILE = "fragile"
+UNRESOLVED = "unresolved"
 UNTESTED = "untested"
 UNAFFECTED = "unaffected"
+DECIDED = ("reproduced", "not reproduced")
+UNDECIDED = "undecided"
 # Outcomes that neither confirm nor flip a claim: no verdict at all, and the checks no data could
 # fail (vacuous) or the test cannot decide (not testable), kept apart from the tested verdicts: a
 # vacuous reading of a claim says nothing about its other readings.
-NO_VERDICTS = frozenset({"no verdict", "not applicable", "vacuous", "not testable", "", None})
+NO_VERDICTS = frozenset(
+    {"no verdict", "not applicable", "not scored", "vacuous", "not testable", "", None}
+)
+
+
+def compare(verdicts: dict[str, str | None], reference: str) -> tuple[str, str, str]:
+    """(status, flipped_by, unsettled_by) of one claim over ``verdicts`` (alternative ->
+    verdict), by the rules of this module's docstring."""
+    decided = {alt: v for alt, v in verdicts.items() if v in DECIDED}
+    ref = verdicts.get(reference)
+    ref_decided = ref if ref in DECIDED else next(iter(decided.values()), None)
+    flipped = [(alt, v) for alt, v in decided.items() if v != ref_decided]
+    unsettled = [(alt, v or "no verdict") for alt, v in verdicts.items() if v not in DECIDED]
+    if flipped:
+        status = FRAGILE
+    elif any(v == UNDECIDED for _, v in unsettled):
+        status = UNRESOLVED
+    elif unsettled or len(decided) < 2:
+        status = UNTESTED
+    else:
+        status = ROBUST
+    return status, _pairs(flipped), _pairs(unsettled)
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{alt}: {v}" for alt, v in pairs)
 
 
 def robustness(
@@ -31,33 +64,25 @@ def robustness(
 
     ``verdicts`` holds one row per (``within``..., ``over``) with a ``verdict`` column.
     ``reference``: the alternative the others are compared with (a fragile claim names what
-    flips it relative to this one). Returns ``within`` + ``robustness`` (robust, fragile or
-    untested), ``verdict`` (the shared one when robust, the reference's otherwise),
-    ``alternatives`` (how many had a verdict) and ``flipped_by`` ("reading: verdict; ...")."""
+    flips it relative to this one). Returns ``within`` + ``robustness`` (robust, fragile,
+    unresolved or untested: :func:`compare`), ``verdict`` (the reference's, whatever it is),
+    ``alternatives`` (how many decided it), ``flipped_by`` and ``unsettled_by`` ("reading:
+    verdict; ...")."""
     missing = {over, "verdict", *within} - set(verdicts.columns)
     if missing:
         raise ValueError(f"verdict table lacks columns {sorted(missing)}")
     rows = []
     for key, group in verdicts.sort(over).group_by(list(within), maintain_order=True):
-        decided = [
-            (alt, v)
-            for alt, v in zip(group[over].to_list(), group["verdict"].to_list(), strict=True)
-            if v not in NO_VERDICTS
-        ]
-        by_alt = dict(decided)
-        ref_verdict = by_alt.get(reference, decided[0][1] if decided else None)
-        flipped = [(alt, v) for alt, v in decided if v != ref_verdict]
-        if len(decided) < 2:
-            status = UNTESTED
-        else:
-            status = FRAGILE if flipped else ROBUST
+        alternatives = dict(zip(group[over].to_list(), group["verdict"].to_list(), strict=True))
+        status, flipped, unsettled = compare(alternatives, reference)
         rows.append(
             {
                 **dict(zip(within, key, strict=True)),
                 "robustness": status,
-                "verdict": ref_verdict,
-                "alternatives": len(decided),
-                "flipped_by": "; ".join(f"{alt}: {v}" for alt, v in flipped),
+                "verdict": alternatives.get(reference, next(iter(alternatives.values()))),
+                "alternatives": sum(v in DECIDED for v in alternatives.values()),
+                "flipped_by": flipped,
+                "unsettled_by": unsettled,
             }
         )
     schema = {c: verdicts.schema[c] for c in within} | {
@@ -65,6 +90,7 @@ def robustness(
         "verdict": pl.String,
         "alternatives": pl.Int64,
         "flipped_by": pl.String,
+        "unsettled_by": pl.String,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
@@ -182,7 +208,7 @@ def robustness_table(
         .otherwise(pl.col("robustness"))
     )
     long = long.join(
-        claims.select("claim_id", "robustness", "flipped_by"),
+        claims.select("claim_id", "robustness", "flipped_by", "unsettled_by"),
         on="claim_id",
         how="left",
         maintain_order="left",

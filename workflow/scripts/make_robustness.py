@@ -1,5 +1,5 @@
 """tables/<model>/robustness.{csv,md}: every claim of Table 1 under every reading of
-analysis.readings (and of a causal row's masked keys), robust or fragile
+analysis.readings (and of a causal row's masked keys), robust, fragile, unresolved or untested
 (attnlimits_workflow.robustness.robustness_table)."""
 
 import polars as pl
@@ -19,7 +19,9 @@ by_reading, by_claim = robustness_table(tables, readings[0], snakemake.params.ma
 write_csv(by_reading, snakemake.output.csv)
 header = (
     f"Robustness of Table 1 over the readings {', '.join(readings)} of {snakemake.wildcards.model}"
-    " (and both readings of a causal row's masked keys): robust = the same verdict under every one"
+    " (and both readings of a causal row's masked keys): robust = decided the same way under every"
+    " one; fragile = decided differently; unresolved = undecided under one; untested = undecidable"
+    " under one (vacuous, not testable) or decided under fewer than two"
 )
 write_markdown(by_claim, snakemake.output.md, header)
 log.info("robustness: %s", dict(by_claim["robustness"].value_counts().iter_rows()))

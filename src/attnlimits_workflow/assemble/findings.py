@@ -11,12 +11,21 @@ import re
 import polars as pl
 
 from ..plotting import protocol_text
-from ..robustness import FRAGILE, MASKED_READINGS, ROBUST, UNAFFECTED, robustness
+from ..robustness import (
+    DECIDED,
+    FRAGILE,
+    MASKED_READINGS,
+    ROBUST,
+    UNAFFECTED,
+    UNRESOLVED,
+    UNTESTED,
+    robustness,
+)
 from ..tables import markdown_table
+from .table1 import MAXIMUM_CLAIMS
 
-# Verdicts that decide a claim one way; "undecided" (the interval straddles the rule's edge) and
-# the untestable ones do not.
-DECIDED = ("reproduced", "not reproduced")
+# Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
+STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
 
 
 class MissingCell(ValueError):
@@ -70,20 +79,29 @@ def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.D
     return pl.concat(parts)
 
 
-def reading_status(readings: dict[str, pl.DataFrame], entry: str, claim_id: str) -> tuple[str, str]:
-    """(robustness, flipped_by) of ``claim_id`` across ``entry``'s readings (its robustness
-    table, tables/<entry>/robustness.csv); ("untested", "") where the entry has none."""
+def reading_status(
+    readings: dict[str, pl.DataFrame], entry: str, claim_id: str
+) -> tuple[str, str, str]:
+    """(robustness, flipped_by, unsettled_by) of ``claim_id`` across ``entry``'s readings (its
+    robustness table, tables/<entry>/robustness.csv); untested where the entry has none."""
     table = readings.get(entry)
     if table is None:
-        return "untested", ""
+        return UNTESTED, "", "no readings"
     # the robustness table counts a causal row's masked keys among the readings: one claim id
     # for Table 1's <claim> and <claim>:<masked reading>
     base, _, suffix = claim_id.rpartition(":")
     plain = base if base and suffix in MASKED_READINGS else claim_id
     hit = table.filter(pl.col("claim_id") == plain)
     if not hit.height:
-        return "untested", ""
-    return hit["robustness"][0], hit["flipped_by"][0] or ""
+        return UNTESTED, "", "not in the robustness table"
+    unsettled = hit["unsettled_by"][0] if "unsettled_by" in hit.columns else ""
+    return hit["robustness"][0], hit["flipped_by"][0] or "", unsettled or ""
+
+
+def worst(statuses) -> str:
+    """The status of a claim over several (unaffected counts as robust: no reading reaches it)."""
+    present = {ROBUST if s == UNAFFECTED else s for s in statuses}
+    return next((s for s in STATUS_ORDER if s in present), ROBUST)
 
 
 def claim_status(
@@ -91,8 +109,9 @@ def claim_status(
     groups: dict[str, dict[str, str]],
     readings: dict[str, pl.DataFrame],
 ) -> pl.DataFrame:
-    """Per (claim, model group): the verdict per text, robust or fragile across texts, and across
-    each text's readings; ``robust`` only when both hold and the verdict is decided."""
+    """Per (claim, model group): the verdict per text; its status across the texts and across
+    each text's readings (robust, fragile, unresolved, untested: robustness.compare), with what
+    flips and what unsettles it; ``robust`` only when both are robust and the verdict decided."""
     texts = across_texts(score, groups)
     by_key = {(r["claim_id"], r["model"]): r for r in texts.iter_rows(named=True)}
     rows = []
@@ -100,13 +119,15 @@ def claim_status(
         for group, members in groups.items():
             t = by_key[(r["claim_id"], group)]
             per_reading = {e: reading_status(readings, e, r["claim_id"]) for e in members.values()}
-            fragile_readings = [
-                f"{text}: {per_reading[e][1]}"
-                for text, e in members.items()
-                if per_reading[e][0] == FRAGILE
-            ]
-            # a claim no reading reaches (its inputs are the same under each) needs none to agree
-            reading_ok = all(status in (ROBUST, UNAFFECTED) for status, _ in per_reading.values())
+            reading = worst(status for status, _, _ in per_reading.values())
+
+            def named(column: int, per_reading=per_reading, members=members) -> str:
+                return "; ".join(
+                    f"{text}: {per_reading[e][column]}"
+                    for text, e in members.items()
+                    if per_reading[e][column]
+                )
+
             rows.append(
                 {
                     "claim_id": r["claim_id"],
@@ -115,11 +136,12 @@ def claim_status(
                     "verdicts": "; ".join(f"{text}: {r[e]}" for text, e in members.items()),
                     "texts": t["robustness"],
                     "texts_flipped_by": t["flipped_by"],
-                    "readings": FRAGILE
-                    if fragile_readings
-                    else (ROBUST if reading_ok else "untested"),
-                    "readings_flipped_by": "; ".join(fragile_readings),
-                    "robust": t["robustness"] == ROBUST and reading_ok and t["verdict"] in DECIDED,
+                    "readings": reading,
+                    "readings_flipped_by": named(1),
+                    "readings_unsettled_by": named(2),
+                    "robust": t["robustness"] == ROBUST
+                    and reading == ROBUST
+                    and t["verdict"] in DECIDED,
                     "verdict": t["verdict"],
                 }
             )
@@ -130,15 +152,20 @@ def what_we_can_say(
     status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
 ) -> str:
     """One bullet per claim with a robust result: the models whose verdict is decided, the same
-    on every text and under every reading, each with its measured value per text."""
+    on every text and under every reading, each with its measured value per text. Claims read on
+    a maximum over heads (table1.MAXIMUM_CLAIMS) are named apart: a resample's maximum cannot
+    exceed the measured one, so their intervals are too narrow to call a result robust."""
     measured = {
         (r["claim_id"], m): r[f"{m} measured"] or ""
         for r in score.iter_rows(named=True)
         for m in groups_entries(groups)
     }
-    lines = []
+    lines, maxima = [], []
     robust = status.filter(pl.col("robust"))
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
+        if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
+            maxima.append(f"{claim} ({', '.join(g['model'])})")
+            continue
         parts = []
         for r in g.iter_rows(named=True):
             values = "; ".join(
@@ -146,14 +173,19 @@ def what_we_can_say(
             )
             parts.append(f"{r['model']} **{r['verdict']}** ({values})")
         lines.append(f"- **{claim}**: " + "; ".join(parts) + ".")
-    return (
-        "\n".join(lines) or "- Nothing: no claim is decided the same way on every text and reading."
-    )
+    if not lines:
+        lines.append("- Nothing: no claim is decided the same way on every text and reading.")
+    if maxima:
+        lines.append(
+            "\nDecided alike everywhere but read on a maximum over heads, whose bootstrap interval "
+            "understates the uncertainty, so not listed as results: " + "; ".join(maxima) + "."
+        )
+    return "\n".join(lines)
 
 
 def fragile_list(status: pl.DataFrame) -> str:
-    """One bullet per (claim, model) whose verdict moves with the text or the reading, naming
-    what moves it."""
+    """One bullet per (claim, model) whose verdict moves with the text or the reading (decided
+    one way on one, the other way on another), naming what moves it."""
     lines = []
     for r in status.filter(
         (pl.col("texts") == FRAGILE) | (pl.col("readings") == FRAGILE)
@@ -164,6 +196,24 @@ def fragile_list(status: pl.DataFrame) -> str:
         if r["readings"] == FRAGILE:
             why.append(f"the reading ({r['readings_flipped_by']})")
         lines.append(f"- {r['claim']} on {r['model']}: flipped by " + " and by ".join(why) + ".")
+    return "\n".join(lines) or "- None."
+
+
+def unresolved_list(status: pl.DataFrame) -> str:
+    """One bullet per (claim, model), not fragile, that is undecided on a text or under a reading
+    while decided elsewhere or everywhere undecided: where the data cannot say."""
+    lines = []
+    for r in status.filter(
+        ((pl.col("texts") == UNRESOLVED) | (pl.col("readings") == UNRESOLVED))
+        & (pl.col("texts") != FRAGILE)
+        & (pl.col("readings") != FRAGILE)
+    ).iter_rows(named=True):
+        where = []
+        if r["texts"] == UNRESOLVED:
+            where.append(f"texts: {r['verdicts']}")
+        if r["readings"] == UNRESOLVED:
+            where.append(f"readings: {r['readings_unsettled_by']}")
+        lines.append(f"- {r['claim']} on {r['model']} ({'; '.join(where)}).")
     return "\n".join(lines) or "- None."
 
 
@@ -200,13 +250,13 @@ def models_table(runs: dict[str, dict], configs: dict[str, dict], texts: dict[st
 def group_cell(status: dict) -> str:
     """One claim on one model group: its verdict where every text agrees, else each text's; then
     what the readings do to it."""
-    if status["texts"] == FRAGILE:
+    if status["texts"] in (FRAGILE, UNRESOLVED):
         cell = status["verdicts"]
     else:
         cell = status["verdict"] or "-"
-    if status["readings"] == FRAGILE:
-        cell += " (fragile: reading)"
-    elif status["texts"] == ROBUST and status["robust"]:
+    if status["readings"] in (FRAGILE, UNRESOLVED):
+        cell += f" ({status['readings']}: reading)"
+    elif status["robust"]:
         cell += " (robust)"
     return cell
 
@@ -275,6 +325,7 @@ def findings_page(
         "models_table": models_table(runs, configs, text_of),
         "what_we_can_say": what_we_can_say(status, score, groups),
         "fragile": fragile_list(status),
+        "unresolved": unresolved_list(status),
         "summary_table": markdown_table(header, tested),
         "apart_table": markdown_table(header, apart),
         "measured": "\n\n".join(measured),

@@ -54,6 +54,7 @@ def count(
     slack: tuple[str, str, bool] | None = None,
     vacuous_reason: str = "",
     note: str = "",
+    proved: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
     samples where the check could fail (holds or violated); vacuous those where it could not
@@ -101,6 +102,21 @@ def count(
         if "mask_only_rows" in frame.columns
         else None,
         "by_n": "",
+        "proved": proved,
+        **head_counts(frame, col),
+    }
+
+
+def head_counts(frame: pl.DataFrame, outcomes: pl.Series) -> dict[str, int | None]:
+    """The distinct (layer, head) among the samples where the check could fail, and among those
+    that violate it; None where the table has no head columns."""
+    if not {"layer", "head"} <= set(frame.columns):
+        return {"heads_checked": None, "heads_violated": None}
+    heads = frame.select("layer", "head")
+    checked = heads.filter(outcomes.is_in([HOLDS, VIOLATED]))
+    return {
+        "heads_checked": checked.unique().height,
+        "heads_violated": heads.filter(outcomes == VIOLATED).unique().height,
     }
 
 
@@ -240,6 +256,8 @@ def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
                 "Theorem 1.1 fixed-set upper bound on d~",
                 "every (L, N) sample",
                 slack=("distance", "upper_bound", True),
+                proved="Theorem 1.1 holds for any x and any weights that sum to one, with I the "
+                "top-N set (a search found no case above rounding: docs/paper-notes.md section 16)",
             ),
             count(
                 d,

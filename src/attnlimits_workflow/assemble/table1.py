@@ -12,6 +12,7 @@ import polars as pl
 from attnlimits.bootstrap import Band, Interval, clopper_pearson, joint_verdict, percentile_interval
 from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import CensoredSlope, censored_slope, linear_fit, slope_within
+from attnlimits.families import FAMILIES
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
 from ..plotting import protocol_text
@@ -26,6 +27,9 @@ VIOLATION_TYPES = {
     "vacuous_reason": pl.String,
     "note": pl.String,
     "by_n": pl.String,
+    "proved": pl.String,
+    "heads_checked": pl.Int64,
+    "heads_violated": pl.Int64,
 }
 # the number a verdict reads, its interval and how it was drawn (null where there is none)
 NUMBER_COLUMNS = ("value", "low", "high", "level", "resamples")
@@ -509,6 +513,8 @@ def separability_claims(
 # A resample's maximum over heads can never exceed the measured one (the percentile bootstrap of
 # an extreme is biased towards the inside), so these intervals understate the uncertainty.
 MAXIMUM_CAVEAT = "read on a maximum over heads: its interval understates the uncertainty"
+# The claims whose statistic is such a maximum (the findings page keeps them out of its results)
+MAXIMUM_CLAIMS = ("gradient_inverse_t", "gradient_drop", "upper_bound_tracks")
 
 
 def gradient_claims(
@@ -627,18 +633,29 @@ def bound_detail(r: dict) -> str:
     return "; ".join(parts)
 
 
-def bound_claims(card: Scorecard, violations: pl.DataFrame) -> None:
-    """One row per bound check of the summaries (claim id "bound:<name>")."""
+def fewest_units(most: float, level: float) -> int:
+    """The fewest checked units with no violation whose Clopper-Pearson upper end falls below
+    ``most``: (1 - level) / 2 = (1 - most)^n, so n > log((1 - level) / 2) / log(1 - most)."""
+    return math.floor(math.log((1.0 - level) / 2.0) / math.log(1.0 - most)) + 1
+
+
+def bound_claims(card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = True) -> None:
+    """One row per bound check of the summaries (claim id "bound:<name>"). ``sums_to_one``:
+    whether the run's weights are a softmax over the keys alone (no sink, no difference of two),
+    the assumption under which a proved bound cannot fail."""
+    most = card.claims.get("bounds", {}).get("max_violation_share", 0.05)
+    fewest = fewest_units(most, card.level)
     for r in violations.iter_rows(named=True):
         # A check counts where it could fail; samples whose bound lies within the check's
         # tolerance of the quantity's range are "not testable", those where no data could fail
         # it "vacuous", never "holds" (attnlimits.checks).
-        most = card.claims.get("bounds", {}).get("max_violation_share", 0.05)
         rule = (
             f"0 violations; tolerance {r['tolerance']} (a universal bound: one violation refutes "
-            f"it; none is reproduced once the violated share's upper end is below {most:g})"
+            f"it; none is reproduced once the violated share's upper end is below {most:g}, "
+            f"which needs at least {fewest} independent units)"
         )
         row = (f"bound:{r['bound']}", f"bound holds: {r['bound']}", "holds")
+        proved = (r.get("proved") or "") if sums_to_one else ""
         if r["checked"] == 0:
             outcome = (
                 "vacuous"
@@ -646,26 +663,38 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame) -> None:
                 else ("not testable" if r["not_testable"] else "not applicable")
             )
             card.add(*row, f"0 checked ({bound_detail(r)})", rule, outcome)
+            continue
+        # The units are the heads where the table has them: a head's samples at several L, N or
+        # T are one head's attention, not independent trials. The violated share gets its exact
+        # binomial interval, but the verdict needs no bootstrap: a bound is a universal
+        # statement, so one violation refutes it, and none among the checked says only as much
+        # as their number allows.
+        if r.get("heads_checked"):
+            units, bad, unit = r["heads_checked"], r["heads_violated"], "heads"
         else:
-            # The violated share gets its exact binomial interval, but the verdict needs no
-            # bootstrap: a bound is a universal statement, so one violation refutes it and none
-            # among the checked is all the data can say in its favour.
-            share, (low, high) = (
-                r["violations"] / r["checked"],
-                clopper_pearson(r["violations"], r["checked"], card.level),
-            )
-            measured = (
-                f"{r['violations']} of {r['checked']} {r['unit']} violate (share {share:.3g}, "
-                f"{100 * card.level:g} % Clopper-Pearson [{low:.3g}, {high:.3g}]; "
-                f"{bound_detail(r)})"
-            )
-            # none violated among too few checked says little: 0 of 1 leaves the share anywhere
-            # up to 0.975
-            if r["violations"]:
-                outcome = "not reproduced"
-            else:
-                outcome = "reproduced" if high < most else "undecided"
-            card.add(*row, measured, rule, outcome, value=share, low=low, high=high)
+            units, bad, unit = r["checked"], r["violations"], r["unit"]
+        share, (low, high) = bad / units, clopper_pearson(bad, units, card.level)
+        measured = (
+            f"{bad} of {units} {unit} violate (share {share:.3g}, {100 * card.level:g} % "
+            f"Clopper-Pearson [{low:.3g}, {high:.3g}]; {r['violations']} of {r['checked']} "
+            f"{r['unit']}; {bound_detail(r)})"
+        )
+        if bad:
+            outcome = "not reproduced"
+            if proved:
+                measured += "; a proved bound violated: the code or an assumption is wrong"
+        elif proved:
+            # a theorem that holds for every input: no model could have failed it
+            outcome = "vacuous"
+            measured += f"; holds by proof, a check of the code: {proved}"
+        elif high < most:
+            outcome = "reproduced"
+        else:
+            # 0 of too few cannot bring the upper end below the threshold: the count alone, not
+            # the data, would decide, so the check cannot decide
+            outcome = "not testable"
+            measured += f"; {units} {unit} cannot decide: at least {fewest} are needed"
+        card.add(*row, measured, rule, outcome, value=share, low=low, high=high)
 
 
 def table1(
@@ -699,7 +728,9 @@ def table1(
     )
     gradient_claims(card, gradient.sort("eps", "T"), partitions(replicates.get("gradient")))
     vanishing_claims(card, vanishing.sort("L"), partitions(replicates.get("vanishing")))
-    bound_claims(card, violations)
+    family = FAMILIES.get(run.get("model_type", ""))
+    sums_to_one = family is None or not (family.attention_sinks or family.differential)
+    bound_claims(card, violations, sums_to_one)
     bound_summary = (
         dict(zip(violations["bound"], violations["summary"], strict=True))
         if "summary" in violations.columns
