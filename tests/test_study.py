@@ -41,6 +41,7 @@ RULES = {
     "entmax_alpha": {"kind": "entmax_alpha", "pre_alpha_init": 0.0},
     "log_length": {"kind": "log_length_softmax", "floor_scale": 4.0, "beta": 0.5},
     "stick_breaking": {"kind": "stick_breaking"},
+    "gated": {"kind": "gated_softmax"},
 }
 
 
@@ -94,7 +95,7 @@ def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
     """The rule on one row's visible scores, from the published formulas (numpy, float64)."""
     kind, t = rule["kind"], rule.get("temperature", 1.0)
     row = z[None, :]
-    if kind == "softmax":
+    if kind in ("softmax", "gated_softmax"):  # the gate acts after the weights
         return nz.softmax_weights(row, z.size, t)[0]
     if kind == "sparsemax":
         return sparsemax_reference(z / t)
@@ -294,7 +295,7 @@ def trained(rule, corpus_ids, steps=TRAIN["steps"]):
 @pytest.mark.parametrize(
     "name",
     ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"]
-    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking", "gated"],
 )
 def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
     _, history = trained(RULES[name], corpus_ids)
@@ -339,7 +340,7 @@ def test_held_out_split_keeps_the_corpus_start():
 @pytest.mark.parametrize(
     "name",
     ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"]
-    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking", "gated"],
 )
 def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
     """The eager-equality check for a trained model: the dumped rows equal the attention the
