@@ -968,7 +968,8 @@ def test_verdicts_over_seeds_need_intervals_apart():
 @pytest.mark.unit
 def test_a_censored_measure_over_seeds_spans_its_lower_and_upper_ends():
     per_seed = {
-        "softmax": [{"distance": 0.1, "distance_upper": 0.1}] * 2
+        # as many seeds as "c": the cost and the sink are paired by seed
+        "softmax": [{"distance": 0.1, "distance_upper": 0.1}]
         + [{"distance": 0.12, "distance_upper": 0.12}],
         "c": [{"distance": 0.2, "distance_upper": 0.9}, {"distance": 0.21, "distance_upper": 0.8}],
     }

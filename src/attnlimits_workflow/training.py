@@ -83,7 +83,9 @@ def build_model(
                 p.attribute, torch.nn.Parameter(torch.full((architecture["heads"],), init))
             )
     if rules.get(rule["kind"]).output_gate:  # drawn after the model's weights: theirs unchanged
-        add_output_gates(model, config.num_attention_heads, config.head_dim, config.initializer_range)
+        add_output_gates(
+            model, config.num_attention_heads, config.head_dim, config.initializer_range
+        )
     return model
 
 
