@@ -73,7 +73,7 @@ def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[f
     import entmax
 
     def f(t):
-        if kind == "softmax":
+        if kind in ("softmax", "gated_softmax"):  # the gate acts after the weights
             return torch.softmax(t / params.get("temperature", 1.0), -1)
         if kind == "sparsemax":
             return entmax.sparsemax(t / params.get("temperature", 1.0), dim=-1)

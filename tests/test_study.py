@@ -41,6 +41,7 @@ RULES = {
     "entmax_alpha": {"kind": "entmax_alpha", "pre_alpha_init": 0.0},
     "log_length": {"kind": "log_length_softmax", "floor_scale": 4.0, "beta": 0.5},
     "stick_breaking": {"kind": "stick_breaking"},
+    "gated": {"kind": "gated_softmax"},
 }
 
 
@@ -94,7 +95,7 @@ def reference_row(rule: dict, z: np.ndarray, s: float) -> np.ndarray:
     """The rule on one row's visible scores, from the published formulas (numpy, float64)."""
     kind, t = rule["kind"], rule.get("temperature", 1.0)
     row = z[None, :]
-    if kind == "softmax":
+    if kind in ("softmax", "gated_softmax"):  # the gate acts after the weights
         return nz.softmax_weights(row, z.size, t)[0]
     if kind == "sparsemax":
         return sparsemax_reference(z / t)
@@ -294,7 +295,7 @@ def trained(rule, corpus_ids, steps=TRAIN["steps"]):
 @pytest.mark.parametrize(
     "name",
     ["softmax", "sparsemax", "ssmax", "sa_softmax_raw"]
-    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking", "gated"],
 )
 def test_a_tiny_training_run_lowers_the_loss(name, corpus_ids):
     _, history = trained(RULES[name], corpus_ids)
@@ -339,7 +340,7 @@ def test_held_out_split_keeps_the_corpus_start():
 @pytest.mark.parametrize(
     "name",
     ["softmax_T0.1", "sparsemax", "entmax15", "ssmax", "sa_softmax"]
-    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking"],
+    + ["sigmoid", "softpick", "sink", "entmax_alpha", "log_length", "stick_breaking", "gated"],
 )
 def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_path):
     """The eager-equality check for a trained model: the dumped rows equal the attention the
@@ -826,6 +827,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         "softmax": {"kind": "softmax"},
         "sparsemax": {"kind": "sparsemax"},
         "ssmax": {"kind": "scalable_softmax"},
+        "gated": {"kind": "gated_softmax"},
     }
     two_seeds = study_config(tmp_path, **rules)
     two_seeds["study"]["seeds"] = [0, 1]
@@ -833,18 +835,37 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     snakemake(tmp_path, config, "study", "--cores", "2")
     # over the seeds: a mean and a t-interval per measure, verdicts only on intervals apart
     over = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits_seeds.csv")
-    assert over["normalizer"].to_list() == list(rules) and set(over["seeds"]) == {2}
+    # the rows come in the models' order (by name: gated before softmax), so compare by name
+    assert sorted(over["normalizer"].to_list()) == sorted(rules) and set(over["seeds"]) == {2}
+    others = over.filter(~pl.col("normalizer").is_in(["softmax", "gated"]))
     assert (over["vanishing_low"] <= over["vanishing_mean"]).all()
     assert (over["vanishing_mean"] <= over["vanishing_high"]).all()
     allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}
-    assert set(over["vanishing_verdict"].to_list()[1:]) <= allowed
-    assert over["vanishing_verdict"][0] == "baseline"
+    assert set(others["vanishing_verdict"].to_list()) <= allowed
+    assert over.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
+    # gated attention: softmax's weights, so its weight limits are no finding; its cost and sink
+    # are paired differences to softmax's, the sink a share of each row in [0, 1]
+    gated = over.filter(pl.col("normalizer") == "gated").row(0, named=True)
+    assert gated["vanishing_verdict"] == gated["separability_verdict"] == study.BY_CONSTRUCTION
+    assert gated["lemma1"].startswith("none")
+    assert gated["perplexity_cost_low"] <= gated["perplexity_cost_mean"]
+    assert gated["perplexity_cost_verdict"] in {study.HIGHER, study.LOWER, study.NO_DIFFERENCE}
+    assert (
+        over.filter(pl.col("normalizer") == "softmax")["perplexity_cost_verdict"][0] == "baseline"
+    )
+    assert ((over["sink_mean"] > 0) & (over["sink_mean"] <= 1)).all()
     table = pl.read_csv(tmp_path / "tables" / "study" / "normalizer_limits.csv")
-    assert table["normalizer"].to_list() == list(rules)
+    assert sorted(table["normalizer"].to_list()) == sorted(rules)
     assert table.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
     # the trained-T gradient gets no verdict; the critical N's censored lengths are counted
-    assert table["gradient_verdict"].to_list()[1:] == [study.NO_VERDICT] * 2
-    assert set(table["gradient_low_t_verdict"].to_list()[1:]) <= set(study.VERDICTS)
+    assert dict(table.select("normalizer", "gradient_verdict").iter_rows()) == {
+        "softmax": "baseline",
+        "sparsemax": study.NO_VERDICT,
+        "ssmax": study.NO_VERDICT,
+        "gated": study.BY_CONSTRUCTION,
+    }
+    assert ((table["first_token_weight"] > 0) & (table["first_token_weight"] <= 1)).all()
+    assert set(table["gradient_low_t_verdict"].to_list()) <= {*study.VERDICTS, "baseline"}
     assert (table["critical_n_censored"] <= table["critical_n_lengths"]).all()
     assert (table["distance"] <= table["distance_upper"]).all()
     page = (tmp_path / "docs" / "study.md").read_text()
@@ -856,8 +877,10 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         "### How each measure is oriented" in page
         and study.LIMITS["distance"].quotes[0].text in page
     )
-    assert re.search(r"Censored lengths per model:\s+softmax \d+ of 4,", page)
+    assert re.search(r"Censored lengths per model:\s+gated \d+ of 4, softmax \d+ of 4,", page)
     assert "No verdict, both readings defensible" in page
+    assert "## Which rule to use when" in page and "- **When the attention sink must go**" in page
+    assert "by construction** (gated)" in page
     assert (tmp_path / "docs" / "study" / "normalizer_limits.png").stat().st_size > 10_000
     assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
     # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row
@@ -870,7 +893,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         assert not g["violated"].any(), n
         assert g["bound"].is_finite().all(), n
     assert sweep["ssmax"]["bound"].n_unique() > len(DEFAULT_TEMPERATURES)  # per head
-    assert table["gradient_bound_violations"].to_list() == [0, 0, 0]
+    assert table["gradient_bound_violations"].to_list() == [0, 0, 0, 0]
     heads = pl.read_csv(tmp_path / "tables/study-sparsemax-seed0/heads.csv")
     assert heads.height == ARCH["layers"] * ARCH["heads"]
     assert (tmp_path / "figures/study-ssmax-seed0/coverage.png").exists()
@@ -967,7 +990,8 @@ def test_verdicts_over_seeds_need_intervals_apart():
 @pytest.mark.unit
 def test_a_censored_measure_over_seeds_spans_its_lower_and_upper_ends():
     per_seed = {
-        "softmax": [{"distance": 0.1, "distance_upper": 0.1}] * 2
+        # as many seeds as "c": the cost and the sink are paired by seed
+        "softmax": [{"distance": 0.1, "distance_upper": 0.1}]
         + [{"distance": 0.12, "distance_upper": 0.12}],
         "c": [{"distance": 0.2, "distance_upper": 0.9}, {"distance": 0.21, "distance_upper": 0.8}],
     }

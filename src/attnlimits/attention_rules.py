@@ -20,7 +20,9 @@ masked keys at -inf -- to weights of the same shape, zero at masked keys:
   ``entmax`` package's entmax_bisect);
 - ``log_length_softmax``: softmax(scale z), scale = 1 + beta log(floor(n / floor_scale) + 1)
   (Llama 4's attention temperature tuning; n = t + 1 on a causal row);
-- ``stick_breaking``: sigma(z_j) prod_{k > j visible} (1 - sigma(z_k)) (arXiv 2410.17980).
+- ``stick_breaking``: sigma(z_j) prod_{k > j visible} (1 - sigma(z_k)) (arXiv 2410.17980);
+- ``gated_softmax``: softmax(z / T), the weights of gated attention (arXiv 2505.06708), whose
+  trained output gate (:func:`gated_output`) acts on weights @ v, after the weights.
 
 The rules' table is :mod:`attnlimits.rules` (torch-free): it names each rule, its settings and
 learned parameters; :data:`FORWARDS` holds the torch forward of each of its rules, and the tests
@@ -149,7 +151,16 @@ FORWARDS: dict[str, Callable[..., torch.Tensor]] = {
     "entmax_alpha": _entmax_alpha,
     "log_length_softmax": _log_length_softmax,
     "stick_breaking": _stick_breaking,
+    "gated_softmax": _softmax,  # the weights are softmax's; the gate is gated_output
 }
+
+
+def gated_output(output: torch.Tensor, gate_scores: torch.Tensor) -> torch.Tensor:
+    """Gated attention's output (arXiv 2505.06708, its head-specific elementwise gate after the
+    attention): Y * sigmoid(X W_g), Y = weights @ v, (..., queries, heads, head_dim), and
+    ``gate_scores`` = X W_g, (..., queries, heads * head_dim), from the attention's input X; each
+    head's block of scores gates that head's output. The weights are not touched."""
+    return output * torch.sigmoid(gate_scores).reshape(output.shape)
 
 
 def normalize(

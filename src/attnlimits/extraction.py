@@ -416,6 +416,29 @@ def rule_learned(
     return found
 
 
+# Where an attention module with an output gate keeps its input between its forward pre-hook and
+# its attention call (the gate reads X, the attention function only q, k, v).
+_GATE_INPUT = "_attnlimits_gate_input"
+
+
+def _keep_gate_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook: the hidden states the attention module was called with (its x)."""
+    module.__dict__[_GATE_INPUT] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+
+
+def add_output_gates(model: nn.Module, n_heads: int, head_dim: int, std: float) -> None:
+    """Give every attention module of ``model`` gated attention's output gate (arXiv
+    2505.06708): a bias-free linear map of the module's input to n_heads x head_dim scores
+    (parameter rules.OUTPUT_GATE, initialised N(0, std^2)) and the pre-hook that keeps that input
+    for :func:`rule_attention`, which gates the output with it."""
+    for module in attention_modules(model):
+        hidden = module.q_proj.in_features
+        gate = nn.Linear(hidden, n_heads * head_dim, bias=False)
+        nn.init.normal_(gate.weight, mean=0.0, std=std)
+        module.add_module(rules.OUTPUT_GATE, gate)
+        module.register_forward_pre_hook(_keep_gate_input, with_kwargs=True)
+
+
 def rule_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -427,7 +450,8 @@ def rule_attention(
     **kwargs,
 ):
     """Attention under the model's own normaliser (attnlimits.attention_rules): weights =
-    rule(q k^T * scaling) over the keys the mask lets each query see, then weights @ v.
+    rule(q k^T * scaling) over the keys the mask lets each query see, then weights @ v, gated by
+    the module's output gate for a rule that has one (rules.Rule.output_gate).
     Materialises queries x keys per head: meant for the study's small models. Registered as
     RULE_ATTENTION for training; the capture delegates here for such models."""
     rule = model_rule(module)
@@ -447,7 +471,16 @@ def rule_attention(
     weights = attention_rules.normalize(scores, visible, rule, rule_learned(module, rule))
     if dropout and module.training:
         weights = nn.functional.dropout(weights, p=dropout)
-    return (weights @ values).transpose(1, 2).contiguous(), weights
+    output = (weights @ values).transpose(1, 2).contiguous()
+    if rules.get(rule["kind"]).output_gate:  # after the weights: they stay the rule's own
+        x = module.__dict__.pop(_GATE_INPUT, None)
+        if x is None or not hasattr(module, rules.OUTPUT_GATE):
+            raise RuntimeError(
+                f"{rule['kind']} needs the attention module's output gate "
+                "(attnlimits.extraction.add_output_gates)"
+            )
+        output = attention_rules.gated_output(output, getattr(module, rules.OUTPUT_GATE)(x))
+    return output, weights
 
 
 def capture_attention(

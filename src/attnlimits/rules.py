@@ -58,7 +58,12 @@ class Rule:
     ||d weights(z / outer) / d z||_2 for every row (a number, or one per row where a
     learned parameter enters it), None where none is known. ``targets``: the limits (keys of
     attnlimits_workflow.study.LIMITS) the paper's Section 4 says the rule's family relaxes.
-    ``sums_to_one`` is False for rules whose rows are not distributions.
+    ``sums_to_one`` is False for rules whose rows are not distributions. ``lemma1``: the
+    assumption of the paper's Lemma 1 the rule breaks (Eq. 3's weights F(l_i) / sum_j F(l_j), F
+    smooth, positive and independent of L, bounded logits), or why it breaks none.
+    ``output_gate``: a model trained with the rule also has a sigmoid output gate (arXiv
+    2505.06708), a trained parameter of each attention module (:data:`OUTPUT_GATE`) that scales
+    weights @ v, after the weights: the weights, and every diagnostic of them, are the rule's own.
     """
 
     name: str
@@ -68,6 +73,8 @@ class Rule:
     jacobian_bound: Callable[..., float | NDArray[np.float64]] | None = None
     learned: tuple[Learned, ...] = ()
     sums_to_one: bool = True
+    lemma1: str = ""
+    output_gate: bool = False
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -83,6 +90,12 @@ class Rule:
         return {k for k in self.settings if k not in learned} | {
             p.init_setting for p in self.learned
         }
+
+
+# The attention module's output gate (Rule.output_gate): a bias-free linear map of the module's
+# input (the hidden states after the layer's norm, the x of q = f_q(x)) to heads x head_dim gate
+# scores; the saved weights' key (changing it orphans trained models).
+OUTPUT_GATE = "attention_output_gate"
 
 
 # ------------------------------------------------------------------------------- Jacobian bounds
@@ -147,7 +160,14 @@ _PRE_ALPHA = Learned(
 RULES: dict[str, Rule] = {
     rule.name: rule
     for rule in (
-        Rule("softmax", nz.softmax_weights, nz.softmax_normalizer_jacobian_norm, (), softmax_bound),
+        Rule(
+            "softmax",
+            nz.softmax_weights,
+            nz.softmax_normalizer_jacobian_norm,
+            (),
+            softmax_bound,
+            lemma1="none: F = exp(l / T), smooth, positive, the same at every L (Corollary 1)",
+        ),
         # Targets, from the paper's Section 4: "sparse or length-aware rules can improve
         # long-context performance" (the distance bound); "normalisers that decouple selectivity
         # from gradient health (e.g. Sparsemax, SS-Max, or SA-Softmax)" (T <= 0.1); and per family:
@@ -158,6 +178,7 @@ RULES: dict[str, Rule] = {
             nz.sparsemax_jacobian_norm,
             (VANISHING, DISTANCE, GRADIENT_LOW_T),
             sparse_bound,
+            lemma1="Eq. 3's form: a projection onto the simplex, no F(l_i) / sum F; exact zeros (F not positive)",
         ),
         Rule(
             "entmax15",
@@ -165,6 +186,7 @@ RULES: dict[str, Rule] = {
             nz.entmax15_jacobian_norm,
             (VANISHING, DISTANCE, GRADIENT_LOW_T),
             sparse_bound,
+            lemma1="Eq. 3's form: [l_i / 2 - tau]_+^2, tau set by all logits; exact zeros (F not positive)",
         ),
         # length-aware: "alleviating the vanishing-attention problem"; "switching to a
         # length-aware normaliser can restore separability"; and its own length claim
@@ -175,6 +197,7 @@ RULES: dict[str, Rule] = {
             (VANISHING, DISTANCE, SEPARABILITY, GRADIENT_LOW_T, LENGTH),
             scalable_softmax_bound,
             learned=(_SCALE,),
+            lemma1="F independent of L: exp(s log(n) l), the scale grows with the keys n",
         ),
         # gradient-controlled: "keeping the Jacobian spectrum in a healthy band"
         Rule(
@@ -183,6 +206,7 @@ RULES: dict[str, Rule] = {
             nz.self_adjust_softmax_raw_jacobian_norm,
             (GRADIENT, GRADIENT_LOW_T),
             sums_to_one=False,
+            lemma1="Eq. 3's form: l_i e^(l_i) / sum e^(l_j), numerator and sum differ; weights of either sign",
         ),
         Rule(
             "self_adjust_softmax",
@@ -190,6 +214,7 @@ RULES: dict[str, Rule] = {
             nz.self_adjust_softmax_jacobian_norm,
             (GRADIENT, GRADIENT_LOW_T),
             sums_to_one=False,
+            lemma1="Eq. 3's form: a min-max rescaled logit times softmax, the rescaling set by the whole row",
         ),
         # The rules deployed since the paper (issue 34). Each breaks Lemma 1's assumption -- a
         # positive normaliser, the same function of the logits at every length L -- its own way.
@@ -202,6 +227,7 @@ RULES: dict[str, Rule] = {
             (VANISHING, DISTANCE, LENGTH),
             sigmoid_bound,
             sums_to_one=False,
+            lemma1="Eq. 3's form and F independent of L: sigma(l - log n), no normaliser, a bias in L",
         ),
         # Softpick: a rectified numerator, exact zeros ("sparsity-inducing") and rows that need
         # not sum to one, so no key must take mass ("vanishing").
@@ -211,6 +237,7 @@ RULES: dict[str, Rule] = {
             nz.softpick_jacobian_norm,
             (VANISHING, DISTANCE),
             sums_to_one=False,
+            lemma1="Eq. 3's form and F positive: relu(e^l - 1) / sum |e^l - 1|, exact zeros, rows below one",
         ),
         # A sink logit: the normaliser gains a learned term that can absorb the mass, so the
         # real keys' weights need not spread over L ("vanishing-attention").
@@ -222,6 +249,7 @@ RULES: dict[str, Rule] = {
             softmax_sink_bound,
             learned=(_SINK,),
             sums_to_one=False,
+            lemma1="Eq. 3's form: a learned sink term joins the sum; with bounded logits the 1/L bounds still hold",
         ),
         # alpha-entmax, alpha learned per head: a sparsity-inducing rule ("exact zeros") whose
         # sparsity each head sets.
@@ -232,6 +260,7 @@ RULES: dict[str, Rule] = {
             (VANISHING, DISTANCE, GRADIENT_LOW_T),
             entmax_alpha_bound,
             learned=(_PRE_ALPHA,),
+            lemma1="Eq. 3's form: alpha-entmax thresholds all logits; exact zeros (F not positive)",
         ),
         # Llama 4's log-length query scaling: length-aware as SSMax, the scale grows with log L
         # ("switching to a length-aware normaliser can restore separability").
@@ -241,6 +270,7 @@ RULES: dict[str, Rule] = {
             nz.log_length_softmax_jacobian_norm,
             (VANISHING, SEPARABILITY, LENGTH),
             log_length_softmax_bound,
+            lemma1="F independent of L: exp(scale(n) l), the scale grows with log floor(n / floor_scale)",
         ),
         # Stick-breaking: no shared normaliser, each weight depends on the later keys only (a
         # recency bias), rows sum to < 1; its paper's claim is length generalisation.
@@ -250,6 +280,20 @@ RULES: dict[str, Rule] = {
             nz.stick_breaking_jacobian_norm,
             (VANISHING, DISTANCE, LENGTH),
             sums_to_one=False,
+            lemma1="Eq. 3's form: sigma(l_j) prod_{k > j} (1 - sigma(l_k)), no shared normaliser",
+        ),
+        # Gated attention (arXiv 2505.06708, Qwen3-Next): softmax's weights, then a trained
+        # elementwise sigmoid gate of the layer input, per head, on weights @ v before the output
+        # projection. The gate acts after the weights, so Lemma 1 and every diagnostic of the
+        # weights are softmax's by construction; its paper's claim is the attention sink.
+        Rule(
+            "gated_softmax",
+            nz.softmax_weights,
+            nz.softmax_normalizer_jacobian_norm,
+            (),
+            softmax_bound,
+            lemma1="none: softmax's weights; the gate scales weights @ v, after the weights",
+            output_gate=True,
         ),
     )
 }

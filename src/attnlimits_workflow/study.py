@@ -21,13 +21,19 @@ paper's own sentence and section; the verdicts (:func:`verdict`) and the page
   perplexity at the longest evaluated context, each over the last positions of its windows
   (evaluation.tail_fraction; 1 = no loss of quality at 4x the training length, above 1 = better);
   larger relaxes.
+
+Beside them, not limits of the paper: the attention sink, the mean weight a row puts on the
+chunk's first token at the largest L (Xiao et al.'s sink; gated attention's paper, arXiv
+2505.06708, claims its gate removes it), and the held-out perplexity, the cost. Over the seeds
+both are also compared with the baseline's as paired differences (:func:`paired_differences`):
+the models of one seed share initial weights and batches.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,6 +51,9 @@ NO_VERDICT = "no verdict: both readings defensible"
 # A sparse rule's rows with fewer nonzero weights than N: its top-N weight-0 tokens are never
 # distinguishable, so N_s/N <= support / N measures the support, not separability.
 SUPPORT_LIMITED = "no verdict: support < N"
+# A rule whose weights are the baseline's own (gated attention's gate acts after them): any
+# difference in a measure of the weights comes from the logits its model learnt, not the rule.
+BY_CONSTRUCTION = "no difference by construction: the baseline's weights"
 VERDICTS = (
     RELAXES,
     TIGHTENS,
@@ -52,6 +61,7 @@ VERDICTS = (
     UNDECIDED,
     NO_VERDICT,
     SUPPORT_LIMITED,
+    BY_CONSTRUCTION,
     NOT_MEASURED,
 )
 # The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.
@@ -73,7 +83,8 @@ class Quote:
 @dataclass(frozen=True)
 class Limit:
     """One limit of the paper, the study's measure of it, and which way the measure relaxes it:
-    "larger", "smaller", or "either" (both readings defensible: shown, no verdict, ``reason``)."""
+    "larger", "smaller", or "either" (both readings defensible: shown, no verdict, ``reason``);
+    ``when``: the use that needs it relaxed (:func:`which_rule_when`)."""
 
     title: str
     header: str  # the table column: format fields l_max, n_max, c_max, t_low
@@ -81,6 +92,10 @@ class Limit:
     relaxes: Literal["larger", "smaller", "either"]
     quotes: tuple[Quote, ...]
     reason: str = ""
+    # the "which rule to use when" summary's lead: the use that needs this limit relaxed
+    when: str = ""
+    # measured on the attention weights (False: on the model's predictions, the length limit)
+    of_weights: bool = True
 
 
 LIMITS: dict[str, Limit] = {
@@ -97,6 +112,7 @@ LIMITS: dict[str, Limit] = {
                 "2 (Lemma 1)",
             ),
         ),
+        when="a few tokens must keep large weights at long contexts",
     ),
     "distance": Limit(
         "Distance collapse (Theorem 1, critical N)",
@@ -111,6 +127,7 @@ LIMITS: dict[str, Limit] = {
                 "3.1",
             ),
         ),
+        when="the selected tokens must stay distinguishable over a larger share of the context",
     ),
     "separability": Limit(
         "Separability (Theorem 2)",
@@ -126,6 +143,7 @@ LIMITS: dict[str, Limit] = {
                 "3.2",
             ),
         ),
+        when="many selected tokens must stay geometrically separable",
     ),
     "gradient": Limit(
         "Gradient at the trained temperature (Lemma 2)",
@@ -158,6 +176,7 @@ LIMITS: dict[str, Limit] = {
             "for a healthy band, and one norm at one temperature cannot say which side of it a "
             "rule is on. The low-temperature sensitivity has its own column."
         ),
+        when="gradients must stay in a healthy band at the trained temperature",
     ),
     "gradient_low_t": Limit(
         "Gradient sensitivity at low temperature (Corollary 3)",
@@ -179,6 +198,7 @@ LIMITS: dict[str, Limit] = {
                 "5",
             ),
         ),
+        when="attention must be sharp (a low temperature) and still train stably",
     ),
     "length": Limit(
         "Length generalisation (Scalable-Softmax's claim)",
@@ -194,6 +214,8 @@ LIMITS: dict[str, Limit] = {
                 "4",
             ),
         ),
+        when="the model must read contexts longer than it was trained on",
+        of_weights=False,
     ),
 }
 
@@ -293,6 +315,16 @@ def low_temperature_sensitivity(sweep: pl.DataFrame | None) -> float | None:
     return float(low.mean()) if low.len() else None
 
 
+def first_token_weight(samples: pl.DataFrame) -> float | None:
+    """The attention sink: the mean weight on the first key (the chunk's first token) over the
+    analysed rows at the largest L (the normalizer job's ``first_weight``); None for samples
+    without that column. The mean, not the median: a sink is a share of the rows' mass."""
+    if "first_weight" not in samples.columns:
+        return None
+    at_max = samples.filter(pl.col("L") == samples["L"].max())
+    return float(at_max["first_weight"].mean())
+
+
 def limit_measures(
     samples: pl.DataFrame,
     critical: pl.DataFrame,
@@ -301,8 +333,9 @@ def limit_measures(
     sweep: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """One trained model's measure of each limit (module docstring; ``sweep`` the study_gradient
-    table), plus what the table shows beside them: the max-weight slope in L, the critical-N
-    lengths and how many were censored, and the held-out perplexities. ``distance`` is the lower
+    table), plus what the table shows beside them: the attention sink
+    (:func:`first_token_weight`), the max-weight slope in L, the critical-N lengths and how many
+    were censored, and the held-out perplexities. ``distance`` is the lower
     end of the mean share (censored lengths at N_max / L), ``distance_upper`` its upper end."""
     l_max = samples["L"].max()
     at_max = samples.filter(pl.col("L") == l_max)
@@ -317,6 +350,7 @@ def limit_measures(
     )
     contexts = sorted(evaluation["contexts"], key=lambda c: c["context"])
     return {
+        "sink": first_token_weight(samples),
         "vanishing": float(at_max["max_weight"].median()),
         "vanishing_slope": loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy()),
         "distance": float(crit["share_low"].mean()) if crit.height else None,
@@ -357,14 +391,39 @@ def shown(measures: Mapping[str, Any], key: str) -> str:
     return text
 
 
+def same_weights_as_baseline(entries: Mapping[str, Mapping[str, Any]], baseline: str) -> set[str]:
+    """The study's names (``entries``: study.normalizers) whose rule forms the baseline's weights
+    by construction: a rule with an output gate (attnlimits.rules.Rule.output_gate, which acts
+    after the weights) whose weights function and settings are the baseline's."""
+    from attnlimits import rules
+
+    base = entries[baseline]
+    base_settings = {k: v for k, v in base.items() if k != "kind"}
+    return {
+        name
+        for name, entry in entries.items()
+        if name != baseline
+        and rules.get(entry["kind"]).output_gate
+        and rules.get(entry["kind"]).weights is rules.get(base["kind"]).weights
+        and {k: v for k, v in entry.items() if k != "kind"} == base_settings
+    }
+
+
 def verdicts(
-    measures: Mapping[str, Mapping[str, Any]], baseline: str, ratio: float
+    measures: Mapping[str, Mapping[str, Any]],
+    baseline: str,
+    ratio: float,
+    by_construction: Collection[str] = (),
 ) -> dict[str, dict[str, str]]:
-    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself)."""
+    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself);
+    ``by_construction``: the names whose weights are the baseline's
+    (:func:`same_weights_as_baseline`), whose limits of the weights get BY_CONSTRUCTION."""
     return {
         name: {
             key: "baseline"
             if name == baseline
+            else BY_CONSTRUCTION
+            if name in by_construction and limit.of_weights
             else SUPPORT_LIMITED
             if key == "separability"
             and m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE
@@ -444,6 +503,9 @@ def fill_template(template: str, fields: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------------------ over the seeds
 NO_DIFFERENCE = "no difference shown"
 ONE_SEED = "no interval (one seed)"
+HIGHER, LOWER = "higher", "lower"
+# The measures shown beside the limits, with no orientation of the paper's: the cost and the sink.
+BESIDE = ("perplexity", "sink")
 
 
 @dataclass(frozen=True)
@@ -481,14 +543,20 @@ def _positive(interval: tuple[float, float]) -> tuple[float, float]:
 
 
 def seed_measures(
-    per_seed: Mapping[str, list[Mapping[str, Any]]], baseline: str, ratio: float, level: float
+    per_seed: Mapping[str, list[Mapping[str, Any]]],
+    baseline: str,
+    ratio: float,
+    level: float,
+    by_construction: Collection[str] = (),
 ) -> dict[str, dict[str, SeedMeasure]]:
     """Per normaliser, per limit (and the held-out perplexity, its cost): the mean over its seeds'
     measures (limit_measures of each seed's model) with a t-interval, and the verdict against the
     baseline's interval: 'relaxes' / 'tightens' only when the two intervals are ``ratio`` apart on
     that side (study.verdict on the two intervals), else 'no difference shown'; 'no interval (one
-    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit and the support
-    cap as in :func:`verdicts`."""
+    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit, the support
+    cap and the weights that are the baseline's by construction as in :func:`verdicts`. Plus,
+    under ``perplexity_cost`` and ``sink_change``, the paired differences to the baseline
+    (:func:`paired_differences`)."""
 
     def summary(ms: list[Mapping[str, Any]], key: str) -> tuple[float, float, float, int]:
         lows = [m.get(key) for m in ms]
@@ -500,7 +568,7 @@ def seed_measures(
         _, _, high = t_interval(highs, level)
         return mean, low, high, len(ms)
 
-    keys = [*LIMITS, "perplexity"]
+    keys = [*LIMITS, *BESIDE]
     stats = {n: {k: summary(ms, k) for k in keys} for n, ms in per_seed.items()}
     out: dict[str, dict[str, SeedMeasure]] = {}
     for name, ms in per_seed.items():
@@ -510,9 +578,11 @@ def seed_measures(
             b_mean, b_low, b_high, _ = stats[baseline][key]
             limit = LIMITS.get(key)
             if limit is None:
-                found = ""  # the cost: no verdict
+                found = ""  # the cost and the sink: no verdict (paired_differences compares)
             elif name == baseline:
                 found = "baseline"
+            elif name in by_construction and limit.of_weights:
+                found = BY_CONSTRUCTION
             elif limit.relaxes == "either":
                 found = NO_VERDICT
             elif key == "separability" and any(
@@ -529,7 +599,51 @@ def seed_measures(
                 )
                 found = v if v in (RELAXES, TIGHTENS) else NO_DIFFERENCE
             out[name][key] = SeedMeasure(mean, low, high, n, found)
+    for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
+        for name, change in paired_differences(per_seed, baseline, key, level).items():
+            out[name][label] = change
     return out
+
+
+def paired_differences(
+    per_seed: Mapping[str, list[Mapping[str, Any]]], baseline: str, key: str, level: float
+) -> dict[str, SeedMeasure]:
+    """Per normaliser, ``key``'s difference to the baseline's, seed by seed (the i-th entries of
+    the lists are one seed's models, which share initial weights and batches), its mean and
+    t-interval: 'higher' / 'lower' when the interval lies above / below 0, else 'no difference
+    shown'; 'no interval (one seed)', 'not measured' where a value is missing, 'baseline'."""
+    base = per_seed[baseline]
+    out = {}
+    for name, ms in per_seed.items():
+        if len(ms) != len(base):
+            raise ValueError(f"{name} has {len(ms)} seeds' measures, {baseline} {len(base)}")
+        values = [m.get(key) for m in ms] + [b.get(key) for b in base]
+        if any(v is None or not math.isfinite(v) for v in values):
+            out[name] = SeedMeasure(math.nan, math.nan, math.nan, len(ms), NOT_MEASURED)
+            continue
+        diffs = [m[key] - b[key] for m, b in zip(ms, base, strict=True)]
+        mean, low, high = t_interval(diffs, level)
+        if name == baseline:
+            found = "baseline"
+        elif len(ms) < 2:
+            found = ONE_SEED
+        elif low > 0:
+            found = HIGHER
+        elif high < 0:
+            found = LOWER
+        else:
+            found = NO_DIFFERENCE
+        out[name] = SeedMeasure(mean, low, high, len(ms), found)
+    return out
+
+
+def shown_difference(m: SeedMeasure) -> str:
+    """A paired difference as '+x [+low, +high]', or '+x' where there is no interval."""
+    if math.isnan(m.mean):
+        return "n/a"
+    if math.isnan(m.low):
+        return f"{m.mean:+.3g}"
+    return f"{m.mean:+.3g} [{m.low:+.3g}, {m.high:+.3g}]"
 
 
 def shown_over_seeds(m: SeedMeasure) -> str:
@@ -539,3 +653,93 @@ def shown_over_seeds(m: SeedMeasure) -> str:
     if math.isnan(m.low):
         return f"{m.mean:.3g}"
     return f"{m.mean:.3g} [{m.low:.3g}, {m.high:.3g}]"
+
+
+# ------------------------------------------------------------------ which rule to use when
+def _difference(row: Mapping[str, Any], label: str) -> SeedMeasure:
+    """A paired difference (``<label>_mean`` / ``_low`` / ``_high`` / ``_verdict``) of a row of
+    the seeds table; a missing or null number is NaN."""
+
+    def number(key: str) -> float:
+        value = row.get(f"{label}_{key}")
+        return math.nan if value is None else float(value)
+
+    verdict_ = row.get(f"{label}_verdict") or NOT_MEASURED
+    return SeedMeasure(number("mean"), number("low"), number("high"), row.get("seeds", 0), verdict_)
+
+
+def _cost_text(row: Mapping[str, Any]) -> str:
+    """A rule's held-out perplexity cost (its paired difference to the baseline's), in words."""
+    m = _difference(row, "perplexity_cost")
+    if m.verdict == HIGHER:
+        return f"costs {shown_difference(m)} held-out perplexity"
+    if m.verdict == LOWER:
+        return f"and lowers held-out perplexity, {shown_difference(m)}"
+    if m.verdict == NO_DIFFERENCE:
+        return f"no perplexity cost shown, {shown_difference(m)}"
+    if m.verdict == ONE_SEED:
+        return f"perplexity {shown_difference(m)}, one seed: no interval"
+    return "perplexity cost not measured"
+
+
+def _named(rows: list[Mapping[str, Any]]) -> str:
+    """'a (its cost); b (its cost)', the cheapest first (an unmeasured cost last)."""
+
+    def cost(row):
+        c = _difference(row, "perplexity_cost").mean
+        return math.inf if math.isnan(c) else c
+
+    return "; ".join(f"{r['normalizer']} ({_cost_text(r)})" for r in sorted(rows, key=cost))
+
+
+def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
+    """The "which rule to use when" summary, generated from the table over the seeds (the seeds
+    CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
+    ``perplexity_cost_*`` and ``sink_change_*``). One Markdown item per limit: the rules whose
+    interval is apart from the baseline's in the paper's direction ('relaxes'), cheapest first
+    with their perplexity cost, and those that tighten it; 'no difference shown' where none
+    relaxes it; no verdict for the orientation-free limit. Then the sink and the perplexity."""
+    rows = [r for r in table.to_dicts() if r["normalizer"] != baseline]
+    lines = []
+    for key, limit in LIMITS.items():
+        lead = f"- **When {limit.when}** ({limit.title}):"
+        if limit.relaxes == "either":
+            lines.append(
+                f"{lead} no verdict, both readings defensible; the table shows each measure."
+            )
+            continue
+        relax = [r for r in rows if r.get(f"{key}_verdict") == RELAXES]
+        tighten = [r["normalizer"] for r in rows if r.get(f"{key}_verdict") == TIGHTENS]
+        if relax:
+            text = f"{lead} {_named(relax)}."
+        elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
+            text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
+        else:
+            text = (
+                f"{lead} no difference shown: no rule's interval is apart from {baseline}'s in "
+                f"the paper's direction; {baseline} does as well."
+            )
+        if tighten:
+            text += f" Tightens it: {', '.join(tighten)}."
+        lines.append(text)
+    sink = [r for r in rows if r.get("sink_change_verdict") == LOWER]
+    more = [r["normalizer"] for r in rows if r.get("sink_change_verdict") == HIGHER]
+    lead = "- **When the attention sink must go** (mean weight on the first token):"
+    if sink:
+        text = f"{lead} lower than {baseline}'s: {_named(sink)}."
+    else:
+        text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
+    if more:
+        text += f" Higher: {', '.join(more)}."
+    lines.append(text)
+    cheaper = [r for r in rows if r.get("perplexity_cost_verdict") == LOWER]
+    costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]
+    lead = "- **When held-out perplexity comes first**:"
+    if cheaper:
+        text = f"{lead} lower than {baseline}'s: {_named(cheaper)}."
+    else:
+        text = f"{lead} no rule's held-out perplexity is shown lower than {baseline}'s."
+    if costly:
+        text += f" Higher: {', '.join(costly)}."
+    lines.append(text)
+    return "\n".join(lines)

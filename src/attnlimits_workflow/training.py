@@ -1,8 +1,8 @@
 """The normaliser study's training stage: a BPE tokenizer trained on the corpus, small Llama
 models identical but for their attention normaliser (attnlimits.attention_rules), a seeded
 training loop, held-out evaluation, and model folders the rest of the workflow reads like any
-other (config.json names the rule; a rule's learned parameters, Scalable-Softmax's s, are
-weights like the others)."""
+other (config.json names the rule; a rule's learned parameters, Scalable-Softmax's s, and gated
+attention's output gate are weights like the others)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def build_model(
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from attnlimits import rules
-    from attnlimits.extraction import RULE_KEY, register_rule_attention
+    from attnlimits.extraction import RULE_KEY, add_output_gates, register_rule_attention
 
     params = rules.trained_settings(rule)
     config = LlamaConfig(
@@ -82,6 +82,10 @@ def build_model(
             layer.self_attn.register_parameter(
                 p.attribute, torch.nn.Parameter(torch.full((architecture["heads"],), init))
             )
+    if rules.get(rule["kind"]).output_gate:  # drawn after the model's weights: theirs unchanged
+        add_output_gates(
+            model, config.num_attention_heads, config.head_dim, config.initializer_range
+        )
     return model
 
 
@@ -296,7 +300,7 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
     from transformers import AutoConfig, LlamaForCausalLM
 
     from attnlimits import rules
-    from attnlimits.extraction import RULE_KEY
+    from attnlimits.extraction import RULE_KEY, add_output_gates
 
     from .models import ModelSourceError, check_model_folder, one_line
 
@@ -311,6 +315,8 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
                 layer.self_attn.register_parameter(
                     p.attribute, torch.nn.Parameter(torch.zeros(config.num_attention_heads))
                 )
+        if rules.get(rule["kind"]).output_gate:
+            add_output_gates(model, config.num_attention_heads, config.head_dim, 0.0)
         state = {}
         for path in sorted(Path(model_dir).glob("*.safetensors")):
             state.update(load_file(path))

@@ -1,5 +1,5 @@
 """One normalizer's diagnostics on the model's logits, for every L: its weights, max weight,
-support, entropy and exact Jacobian norm; d~ and the Monte-Carlo expectation at N = n_fixed and
+weight on the first token (the attention sink), support, entropy and exact Jacobian norm; d~ and the Monte-Carlo expectation at N = n_fixed and
 the critical N (KS test); N_s/N over the separability grid at its L. On a softmax model's logits
 a what-if re-normalisation; on a model the study trained with this rule, its own attention (with
 its learned per-head parameters). Samples of the packs (analysed rows) whatever analysis.protocol."""
@@ -106,6 +106,8 @@ def analyse(
                     **keys,
                     **constant_columns(len(keep), L=L),
                     "max_weight": weights.max(axis=1),
+                    # the attention sink: the weight on the chunk's first token (key 0)
+                    "first_weight": weights[:, 0],
                     "row_sum": weights.sum(axis=1),
                     "support": (weights > 0).sum(axis=1).astype(np.int32),
                     "entropy": nz.entropy(weights),

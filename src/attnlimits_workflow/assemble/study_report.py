@@ -19,9 +19,12 @@ from ..study import (
     censored_critical_n,
     limit_measures,
     orientation_table,
+    same_weights_as_baseline,
     shown,
+    shown_difference,
     shown_over_seeds,
     verdicts,
+    which_rule_when,
 )
 from ..tables import markdown_table
 
@@ -82,12 +85,15 @@ class Study:
             )
             for n in self.names
         }
-        self.found = verdicts(self.measures, self.baseline, self.ratio)
+        # gated attention's weights are the baseline's: their verdicts are no finding
+        self.by_construction = same_weights_as_baseline(self.rules, self.baseline)
+        self.found = verdicts(self.measures, self.baseline, self.ratio, self.by_construction)
         first = self.names[0]
         self.l_max = int(self.samples[first]["L"].max())
         n_max = int(self.separability[first]["N"].max())
         self.contexts = sorted(c["context"] for c in self.evaluations[first]["contexts"])
         self.tail_percent = f"{self.settings['evaluation']['tail_fraction']:.0%}"
+        self.sink_header = f"Attention sink: mean weight on the first token at L = {self.l_max}"
         self.headers = {
             k: limit.header.format(
                 l_max=self.l_max,
@@ -132,6 +138,7 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         text, over = bound_check(gradient[n])
         record.update(
             {
+                "first_token_weight": m["sink"],
                 "max_weight_slope_in_L": m["vanishing_slope"],
                 "distance_upper": m["distance_upper"],
                 "critical_n_lengths": m["distance_lengths"],
@@ -151,6 +158,7 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
                 rule_text(rules[n]),
                 f"{m['perplexity']:.1f}",
                 *cells,
+                shown(m, "sink"),
                 f"{m['vanishing_slope']:.2f}",
                 text,
             ]
@@ -160,6 +168,7 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         "rule",
         f"held-out ppl @ {contexts[0]}",
         *s.headers.values(),
+        s.sink_header,
         "max-weight slope in L",
         "||J|| bound over the T sweep",
     ]
@@ -167,26 +176,40 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
 
 
 def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
-    """Each limit's mean over the seeds with its t-interval and the verdict on the intervals, and
-    the held-out perplexity (the cost): the CSV (one row per normaliser) and the Markdown."""
+    """Per normaliser: the assumption of Lemma 1 its rule breaks, each limit's mean over the seeds
+    with its t-interval and the verdict on the intervals, the held-out perplexity and its cost
+    (the paired difference to the baseline's), and the attention sink with its difference: the
+    CSV (one row per normaliser) and the Markdown."""
     over = s.over_seeds or {}
     rows, csv_rows = [], []
     for n in s.names:
         if n not in over:
             continue
-        record = {"normalizer": n, "seeds": over[n]["perplexity"].seeds}
-        cells = [n]
-        for key in [*LIMITS, "perplexity"]:
+        lemma1 = rule_table.get(s.rules[n]["kind"]).lemma1
+        record = {"normalizer": n, "seeds": over[n]["perplexity"].seeds, "lemma1": lemma1}
+        cells = [n, lemma1]
+        for key in [*LIMITS, "perplexity", "perplexity_cost", "sink", "sink_change"]:
             m = over[n][key]
             record |= {f"{key}_mean": m.mean, f"{key}_low": m.low, f"{key}_high": m.high}
-            if key in LIMITS:
+            if key in LIMITS or key.endswith(("_cost", "_change")):
                 record[f"{key}_verdict"] = m.verdict
+            if key in LIMITS:
                 cells.append(f"{m.verdict}: {shown_over_seeds(m)}")
+            elif key.endswith(("_cost", "_change")):
+                cells.append(m.verdict if m.verdict == "baseline" else shown_difference(m))
             else:
                 cells.append(shown_over_seeds(m))
         rows.append(cells)
         csv_rows.append(record)
-    headers = ["normaliser", *(s.headers[k] for k in LIMITS), "held-out ppl (cost)"]
+    headers = [
+        "normaliser",
+        "Lemma 1 assumption it breaks",
+        *(s.headers[k] for k in LIMITS),
+        f"held-out ppl @ {s.contexts[0]}",
+        f"ppl cost: minus {s.baseline}'s, paired by seed",
+        s.sink_header,
+        f"sink minus {s.baseline}'s, paired by seed",
+    ]
     return pl.DataFrame(csv_rows), markdown_table(headers, rows)
 
 
@@ -433,6 +456,10 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "seed": str(s.seed),
         "interval_level": f"{s.settings.get('interval_level', 0.95):.0%}",
         "seeds_table": seeds_table(s)[1] if s.over_seeds else "(one seed: no intervals)",
+        "which_rule": which_rule_when(seeds_table(s)[0], baseline)
+        if s.over_seeds
+        else "(one seed: no intervals, no summary)",
+        "by_construction": ", ".join(sorted(s.by_construction)) or "none here",
         "gradient_table": markdown_table(
             [
                 "normaliser",

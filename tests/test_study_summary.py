@@ -1,0 +1,279 @@
+"""The study's attention-sink measure, its paired differences to the baseline (the perplexity
+cost and the sink's change), the verdicts of a rule whose weights are the baseline's by
+construction (gated attention), and the "which rule to use when" summary, on hand-made rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from attnlimits_workflow import study
+from attnlimits_workflow.analyses import normalizer
+
+pytestmark = pytest.mark.unit
+
+
+# ------------------------------------------------------------------------------ the sink
+def test_the_sink_is_the_mean_weight_on_the_first_token_at_the_largest_length():
+    samples = pl.DataFrame(
+        {
+            "L": [4, 4, 8, 8, 8],
+            "first_weight": [0.9, 0.9, 0.5, 0.2, 0.05],  # L = 4 rows do not count
+            "max_weight": [0.9, 0.9, 0.5, 0.3, 0.4],
+            "jacobian_norm": [0.1] * 5,
+        }
+    )
+    assert study.first_token_weight(samples) == pytest.approx(0.25)  # (0.5 + 0.2 + 0.05) / 3
+    assert study.first_token_weight(samples.drop("first_weight")) is None
+
+
+def test_the_normalizer_job_records_each_rows_first_weight():
+    """Hand-made logits over L = 4: softmax of [ln 6, ln 2, ln 1, ln 1] puts 6/10 on key 0;
+    sparsemax of [1, 0, 0, 0] puts all of it there; softmax of a uniform row 1/4."""
+    from test_analyses import make_pack  # the analyses' own hand-made packs
+
+    logits = np.log([[6.0, 2.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    pack = make_pack(np.full((2, 4), 0.25), np.eye(4), logits=logits)
+    settings = normalizer.Settings(
+        entry={"kind": "softmax"},
+        max_samples=10,
+        n_fixed=1,
+        zero_weight="not_selected",
+        ks_alpha=0.01,
+        mc_draws=2,
+        separability_length=4,
+        n_grid=[1],
+        radius=1.0,
+        seed=0,
+    )
+    samples = normalizer.analyse([pack], "softmax", settings, learned={}).samples
+    assert sorted(samples["first_weight"].to_list()) == pytest.approx([0.25, 0.6])
+    sparse = normalizer.analyse(
+        [make_pack(np.full((1, 4), 0.25), np.eye(4), logits=[[1.0, 0.0, 0.0, 0.0]])],
+        "sparsemax",
+        settings.__class__(**{**settings.__dict__, "entry": {"kind": "sparsemax"}}),
+        learned={},
+    ).samples
+    assert sparse["first_weight"].to_list() == [1.0]
+
+
+# ------------------------------------------------------------------- paired differences
+def seeds(*values, key="perplexity"):
+    return [{key: v} for v in values]
+
+
+def test_paired_differences_by_hand():
+    per_seed = {
+        "softmax": seeds(10.0, 12.0, 14.0),
+        # differences 1, 2, 3: mean 2, half-width t_{0.975, 2} / sqrt(3) = 2.484
+        "costly": seeds(11.0, 14.0, 17.0),
+        "cheaper": seeds(9.0, 11.0, 13.0),  # -1, -1, -1: no spread, shown lower
+        "mixed": seeds(11.0, 11.0, 15.0),  # +1, -1, +1: interval across 0
+        "missing": [{"perplexity": 10.0}, {"perplexity": None}, {"perplexity": 1.0}],
+    }
+    got = study.paired_differences(per_seed, "softmax", "perplexity", 0.95)
+    assert got["softmax"].verdict == "baseline" and got["softmax"].mean == 0.0
+    costly = got["costly"]
+    assert costly.mean == pytest.approx(2.0)
+    assert costly.high - 2.0 == pytest.approx(4.302652729911275 / math.sqrt(3))
+    assert costly.low < 0 and costly.verdict == study.NO_DIFFERENCE  # 2 - 2.48 < 0
+    assert got["cheaper"].verdict == study.LOWER and got["cheaper"].mean == -1.0
+    assert got["mixed"].verdict == study.NO_DIFFERENCE
+    assert got["missing"].verdict == study.NOT_MEASURED
+    one = study.paired_differences(
+        {"softmax": seeds(10.0), "a": seeds(12.0)}, "softmax", "perplexity", 0.95
+    )
+    assert one["a"].verdict == study.ONE_SEED and one["a"].mean == 2.0
+    assert study.shown_difference(one["a"]) == "+2"
+    assert study.shown_difference(got["cheaper"]) == "-1 [-1, -1]"
+    with pytest.raises(ValueError, match="seeds' measures"):
+        study.paired_differences(
+            {"softmax": seeds(1.0, 2.0), "a": seeds(1.0)}, "softmax", "perplexity", 0.95
+        )
+
+
+def test_a_paired_difference_is_shown_where_unpaired_intervals_overlap():
+    # the seeds move both models alike; the rule is 1 higher at every seed
+    per_seed = {"softmax": seeds(10.0, 20.0, 30.0), "rule": seeds(11.0, 21.0, 31.0)}
+    got = study.paired_differences(per_seed, "softmax", "perplexity", 0.95)["rule"]
+    assert got.verdict == study.HIGHER and got.low == got.high == pytest.approx(1.0)
+
+
+def test_seed_measures_carry_the_cost_and_the_sink_change():
+    per_seed = {
+        "softmax": [{"perplexity": 10.0, "sink": 0.5}, {"perplexity": 11.0, "sink": 0.6}],
+        "gated": [{"perplexity": 9.0, "sink": 0.1}, {"perplexity": 10.5, "sink": 0.15}],
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    assert got["gated"]["perplexity_cost"].mean == pytest.approx(-0.75)
+    assert got["gated"]["sink_change"].mean == pytest.approx(-0.425)
+    assert got["gated"]["sink"].mean == pytest.approx(0.125) and got["gated"]["sink"].verdict == ""
+
+
+# --------------------------------------------------------------- by construction (gated)
+def test_gated_attention_is_the_softmax_baselines_weights_by_construction():
+    entries = {
+        "softmax": {"kind": "softmax"},
+        "gated": {"kind": "gated_softmax"},
+        "gated_T2": {"kind": "gated_softmax", "temperature": 2.0},  # other weights
+        "sink": {"kind": "softmax_sink"},  # no gate
+    }
+    assert study.same_weights_as_baseline(entries, "softmax") == {"gated"}
+    assert study.same_weights_as_baseline(entries, "sink") == set()
+    # a gated model whose learned logits differ from softmax's gets no verdict of the weights
+    measures = {
+        "softmax": {"vanishing": 0.02, "length": 0.5, "separability": 0.5},
+        "gated": {"vanishing": 0.2, "length": 1.0, "separability": 0.9},
+    }
+    found = study.verdicts(measures, "softmax", 1.5, {"gated"})
+    assert found["gated"]["vanishing"] == study.BY_CONSTRUCTION
+    assert found["gated"]["separability"] == study.BY_CONSTRUCTION
+    assert found["gated"]["length"] == study.RELAXES  # predictions, not weights: a finding
+    without = study.verdicts(measures, "softmax", 1.5)
+    assert without["gated"]["vanishing"] == study.RELAXES  # what it would wrongly have said
+    per_seed = {n: [m, m] for n, m in measures.items()}
+    over = study.seed_measures(per_seed, "softmax", 1.5, 0.95, {"gated"})
+    assert over["gated"]["vanishing"].verdict == study.BY_CONSTRUCTION
+    assert over["gated"]["length"].verdict != study.BY_CONSTRUCTION
+
+
+# ------------------------------------------------------------------ which rule to use when
+def table(*rows):
+    """A seeds table of hand-made rows: (name, {limit: verdict}, cost (mean, low, high,
+    verdict), sink change verdict); every other limit 'no difference shown'."""
+    records = []
+    for name, verdicts, cost, sink in rows:
+        record = {"normalizer": name, "seeds": 3}
+        for key in study.LIMITS:
+            record[f"{key}_verdict"] = verdicts.get(
+                key, "baseline" if name == "softmax" else study.NO_DIFFERENCE
+            )
+        mean, low, high, found = cost
+        record |= {
+            "perplexity_cost_mean": mean,
+            "perplexity_cost_low": low,
+            "perplexity_cost_high": high,
+            "perplexity_cost_verdict": found,
+            "sink_change_mean": -0.3 if sink == study.LOWER else 0.0,
+            "sink_change_low": -0.4,
+            "sink_change_high": -0.2 if sink == study.LOWER else 0.1,
+            "sink_change_verdict": sink,
+        }
+        records.append(record)
+    return pl.DataFrame(records)
+
+
+BASE = ("softmax", {}, (0.0, 0.0, 0.0, "baseline"), "baseline")
+
+
+def line(text: str, lead: str) -> str:
+    (found,) = [x for x in text.splitlines() if x.startswith(f"- **When {lead}")]
+    return found
+
+
+def test_which_rule_when_lists_the_helpers_cheapest_first_with_their_cost():
+    t = table(
+        BASE,
+        (
+            "sparsemax",
+            {"vanishing": study.RELAXES},
+            (5.0, 2.0, 8.0, study.HIGHER),
+            study.NO_DIFFERENCE,
+        ),
+        (
+            "ssmax",
+            {"vanishing": study.RELAXES, "length": study.TIGHTENS},
+            (0.5, -1.0, 2.0, study.NO_DIFFERENCE),
+            study.NO_DIFFERENCE,
+        ),
+        ("gated", {"separability": study.RELAXES}, (-2.0, -3.0, -1.0, study.LOWER), study.LOWER),
+        (
+            "raw",
+            {"vanishing": study.TIGHTENS},
+            (1.0, math.nan, math.nan, study.ONE_SEED),
+            study.HIGHER,
+        ),
+    )
+    text = study.which_rule_when(t, "softmax")
+    vanishing = line(text, "a few tokens")
+    assert vanishing == (
+        "- **When a few tokens must keep large weights at long contexts** (Vanishing attention "
+        "(Lemma 1)): ssmax (no perplexity cost shown, +0.5 [-1, +2]); sparsemax (costs +5 "
+        "[+2, +8] held-out perplexity). Tightens it: raw."
+    )
+    assert line(text, "many selected").endswith(
+        "gated (and lowers held-out perplexity, -2 [-3, -1])."
+    )
+    assert "Tightens it: ssmax." in line(text, "the model must read")
+    assert "no difference shown" in line(text, "the model must read")
+    assert "no verdict, both readings defensible" in line(text, "gradients must stay")
+    assert line(text, "the attention sink").endswith(
+        "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). Higher: raw."
+    )
+    assert line(text, "held-out perplexity").endswith(
+        "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). "
+        "Higher: sparsemax."
+    )
+    assert len(text.splitlines()) == len(study.LIMITS) + 2
+
+
+def test_which_rule_when_says_so_when_no_rule_helps():
+    t = table(
+        BASE,
+        ("a", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE),
+        (
+            "b",
+            {"distance": study.TIGHTENS},
+            (math.nan, math.nan, math.nan, study.NOT_MEASURED),
+            study.NOT_MEASURED,
+        ),
+    )
+    text = study.which_rule_when(t, "softmax")
+    for key, limit in study.LIMITS.items():
+        if limit.relaxes != "either":
+            assert "no difference shown: no rule's interval is apart from softmax's" in line(
+                text, limit.when
+            ), key
+    assert "Tightens it: b." in line(text, "the selected tokens")
+    assert line(text, "the attention sink").endswith(
+        "no rule's first-token weight is shown lower than softmax's."
+    )
+    assert line(text, "held-out perplexity").endswith(
+        "no rule's held-out perplexity is shown lower than softmax's."
+    )
+
+
+def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
+    one = {k: study.ONE_SEED for k in study.LIMITS if study.LIMITS[k].relaxes != "either"}
+    t = table(BASE, ("a", one, (1.0, math.nan, math.nan, study.ONE_SEED), study.ONE_SEED))
+    text = study.which_rule_when(t, "softmax")
+    assert "one seed: no interval, so no difference from softmax is shown." in line(
+        text, "a few tokens"
+    )
+    helped = table(
+        BASE,
+        (
+            "a",
+            {"vanishing": study.RELAXES},
+            (math.nan, math.nan, math.nan, study.NOT_MEASURED),
+            study.NO_DIFFERENCE,
+        ),
+    )
+    assert "a (perplexity cost not measured)." in line(
+        study.which_rule_when(helped, "softmax"), "a few tokens"
+    )
+    single = table(
+        BASE,
+        (
+            "a",
+            {"vanishing": study.RELAXES},
+            (3.0, math.nan, math.nan, study.ONE_SEED),
+            study.NO_DIFFERENCE,
+        ),
+    )
+    assert "a (perplexity +3, one seed: no interval)." in line(
+        study.which_rule_when(single, "softmax"), "a few tokens"
+    )
