@@ -23,6 +23,19 @@ from typing import Any
 import numpy as np
 
 DEVICE_PATTERN = re.compile(r"^(numpy|cpu|cuda(:[0-9]+)?)$")
+DEFAULT_DEVICE = "numpy"
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """A numpy array of ``a``, a numpy array or a torch tensor of any device (no torch import)."""
+    if hasattr(a, "detach"):
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def host(values: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A kernel's dict of arrays, each as a numpy array: where the jobs' numpy code takes over."""
+    return {name: to_numpy(v) for name, v in values.items()}
 
 
 class NumpyNamespace:
@@ -38,6 +51,9 @@ class NumpyNamespace:
 
     def to_numpy(self, a) -> np.ndarray:
         return np.asarray(a)
+
+    def astype(self, a: np.ndarray, dtype) -> np.ndarray:
+        return a.astype(dtype)  # np.astype is numpy >= 2 only; the analysis env allows 1.26
 
     def kth_smallest(self, a: np.ndarray, k: int) -> np.ndarray:
         """Each row's k-th smallest entry (0-based), shape (R, 1)."""
@@ -81,7 +97,14 @@ class TorchNamespace:
     """numpy's names and meanings on torch tensors of one device (those the kernels use)."""
 
     def __init__(self, device: str):
-        import torch
+        try:
+            import torch
+        except ImportError as error:
+            raise RuntimeError(
+                f"analysis.all_rows.device: {device!r} runs the rows in torch, which this "
+                "environment lacks (workflow/envs/analysis.yaml has none): install torch "
+                "here, or set the device to numpy"
+            ) from error
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise RuntimeError(
@@ -129,9 +152,7 @@ class TorchNamespace:
         return self.torch.as_tensor(a, dtype=self._dtype(dtype), device=self.device)
 
     def to_numpy(self, a) -> np.ndarray:
-        if isinstance(a, self.torch.Tensor):
-            return a.detach().cpu().numpy()
-        return np.asarray(a)
+        return to_numpy(a)
 
     def astype(self, a, dtype):
         return a.to(self._dtype(dtype))
@@ -245,6 +266,6 @@ def check_device(device: str) -> str:
     return device
 
 
-def namespace(device: str = "numpy") -> NumpyNamespace | TorchNamespace:
+def namespace(device: str = DEFAULT_DEVICE) -> NumpyNamespace | TorchNamespace:
     """The namespace of ``device``: numpy (no torch import) or torch on cpu / cuda[:i]."""
     return NUMPY if check_device(device) == "numpy" else TorchNamespace(device)

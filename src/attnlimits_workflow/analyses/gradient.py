@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from attnlimits.arrays import DEFAULT_DEVICE
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.gradient import (
     corollary3_bound,
@@ -103,7 +104,13 @@ def all_rows(
     pooled = pool_chunks(
         pack,
         row_means(
-            pack, per_row, masked="prefix", chunks=settings.all_rows["chunks"], logits_only=True
+            pack,
+            per_row,
+            masked="prefix",
+            chunks=settings.all_rows["chunks"],
+            logits_only=True,
+            # the logits (q k^T) in analysis.all_rows.device's namespace; per_row in numpy
+            device=settings.all_rows.get("device", DEFAULT_DEVICE),
         ),
     )
 
