@@ -164,4 +164,4 @@ def test_a_malformed_analysis_device_is_refused_when_planning(tmp_path):
         cmd, capture_output=True, text=True, env=without_torch(tmp_path), timeout=300
     )
     assert proc.returncode != 0
-    assert "all_rows.device" in proc.stdout + proc.stderr
+    assert "analysis.all_rows.device: 'gpu0' does not match" in proc.stdout + proc.stderr
