@@ -226,3 +226,39 @@ def test_numpy_namespace_is_numpy_and_a_bad_device_is_refused():
 def test_cuda_without_a_gpu_fails_with_a_clear_message():
     with pytest.raises(RuntimeError, match="sees no CUDA device"):
         namespace("cuda")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=80, deadline=None)
+@given(
+    case=heads(),
+    temperature=st.sampled_from([0.01, 0.3, 1.0, 10.0]),
+    spread=st.sampled_from([1.0, 100.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_gradient_rows(device, case, temperature, spread, seed):
+    """Algorithm 5's per-row statistics: softmax(l/T) (masked keys -inf, weights below
+    exp(-708) exactly 0), the Jacobian norm by the secular-equation solver (near one-hot rows
+    at small T or wide logits, ties from integer logits) and g at each eps."""
+    from attnlimits.gradient import softmax, softmax_jacobian_norm_from_weights
+    from attnlimits.protocol import row_sensitivity, unit_directions
+
+    q, k, _, _, rows, _, causal, _, _ = case
+    xp = namespace(device)
+    logits, _ = attention_rows(spread * q, k, 0.7, rows, causal=causal, weights=False)
+    visible = np.isfinite(logits).sum(axis=1)
+    v = unit_directions(np.random.default_rng(seed), len(rows), visible, logits.shape[1])
+    base = softmax(logits, temperature)
+    got_base = softmax(xp.asarray(logits), temperature, xp=xp)
+    same(base, got_base, xp)
+    same(
+        softmax_jacobian_norm_from_weights(base),
+        softmax_jacobian_norm_from_weights(got_base, xp=xp),
+        xp,
+    )
+    epsilons = [1e-3, 0.1]
+    same(
+        row_sensitivity(logits, v, temperature=temperature, epsilons=epsilons, base=base),
+        row_sensitivity(xp.asarray(logits), v, temperature=temperature, epsilons=epsilons, xp=xp),
+        xp,
+    )

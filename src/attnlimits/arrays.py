@@ -86,6 +86,13 @@ class NumpyNamespace:
     def copy(self, a: np.ndarray) -> np.ndarray:
         return a.copy()
 
+    def exp_above(self, z: np.ndarray, floor: float) -> np.ndarray:
+        """exp(z) where z >= floor, else exactly 0 (never computed: subnormals are slow)."""
+        return np.exp(z, where=z >= floor, out=np.zeros_like(z))
+
+    def row_norms(self, a: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(a, axis=1)
+
     def errstate(self, **kwargs):
         return np.errstate(**kwargs)
 
@@ -130,7 +137,8 @@ class TorchNamespace:
             torch.tanh,
             torch.einsum,
         )
-        self.isnan, self.stack = torch.isnan, torch.stack
+        self.isnan, self.isfinite, self.stack = torch.isnan, torch.isfinite, torch.stack
+        self.divide = torch.divide
 
     _DTYPES = {
         np.dtype(np.float64): "float64",
@@ -254,6 +262,20 @@ class TorchNamespace:
 
     def copy(self, a):
         return a.clone()
+
+    def exp_above(self, z, floor: float):
+        return self.torch.where(z >= floor, self.torch.exp(z), 0.0)
+
+    def row_norms(self, a):
+        return self.torch.linalg.vector_norm(a, dim=1)
+
+    def argmax(self, a, axis):
+        return self.torch.argmax(a, dim=axis)  # the first of equal maxima, as numpy's
+
+    def minimum(self, a, b):
+        if not isinstance(b, self.torch.Tensor):
+            return self.torch.clamp(a, max=b)
+        return self.torch.minimum(a, b)
 
     def errstate(self, **kwargs):
         return contextlib.nullcontext()  # torch does not warn on inf / nan

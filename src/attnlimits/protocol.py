@@ -618,20 +618,23 @@ def row_sensitivity(
     temperature: float,
     epsilons: Sequence[float],
     base: FloatArray | None = None,
+    xp: Namespace = NUMPY,
 ) -> NDArray[np.float64]:
     """Algorithm 5 per row and per eps, (len(epsilons), R): ||softmax((l + eps v)/T) -
     softmax(l/T)|| / eps for the row's unit direction v; keys with logit -inf (masked) stay
-    masked. softmax(l/T) is computed once for every eps (or passed in as ``base``)."""
+    masked. softmax(l/T) is computed once for every eps (or passed in as ``base``). Arrays of
+    ``xp`` (attnlimits.arrays)."""
     from .gradient import softmax
 
-    logits = np.asarray(logits, dtype=np.float64)
+    logits = xp.asarray(logits, dtype=xp.float64)
+    directions = xp.asarray(directions, dtype=xp.float64)
     if base is None:
-        base = softmax(logits, temperature)
-    out = np.empty((len(epsilons), len(logits)))
+        base = softmax(logits, temperature, xp=xp)
+    out = xp.empty((len(epsilons), len(logits)))
     for j, epsilon in enumerate(epsilons):
-        moved = softmax(logits + epsilon * np.asarray(directions), temperature)
+        moved = softmax(logits + epsilon * directions, temperature, xp=xp)
         moved -= base
-        out[j] = np.linalg.norm(moved, axis=1) / epsilon
+        out[j] = xp.row_norms(moved) / epsilon
     return out
 
 

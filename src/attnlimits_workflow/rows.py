@@ -56,8 +56,8 @@ def row_means(
     later keys are masked in each of its rows), for statistics of the visible logits alone.
     ``zero_weight``: analysis.zero_weight, whether a top-N key of weight 0 is selected.
     ``device``: analysis.all_rows.device, where the rows and their blocks are computed (numpy,
-    or torch on cpu / cuda[:i]: attnlimits.arrays); the block's arrays are of that namespace,
-    the logits under ``logits_only`` are numpy, and ``stats`` may return either."""
+    or torch on cpu / cuda[:i]: attnlimits.arrays); the block's arrays and the logits are of
+    that namespace, and ``stats`` may return either."""
     xp = namespace(device)
     meta = pack.metadata
     causal = bool(meta["causal"])
@@ -97,8 +97,6 @@ def row_means(
                     zero_weight=zero_weight,
                 )
             )
-            if logits_only:
-                logits = to_numpy(logits)
             for name, values in stats(block, logits, rows, s).items():
                 values = to_numpy(values)
                 if name not in sums:
