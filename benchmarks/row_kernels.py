@@ -10,6 +10,7 @@ numpy's, and the largest relative difference from numpy's values (equal to round
   critical    row_critical_statistics at a batch of N (Algorithm 3's pass, closed form and
               Monte Carlo on analysis.all_rows.mc_rows rows)
   separability  row_separability at N on the sphere
+  gradient    Algorithm 5's rows at T = 1: softmax, the Jacobian norm, g at two eps
 
 Usage: python benchmarks/row_kernels.py [--lengths 1024 4096] [--devices numpy cpu cuda]
        [--causal] [--n-fraction 0.06]
@@ -23,6 +24,7 @@ import time
 import numpy as np
 
 from attnlimits.arrays import namespace, to_numpy
+from attnlimits.gradient import softmax, softmax_jacobian_norm_from_weights
 from attnlimits.protocol import (
     HeadVectors,
     RowBlock,
@@ -30,15 +32,17 @@ from attnlimits.protocol import (
     critical_n_list,
     row_critical_statistics,
     row_epsilon_bound,
+    row_sensitivity,
     row_separability,
     row_statistics,
     sampled_rows,
+    unit_directions,
     visible_lengths,
 )
 from attnlimits.separability import project_to_sphere
 from attnlimits_workflow.rows import ROW_BLOCK
 
-KERNELS = ("rows", "distance", "critical", "separability")
+KERNELS = ("rows", "distance", "critical", "separability", "gradient")
 
 
 def head(length: int, seed: int = 0):
@@ -66,6 +70,14 @@ def run(kernel: str, device: str, length: int, causal: bool, n: int, ns: list[in
         logits, alpha = attention_rows(q64, k64, 0.125, rows, causal=causal, xp=xp)
         if kernel == "rows":
             out.append(to_numpy(alpha))
+            continue
+        if kernel == "gradient":
+            visible = to_numpy(xp.isfinite(logits).sum(axis=1))
+            v = unit_directions(np.random.default_rng(first), len(rows), visible, length)
+            base = softmax(logits, 1.0, xp=xp)
+            jac = softmax_jacobian_norm_from_weights(base, xp=xp)
+            g = row_sensitivity(logits, v, temperature=1.0, epsilons=[1e-3, 0.1], base=base, xp=xp)
+            out.append(np.concatenate([to_numpy(jac), to_numpy(g).ravel()]))
             continue
         lengths = visible_lengths(rows, length, causal=causal, masked="non_selected")
         block = RowBlock.of(alpha, vectors, lengths)
