@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from project import REPO
+from project import REPO, tiny_config, write_config
 
 from attnlimits_workflow.runner import snakemake_command
 
@@ -124,3 +125,43 @@ def test_every_other_script_imports_no_torch(tmp_path):
     code += "assert not failed, failed\n"
     proc = run_python(code, without_torch(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_cuda_analysis_device_asks_slurm_for_a_gpu_and_plans_without_torch(tmp_path):
+    """analysis.all_rows.device: cuda under the all_rows protocol: the jobs whose row-block
+    kernels run on it (distance, critical_n, separability, gradient) ask for gpu=1, the other
+    analysis jobs for none; the planner checks only the device's form and imports no torch."""
+    cfg = tiny_config(
+        tmp_path / "work", **{"analysis.protocol": "all_rows", "analysis.all_rows.device": "cuda"}
+    )
+    config = write_config(tmp_path / "work", cfg)
+    cmd = snakemake_command(REPO / "Snakefile", tmp_path / "work", config, "all", "-n")
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=without_torch(tmp_path), timeout=300
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    gpus: dict[str, set[int]] = {}
+    rule = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("wildcards:") and "analysis=" in line:
+            rule = "analyse:" + line.split("analysis=")[1].split(",")[0]
+        elif line.strip().startswith("resources:") and rule:
+            found = re.search(r"\bgpu=(\d+)", line)
+            gpus.setdefault(rule, set()).add(int(found.group(1)) if found else 0)
+    for name in ("distance", "analyse:critical_n", "separability", "gradient"):
+        assert gpus.get(name) == {1}, (name, gpus)
+    for name in ("analyse:vanishing", "pack_samples", "pairwise_separation", "extract_batch"):
+        assert gpus.get(name) == {0}, (name, gpus)
+
+
+def test_a_malformed_analysis_device_is_refused_when_planning(tmp_path):
+    cfg = tiny_config(tmp_path / "work", **{"analysis.all_rows.device": "gpu0"})
+    config = write_config(tmp_path / "work", cfg)
+    cmd = snakemake_command(REPO / "Snakefile", tmp_path / "work", config, "all", "-n")
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=without_torch(tmp_path), timeout=300
+    )
+    assert proc.returncode != 0
+    assert "analysis.all_rows.device: 'gpu0' does not match" in proc.stdout + proc.stderr

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
+
+from .arrays import NUMPY
 
 FloatArray = NDArray[np.floating]
 
 
-def softmax(logits: FloatArray, temperature: float = 1.0) -> NDArray[np.float64]:
-    """softmax(l / T) along the last axis, shifted by the row maximum for stability."""
+def softmax(
+    logits: FloatArray, temperature: float = 1.0, *, xp: Any = NUMPY
+) -> NDArray[np.float64]:
+    """softmax(l / T) along the last axis, shifted by the row maximum for stability; arrays of
+    ``xp`` (attnlimits.arrays, default numpy)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    z = np.asarray(logits, dtype=np.float64) / temperature
-    z = z - z.max(axis=-1, keepdims=True)
+    z = xp.asarray(logits, dtype=xp.float64) / temperature
+    z = z - xp.amax(z, axis=-1, keepdims=True)
     # Weights below exp(-708) ~ 3e-308 are subnormal: they change no result, but arithmetic on
     # them is ~10x slower and at small T most entries are there. They are set to exactly 0.
-    e = np.exp(z, where=z >= -708.0, out=np.zeros_like(z))
+    e = xp.exp_above(z, -708.0)
     return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -116,6 +123,7 @@ def largest_eigenvalue_diag_minus_rank_one(
     *,
     diagonal_minus_v_squared: FloatArray | None = None,
     iterations: int = 200,
+    xp: Any = NUMPY,
 ) -> NDArray[np.float64]:
     """Largest eigenvalue of diag(d) - v v^T per row, without forming the matrix.
 
@@ -139,49 +147,50 @@ def largest_eigenvalue_diag_minus_rank_one(
     bracket or the point lies right of the root. The plain reference is the dense eigvalsh of
     diag(d) - v v^T (tests/test_gradient.py), checked at high precision with mpmath.
     A tie of the two largest d gives lam = d_(1); a single non-zero v_i gives c_i.
+    Arrays of ``xp`` (attnlimits.arrays, default numpy).
     """
-    d = np.asarray(diagonal, dtype=np.float64)
+    d = xp.asarray(diagonal, dtype=xp.float64)
     # |v|, not v^2: a weight of 1e-193 squares to 0 in float64 but v_i / (d_i - lam) is O(1).
-    v = np.abs(np.asarray(v, dtype=np.float64))
+    v = abs(xp.asarray(v, dtype=xp.float64))
     c = (
         d - v * v
         if diagonal_minus_v_squared is None
-        else np.asarray(diagonal_minus_v_squared, float)
+        else xp.asarray(diagonal_minus_v_squared, dtype=xp.float64)
     )
     if d.ndim == 1:
         d, v, c = d[None, :], v[None, :], c[None, :]
-    rows = np.arange(len(d))
+    rows = xp.arange(len(d))
     active = v > 0
     # The free eigenvalues: d_i where v_i = 0 (the answer when one of them is the largest).
-    free_max = np.where(active, -np.inf, d).max(axis=1)
-    d_act = np.where(active, d, -np.inf)
-    i1 = np.argmax(d_act, axis=1)
+    free_max = xp.amax(xp.where(active, -xp.inf, d), axis=1)
+    d_act = xp.where(active, d, -xp.inf)
+    i1 = xp.argmax(d_act, axis=1)
     d1 = d_act[rows, i1]
     c1 = c[rows, i1]
-    others = active.copy()
+    others = xp.copy(active)
     others[rows, i1] = False
-    d2 = np.where(others, d, -np.inf).max(axis=1)  # -inf: a single non-zero v_i
-    w = np.where(others, v, 0.0)
+    d2 = xp.amax(xp.where(others, d, -xp.inf), axis=1)  # -inf: a single non-zero v_i
+    w = xp.where(others, v, 0.0)
     # Inactive entries get d = -inf so they add 0 to psi and psi' without masking each step.
-    d_others = np.where(others, d, -np.inf)
+    d_others = xp.where(others, d, -xp.inf)
 
     # Gershgorin: lam <= max_i (c_i + |v_i| sum_{j != i} |v_j|) (2 max a_i (1 - a_i) for softmax).
-    gershgorin = np.where(active, c + v * sum_of_others(v), -np.inf).max(axis=1)
-    lo = np.where(np.isfinite(d2), np.maximum(d2, c1), c1)
-    hi = np.minimum(d1, np.maximum(gershgorin, lo))
-    live = np.isfinite(d2) & (d2 < d1) & (lo < hi)
+    gershgorin = xp.amax(xp.where(active, c + v * sum_of_others(v, xp=xp), -xp.inf), axis=1)
+    lo = xp.where(xp.isfinite(d2), xp.maximum(d2, c1), c1)
+    hi = xp.minimum(d1, xp.maximum(gershgorin, lo))
+    live = xp.isfinite(d2) & (d2 < d1) & (lo < hi)
     # Start at c_i1 unless it is at the pole d_(2), where Newton would crawl away from it.
-    lam = np.where(lo > d2 * (1.0 + 2.0**-10), lo, _middle(lo, hi))
+    lam = xp.where(lo > d2 * (1.0 + 2.0**-10), lo, _middle(lo, hi, xp))
     for _ in range(iterations):
-        todo = np.nonzero(live)[0]
-        if not todo.size:
+        todo = xp.nonzero(live)[0]
+        if not len(todo):
             break
         x = lam[todo]
-        every = todo.size == len(live)  # no gather while every row is live
+        every = len(todo) == len(live)  # no gather while every row is live
         w_t = w if every else w[todo]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        with xp.errstate(divide="ignore", invalid="ignore", over="ignore"):
             ratio = (d_others if every else d_others[todo]) - x[:, None]
-            np.divide(w_t, ratio, out=ratio)  # v_i / (d_i - lam) <= 0
+            xp.divide(w_t, ratio, out=ratio)  # v_i / (d_i - lam) <= 0
             psi = (w_t * ratio).sum(axis=1)
             dpsi = (ratio * ratio).sum(axis=1)
             gap = d1[todo] - x
@@ -189,66 +198,66 @@ def largest_eigenvalue_diag_minus_rank_one(
             slope = -1.0 + psi - gap * dpsi  # < 0
             # x is left of the root, or on the pole d_(2) itself (g -> +inf from the right)
             left = (g > 0) | (x <= d2[todo])
-            step = np.where(np.isfinite(g) & (g != 0), -g / slope, np.nan)
-        lo_t = np.where(left, x, lo[todo])
-        hi_t = np.where(left | (g == 0), hi[todo], x)
+            step = xp.where(xp.isfinite(g) & (g != 0), -g / slope, xp.nan)
+        lo_t = xp.where(left, x, lo[todo])
+        hi_t = xp.where(left | (g == 0), hi[todo], x)
         # g is convex, so a Newton step from either side lands left of the root: from the left
         # it stays left, from the right (where rounding near the root puts a step) it comes back
         # to it at once instead of halving the bracket. A step below the resolution is taken as
         # one resolution, so every step moves and the bracket closes.
-        with np.errstate(invalid="ignore"):
-            from_left = x + np.maximum(step, 4e-16 * x)
-            from_right = x + np.minimum(step, -4e-16 * x)
-            new = np.where(
+        with xp.errstate(invalid="ignore"):
+            from_left = x + xp.maximum(step, 4e-16 * x)
+            from_right = x + xp.minimum(step, -4e-16 * x)
+            new = xp.where(
                 left & (from_left < hi_t),
                 from_left,
-                np.where(~left & (from_right > lo_t), from_right, _middle(lo_t, hi_t)),
+                xp.where(~left & (from_right > lo_t), from_right, _middle(lo_t, hi_t, xp)),
             )
         done = (g == 0) | (hi_t - lo_t <= 8e-16 * hi_t)
-        new = np.where(g == 0, x, np.where(done, 0.5 * (lo_t + hi_t), new))
+        new = xp.where(g == 0, x, xp.where(done, 0.5 * (lo_t + hi_t), new))
         lo[todo], hi[todo], lam[todo] = lo_t, hi_t, new
         live[todo[done]] = False
-    lam = np.where(d2 == d1, d1, lam)  # a tie of the two largest: lam = d_(1)
-    lam = np.where(np.isfinite(d1), lam, -np.inf)  # no non-zero v_i at all
-    return np.maximum(lam, free_max)
+    lam = xp.where(d2 == d1, d1, lam)  # a tie of the two largest: lam = d_(1)
+    lam = xp.where(xp.isfinite(d1), lam, -xp.inf)  # no non-zero v_i at all
+    return xp.maximum(lam, free_max)
 
 
-def _middle(lo: NDArray[np.float64], hi: NDArray[np.float64]) -> NDArray[np.float64]:
+def _middle(lo: NDArray[np.float64], hi: NDArray[np.float64], xp: Any = NUMPY) -> NDArray:
     """Bisection point of [lo, hi]: geometric while the bracket spans more than a factor 2."""
     geometric = (lo > 0) & (hi > 2.0 * lo)
-    return np.where(geometric, np.sqrt(lo) * np.sqrt(hi), 0.5 * (lo + hi))
+    return xp.where(geometric, xp.sqrt(lo) * xp.sqrt(hi), 0.5 * (lo + hi))
 
 
-def sum_of_others(values: FloatArray) -> NDArray[np.float64]:
+def sum_of_others(values: FloatArray, *, xp: Any = NUMPY) -> NDArray[np.float64]:
     """sum_{j != i} v_j for each entry of each row of non-negative v (S, L).
 
     The largest entry's is summed from the others alone: total - v_i cancels when that entry holds
     nearly all of the total (a near one-hot row). For every other entry, total - v_i >= the
     largest entry >= v_i, so the subtraction loses at most one bit.
     """
-    v = np.asarray(values, dtype=np.float64)
-    rows = np.arange(len(v))
-    top = np.argmax(v, axis=1)
+    v = xp.asarray(values, dtype=xp.float64)
+    rows = xp.arange(len(v))
+    top = xp.argmax(v, axis=1)
     out = v.sum(axis=1, keepdims=True) - v
-    masked = v.copy()
+    masked = xp.copy(v)
     masked[rows, top] = 0.0
     out[rows, top] = masked.sum(axis=1)
     return out
 
 
 def softmax_jacobian_norm_from_weights(
-    weights: FloatArray, *, iterations: int = 200
+    weights: FloatArray, *, iterations: int = 200, xp: Any = NUMPY
 ) -> NDArray[np.float64]:
     """Largest eigenvalue of J = diag(a) - a a^T (symmetric PSD, the softmax Jacobian at T = 1).
 
     The weights are taken to sum to one, so d_i - v_i^2 = a_i (1 - a_i) = a_i sum_{j != i} a_j:
     a near one-hot row keeps the relative accuracy of its small weights.
     """
-    a = np.asarray(weights, dtype=np.float64)
+    a = xp.asarray(weights, dtype=xp.float64)
     if a.ndim == 1:
         a = a[None, :]
     return largest_eigenvalue_diag_minus_rank_one(
-        a, a, diagonal_minus_v_squared=a * sum_of_others(a), iterations=iterations
+        a, a, diagonal_minus_v_squared=a * sum_of_others(a, xp=xp), iterations=iterations, xp=xp
     )
 
 

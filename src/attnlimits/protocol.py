@@ -26,10 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .arrays import NUMPY, NumpyNamespace, TorchNamespace
 from .critical import ks_test
 from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight
 
 FloatArray = NDArray[np.floating]
+Namespace = NumpyNamespace | TorchNamespace
 MASKED_MODES = ("non_selected", "prefix")
 _CANCELLATION = 1e-8
 
@@ -44,24 +46,27 @@ def attention_rows(
     softcap: float | None = None,
     keys: int | None = None,
     weights: bool = True,
+    xp: Namespace = NUMPY,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """(logits, weights) of query positions ``rows`` over keys 0..L-1 (or the first ``keys``),
-    float64, (R, L) each; weights None when not asked for.
+    float64, (R, L) each, arrays of ``xp`` (attnlimits.arrays); weights None when not asked for.
 
-    q and k are one head's (L, head_dim) vectors as the model scores them; causal rows give the
-    keys after t logit -inf and weight 0.
+    q and k are one head's (L, head_dim) vectors as the model scores them (a caller of many
+    blocks converts them once: ``xp.asarray(q, dtype=xp.float64)``); causal rows give the keys
+    after t logit -inf and weight 0.
     """
-    q64 = np.asarray(q, dtype=np.float64)[rows]
-    k64 = np.asarray(k[:keys], dtype=np.float64)
+    rows = xp.asarray(rows)
+    q64 = xp.asarray(q, dtype=xp.float64)[rows]
+    k64 = xp.asarray(k[:keys], dtype=xp.float64)
     logits = (q64 @ k64.T) * scaling
     if softcap is not None:
-        logits = softcap * np.tanh(logits / softcap)
+        logits = softcap * xp.tanh(logits / softcap)
     if causal:
-        logits[np.arange(k64.shape[0])[None, :] > np.asarray(rows)[:, None]] = -np.inf
+        logits[xp.arange(k64.shape[0])[None, :] > rows[:, None]] = -xp.inf
     if not weights:
         return logits, None
-    top = logits.max(axis=1, keepdims=True)
-    alpha = np.exp(logits - top)
+    top = xp.amax(logits, axis=1, keepdims=True)
+    alpha = xp.exp(logits - top)
     alpha /= alpha.sum(axis=1, keepdims=True)
     return logits, alpha
 
@@ -77,47 +82,52 @@ def visible_lengths(rows: NDArray[np.intp], length: int, *, causal: bool, masked
 
 
 class HeadVectors:
-    """One head's token vectors x (L, d) in float64, with what every block of its rows shares:
-    |x_i|^2, and per key its farthest keys (computed once, on first use)."""
+    """One head's token vectors x (L, d) in float64, arrays of ``xp`` (attnlimits.arrays), with
+    what every block of its rows shares: |x_i|^2, and per key its farthest keys (computed once,
+    on first use)."""
 
     FARTHEST_BLOCK = 256  # keys per block of the farthest-key search: (block, L) temporaries
 
-    def __init__(self, x: FloatArray):
-        self.x = np.asarray(x, dtype=np.float64)
-        self.x_sq = np.einsum("ld,ld->l", self.x, self.x)
+    def __init__(self, x: FloatArray, xp: Namespace = NUMPY):
+        self.xp = xp
+        self.x = xp.asarray(x, dtype=xp.float64)
+        self.x_sq = xp.einsum("ld,ld->l", self.x, self.x)
         self._farthest: tuple[int, NDArray[np.intp], NDArray[np.float64]] | None = None
 
     def farthest(self, k: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """Per key j, its k farthest keys (indices (L, k)) and their squared distances, farthest
         first; a call with a larger k than before recomputes. The distances come from the
         expansion |x_i|^2 + |x_j|^2 - 2 x_i.x_j, recomputed directly where it could have lost
-        digits (a square small beside |x_i|^2 + |x_j|^2)."""
+        digits (a square small beside |x_i|^2 + |x_j|^2). Keys at equal distance may come in
+        either order (the partition's): a caller reads distances, which do not depend on it."""
+        xp = self.xp
         if self._farthest is None or self._farthest[0] < k:
             length = len(self.x)
             k = min(k, length)
-            index = np.empty((length, k), dtype=np.intp)
-            dist2 = np.empty((length, k))
+            index = xp.empty((length, k), dtype=xp.intp)
+            dist2 = xp.empty((length, k))
             for j0 in range(0, length, self.FARTHEST_BLOCK):
                 j1 = min(j0 + self.FARTHEST_BLOCK, length)
                 d2 = self.x_sq[j0:j1, None] + self.x_sq[None, :] - 2.0 * (self.x[j0:j1] @ self.x.T)
-                part = np.argpartition(-d2, k - 1, axis=1)[:, :k]
+                part = xp.smallest_k(-d2, k)
                 index[j0:j1] = part
-                dist2[j0:j1] = np.take_along_axis(d2, part, axis=1)
-            ri, ci = np.nonzero(dist2 <= _CANCELLATION * (self.x_sq[:, None] + self.x_sq[index]))
-            if ri.size:
+                dist2[j0:j1] = xp.take_along_axis(d2, part, axis=1)
+            ri, ci = xp.nonzero(dist2 <= _CANCELLATION * (self.x_sq[:, None] + self.x_sq[index]))
+            if len(ri):
                 diff = self.x[index[ri, ci]] - self.x[ri]
-                dist2[ri, ci] = np.einsum("nd,nd->n", diff, diff)
-            np.maximum(dist2, 0.0, out=dist2)
-            order = np.argsort(-dist2, axis=1, kind="stable")
-            index = np.take_along_axis(index, order, axis=1)
-            self._farthest = (k, index, np.take_along_axis(dist2, order, axis=1))
+                dist2[ri, ci] = xp.einsum("nd,nd->n", diff, diff)
+            xp.clip_below(dist2, 0.0)
+            order = xp.argsort_rows(-dist2, stable=True)
+            index = xp.take_along_axis(index, order, axis=1)
+            self._farthest = (k, index, xp.take_along_axis(dist2, order, axis=1))
         _, index, dist2 = self._farthest
         return index[:, :k], dist2[:, :k]
 
 
 @dataclass(frozen=True)
 class RowBlock:
-    """Products of a block of rows (R, L) against the head's shared vectors x (L, d), float64."""
+    """Products of a block of rows (R, L) against the head's shared vectors x (L, d), float64;
+    every array is of the head's namespace ``xp`` (attnlimits.arrays)."""
 
     alpha: NDArray[np.float64]  # (R, L); 0 on keys a row does not count
     x: NDArray[np.float64]  # (L, d)
@@ -130,6 +140,10 @@ class RowBlock:
     selectable: NDArray[np.bool_]
     zero_weight: str = DEFAULT_ZERO_WEIGHT
 
+    @property
+    def xp(self) -> Namespace:
+        return self.head.xp
+
     @classmethod
     def of(
         cls,
@@ -139,11 +153,14 @@ class RowBlock:
         *,
         zero_weight: str = DEFAULT_ZERO_WEIGHT,
     ) -> RowBlock:
+        """The block of weights ``alpha`` (R, L) over a head's vectors x (or its HeadVectors,
+        whose namespace the block takes), each row counting its first ``length`` keys."""
         head = x if isinstance(x, HeadVectors) else HeadVectors(x)
-        alpha = np.asarray(alpha, dtype=np.float64)
-        length = np.asarray(length, dtype=np.int64)
-        counted = np.arange(alpha.shape[1])[None, :] < length[:, None]
-        alpha = np.where(counted, alpha, 0.0)
+        xp = head.xp
+        alpha = xp.asarray(alpha, dtype=xp.float64)
+        length = xp.asarray(length, dtype=xp.int64)
+        counted = xp.arange(alpha.shape[1])[None, :] < length[:, None]
+        alpha = xp.where(counted, alpha, 0.0)
         literal = check_zero_weight(zero_weight) == "literal"
         return cls(
             alpha=alpha,
@@ -162,12 +179,13 @@ class RowBlock:
         return RowBlock.of(
             self.alpha,
             self.head,
-            visible_lengths(rows, length, causal=True, masked=masked),
+            visible_lengths(self.xp.to_numpy(rows), length, causal=True, masked=masked),
             zero_weight=self.zero_weight,
         )
 
     def take(self, rows: NDArray[np.intp]) -> RowBlock:
         """The block of some of these rows."""
+        rows = self.xp.asarray(rows)
         return RowBlock.of(
             self.alpha[rows], self.head, self.length[rows], zero_weight=self.zero_weight
         )
@@ -185,59 +203,72 @@ class RowBlock:
     def literal_top_n(self, n: int) -> NDArray[np.bool_]:
         """Mask of each row's top-n counted keys whatever their weights (the paper's literal
         I_N); :meth:`top_n` is this set under the zero-weight rule."""
+        xp = self.xp
         rows, width = self.alpha.shape
         if n >= width:
-            return self.counted.copy()
-        key = np.where(self.counted, self.alpha, -1.0)  # uncounted keys rank last
-        kth = np.partition(key, width - n, axis=1)[:, width - n : width - n + 1]
+            return xp.copy(self.counted)
+        key = xp.where(self.counted, self.alpha, -1.0)  # uncounted keys rank last
+        kth = xp.kth_smallest(key, width - n)
         above = key > kth
         tied = key == kth
         need = n - above.sum(axis=1, keepdims=True)
         # Only rows with more tied keys than places left choose among them (lowest index first).
-        split = np.nonzero(tied.sum(axis=1) > need[:, 0])[0]
-        if split.size:
-            tied[split] &= np.cumsum(tied[split], axis=1) <= need[split]
+        split = xp.nonzero(tied.sum(axis=1) > need[:, 0])[0]
+        if len(split):
+            tied[split] &= xp.cumsum(tied[split], axis=1) <= need[split]
         return (above | tied) & self.counted
 
     def zero_weight_in_top_n(self, n: int) -> NDArray[np.float64]:
         """Per row, how many of its literal top-n keys have weight exactly 0 (under the
         "not_selected" rule, the keys :meth:`top_n` leaves out); NaN for rows with length <= n."""
-        zero = np.count_nonzero(self.literal_top_n(n) & (self.alpha == 0), axis=1)
-        return np.where(self.length > n, zero.astype(np.float64), np.nan)
+        xp = self.xp
+        zero = xp.count_nonzero(self.literal_top_n(n) & (self.alpha == 0), axis=1)
+        return xp.where(self.length > n, xp.astype(zero, xp.float64), xp.nan)
 
     def norms_to(self, coef: NDArray[np.float64], point: NDArray[np.float64]) -> NDArray:
         """||coef_ti x_i - point_t|| for every row t and key i, (R, L), by expansion with repair."""
-        return _norms(coef, point, self.x, coef**2 * self.x_sq[None, :])
+        return _norms(coef, point, self.x, coef**2 * self.x_sq[None, :], xp=self.xp)
 
     def ranks(self, order: NDArray[np.intp]) -> NDArray[np.int32]:
         """Rank of each key in a per-row order (R, L): rank < N marks the order's first N keys."""
-        rank = np.empty(order.shape, dtype=np.int32)
-        np.put_along_axis(
-            rank, order, np.broadcast_to(np.arange(order.shape[1], dtype=np.int32), order.shape), 1
-        )
-        return rank
+        return _ranks(order, self.xp)
 
     def top_ranks(self) -> NDArray[np.int32]:
         """Each key's rank by weight, largest first, ties to the lower index, uncounted keys last:
         ``ranks < n`` (and counted) is :meth:`top_n`'s mask for every n at once."""
-        key = np.where(self.counted, -self.alpha, 1.0)
-        return self.ranks(np.argsort(key, axis=1, kind="stable"))
+        key = self.xp.where(self.counted, -self.alpha, 1.0)
+        return self.ranks(self.xp.argsort_rows(key, stable=True))
 
     def random_ranks(
         self, rng: np.random.Generator, rows: NDArray[np.intp] | None = None
     ) -> NDArray[np.int32]:
         """Each row's (or each of ``rows``') counted keys in a uniformly random order, as ranks:
         for every n at once, the keys of rank < n are a uniform n-subset of the row's counted
-        keys (nested in n)."""
-        counted = self.counted if rows is None else self.counted[rows]
+        keys (nested in n). Drawn in numpy from ``rng`` whatever the namespace, so every
+        namespace draws the same subsets."""
+        counted = self.xp.to_numpy(
+            self.counted if rows is None else self.counted[self.xp.asarray(rows)]
+        )
         if counted.all():  # a random permutation is its own uniformly random ranking
-            return rng.permuted(
+            ranks = rng.permuted(
                 np.broadcast_to(np.arange(counted.shape[1], dtype=np.int32), counted.shape),
                 axis=1,
             )
-        key = rng.random(counted.shape)
-        key[~counted] = 2.0
-        return self.ranks(np.argsort(key, axis=1))
+        else:
+            key = rng.random(counted.shape)
+            key[~counted] = 2.0
+            ranks = _ranks(np.argsort(key, axis=1), NUMPY)
+        return self.xp.asarray(ranks)
+
+
+def _ranks(order, xp: Namespace):
+    """Rank of each key in a per-row order (R, L), int32."""
+    width = order.shape[1]
+    return xp.scatter_rows(
+        xp.empty(order.shape, dtype=xp.int32),
+        order,
+        xp.broadcast_to(xp.arange(width, dtype=xp.int32), order.shape),
+    )
 
 
 def row_statistics(
@@ -246,32 +277,33 @@ def row_statistics(
     """Per row (R,): d~ (Eq. 7) of the top-n set, Theorem 1.1's fixed-set upper bound and
     Theorem 1.2's closed-form expectation term as printed; NaN for rows with length <= n.
     ``upper_bound=False`` leaves out the bound (and its cross-distance pass, the costliest part at
-    large N): the critical-N search needs only d~ and E.
+    large N): the critical-N search needs only d~ and E. Arrays of the block's namespace.
 
     Plain reference: attnlimits.reference.distance, upper_bound and expectation_term."""
+    xp = block.xp
     mask = block.top_n(n)
-    selected_alpha = np.where(mask, block.alpha, 0.0)
+    selected_alpha = xp.where(mask, block.alpha, 0.0)
     s = selected_alpha @ block.x  # (R, d)
     others = block.counted & ~mask
-    dist = np.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
+    dist = xp.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
 
-    length = block.length.astype(np.float64)
+    length = xp.astype(block.length, xp.float64)
     xbar = block.alpha @ block.x
-    coef = block.alpha + n / np.maximum(length[:, None] - 1.0, 1.0)  # length 1: invalid row
+    coef = block.alpha + n / xp.maximum(length[:, None] - 1.0, 1.0)  # length 1: invalid row
     expectation = (
-        (length - n) / length * np.where(block.counted, block.norms_to(coef, xbar), 0.0).sum(axis=1)
+        (length - n) / length * xp.where(block.counted, block.norms_to(coef, xbar), 0.0).sum(axis=1)
     )
 
     valid = block.length > n
     out = {
-        "distance": np.where(valid, dist, np.nan),
-        "expectation_term": np.where(valid, expectation, np.nan),
+        "distance": xp.where(valid, dist, xp.nan),
+        "expectation_term": xp.where(valid, expectation, xp.nan),
         "zero_weight_selected": block.zero_weight_in_top_n(n),
     }
     if upper_bound:
         out |= row_fixed_set_bound(block, n=n, mask=mask)
     else:
-        out["selected_mass"] = np.where(valid, selected_alpha.sum(axis=1), np.nan)
+        out["selected_mass"] = xp.where(valid, selected_alpha.sum(axis=1), xp.nan)
     return out
 
 
@@ -284,19 +316,20 @@ def row_fixed_set_bound(
     top-n mask when the caller has it.
 
     Plain reference: attnlimits.reference.upper_bound."""
+    xp = block.xp
     mask = block.top_n(n) if mask is None else mask
-    length = block.length.astype(np.float64)
-    mass = np.where(mask, block.alpha, 0.0).sum(axis=1)
-    max_selected_norm = np.sqrt(np.where(mask, block.x_sq[None, :], 0.0).max(axis=1))
+    length = xp.astype(block.length, xp.float64)
+    mass = xp.where(mask, block.alpha, 0.0).sum(axis=1)
+    max_selected_norm = xp.sqrt(xp.amax(xp.where(mask, block.x_sq[None, :], 0.0), axis=1))
     d1 = _max_cross_distance(block, mask, block.counted & ~mask)
     # the theorem holds for any set of |I| tokens: the selected set's own size (N, or fewer under
     # the "not_selected" zero-weight rule)
-    size = np.count_nonzero(mask, axis=1)
+    size = xp.count_nonzero(mask, axis=1)
     upper = (1.0 - mass) * d1 + max_selected_norm * (mass * (length - size) - (1.0 - mass))
     valid = block.length > n
     return {
-        "upper_bound": np.where(valid, upper, np.nan),
-        "selected_mass": np.where(valid, mass, np.nan),
+        "upper_bound": xp.where(valid, upper, xp.nan),
+        "selected_mass": xp.where(valid, mass, xp.nan),
     }
 
 
@@ -313,7 +346,7 @@ def row_critical_statistics(
     expectation_term) and, given ``random_ranks`` (from :meth:`RowBlock.random_ranks`, one per
     draw, for the block's rows ``random_rows``, default all), the Monte-Carlo E ("monte_carlo":
     mean over draws of d~ of the keys of rank < N; NaN on rows not drawn). NaN for rows with
-    length <= N.
+    length <= N. Arrays of the block's namespace.
 
     Equal to :func:`row_statistics` and a per-N Monte Carlo on the same subsets, but everything
     that does not depend on N is computed once for the block: the top-N order of each row (one
@@ -324,24 +357,25 @@ def row_critical_statistics(
 
     Plain reference: attnlimits.reference.distance (of the top-N set and of each Monte-Carlo
     subset) and expectation_term."""
+    xp = block.xp
     alpha, counted, length = block.alpha, block.counted, block.length
     rows = len(length)
     every_key_counts = bool(counted.all())
     # keys a set may select (the zero-weight rule): selected zero-weight keys leave the set
     selectable = block.selectable
     every_key_selectable = bool(selectable.all())
-    weighted = np.nonzero(alpha.any(axis=0))[0]
-    width = int(weighted[-1]) + 1 if weighted.size else 1
+    weighted = xp.nonzero(alpha.any(axis=0))[0]
+    width = int(weighted[-1]) + 1 if len(weighted) else 1
     a_sq_x = alpha[:, :width] ** 2 * block.x_sq[None, :width]
-    a_sq_x_floor = _CANCELLATION * a_sq_x.max(axis=1, keepdims=True)
+    a_sq_x_floor = _CANCELLATION * xp.amax(a_sq_x, axis=1, keepdims=True)
     x_head = block.x[:width]
 
     def subset_distance(selected: NDArray[np.bool_], at: slice | NDArray) -> NDArray[np.float64]:
         """d~ per row of ``at`` for its selected keys (R', L)."""
         a = alpha[at, :width]
-        s = np.where(selected[:, :width], a, 0.0) @ x_head
-        norms = _norms(a, s, x_head, a_sq_x[at], a_sq_x_floor[at])
-        np.putmask(
+        s = xp.where(selected[:, :width], a, 0.0) @ x_head
+        norms = _norms(a, s, x_head, a_sq_x[at], a_sq_x_floor[at], xp=xp)
+        xp.putmask(
             norms,
             selected[:, :width] if every_key_counts else selected[:, :width] | ~counted[at, :width],
             0.0,
@@ -353,23 +387,23 @@ def row_critical_statistics(
                 if every_key_counts
                 else counted[at, width:] & ~selected[:, width:]
             )
-            total += np.sqrt(np.einsum("rd,rd->r", s, s)) * rest.sum(axis=1)
+            total += xp.sqrt(xp.einsum("rd,rd->r", s, s)) * rest.sum(axis=1)
         return total
 
-    lengths = length.astype(np.float64)
-    out = {"distance": np.empty((len(ns), rows))}
+    lengths = xp.astype(length, xp.float64)
+    out = {"distance": xp.empty((len(ns), rows))}
     top = block.top_ranks()
     if closed_form:
-        out["closed_form"] = np.empty_like(out["distance"])
+        out["closed_form"] = xp.empty_like(out["distance"])
         xbar = alpha @ block.x
         u_sq = block.norms_to(alpha, xbar)
         u_sq *= u_sq
-        u_sq_floor = _CANCELLATION * u_sq.max(axis=1, keepdims=True)
+        u_sq_floor = _CANCELLATION * xp.amax(u_sq, axis=1, keepdims=True)
         twice_u_dot_x = 2.0 * (alpha * block.x_sq[None, :] - xbar @ block.x.T)
-        x_sq_max = float(block.x_sq.max(initial=0.0))
+        x_sq_max = float(xp.amax(block.x_sq, initial=0.0))
     if random_ranks:
-        out["monte_carlo"] = np.full_like(out["distance"], np.nan)
-        drawn = np.arange(rows) if random_rows is None else np.asarray(random_rows)
+        out["monte_carlo"] = xp.full_like(out["distance"], xp.nan)
+        drawn = xp.arange(rows) if random_rows is None else xp.asarray(random_rows)
     everywhere = slice(None)
     for j, n in enumerate(ns):
         top_set = top < n
@@ -377,7 +411,7 @@ def row_critical_statistics(
             top_set if every_key_selectable else top_set & selectable, everywhere
         )
         if closed_form:
-            c = (n / np.maximum(lengths - 1.0, 1.0))[:, None]
+            c = (n / xp.maximum(lengths - 1.0, 1.0))[:, None]
             d2 = block.x_sq[None, :] * c
             d2 += twice_u_dot_x
             d2 *= c
@@ -386,31 +420,32 @@ def row_critical_statistics(
             # |u_i|^2 + c^2 |x_i|^2, a superset of the entries at risk): recompute them directly.
             # Every other entry is positive, so no clipping is needed before the root.
             risky = d2 <= u_sq_floor + _CANCELLATION * x_sq_max * c * c
-            if risky.any():
-                ri, li = np.nonzero(risky)
+            if bool(risky.any()):
+                ri, li = xp.nonzero(risky)
                 diff = (alpha[ri, li] + c[ri, 0])[:, None] * block.x[li] - xbar[ri]
-                d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
-            np.sqrt(d2, out=d2)
+                d2[ri, li] = xp.einsum("nd,nd->n", diff, diff)
+            xp.sqrt(d2, out=d2)
             if not every_key_counts:
-                np.putmask(d2, ~counted, 0.0)
+                xp.putmask(d2, ~counted, 0.0)
             out["closed_form"][j] = (lengths - n) / lengths * d2.sum(axis=1)
         if random_ranks:
             subset = selectable[drawn]
-            out["monte_carlo"][j, drawn] = np.mean(
+            out["monte_carlo"][j, drawn] = xp.stack(
                 [
                     subset_distance(
                         rank < n if every_key_selectable else (rank < n) & subset, drawn
                     )
                     for rank in random_ranks
-                ],
-                axis=0,
-            )
+                ]
+            ).mean(axis=0)
         for values in out.values():
-            values[j, length <= n] = np.nan
+            values[j, length <= n] = xp.nan
     return out
 
 
-def _norms(coef, point, x, coef_sq_x, coef_sq_x_floor=None) -> NDArray[np.float64]:
+def _norms(
+    coef, point, x, coef_sq_x, coef_sq_x_floor=None, *, xp: Namespace = NUMPY
+) -> NDArray[np.float64]:
     """||coef_ti x_i - point_t|| (R, L) for keys x (L, d), by expansion.
 
     Entries whose square is small beside the row's largest |coef_ti x_i|^2 + |point_t|^2 (a
@@ -418,21 +453,21 @@ def _norms(coef, point, x, coef_sq_x, coef_sq_x_floor=None) -> NDArray[np.float6
     recomputed directly; when either side is exactly zero (a masked key's 0 x_i, an empty
     selection's s = 0) the expansion is exact and non-negative. ``coef_sq_x_floor`` is
     _CANCELLATION * the row maxima of coef_sq_x (R, 1), for callers that share it."""
-    q_sq = np.einsum("rd,rd->r", point, point)[:, None]
+    q_sq = xp.einsum("rd,rd->r", point, point)[:, None]
     d2 = coef * ((-2.0 * point) @ x.T)
     d2 += coef_sq_x
     d2 += q_sq
     if coef_sq_x_floor is None:
-        coef_sq_x_floor = _CANCELLATION * coef_sq_x.max(axis=1, keepdims=True, initial=0.0)
+        coef_sq_x_floor = _CANCELLATION * xp.amax(coef_sq_x, axis=1, keepdims=True, initial=0.0)
     risky = d2 <= coef_sq_x_floor + _CANCELLATION * q_sq
-    if risky.any():
-        ri, li = np.nonzero(risky)
+    if bool(risky.any()):
+        ri, li = xp.nonzero(risky)
         keep = (coef_sq_x[ri, li] > 0) & (q_sq[ri, 0] > 0)
         ri, li = ri[keep], li[keep]
         diff = coef[ri, li, None] * x[li] - point[ri]
-        d2[ri, li] = np.einsum("nd,nd->n", diff, diff)
-        np.maximum(d2, 0.0, out=d2)  # an exact zero side may have rounded below 0
-    return np.sqrt(d2, out=d2)
+        d2[ri, li] = xp.einsum("nd,nd->n", diff, diff)
+        xp.clip_below(d2, 0.0)  # an exact zero side may have rounded below 0
+    return xp.sqrt(d2, out=d2)
 
 
 def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:
@@ -442,39 +477,43 @@ def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:
     is not; NaN for rows with length <= n.
 
     Plain reference: attnlimits.reference.epsilon_bound."""
-    length = block.length.astype(np.float64)
-    c = n / np.maximum(length - 1.0, 1.0)
+    xp = block.xp
+    length = xp.astype(block.length, xp.float64)
+    c = n / xp.maximum(length - 1.0, 1.0)
     scaled_sq = block.alpha**2 * block.x_sq[None, :]
     numer = scaled_sq.sum(axis=1, keepdims=True) - scaled_sq
     xbar = block.alpha @ block.x
     # alpha_i x_i - c (xbar - alpha_i x_i) = (1 + c) alpha_i x_i - c xbar
     denom = block.norms_to((1.0 + c)[:, None] * block.alpha, c[:, None] * xbar)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(denom > 0, numer / denom, np.where(numer > 0, np.inf, 0.0))
-    total = np.where(block.counted, ratio, 0.0).sum(axis=1)
-    return np.where(block.length > n, 0.5 * (1.0 - n / length) * c * total, np.nan)
+    with xp.errstate(divide="ignore", invalid="ignore"):
+        ratio = xp.where(denom > 0, numer / denom, xp.where(numer > 0, xp.inf, 0.0))
+    total = xp.where(block.counted, ratio, 0.0).sum(axis=1)
+    return xp.where(block.length > n, 0.5 * (1.0 - n / length) * c * total, xp.nan)
 
 
 def row_monte_carlo(
     block: RowBlock, *, n: int, draws: int, rng: np.random.Generator
 ) -> NDArray[np.float64]:
     """E (Eq. 8) per row by plain Monte Carlo: the mean d~ of ``draws`` uniform N-subsets of the
-    row's counted keys, shape (draws, R); NaN for rows with length <= n.
+    row's counted keys, shape (draws, R); NaN for rows with length <= n. The subsets are drawn
+    in numpy from ``rng`` whatever the block's namespace, so every namespace draws the same.
 
     Plain reference: attnlimits.reference.exact_expected_distance (which the mean over draws
     estimates)."""
+    xp = block.xp
     rows, width = block.alpha.shape
-    out = np.empty((draws, rows))
+    uncounted = ~xp.to_numpy(block.counted)
+    out = xp.empty((draws, rows))
     for d in range(draws):
         key = rng.random((rows, width))
-        key[~block.counted] = np.inf
-        mask = np.zeros((rows, width), dtype=bool)
-        np.put_along_axis(mask, np.argpartition(key, n - 1, axis=1)[:, :n], True, axis=1)
-        mask &= block.selectable
-        s = np.where(mask, block.alpha, 0.0) @ block.x
+        key[uncounted] = np.inf
+        drawn = np.zeros((rows, width), dtype=bool)
+        np.put_along_axis(drawn, np.argpartition(key, n - 1, axis=1)[:, :n], True, axis=1)
+        mask = xp.asarray(drawn) & block.selectable
+        s = xp.where(mask, block.alpha, 0.0) @ block.x
         others = block.counted & ~mask
-        out[d] = np.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
-    out[:, block.length <= n] = np.nan
+        out[d] = xp.where(others, block.norms_to(block.alpha, s), 0.0).sum(axis=1)
+    out[:, block.length <= n] = xp.nan
     return out
 
 
@@ -485,34 +524,34 @@ def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
     (R, L) by one matrix product, maximised over the row's non-selected keys. Entries that the
     expansion could get wrong by cancellation are recomputed directly.
     """
+    xp = block.xp
     rows, width = mask.shape
     counts = mask.sum(axis=1)
     slots = int(counts.max()) if rows else 0
-    filled = np.cumsum(mask, axis=1) - 1
-    selected = np.zeros((rows, max(slots, 1)), dtype=np.intp)
-    ri, li = np.nonzero(mask)
+    filled = xp.cumsum(mask, axis=1) - 1
+    selected = xp.zeros((rows, max(slots, 1)), dtype=xp.intp)
+    ri, li = xp.nonzero(mask)
     selected[ri, filled[ri, li]] = li
-    out = np.zeros(rows)
-    if block.counted.all() and slots < width:
+    out = xp.zeros(rows)
+    if bool(block.counted.all()) and slots < width:
         # Every key counts: the farthest non-selected key from x_j is among x_j's slots + 1
         # farthest keys (at most slots - 1 others are selected), found once per head, farthest
         # first. For each (row, selected key) the answer is its first candidate the row did not
         # select: most are found at the first candidate, so few pairs stay for the next.
         index, dist2 = block.head.farthest(slots + 1)
-        pair_row, pair_slot = np.nonzero(counts[:, None] > np.arange(slots)[None, :])
+        pair_row, pair_slot = xp.nonzero(counts[:, None] > xp.arange(slots)[None, :])
         keys = selected[pair_row, pair_slot]
-        best = np.zeros((rows, slots))
-        todo = np.arange(len(keys))
+        best = xp.zeros((rows, slots))
+        todo = xp.arange(len(keys))
         for rank in range(slots + 1):
             cand = index[keys[todo], rank]
             free = ~mask[pair_row[todo], cand]
             done = todo[free]
             best[pair_row[done], pair_slot[done]] = dist2[keys[done], rank]
             todo = todo[~free]
-            if not todo.size:
+            if not len(todo):
                 break
-        out = best.max(axis=1)
-        return np.sqrt(out)
+        return xp.sqrt(xp.amax(best, axis=1, initial=0.0))
     for slot in range(slots):
         has = counts > slot
         keys = selected[:, slot]
@@ -520,13 +559,13 @@ def _max_cross_distance(block: RowBlock, mask, others) -> NDArray[np.float64]:
         ks = block.x_sq[keys][:, None]
         d2 = ks + block.x_sq[None, :] - 2.0 * (xs @ block.x.T)
         risky = d2 <= _CANCELLATION * (ks + block.x_sq[None, :])
-        if risky.any():
-            r, i = np.nonzero(risky)
+        if bool(risky.any()):
+            r, i = xp.nonzero(risky)
             diff = xs[r] - block.x[i]
-            d2[r, i] = np.einsum("nd,nd->n", diff, diff)
-        farthest = np.where(others, d2, 0.0).max(axis=1)
-        out = np.where(has, np.maximum(out, farthest), out)
-    return np.sqrt(np.maximum(out, 0.0))
+            d2[r, i] = xp.einsum("nd,nd->n", diff, diff)
+        farthest = xp.amax(xp.where(others, d2, 0.0), axis=1)
+        out = xp.where(has, xp.maximum(out, farthest), out)
+    return xp.sqrt(xp.maximum(out, 0.0))
 
 
 def row_separability(
@@ -543,31 +582,32 @@ def row_separability(
     Plain reference: attnlimits.reference.separability."""
     from .separability import xi
 
+    xp = block.xp
     mask = block.top_n(n)
-    s = np.where(mask, block.alpha, 0.0) @ block.x
+    s = xp.where(mask, block.alpha, 0.0) @ block.x
     dist = block.norms_to(block.alpha, s)
     others = block.counted & ~mask
     valid = block.length > n
-    radius = np.where(others, dist, np.inf).min(axis=1)
-    n_s = (mask & (dist <= radius[:, None])).sum(axis=1)
+    radius = xp.amin(xp.where(others, dist, xp.inf), axis=1)
+    n_s = xp.astype((mask & (dist <= radius[:, None])).sum(axis=1), xp.float64)
     # selected weights in key order, (R, n); rows with fewer than n keys are invalid (padded)
-    alpha_sel = np.zeros((len(radius), n))
-    filled = np.cumsum(mask, axis=1) - 1
-    ri, li = np.nonzero(mask)
+    alpha_sel = xp.zeros((len(radius), n))
+    filled = xp.cumsum(mask, axis=1) - 1
+    ri, li = xp.nonzero(mask)
     alpha_sel[ri, filled[ri, li]] = block.alpha[ri, li]
-    xi_sel = xi(alpha_sel, np.full(len(radius), delta), radius_m=radius_m)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    xi_sel = xi(alpha_sel, xp.full(len(radius), float(delta)), radius_m=radius_m, xp=xp)
+    with xp.errstate(divide="ignore", invalid="ignore"):
         lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
-        upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
-    negative = np.isnan(xi_sel).any(axis=1)
+        upper = xp.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
+    negative = xp.isnan(xi_sel).any(axis=1)
     bad = ~valid | negative
     return {
-        "ratio": np.where(valid, n_s / n, np.nan),
+        "ratio": xp.where(valid, n_s / n, xp.nan),
         "zero_weight_selected": block.zero_weight_in_top_n(n),
-        "zero_radius": np.where(valid, radius == 0, np.nan),
-        "negative_xi_square": np.where(valid, negative, np.nan),
-        "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
-        "upper_bound": np.where(bad, np.nan, upper),
+        "zero_radius": xp.where(valid, xp.astype(radius == 0, xp.float64), xp.nan),
+        "negative_xi_square": xp.where(valid, xp.astype(negative, xp.float64), xp.nan),
+        "lower_bound": xp.where(bad | (radius == 0), xp.nan, lower),
+        "upper_bound": xp.where(bad, xp.nan, upper),
     }
 
 
@@ -578,20 +618,23 @@ def row_sensitivity(
     temperature: float,
     epsilons: Sequence[float],
     base: FloatArray | None = None,
+    xp: Namespace = NUMPY,
 ) -> NDArray[np.float64]:
     """Algorithm 5 per row and per eps, (len(epsilons), R): ||softmax((l + eps v)/T) -
     softmax(l/T)|| / eps for the row's unit direction v; keys with logit -inf (masked) stay
-    masked. softmax(l/T) is computed once for every eps (or passed in as ``base``)."""
+    masked. softmax(l/T) is computed once for every eps (or passed in as ``base``). Arrays of
+    ``xp`` (attnlimits.arrays)."""
     from .gradient import softmax
 
-    logits = np.asarray(logits, dtype=np.float64)
+    logits = xp.asarray(logits, dtype=xp.float64)
+    directions = xp.asarray(directions, dtype=xp.float64)
     if base is None:
-        base = softmax(logits, temperature)
-    out = np.empty((len(epsilons), len(logits)))
+        base = softmax(logits, temperature, xp=xp)
+    out = xp.empty((len(epsilons), len(logits)))
     for j, epsilon in enumerate(epsilons):
-        moved = softmax(logits + epsilon * np.asarray(directions), temperature)
+        moved = softmax(logits + epsilon * directions, temperature, xp=xp)
         moved -= base
-        out[j] = np.linalg.norm(moved, axis=1) / epsilon
+        out[j] = xp.row_norms(moved) / epsilon
     return out
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .arrays import NUMPY
 from .distance import Weighted, norms_to_point
 from .selection import DEFAULT_ZERO_WEIGHT, selected_by_rule, top_n_mask
 
@@ -102,22 +104,26 @@ class Separability:
     zero_weight_selected: NDArray[np.int64]  # top-N tokens of weight 0 (not selected by default)
 
 
-def xi(alpha_selected: FloatArray, delta: FloatArray, *, radius_m: float) -> NDArray[np.float64]:
-    """xi_i of Eq. (12) for each selected token; alpha_selected (S, N), delta (S,).
+def xi(
+    alpha_selected: FloatArray, delta: FloatArray, *, radius_m: float, xp: Any = None
+) -> NDArray[np.float64]:
+    """xi_i of Eq. (12) for each selected token; alpha_selected (S, N), delta (S,); arrays of
+    ``xp`` (attnlimits.arrays, default numpy).
 
     xi_i^2 = M^2 sum_{j != i} alpha_j^2 + (M^2 - delta^2/2) sum_{j != k, j,k != i} alpha_j alpha_k,
     all indices in I_N. The pair sum is (sum_{j != i} alpha_j)^2 - sum_{j != i} alpha_j^2.
     Entries whose xi^2 is negative are returned as NaN (counted by the caller).
     """
-    a = np.asarray(alpha_selected, dtype=np.float64)
-    delta = np.asarray(delta, dtype=np.float64)
+    xp = NUMPY if xp is None else xp
+    a = xp.asarray(alpha_selected, dtype=xp.float64)
+    delta = xp.asarray(delta, dtype=xp.float64)
     others_sum = a.sum(axis=1, keepdims=True) - a
     others_sq = (a * a).sum(axis=1, keepdims=True) - a * a
     pairs = others_sum**2 - others_sq
     m2 = radius_m**2
     xi2 = m2 * others_sq + (m2 - delta[:, None] ** 2 / 2.0) * pairs
-    with np.errstate(invalid="ignore"):
-        return np.where(xi2 >= 0, np.sqrt(np.maximum(xi2, 0.0)), np.nan)
+    with xp.errstate(invalid="ignore"):
+        return xp.where(xi2 >= 0, xp.sqrt(xp.maximum(xi2, 0.0)), xp.nan)
 
 
 def distinguishable(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from attnlimits.arrays import DEFAULT_DEVICE, host, namespace, to_numpy
 from attnlimits.critical import KSResult, first_passing_n_resampled, ks_test
 from attnlimits.protocol import (
     CriticalSearch,
@@ -44,6 +45,7 @@ def row_means(
     progress: Callable[[int, int], None] | None = None,
     logits_only: bool = False,
     zero_weight: str = "not_selected",
+    device: str = DEFAULT_DEVICE,
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
@@ -52,7 +54,11 @@ def row_means(
     ``vectors`` maps a sample's x (L, d) before use (e.g. onto the sphere). ``logits_only``:
     ``block`` is None and, in a causal model, the logits stop after the block's last row (the
     later keys are masked in each of its rows), for statistics of the visible logits alone.
-    ``zero_weight``: analysis.zero_weight, whether a top-N key of weight 0 is selected."""
+    ``zero_weight``: analysis.zero_weight, whether a top-N key of weight 0 is selected.
+    ``device``: analysis.all_rows.device, where the rows and their blocks are computed (numpy,
+    or torch on cpu / cuda[:i]: attnlimits.arrays); the block's arrays and the logits are of
+    that namespace, and ``stats`` may return either."""
+    xp = namespace(device)
     meta = pack.metadata
     causal = bool(meta["causal"])
     softcap = meta.get("softcap")
@@ -64,8 +70,9 @@ def row_means(
     counts: dict[str, NDArray] = {}
     for i, s in enumerate(chosen.tolist()):
         if not logits_only:
-            x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s])
-        q, k = pack.rows(s)
+            x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s], xp)
+        # float64 on the device once per head, not once per block
+        q, k = (xp.asarray(v, dtype=xp.float64) for v in pack.rows(s))
         scale = float(pack.score_scale[s])
         for start in range(0, length, ROW_BLOCK):
             rows = np.arange(start, min(start + ROW_BLOCK, length))
@@ -78,6 +85,7 @@ def row_means(
                 softcap=softcap,
                 keys=int(rows[-1]) + 1 if causal and logits_only else None,
                 weights=not logits_only,
+                xp=xp,
             )
             block = (
                 None
@@ -90,6 +98,7 @@ def row_means(
                 )
             )
             for name, values in stats(block, logits, rows, s).items():
+                values = to_numpy(values)
                 if name not in sums:
                     sums[name] = np.zeros(len(chosen))
                     counts[name] = np.zeros(len(chosen), dtype=np.int64)
@@ -153,6 +162,7 @@ def critical_n_all_rows(
     zero_weight: str = "not_selected",
     log: Callable[..., None] = lambda *a: None,
     draws: NDArray[np.integer] | None = None,
+    device: str = DEFAULT_DEVICE,
 ) -> dict[
     tuple[str, str],
     tuple[CriticalSearch, dict[float, tuple[int, KSResult]], list[tuple[int | None, int | None]]],
@@ -166,7 +176,7 @@ def critical_n_all_rows(
     t + 1 keys): the two answer different questions, and on near-uniform causal attention the
     first differs from the second mostly by the masked keys. A bidirectional encoder's rows have
     no masked key, so the readings coincide and are computed once (reading "both", under
-    ``default_masked``)."""
+    ``default_masked``). ``device``: where the rows are computed (row_means)."""
     length = pack.length
     mc_rows_at = sampled_rows(length, mc_rows)
     at_fraction = fixed_fraction_ns(length, fractions)
@@ -190,6 +200,7 @@ def critical_n_all_rows(
                         masked=masked,
                         chunks=chunks,
                         zero_weight=zero_weight,
+                        device=device,
                     ),
                 )
                 for name in ("distance", *pending):
@@ -258,12 +269,16 @@ def _critical_rows(ns, pending, seed, length, mc_rows, mc_draws) -> StatsFn:
         rng = stream_rng(seed, Stream.CRITICAL_N_MONTE_CARLO, length, sample, rows[0])
         drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
         mc = "monte_carlo" in pending and drawn.size > 0
-        got = row_critical_statistics(
-            block,
-            ns,
-            closed_form="closed_form" in pending,
-            random_ranks=[block.random_ranks(rng, drawn) for _ in range(mc_draws)] if mc else (),
-            random_rows=drawn,
+        got = host(
+            row_critical_statistics(
+                block,
+                ns,
+                closed_form="closed_form" in pending,
+                random_ranks=[block.random_ranks(rng, drawn) for _ in range(mc_draws)]
+                if mc
+                else (),
+                random_rows=drawn,
+            )
         )
         if "monte_carlo" in pending and not mc:
             got["monte_carlo"] = np.full_like(got["distance"], np.nan)

@@ -40,6 +40,8 @@ rule distance:
         results("{model}", "benchmarks", "analysis", "distance", "L{length}_N{n}.tsv")
     conda:
         "../envs/analysis.yaml"
+    resources:
+        gpu=analysis_gpus,
     params:
         embedding=model_setting("analysis", "embedding"),
         mc_draws=model_setting("analysis", "distance", "mc_draws"),
@@ -90,6 +92,8 @@ rule separability:
         )
     conda:
         "../envs/analysis.yaml"
+    resources:
+        gpu=analysis_gpus,
     params:
         embedding=model_setting("analysis", "embedding"),
         radius=model_setting("analysis", "separability", "radius"),
@@ -112,6 +116,8 @@ rule gradient:
         results("{model}", "benchmarks", "analysis", "gradient", "T{temperature}.tsv")
     conda:
         "../envs/analysis.yaml"
+    resources:
+        gpu=analysis_gpus,
     params:
         epsilons=model_setting("analysis", "gradient", "epsilons"),
         directions=model_setting("analysis", "gradient", "directions"),
@@ -217,6 +223,8 @@ rule analyse:
     priority: 2
     conda:
         "../envs/analysis.yaml"
+    resources:
+        gpu=analysis_gpus,
     params:
         analysis=lambda wildcards: wildcards.analysis,
         settings=analysis_settings,

@@ -112,6 +112,26 @@ def analysis_of(wildcards):
     return MODELS[wildcards.model]["analysis"]
 
 
+# the analyses whose rows the row-block kernels compute (attnlimits.protocol), on
+# analysis.all_rows.device: the bespoke rules distance, separability and gradient, and of the
+# generic rule analyse, critical_n
+ROW_KERNEL_ANALYSES = ("distance", "critical_n", "separability", "gradient")
+
+
+def analysis_gpus(wildcards):
+    """resources.gpu of an analysis job: 1 when its rows run on a GPU (the all_rows protocol
+    with analysis.all_rows.device cuda[:i]), as extract_batch asks for one under
+    extraction.device cuda; 0 otherwise, and for the generic rule's other analyses."""
+    name = getattr(wildcards, "analysis", None)
+    if name is not None and name not in ROW_KERNEL_ANALYSES:
+        return 0
+    analysis = analysis_of(wildcards)
+    return int(
+        analysis["protocol"] == "all_rows"
+        and analysis["all_rows"]["device"].startswith("cuda")
+    )
+
+
 def row_chunks_of(wildcards):
     """How many chunks' q/k rows the pack holds: the all-rows protocol's, or none."""
     analysis = analysis_of(wildcards)

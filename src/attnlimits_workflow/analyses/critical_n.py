@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
+from attnlimits.arrays import DEFAULT_DEVICE
 from attnlimits.bootstrap import resample_indices
 from attnlimits.critical import (
     BlockedDistances,
@@ -178,6 +179,7 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
         zero_weight=settings.zero_weight,
         log=lambda *a: log.info(*a, timer),
         draws=unit_draws(len(keep), settings),
+        device=rows_settings.get("device", DEFAULT_DEVICE),
     )
     rows, replicates = [], []
     for (reading, kind), (search, fixed, resampled) in found.items():

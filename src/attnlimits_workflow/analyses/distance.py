@@ -13,6 +13,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 from attnlimits import distance as dist
+from attnlimits.arrays import DEFAULT_DEVICE, host, to_numpy
 from attnlimits.checks import (
     RTOL_FLOAT64,
     VIOLATED,
@@ -85,13 +86,16 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
     other_masked = other_reading(masked)
 
     def per_row(block, logits, rows, sample):
-        out = row_statistics(block, n=n)
-        out["epsilon_bound"] = row_epsilon_bound(block, n=n)
+        # the kernels compute in analysis.all_rows.device's namespace; the rest is numpy
+        out = host(row_statistics(block, n=n))
+        out["epsilon_bound"] = to_numpy(row_epsilon_bound(block, n=n))
         # the Monte-Carlo E on the drawn rows only (analysis.all_rows.mc_rows); NaN elsewhere
         drawn = np.nonzero(np.isin(rows, mc_rows))[0]
         draws = np.full((mc_draws, len(rows)), np.nan)
         if drawn.size:
-            draws[:, drawn] = row_monte_carlo(block.take(drawn), n=n, draws=mc_draws, rng=rng)
+            draws[:, drawn] = to_numpy(
+                row_monte_carlo(block.take(drawn), n=n, draws=mc_draws, rng=rng)
+            )
         out["mc_expectation"] = draws.mean(axis=0)
         # Theorem 1.2's check compares E with the term and bound of the same rows, so the only
         # uncertainty is each drawn row's Monte-Carlo error (the variance within the row over
@@ -105,7 +109,7 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         out["expectation_term_mc_rows"] = out["expectation_term"] * on_drawn
         out["epsilon_bound_mc_rows"] = out["epsilon_bound"] * on_drawn
         if causal:
-            got = row_statistics(block.read_as(other_masked, rows, L), n=n, upper_bound=False)
+            got = host(row_statistics(block.read_as(other_masked, rows, L), n=n, upper_bound=False))
             out["distance_other_masked"] = got["distance"]
             out["expectation_term_other_masked"] = got["expectation_term"]
         else:
@@ -120,6 +124,7 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         masked=masked,
         chunks=settings.all_rows["chunks"],
         zero_weight=settings.zero_weight,
+        device=settings.all_rows.get("device", DEFAULT_DEVICE),
         progress=lambda i, k: log.info("  %d/%d heads (%s)", i, k, timer) if i % 64 == 0 else None,
     )
     pooled = pool_chunks(pack, means)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from attnlimits.arrays import DEFAULT_DEVICE, namespace, to_numpy
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.gradient import (
     corollary3_bound,
@@ -71,16 +72,20 @@ def all_rows(
     T = temperature
     paper = float(corollary3_bound(T))
     gersh = float(gershgorin_bound(T))
+    # the logits, softmax, Jacobian norms and g in analysis.all_rows.device's namespace; the
+    # directions are drawn in numpy whatever the device, the checks run in numpy
+    device = settings.all_rows.get("device", DEFAULT_DEVICE)
+    xp = namespace(device)
 
     def per_row(block, logits, rows, sample):
         if settings.temperature_on == "raw_scores":
             logits = logits / float(pack.score_scale[0])
-        visible = np.isfinite(logits).sum(axis=1)
+        visible = to_numpy(xp.isfinite(logits).sum(axis=1))
         # seeded by sample and row, not T: every T sees the same directions
         rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, sample, rows[0])
         v = unit_directions(rng, len(rows), visible, logits.shape[1])
-        base = softmax(logits, T)
-        jac = softmax_jacobian_norm_from_weights(base) / T
+        base = softmax(logits, T, xp=xp)
+        jac = to_numpy(softmax_jacobian_norm_from_weights(base, xp=xp)) / T
         out = {"jacobian_norm": jac}
         for check_name, bound in (("jacobian_paper", paper), ("jacobian_gershgorin", gersh)):
             c = check_bound(jac, bound, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh)
@@ -93,7 +98,9 @@ def all_rows(
                 c[visible < WIDE_ROW_KEYS] = None
                 out |= row_outcome_columns("jacobian_paper_wide", c)
         epsilons = [float(e) for e in settings.epsilons]
-        sensitivity = row_sensitivity(logits, v, temperature=T, epsilons=epsilons, base=base)
+        sensitivity = to_numpy(
+            row_sensitivity(logits, v, temperature=T, epsilons=epsilons, base=base, xp=xp)
+        )
         for eps, g in zip(settings.epsilons, sensitivity, strict=True):
             out[f"g_{eps}"] = g
             c = check_bound(g, paper, upper=True, rtol=RTOL_FLOAT64, ceiling=g_ceiling(T, eps))
@@ -103,7 +110,12 @@ def all_rows(
     pooled = pool_chunks(
         pack,
         row_means(
-            pack, per_row, masked="prefix", chunks=settings.all_rows["chunks"], logits_only=True
+            pack,
+            per_row,
+            masked="prefix",
+            chunks=settings.all_rows["chunks"],
+            logits_only=True,
+            device=device,
         ),
     )
 

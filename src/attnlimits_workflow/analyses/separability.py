@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from attnlimits.arrays import DEFAULT_DEVICE, host
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
@@ -114,7 +115,8 @@ def all_rows(
     mask_only_reading = causal and masked == "non_selected"
 
     def per_row(block: RowBlock, logits, rows, sample):
-        out = row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius)
+        # the kernel computes in analysis.all_rows.device's namespace; the rest is numpy
+        out = host(row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius))
         mask_only = (rows + 1 <= n) if mask_only_reading else np.zeros(len(rows), dtype=bool)
         out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
         for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
@@ -126,11 +128,13 @@ def all_rows(
             np.isnan(out["lower_bound"]) & ~np.isnan(out["upper_bound"]),
         )
         if causal:
-            got = row_separability(
-                block.read_as(other_masked, rows, length),
-                n=n,
-                delta=float(delta[sample]),
-                radius_m=radius,
+            got = host(
+                row_separability(
+                    block.read_as(other_masked, rows, length),
+                    n=n,
+                    delta=float(delta[sample]),
+                    radius_m=radius,
+                )
             )
             out["ratio_other_masked"] = got["ratio"]
         else:  # an encoder's rows read the same either way
@@ -146,6 +150,7 @@ def all_rows(
             chunks=settings.all_rows["chunks"],
             vectors=lambda x: project_to_sphere(x[None], radius)[0],
             zero_weight=settings.zero_weight,
+            device=settings.all_rows.get("device", DEFAULT_DEVICE),
         ),
     )
     rows = pooled["ratio_rows"]
