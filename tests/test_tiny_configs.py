@@ -21,7 +21,8 @@ def read(path: Path) -> dict:
 @pytest.mark.unit
 def test_the_matrix_holds_the_main_configuration_and_the_tests_ones():
     names = {path.parent.name for path in MATRIX}
-    # config-readings: the main one with analysis.readings (tests/test_readings.py)
+    # config-readings: the main one with analysis.readings and a decade grid of T
+    # (tests/test_readings.py)
     assert names == {"config", "config-readings", *TINY_CONFIGS.values()}, names
 
 
@@ -56,6 +57,9 @@ def test_each_configuration_differs_from_the_main_one_only_where_it_says():
     assert llama["analysis"].pop("protocol") == "last_row"
     assert {**llama, "model": main["model"]} == main
     readings = read(TEST / "config-readings/config.yaml")
+    # a decade grid of T (one per decade from 0.001) on which T on the raw scores flips a claim
+    assert readings["analysis"]["gradient"].pop("temperatures") == [0.001, 0.01, 0.1, 1.0, 10.0]
+    main["analysis"]["gradient"].pop("temperatures")
     assert readings["analysis"].pop("readings") == {
         "x_key": {"embedding": "key"},
         "t_raw": {"temperature_on": "raw_scores"},
