@@ -716,6 +716,188 @@ def test_compare_figure_keeps_a_colour_per_model_and_a_line_per_text():
     assert book.get_color() == docs.get_color() and book.get_marker() != docs.get_marker()
 
 
+def error_bars(ax) -> list[tuple[float, float, float]]:
+    """(x, low, high) of every error bar drawn on ``ax``, read back from its artists."""
+    bars = []
+    for container in ax.containers:
+        for segment in container.lines[2][0].get_segments():
+            (x, low), (_, high) = segment
+            bars.append((float(x), float(low), float(high)))
+    return sorted(bars)
+
+
+def assert_bars(ax, expected: list[tuple[float, float, float]]) -> None:
+    np.testing.assert_allclose(error_bars(ax), expected, rtol=1e-12)
+
+
+RUN = {"weights": "trained", "protocol": "last_row", "layers": 2, "heads": 4, "corpus": "book"}
+
+
+def test_compare_separability_draws_the_bootstrap_interval_and_names_a_model_without():
+    summary = pl.DataFrame(
+        {
+            "L": [64, 64],
+            "N": [2, 4],
+            "ratio_median": [0.2, 0.5],
+            "ratio_q25": [0.1, 0.4],
+            "ratio_q75": [0.3, 0.6],
+        }
+    )
+    # level 0.5 over four resamples: the 1st and 3rd smallest (inverted_cdf at 0.25 and 0.75)
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3] * 2,
+            "L": [64] * 8,
+            "N": [2] * 4 + [4] * 4,
+            "ratio_median": [0.4, 0.1, 0.3, 0.2, 0.5, 0.7, 0.6, 0.5],
+        }
+    )
+    empty = pl.DataFrame(schema={"replicate": pl.Int64})
+    runs = {"m": RUN, "n": {**RUN, "layers": 3}}
+    fig, caption = compare_figure.compare_figure(
+        "separability",
+        {"m": summary, "n": summary},
+        runs,
+        {"m": 0.01, "n": 0.01},
+        {"m": 2, "n": 2},
+        {"m": reps, "n": empty},
+        {"m": 0.5, "n": 0.5},
+    )
+    # two entries: m's bars sit DODGE_DECADES / 2 below its x on the log axis, n draws none
+    shift = 10**-0.006
+    assert_bars(fig.axes[0], [(2 * shift, 0.1, 0.3), (4 * shift, 0.5, 0.6)])
+    assert (
+        "Error bars (in the model's colour): the 50 % percentile bootstrap interval over 4 "
+        "resamples of the median N_s / N" in caption
+    )
+    assert "shaded bands: interquartile ranges across heads, not intervals" in caption
+    assert "Drawn without interval (no bootstrap replicates of the points drawn): n." in caption
+    keys = [t.get_text() for t in fig.axes[0].get_legend().texts]
+    assert "bars: 50 % bootstrap interval" in keys and "bands: IQR across heads" in keys
+    # no replicates at all: no bars, no sentence on them
+    fig, caption = compare_figure.compare_figure(
+        "separability", {"m": summary}, {"m": RUN}, {"m": 0.01}, {"m": 2}
+    )
+    assert error_bars(fig.axes[0]) == [] and "Error bars" not in caption
+    assert "Drawn without interval (no bootstrap replicates of the points drawn): m." in caption
+
+
+def test_compare_critical_n_bars_cap_censored_resamples_at_one_and_skip_blind_lengths():
+    crit = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3] * 4 + [0, 1, 2, 3],
+            "L": [8] * 4 + [16] * 4 + [8] * 4 + [16] * 4 + [8] * 4,
+            "masked": ["non_selected"] * 16 + ["selected"] * 4,
+            "expectation": ["monte_carlo"] * 8 + ["closed_form"] * 8 + ["monte_carlo"] * 4,
+            "N_crit": [4, 1, 3, 2, 2, None, 4, None, 2, 1, 2, 1, 3, 3, 3, 3, 7, 7, 7, 7],
+            "censored": [False] * 5 + [True, False, True] + [False] * 12,
+            "top_N": [7] * 4 + [15] * 4 + [7] * 4 + [15] * 4 + [7] * 4,
+        }
+    )
+    run = {**RUN, "masked": "non_selected"}
+    fig, caption = compare_figure.compare_figure(
+        "critical_n",
+        {"m": critical_summary()},
+        {"m": run},
+        {"m": 0.01},
+        {"m": 2},
+        {"m": crit},
+        {"m": 0.5},
+    )
+    # Monte-Carlo E (slot 0 of 2): L = 8 from N_crit {1, 2, 3, 4}: (1, 3) / 8; L = 16 from
+    # {2, 4, inf, inf}: (2, inf) / 16, drawn up to 1. Closed form (slot 1): L = 8 from
+    # {1, 1, 2, 2}: (1, 2) / 8; L = 16 is blind (KS p 0.5 >= alpha): no bar. The "selected"
+    # reading (N_crit 7) is not the run's.
+    down, up = 10**-0.006, 10**0.006
+    assert_bars(
+        fig.axes[0], [(8 * down, 0.125, 0.375), (8 * up, 0.125, 0.25), (16 * down, 0.125, 1.0)]
+    )
+    assert "50 % percentile bootstrap interval over 4 resamples of N_crit / L" in caption
+    assert "a bar drawn up to 1 holds censored resamples" in caption
+
+
+def test_compare_gradient_interval_at_the_smallest_eps_says_a_maximum_understates_it():
+    summary = pl.DataFrame(
+        {
+            "T": [1.0, 10.0, 1.0, 10.0],
+            "eps": [1e-3, 1e-3, 1e-2, 1e-2],
+            "g_max_over_heads": [5.0, 0.5, 4.0, 0.4],
+            "jacobian_norm_max": [6.0, 0.6, 6.0, 0.6],
+        }
+    )
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3] * 4,
+            "T": [1.0] * 4 + [10.0] * 4 + [1.0] * 4 + [10.0] * 4,
+            "eps": [1e-3] * 8 + [1e-2] * 8,
+            "g_max_over_heads": [3.0, 5.0, 4.0, 6.0, 0.2, 0.5, 0.4, 0.9] + [99.0] * 8,
+        }
+    )
+    fig, caption = compare_figure.compare_figure(
+        "gradient", {"m": summary}, {"m": RUN}, {"m": 0.01}, {"m": 2}, {"m": reps}, {"m": 0.5}
+    )
+    # one entry: no shift; eps = 1e-2's replicates (99) are not drawn
+    assert_bars(fig.axes[0], [(1.0, 3.0, 5.0), (10.0, 0.2, 0.5)])
+    assert table1.MAXIMUM_CAVEAT in caption
+    assert "of the largest g over heads" in caption
+
+
+def test_compare_vanishing_interval_of_the_median_largest_weight():
+    summary = pl.DataFrame(
+        {"L": [8, 16], **{f"max_weight_{s}": [0.5, 0.25] for s in ("median", "q25", "q75")}}
+    )
+    # level 0.5 over five values: the 2nd and 4th smallest (inverted_cdf: the smallest i with
+    # i / 5 >= 0.25, 0.75); L = 16's NaN resample is left out: over four, the 1st and 3rd
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 2, 3, 4] * 2,
+            "L": [8] * 5 + [16] * 5,
+            "max_weight_median": [0.6, 0.4, 0.5, 0.7, 0.3, 0.2, float("nan"), 0.3, 0.1, 0.25],
+        }
+    )
+    fig, caption = compare_figure.compare_figure(
+        "vanishing", {"m": summary}, {"m": RUN}, {"m": 0.01}, {"m": 2}, {"m": reps}, {"m": 0.5}
+    )
+    assert_bars(fig.axes[0], [(8.0, 0.4, 0.6), (16.0, 0.1, 0.25)])
+    assert "50 % percentile bootstrap interval over 5 resamples of the median largest" in caption
+
+
+def test_compare_distance_interval_at_n_fixed_per_model_settings():
+    summary = pl.DataFrame(
+        {
+            "L": [8, 16, 16],
+            "N": [2, 2, 4],
+            **{f"distance_{s}": [1.0, 2.0, 3.0] for s in ("median", "q25", "q75")},
+        }
+    )
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1] * 3,
+            "L": [8, 8, 16, 16, 16, 16],
+            "N": [2, 2, 2, 2, 4, 4],
+            "distance_median": [1.0, 3.0, 2.0, 5.0, 70.0, 80.0],
+        }
+    )
+    runs = {"a": RUN, "b": {**RUN, "layers": 3}}
+    fig, caption = compare_figure.compare_figure(
+        "distance",
+        {"a": summary, "b": summary},
+        runs,
+        {"a": 0.01, "b": 0.01},
+        {"a": 2, "b": 2},
+        {"a": reps, "b": reps.filter(pl.col("replicate") == 0)},
+        {"a": 0.9, "b": 0.5},
+    )
+    # level 0.9 over two values: the 5 % and 95 % points are the smaller and the larger one;
+    # b's single resample gives a zero-width bar. N = 4's rows (70, 80) are not N = n_fixed.
+    down, up = 10**-0.006, 10**0.006
+    assert_bars(
+        fig.axes[0],
+        [(8 * down, 1.0, 3.0), (8 * up, 1.0, 1.0), (16 * down, 2.0, 5.0), (16 * up, 2.0, 2.0)],
+    )
+    assert "(a: 90 % over 2 resamples; b: 50 % over 1 resamples)" in caption
+
+
 def test_fig5_note_counts_the_undrawn_critical_n():
     by_length = pl.DataFrame(
         {

@@ -232,6 +232,15 @@ def replicates_of(kind):
     return replicates
 
 
+def compare_replicates(wildcards):
+    """Input function of compare_figure: each paper model's bootstrap replicates of the claim's
+    summary (summary/<claim>_replicates.parquet), in PAPER_MODELS' order."""
+    return [
+        results(model, "summary", f"{wildcards.claim}_replicates.parquet")
+        for model in PAPER_MODELS
+    ]
+
+
 def reading_tables(wildcards):
     """Input function of the robustness rule: Table 1 of the model, then of its readings."""
     readings = analysis_of(wildcards)["readings"]

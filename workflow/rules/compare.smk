@@ -6,6 +6,8 @@ rule compare_figure:
     input:
         style=STYLE,
         summaries=[results(model, "summary", "{claim}.csv") for model in PAPER_MODELS],
+        # the intervals each model's error bars draw
+        replicates=compare_replicates,
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
     output:
         pdf="figures/compare/{claim}.pdf",
@@ -26,6 +28,7 @@ rule compare_figure:
         ks_alpha={
             m: MODELS[m]["analysis"]["critical_n"]["ks_alpha"] for m in PAPER_MODELS
         },
+        level={m: MODELS[m]["analysis"]["bootstrap"]["level"] for m in PAPER_MODELS},
     script:
         "../scripts/plot_compare.py"
 

@@ -1,7 +1,10 @@
 """One claim of the paper with every configured model side by side (figures/compare/<claim>.pdf).
 
 Each model's line comes from its own summary table and is labelled from its own recorded run
-description (results/<model>/summary/run.json), so the figure says what each run was."""
+description (results/<model>/summary/run.json), so the figure says what each run was. Where the
+model's bootstrap replicates of that summary are given (results/<model>/summary/<claim>_replicates
+.parquet), an error bar per point draws the analysis.bootstrap.level percentile interval of the
+plotted quantity, from the resamples Table 1's intervals are drawn from."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -9,6 +12,22 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from ..plotting import log_axis
+from .replicates import percentile_band
+from .table1 import MAXIMUM_CAVEAT
+
+# Per claim: the replicate column whose interval is drawn, and its name in the caption.
+INTERVAL_OF = {
+    "separability": ("ratio_median", "the median N_s / N"),
+    "vanishing": ("max_weight_median", "the median largest weight"),
+    "distance": ("distance_median", "the median distance d~"),
+    "gradient": ("g_max_over_heads", "the largest g over heads"),
+    "critical_n": ("N_crit", "N_crit / L, the search rerun on each resample"),
+}
+# Error bars of neighbouring entries sit this many decades apart along the (log) x axis, so ten
+# entries at one x stay apart; more entries share DODGE_SPAN (+-0.055 decades: +-13 %, within a
+# fifth of a factor 2 grid step, so a bar stays by its point).
+DODGE_DECADES = 0.012
+DODGE_SPAN = 0.11
 
 
 def label(model: str, run: dict, claim: str) -> str:
@@ -26,6 +45,36 @@ def median_band(
     """One model's median line with its interquartile band."""
     ax.plot(t[x], t[f"{value}_median"], style, color=colour, ms=4, label=text)
     ax.fill_between(t[x], t[f"{value}_q25"], t[f"{value}_q75"], color=colour, alpha=0.15, lw=0)
+
+
+def dodge(x: np.ndarray, slot: int, slots: int) -> np.ndarray:
+    """``x`` shifted along a log axis for entry ``slot`` of ``slots`` (centred: one slot is
+    not shifted)."""
+    step = min(DODGE_DECADES, DODGE_SPAN / max(slots - 1, 1))
+    return np.asarray(x, dtype=float) * 10 ** (step * (slot - (slots - 1) / 2))
+
+
+def interval_bars(
+    ax, band: pl.DataFrame, x: str, colour: str, slot: int, slots: int, ceiling: float = np.inf
+) -> bool:
+    """One entry's percentile intervals (``band``: x, low, high) as capped error bars from low
+    to high at its dodged x; a high above ``ceiling`` is drawn up to it. Whether one was."""
+    band = band.filter(pl.col("low").is_finite())
+    if band.height == 0:
+        return False
+    low = band["low"].to_numpy()
+    high = np.minimum(band["high"].to_numpy(), ceiling)
+    ax.errorbar(
+        dodge(band[x].to_numpy(), slot, slots),
+        low,
+        yerr=[np.zeros_like(low), high - low],
+        fmt="none",
+        ecolor=colour,
+        elinewidth=1.0,
+        capsize=2.5,
+        alpha=0.9,
+    )
+    return True
 
 
 # What makes two entries one model: all of a run description but its name and its text.
@@ -56,25 +105,50 @@ def compare_figure(
     runs: dict[str, dict],
     ks_alpha: dict[str, float],
     n_fixed: dict[str, int],
+    replicates: dict[str, pl.DataFrame] | None = None,
+    level: dict[str, float] | None = None,
 ) -> tuple[Figure, str]:
     """The figure and its caption for ``claim``: per model (``tables``: its summary of the
-    claim, in drawing order) one line; ``ks_alpha`` and ``n_fixed`` are the models' settings."""
+    claim, in drawing order) one line; ``ks_alpha`` and ``n_fixed`` are the models' settings;
+    ``replicates``: per model its bootstrap replicates of the summary (empty or absent: no
+    interval drawn), whose ``level`` (analysis.bootstrap.level) percentile interval of the
+    plotted quantity each point's error bar draws."""
     models = list(tables)
+    replicates = replicates or {}
+    level = level or {}
+    column, quantity = INTERVAL_OF.get(claim, (None, None))
+    # (level, resamples) of each model whose intervals are drawn
+    intervals: dict[str, tuple[float, int]] = {}
+    open_top = False
+    slots = len(models) * (2 if claim == "critical_n" else 1)
+
+    def reps_of(model: str) -> pl.DataFrame | None:
+        r = replicates.get(model)
+        return None if r is None or r.height == 0 or column not in r.columns else r
+
+    def draw_interval(model: str, reps: pl.DataFrame, x: str, slot: int, colour: str, **kw) -> None:
+        band = percentile_band(reps, (x,), column, level[model])
+        if interval_bars(ax, band, x, colour, slot, slots, **kw):
+            intervals[model] = (level[model], reps["replicate"].n_unique())
+
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.4 + 0.22 * len(models)))
+    # room below the axes for the legend: two entries per model for critical N
+    per_model = 0.36 if claim == "critical_n" else 0.22
+    fig, ax = plt.subplots(figsize=(6.4, 3.4 + per_model * len(models)))
 
     notes = []
     colour_of, text_of = colours_and_texts(runs)
     several_texts = len(set(text_of.values())) > 1
-    for model in models:
+    for index, model in enumerate(models):
         t, colour = tables[model], colours[colour_of[model] % len(colours)]
+        reps = reps_of(model) if column is not None else None
         line = ("-", "--", ":", "-.")[text_of[model] % 4]
         marker = ("o", "^", "s", "v")[text_of[model] % 4]
         if claim == "critical_n":
             # the reading of a causal row's masked keys the model's figures draw (an encoder: "both")
             reading = [runs[model].get("masked", "non_selected"), "both"]
             # the expectation by line style, the text by marker
-            for kind, style in (("monte_carlo", "-"), ("closed_form", "--")):
+            for k, (kind, style) in enumerate((("monte_carlo", "-"), ("closed_form", "--"))):
                 f = t.filter(pl.col("masked").is_in(reading) & (pl.col("expectation") == kind))
                 f = f.sort("L")
                 # Where KS over so few values cannot reject at alpha, every N "passes": no N_crit.
@@ -95,12 +169,39 @@ def compare_figure(
                         ms=4,
                         label=f"{label(model, runs[model], claim)}: {'MC E' if kind == 'monte_carlo' else 'Thm 1.2 term'}",
                     )
+                r = (
+                    None
+                    if reps is None
+                    else reps.filter(
+                        pl.col("masked").is_in(reading)
+                        & (pl.col("expectation") == kind)
+                        & pl.col("L").is_in(f["L"].implode())
+                    )
+                )
+                if r is not None and r.height:
+                    # as Fig. 2c: a censored resample's N_crit is above its top N (+inf); a bar
+                    # that reaches it is drawn up to N_crit / L = 1 (N_crit <= L always)
+                    band = percentile_band(
+                        r.with_columns(
+                            pl.when(pl.col("censored"))
+                            .then(float("inf"))
+                            .otherwise(pl.col("N_crit"))
+                            .alias("N_crit")
+                        ),
+                        ("L",),
+                        "N_crit",
+                        level[model],
+                    ).with_columns(pl.col("low", "high") / pl.col("L"))
+                    if interval_bars(ax, band, "L", colour, 2 * index + k, slots, ceiling=1.0):
+                        intervals[model] = (level[model], r["replicate"].n_unique())
+                        open_top = open_top or bool(np.isinf(band["high"].to_numpy()).any())
                 if found.height < f.height:
                     notes.append(
                         f"{model} ({kind}): censored (no pass up to N = L - 1) at "
                         f"{f.height - found.height} of {f.height} L"
                     )
-            ax.set(xlabel="L", ylabel="N_crit / L")
+            # log: a bar drawn up to 1 (censored resamples) would flatten the points near 0.06
+            ax.set(yscale="log", xlabel="L", ylabel="N_crit / L")
             title = "Critical N (Theorem 1, KS test)"
         elif claim == "separability":
             median_band(
@@ -112,6 +213,8 @@ def compare_figure(
                 label(model, runs[model], claim),
                 line + marker,
             )
+            if reps is not None:
+                draw_interval(model, reps, "N", index, colour)
             ax.set(xlabel="N (top-N selected)", ylabel="N_s / N (median, IQR band)")
             title = "Geometric separability (Theorem 2)"
         elif claim == "gradient":
@@ -126,6 +229,8 @@ def compare_figure(
                 label=f"{label(model, runs[model], claim)}, eps {eps:g}",
             )
             ax.plot(t["T"], t["jacobian_norm_max"], ":", color=colour, lw=1)
+            if reps is not None:
+                draw_interval(model, reps.filter(pl.col("eps") == eps), "T", index, colour)
             ax.set(yscale="log", xlabel="temperature T", ylabel="max g over heads")
             title = "Gradient sensitivity (Lemma 2, Corollary 3); dotted: max exact ||J||"
         elif claim == "vanishing":
@@ -138,6 +243,8 @@ def compare_figure(
                 label(model, runs[model], claim),
                 line + marker,
             )
+            if reps is not None:
+                draw_interval(model, reps, "L", index, colour)
             ax.set(yscale="log", xlabel="L", ylabel="largest attention weight (median)")
             title = "Vanishing attention (Lemma 1)"
         elif claim == "distance":
@@ -152,6 +259,8 @@ def compare_figure(
                 f"{label(model, runs[model], claim)}, N = {n}",
                 line + marker,
             )
+            if reps is not None:
+                draw_interval(model, reps.filter(pl.col("N") == n), "L", index, colour)
             ax.set(yscale="log", xlabel="L", ylabel="distance d~ (median)")
             title = "Distance of the selected set (Theorem 1)"
         else:
@@ -161,6 +270,13 @@ def compare_figure(
         ax.axhline(0.06, color="0.5", lw=0.8, ls=":", label="paper: N_crit / L = 0.06")
     elif claim == "separability":
         ax.axhspan(0.70, 0.85, color="0.85", alpha=0.5, lw=0, label="paper: 0.70-0.85")
+    if intervals:
+        # one grey key for every model's bars (their colour is the model's)
+        levels = {lvl for lvl, _ in intervals.values()}
+        percent = f"{100 * levels.pop():g} % " if len(levels) == 1 else ""
+        ax.plot([], [], "|", color="0.3", ms=9, mew=1.0, label=f"bars: {percent}bootstrap interval")
+    if claim in ("separability", "vanishing", "distance"):
+        ax.fill_between([], [], [], color="0.3", alpha=0.15, lw=0, label="bands: IQR across heads")
     x_column = {"separability": "N", "gradient": "T"}.get(claim, "L")
     grid = sorted({x for t in tables.values() for x in t[x_column].to_list()})
     if claim == "vanishing":
@@ -189,6 +305,51 @@ def compare_figure(
             " Lemma 1 is checked on each (layer, chunk, head)'s analysed row under either protocol, so"
             " two entries of one model coincide."
         )
+    if intervals:
+        caption += " " + interval_caption(claim, quantity, intervals, slots > 1, open_top)
+    # an empty replicate table, or none at the points drawn
+    without = [m for m in models if m not in intervals]
+    if column is not None and without:
+        caption += (
+            " Drawn without interval (no bootstrap replicates of the points drawn): "
+            f"{', '.join(without)}."
+        )
     if notes:
         caption += " " + "; ".join(notes) + "."
     return fig, caption
+
+
+def interval_caption(
+    claim: str,
+    quantity: str,
+    intervals: dict[str, tuple[float, int]],
+    dodged: bool,
+    open_top: bool,
+) -> str:
+    """The caption's sentence on the error bars: which interval, at what level over how many
+    resamples (per model where the models differ)."""
+    settings = set(intervals.values())
+    if len(settings) == 1:
+        ((lvl, n),) = settings
+        how = f"{100 * lvl:g} % percentile bootstrap interval over {n} resamples"
+    else:
+        how = (
+            "percentile bootstrap interval ("
+            + "; ".join(
+                f"{m}: {100 * lvl:g} % over {n} resamples" for m, (lvl, n) in intervals.items()
+            )
+            + ")"
+        )
+    text = (
+        f"Error bars (in the model's colour): the {how} of {quantity}, resampling each model's "
+        "heads (and chunks) (analysis.bootstrap)"
+    )
+    if claim != "gradient" and claim != "critical_n":
+        text += "; shaded bands: interquartile ranges across heads, not intervals"
+    if claim == "gradient":
+        text += f"; {MAXIMUM_CAVEAT}"
+    if claim == "critical_n" and open_top:
+        text += "; a bar drawn up to 1 holds censored resamples (N_crit above their top N)"
+    if dodged:
+        text += "; bars shifted slightly along x per entry so that they stay apart"
+    return text + "."
