@@ -308,6 +308,24 @@ class TestGradient:
         assert doubled["jacobian_norm"].to_list() == pytest.approx([2 * a * (1 - a)] * 2)
         assert raw["jacobian_norm"].to_list() == pytest.approx(doubled["jacobian_norm"].to_list())
 
+    def test_all_rows_raw_scores_divide_each_head_by_its_own_scale(self):
+        """Heads whose scales differ (GPT-2's scale_attn_by_inverse_layer_idx): under
+        raw_scores each head's logits scale q.k are divided by that head's scale, so the table
+        equals the model-logits one of the same q and k at scale 1."""
+        rng = np.random.default_rng(1)
+
+        def pack_with(scales):
+            pack = make_pack([[0.25] * 4] * 2, rng.standard_normal((4, 2)), rows=True)
+            pack.q_rows = np.random.default_rng(2).standard_normal((2, 4, 2)) * 3
+            pack.score_scale = np.asarray(scales, dtype=float)
+            return pack
+
+        raw = gradient.all_rows(
+            pack_with([0.5, 0.25]), 1.0, gradient_settings("all_rows", "raw_scores")
+        )
+        plain = gradient.all_rows(pack_with([1.0, 1.0]), 1.0, gradient_settings("all_rows"))
+        assert raw["jacobian_norm"].to_list() == pytest.approx(plain["jacobian_norm"].to_list())
+
     def test_all_rows_uniform_rows(self):
         """Uniform rows over 2 keys: ||J|| = 1/(2T) on every row; rows with fewer than 4
         visible keys are left out of the wide-row check (no such row: None)."""

@@ -79,7 +79,7 @@ def all_rows(
 
     def per_row(block, logits, rows, sample):
         if settings.temperature_on == "raw_scores":
-            logits = logits / float(pack.score_scale[0])
+            logits = logits / float(pack.score_scale[sample])
         visible = to_numpy(xp.isfinite(logits).sum(axis=1))
         # seeded by sample and row, not T: every T sees the same directions
         rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, sample, rows[0])
