@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attnlimits_workflow.dumps.read import PART_KEYS, layer_parts
-from attnlimits_workflow.packs import PACK_ARRAYS
+from attnlimits_workflow.packs import LAYER_KEYS, PACK_ARRAYS
 
 
 @dataclass
@@ -31,7 +31,8 @@ class Samples:
     query_norm: np.ndarray | None  # (S,) |q| of the analysed row
     key_norm_max: np.ndarray | None  # (S,) max_i |k_i| over the L keys
     score_scale: np.ndarray  # (S,) the model's q.k scale for the sample's layer
-    metadata: dict[str, Any]
+    metadata: dict[str, Any]  # layer 0's first file's
+    layer_metadata: dict[int, dict[str, Any]] = field(default_factory=dict)  # each layer's
 
 
 def load_samples(
@@ -51,10 +52,12 @@ def load_samples(
     """
     collected: dict[str, list] = {k: [] for k in PART_KEYS}
     meta0 = None
+    layer_metadata: dict[int, dict[str, Any]] = {}
     for meta, parts in layer_parts(
         dump_dirs, length, embedding, with_logits, with_query_keys, with_norms, expected
     ):
         meta0 = meta0 or meta
+        layer_metadata.setdefault(int(meta["layer"]), meta)
         for k, v in parts.items():
             if v is not None:
                 collected[k].append(v)
@@ -74,6 +77,7 @@ def load_samples(
         key_norm_max=cat("kn"),
         score_scale=cat("scale"),
         metadata=meta0,
+        layer_metadata=layer_metadata,
     )
 
 
@@ -87,6 +91,10 @@ def write_pack(samples: Samples, out_dir: Path, embedding: str | None = None) ->
     for name in PACK_ARRAYS:
         np.save(out_dir / f"{name}.npy", np.ascontiguousarray(getattr(samples, name)))
     recorded = {} if embedding is None else {"embedding": embedding, "extra_embeddings": []}
+    recorded["layers"] = {
+        str(layer): {key: meta.get(key) for key in LAYER_KEYS}
+        for layer, meta in samples.layer_metadata.items()
+    }
     (out_dir / "metadata.json").write_text(
         json.dumps({"length": samples.length, **samples.metadata, **recorded}, sort_keys=True)
     )

@@ -14,11 +14,12 @@ from transformers import AutoModel, GPT2Config
 
 import attnlimits_workflow.dumps.read as read_module
 from attnlimits.extraction import extract_chunk, register_capture
+from attnlimits_workflow.analyses import separability, vanishing
 from attnlimits_workflow.dumps.pack import pack_dumps
 from attnlimits_workflow.dumps.read import open_dump, read_metadata
 from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
-from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, read_pack
+from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, LayerNormaliser, read_pack
 
 pytestmark = pytest.mark.integration
 
@@ -244,6 +245,16 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     assert (tmp_path / "loaded" / "metadata.json").read_text() == (
         tmp_path / "streamed" / "metadata.json"
     ).read_text()
+    # the per-layer table leaves a plain-softmax model's analysis byte-identical: the same
+    # table as from the pack stripped of it, as packs were before it was recorded
+    older = tmp_path / "older"
+    shutil.copytree(tmp_path / "streamed", older)
+    meta = json.loads((older / "metadata.json").read_text())
+    assert set(meta.pop("layers")) == {"0", "1"}
+    (older / "metadata.json").write_text(json.dumps(meta, sort_keys=True))
+    for table in (vanishing.last_row, lambda p: separability.pairwise_separation(p, 1.0)):
+        new, old = table(read_pack(tmp_path / "streamed")), table(read_pack(older))
+        assert new.equals(old) and new.write_ipc(None).getvalue() == old.write_ipc(None).getvalue()
 
 
 def test_one_pack_serves_every_readings_embedding(dump, tmp_path, model):
@@ -429,3 +440,55 @@ def test_an_embedding_the_extraction_did_not_store_is_refused(tmp_path, gqa_mode
         load_samples([bare], 16, "attention_input", expected=PROV)
     table = pq.read_table(bare / "layer00.parquet", columns=["hidden", "attention_input"])
     assert table["hidden"].null_count == table["attention_input"].null_count == table.num_rows
+
+
+def test_a_pack_records_each_layers_normaliser(dump, tmp_path):
+    # GPT-2: absolute positions, nothing else, in every layer, and the same per sample
+    out, _ = dump
+    pack_dumps([out], 32, "value", tmp_path / "pack", expected=PROV)
+    pack = read_pack(tmp_path / "pack")
+    layers = json.loads((tmp_path / "pack/metadata.json").read_text())["layers"]
+    for layer in ("0", "1"):
+        assert layers[layer] == {
+            "position_embedding": "absolute",
+            "sink_logits": None,
+            "differential_lambda": None,
+            "differential_pairs": None,
+            "query_temperature": None,
+            "softcap": None,
+            "sliding_window": None,
+        }
+    assert pack.per_sample("position_embedding").tolist() == ["absolute"] * 8
+    assert np.isnan(pack.per_sample("sink_logit")).all()
+    with pytest.raises(KeyError, match="'sinks' is not one of"):
+        pack.per_sample("sinks")
+
+
+def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump, tmp_path):
+    # dumps written before the normaliser keys: the pack's per-layer entries are null; packs
+    # written before the per-layer table: every layer's values are None
+    out, _ = dump
+    for layer in range(2):
+        path = out / f"layer{layer:02d}.parquet"
+        groups = pq.ParquetFile(path).metadata.row_group(0).num_rows
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"attnlimits"])
+        for key in ("position_embedding", "sink_logits", "query_temperature"):
+            del meta[key]
+        pq.write_table(
+            table.replace_schema_metadata({b"attnlimits": json.dumps(meta).encode()}),
+            path,
+            row_group_size=groups,
+        )
+    pack_dumps([out], 32, "value", tmp_path / "pack", expected=PROV)
+    pack = read_pack(tmp_path / "pack")
+    entry = json.loads((tmp_path / "pack/metadata.json").read_text())["layers"]["1"]
+    assert entry["position_embedding"] is None and entry["sink_logits"] is None
+    assert pack.per_sample("position_embedding").tolist() == [None] * 8
+    assert np.isnan(pack.per_sample("query_temperature")).all()
+    meta = json.loads((tmp_path / "pack/metadata.json").read_text())
+    del meta["layers"]
+    (tmp_path / "pack/metadata.json").write_text(json.dumps(meta))
+    older = read_pack(tmp_path / "pack")
+    assert older.layer_normaliser(1) == LayerNormaliser()
+    assert np.isnan(older.per_sample("sink_logit")).all()

@@ -581,3 +581,67 @@ def test_llama4_records_its_query_temperature(tmp_path):
     assert torch.allclose(captures[1].q, raw * scale[None, :, None], rtol=1e-6, atol=1e-6)
     _, logits, _ = captures[0].rows[CONTEXT]  # row 47 of a layer with chunks of 16 keys
     assert torch.isneginf(logits[:, :32]).all() and torch.isfinite(logits[:, 32:]).all()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("model_type", ["smollm3", "gpt_oss", "llama4_text", "diffllama"])
+def test_a_pack_carries_each_layers_normaliser_per_sample(model_type, tmp_path):
+    """Families whose layers differ (NoPE layers, per-head sinks, lambda, query temperature):
+    the pack's per-sample values are those of each sample's own layer file, not layer 0's."""
+    from attnlimits_workflow.dumps.pack import pack_dumps
+    from attnlimits_workflow.packs import read_pack
+
+    captured, _ = pair(model_type)
+    batch = tmp_path / "batch000"
+    batch.mkdir()
+    write_batch(
+        batch,
+        captured,
+        {0: ids().numpy(), 1: ids(2).numpy()},
+        LENGTHS,
+        query_row="last",
+        store_hidden=False,
+        provenance={"weights_sha256": "w", "tokens_fingerprint": "t"},
+        extra_metadata={"model": model_type, "model_type": model_type, "corpus_sha256": "c"},
+    )
+    files = [read_metadata(batch / f"layer{layer:02d}.parquet") for layer in range(2)]
+    L = 16
+    pack_dumps([batch], L, "value", tmp_path / "pack")
+    pack = read_pack(tmp_path / "pack")
+    embedding = pack.per_sample("position_embedding")
+    sink = pack.per_sample("sink_logit")
+    lam = pack.per_sample("differential_lambda")
+    partner = pack.per_sample("differential_partner")
+    temperature = pack.per_sample("query_temperature")
+    assert len(embedding) == len(pack.layer) == 2 * 2 * 4  # layers x chunks x heads
+    for i in range(len(pack.layer)):
+        layer, h = int(pack.layer[i]), int(pack.head[i])
+        meta = files[layer]
+        assert embedding[i] == meta["position_embedding"], (model_type, i)
+        want_sink = np.nan if meta["sink_logits"] is None else meta["sink_logits"][h]
+        np.testing.assert_equal(sink[i], want_sink)
+        want_lam = meta["differential_lambda"]
+        np.testing.assert_equal(lam[i], np.nan if want_lam is None else want_lam)
+        want_partner = np.nan
+        for a, b in meta["differential_pairs"] or []:
+            want_partner = b if a == h else a if b == h else want_partner
+        np.testing.assert_equal(partner[i], want_partner)
+        tuning = meta["query_temperature"]
+        want_t = np.nan if tuning is None else tuning["analysed"][LENGTHS.index(L)]
+        np.testing.assert_equal(temperature[i], want_t)
+        assert pack.normaliser(i) == pack.layer_normaliser(layer)
+    # hand-written values of the tiny configs (build and TINY)
+    by_layer = {layer: np.asarray(pack.layer) == layer for layer in (0, 1)}
+    if model_type in ("smollm3", "llama4_text"):
+        assert set(embedding[by_layer[0]]) == {"rotary"}
+        assert set(embedding[by_layer[1]]) == {"none"}
+    if model_type == "gpt_oss":  # linspace(-2, 4, 4) + layer: layer 1's head 3 is 5
+        at = np.nonzero(by_layer[1] & (np.asarray(pack.head) == 3))[0]
+        np.testing.assert_allclose(sink[at], 5.0, rtol=1e-6)
+        assert pack.layer_normaliser(0).sink_logits == pytest.approx((-2.0, 0.0, 2.0, 4.0))
+    if model_type == "llama4_text":  # floor(16 / 8) = 2 on the NoPE layer only
+        assert np.isnan(temperature[by_layer[0]]).all()
+        np.testing.assert_allclose(temperature[by_layer[1]], 1 + 0.5 * np.log(3), rtol=1e-12)
+    if model_type == "diffllama":
+        assert lam[by_layer[0]][0] != lam[by_layer[1]][0]  # lambda differs per layer
+        assert partner[:4].tolist() == [2, 3, 0, 1]  # layer 0, chunk 0's heads 0..3

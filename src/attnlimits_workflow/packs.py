@@ -37,6 +37,79 @@ PACK_ARRAYS = (
 # Packed only for the all-rows protocol (analysis.protocol: all_rows), and only for the samples
 # of the chunks it analyses (row_sample: their indices among the pack's samples).
 ROW_ARRAYS = ("q_rows", "k_rows", "row_sample")
+# Each layer file's normaliser metadata (docs/dumps.md), copied per layer into the pack's
+# metadata.json under "layers" (layer index -> these keys; null where the dump has none).
+LAYER_KEYS = (
+    "position_embedding",
+    "sink_logits",
+    "differential_lambda",
+    "differential_pairs",
+    "query_temperature",
+    "softcap",
+    "sliding_window",
+)
+# the per-sample values Pack.per_sample gives (LayerNormaliser.value of the sample's head)
+SAMPLE_FIELDS = (
+    "position_embedding",
+    "sink_logit",
+    "differential_lambda",
+    "differential_partner",
+    "query_temperature",
+    "softcap",
+    "sliding_window",
+)
+
+
+@dataclass(frozen=True)
+class LayerNormaliser:
+    """One layer's normaliser metadata at one L, as its dump files record it (docs/dumps.md,
+    docs/paper-notes.md sections 12-14); None where the layer has none, or where the dump (or
+    the pack) predates the key."""
+
+    position_embedding: str | None = None  # "rotary", "none" (a NoPE layer) or "absolute"
+    sink_logits: tuple[float, ...] | None = None  # GPT-OSS: one learned sink logit per head
+    differential_lambda: float | None = None  # DiffLlama: A_h - lambda A_h'
+    differential_pairs: tuple[tuple[int, int], ...] | None = None  # DiffLlama: (h, h') pairs
+    # Llama 4 NoPE layers: the query scale of this L's analysed row (the dump's
+    # query_temperature "analysed" entry for this L)
+    query_temperature: float | None = None
+    softcap: float | None = None
+    sliding_window: int | None = None
+
+    @classmethod
+    def of(cls, recorded: dict[str, Any], length: int, lengths: list[int]) -> LayerNormaliser:
+        """From a pack's "layers" entry (``recorded``) for the pack's L, the dump's ``lengths``
+        fixing which analysed row's query temperature is this L's."""
+        sinks = recorded.get("sink_logits")
+        pairs = recorded.get("differential_pairs")
+        tuning = recorded.get("query_temperature")
+        return cls(
+            position_embedding=recorded.get("position_embedding"),
+            sink_logits=None if sinks is None else tuple(float(s) for s in sinks),
+            differential_lambda=recorded.get("differential_lambda"),
+            differential_pairs=None if pairs is None else tuple((int(a), int(b)) for a, b in pairs),
+            query_temperature=None
+            if tuning is None
+            else float(tuning["analysed"][list(lengths).index(length)]),
+            softcap=recorded.get("softcap"),
+            sliding_window=recorded.get("sliding_window"),
+        )
+
+    def value(self, field: str, head: int) -> Any:
+        """The value of ``field`` (one of SAMPLE_FIELDS) for query head ``head`` of this layer:
+        its sink logit, its differential partner (the other head of its pair), or a layer-wide
+        value; None where the layer has none."""
+        if field == "sink_logit":
+            return None if self.sink_logits is None else self.sink_logits[head]
+        if field == "differential_partner":
+            if self.differential_pairs is None:
+                return None
+            return next(
+                (b if a == head else a for a, b in self.differential_pairs if head in (a, b)), None
+            )
+        if field not in SAMPLE_FIELDS:
+            raise KeyError(f"{field!r} is not one of {SAMPLE_FIELDS}")
+        return getattr(self, field)
 
 
 @dataclass
@@ -76,6 +149,34 @@ class Pack:
                     "delete the pack and rerun"
                 )
         return self.q_rows[at], self.k_rows[at]
+
+    def layer_normaliser(self, layer: int) -> LayerNormaliser:
+        """Layer ``layer``'s normaliser metadata at this pack's L (all None in a pack written
+        before packs recorded them per layer)."""
+        recorded = self.metadata.get("layers", {}).get(str(int(layer)), {})
+        return LayerNormaliser.of(recorded, self.length, self.metadata.get("lengths", []))
+
+    def normaliser(self, sample: int) -> LayerNormaliser:
+        """The normaliser metadata of ``sample``'s layer."""
+        return self.layer_normaliser(int(self.layer[sample]))
+
+    def per_sample(self, field: str) -> np.ndarray:
+        """``field`` (one of SAMPLE_FIELDS) for every sample, aligned with the pack's samples:
+        position_embedding as an object array (None where unrecorded), every other field as
+        float64 with NaN where the sample's layer has none."""
+        if field not in SAMPLE_FIELDS:
+            raise KeyError(f"{field!r} is not one of {SAMPLE_FIELDS}")
+        layer, head = np.asarray(self.layer), np.asarray(self.head)
+        text = field == "position_embedding"
+        out = np.full(len(layer), None if text else np.nan, dtype=object if text else np.float64)
+        for lay in np.unique(layer).tolist():
+            normaliser = self.layer_normaliser(lay)
+            at = np.nonzero(layer == lay)[0]
+            for h in np.unique(head[at]).tolist():
+                value = normaliser.value(field, h)
+                if value is not None:
+                    out[at[head[at] == h]] = value
+        return out
 
 
 def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..packs import DumpError
+from ..packs import LAYER_KEYS, DumpError
 from .read import layer_files, layer_parts, open_dump
 
 _PACK_SOURCES = {
@@ -79,10 +79,12 @@ def pack_dumps(
 
     offset = row_offset = 0
     meta0 = None
+    layers: dict[str, dict[str, Any]] = {}
     for meta, parts in layer_parts(
         dump_dirs, length, embedding, True, row_chunks > 0, True, expected, expected_chunks
     ):
         meta0 = meta0 or meta
+        layers.setdefault(str(int(meta["layer"])), layer_entry(meta))
         for name, key in _PACK_SOURCES.items():
             write(name, parts[key], offset, total)
         if row_chunks > 0:
@@ -114,8 +116,22 @@ def pack_dumps(
     # its folder; forcing them to disk only adds I/O wait (docs/performance.md).
     (out_dir / "metadata.json").write_text(
         json.dumps(
-            {"length": length, **meta0, "embedding": embedding, "extra_embeddings": extras},
+            {
+                "length": length,
+                **meta0,
+                "embedding": embedding,
+                "extra_embeddings": extras,
+                "layers": layers,
+            },
             sort_keys=True,
         )
     )
     return total, tuple(arrays["x"].shape)
+
+
+def layer_entry(meta: dict[str, Any]) -> dict[str, Any]:
+    """A layer file's normaliser metadata as the pack's "layers" table holds it (Pack.
+    layer_normaliser reads it): the LAYER_KEYS of its metadata, null where a dump written before
+    a key was recorded lacks it. The pack's top-level keys stay those of its first file (layer
+    0's): what the analyses read from them (causal, softcap) is the same in every layer file."""
+    return {key: meta.get(key) for key in LAYER_KEYS}
