@@ -445,7 +445,8 @@ def test_findings_fields():
 def test_findings_group_one_model_on_two_texts_by_its_settings():
     def cfg(name, text, n_chunks=4):
         return {
-            "model": {"name": name, "path": "/m"},
+            # each entry's model folder is its own (resources/models/<entry>)
+            "model": {"name": name, "path": f"/models/{name}"},
             "corpus": {"name": text},
             "chunking": {"n_chunks": n_chunks},
         }

@@ -39,7 +39,9 @@ def text_groups(configs: dict[str, dict]) -> dict[str, dict[str, str]]:
 
     def without_text(cfg: dict) -> dict:
         rest = copy.deepcopy({k: v for k, v in cfg.items() if k != "corpus"})
+        # each entry fetches its model into a folder of its own name: the folder is not the model
         rest.get("model", {}).pop("name", None)
+        rest.get("model", {}).pop("path", None)
         return rest
 
     groups: dict[str, dict[str, str]] = {}
