@@ -12,7 +12,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from ..plotting import log_axis
-from .replicates import percentile_band
+from .replicates import critical_n_band, percentile_band
 from .table1 import MAXIMUM_CAVEAT
 
 # Per claim: the replicate column whose interval is drawn, and its name in the caption.
@@ -181,17 +181,9 @@ def compare_figure(
                 if r is not None and r.height:
                     # as Fig. 2c: a censored resample's N_crit is above its top N (+inf); a bar
                     # that reaches it is drawn up to N_crit / L = 1 (N_crit <= L always)
-                    band = percentile_band(
-                        r.with_columns(
-                            pl.when(pl.col("censored"))
-                            .then(float("inf"))
-                            .otherwise(pl.col("N_crit"))
-                            .alias("N_crit")
-                        ),
-                        ("L",),
-                        "N_crit",
-                        level[model],
-                    ).with_columns(pl.col("low", "high") / pl.col("L"))
+                    band = critical_n_band(r, level[model]).with_columns(
+                        pl.col("low", "high") / pl.col("L")
+                    )
                     if interval_bars(ax, band, "L", colour, 2 * index + k, slots, ceiling=1.0):
                         intervals[model] = (level[model], r["replicate"].n_unique())
                         open_top = open_top or bool(np.isinf(band["high"].to_numpy()).any())

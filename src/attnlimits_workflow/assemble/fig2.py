@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from .replicates import percentile_band
+from .replicates import critical_n_band
 
 SERIES = [
     ("distance", r"true distance $\tilde d$"),
@@ -111,17 +111,7 @@ def fig2(
         if reps is not None and reps.height:
             # a censored resample's N_crit is above its top N: +inf, so a band that reaches
             # it is drawn up to L (N_crit <= L always) and said so in the note
-            band = percentile_band(
-                reps.with_columns(
-                    pl.when(pl.col("censored"))
-                    .then(float("inf"))
-                    .otherwise(pl.col("N_crit"))
-                    .alias("N_crit")
-                ),
-                ("L",),
-                "N_crit",
-                level,
-            )
+            band = critical_n_band(reps, level)
             ax.fill_between(
                 band["L"].to_numpy(),
                 band["low"].to_numpy(),

@@ -123,3 +123,19 @@ def percentile_band(
         low, high, _ = percentile_interval(group[column].cast(pl.Float64).to_numpy(), level)
         rows.append({**dict(zip(by, key, strict=True)), "low": low, "high": high})
     return pl.DataFrame(rows).sort(*by)
+
+
+def critical_n_band(replicates: pl.DataFrame, level: float) -> pl.DataFrame:
+    """:func:`percentile_band` of the critical-N searches rerun on resamples, per L: a censored
+    resample's N_crit lies above its top N, so it counts as +inf (a band reaching it is open)."""
+    return percentile_band(
+        replicates.with_columns(
+            pl.when(pl.col("censored"))
+            .then(float("inf"))
+            .otherwise(pl.col("N_crit"))
+            .alias("N_crit")
+        ),
+        ("L",),
+        "N_crit",
+        level,
+    )
