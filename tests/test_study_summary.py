@@ -277,3 +277,12 @@ def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
     assert "a (perplexity +3, one seed: no interval)." in line(
         study.which_rule_when(single, "softmax"), "a few tokens"
     )
+
+
+def test_context_multiples_name_each_longer_context_by_its_multiple_of_the_training_one():
+    from attnlimits_workflow.assemble.study_report import context_multiples
+
+    assert context_multiples([128, 256, 512, 1024]) == "2C, 4C and 8C"
+    assert context_multiples([128, 1024]) == "8C"
+    assert context_multiples([100, 150]) == "1.5C"
+    assert context_multiples([128]) == "no longer context"

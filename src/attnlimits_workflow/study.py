@@ -19,7 +19,7 @@ paper's own sentence and section; the verdicts (:func:`verdict`) and the page
   at T <= 0.1, the constant of the 1/T growth where the paper says to avoid T; smaller relaxes;
 - length generalisation (SSMax's claim): held-out perplexity at the training context over
   perplexity at the longest evaluated context, each over the last positions of its windows
-  (evaluation.tail_fraction; 1 = no loss of quality at 4x the training length, above 1 = better);
+  (evaluation.tail_fraction; 1 = no loss of quality at the longest context, 8x the training length by default, above 1 = better);
   larger relaxes.
 
 Beside them, not limits of the paper: the attention sink, the mean weight a row puts on the

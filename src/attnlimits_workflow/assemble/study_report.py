@@ -498,6 +498,16 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         ),
         "l_max": str(l_max),
         "contexts": " / ".join(map(str, contexts)),
+        "context_multiples": context_multiples(contexts),
         "tail_percent": tail_percent,
         "evaluation_tokens": f"{contexts[-1] * evaluations[names[0]]['contexts'][-1]['windows']:,}",
     }
+
+
+def context_multiples(contexts: list[int]) -> str:
+    """The evaluated contexts beyond the training context C (the first) as multiples of C:
+    "2C, 4C and 8C"."""
+    multiples = [f"{c / contexts[0]:g}C" for c in contexts[1:]]
+    if not multiples:
+        return "no longer context"
+    return ", ".join(multiples[:-1]) + (" and " if len(multiples) > 1 else "") + multiples[-1]
