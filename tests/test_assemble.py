@@ -715,6 +715,26 @@ def test_compare_figure_keeps_a_colour_per_model_and_a_line_per_text():
     book = lines["a (trained; 2x4 heads; every row; book): MC E"]
     docs = lines["a.docs (trained; 2x4 heads; every row; docs): MC E"]
     assert book.get_color() == docs.get_color() and book.get_marker() != docs.get_marker()
+    # as the caption says: the first text's markers filled, the next text's open
+    assert book.get_markerfacecolor() != "none" and docs.get_markerfacecolor() == "none"
+
+
+def test_compare_lines_of_the_second_text_are_dashed_with_open_markers():
+    summary = pl.DataFrame(
+        {"L": [8, 16], **{f"max_weight_{s}": [0.5, 0.25] for s in ("median", "q25", "q75")}}
+    )
+    runs = {"a": RUN, "a.docs": {**RUN, "corpus": "docs"}}
+    fig, caption = compare_figure.compare_figure(
+        "vanishing",
+        dict.fromkeys(runs, summary),
+        runs,
+        dict.fromkeys(runs, 0.01),
+        dict.fromkeys(runs, 2),
+    )
+    assert "(solid, filled: the first text; dashed, open: the next)" in caption
+    book, docs = (ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("a"))
+    assert (book.get_linestyle(), docs.get_linestyle()) == ("-", "--")
+    assert book.get_markerfacecolor() != "none" and docs.get_markerfacecolor() == "none"
 
 
 def error_bars(ax) -> list[tuple[float, float, float]]:

@@ -40,10 +40,18 @@ def label(model: str, run: dict, claim: str) -> str:
 
 
 def median_band(
-    ax, t: pl.DataFrame, x: str, value: str, colour: str, text: str, style: str = "-o"
+    ax,
+    t: pl.DataFrame,
+    x: str,
+    value: str,
+    colour: str,
+    text: str,
+    style: str = "-o",
+    filled: bool = True,
 ) -> None:
-    """One model's median line with its interquartile band."""
-    ax.plot(t[x], t[f"{value}_median"], style, color=colour, ms=4, label=text)
+    """One model's median line with its interquartile band (open markers unless ``filled``)."""
+    mfc = colour if filled else "none"
+    ax.plot(t[x], t[f"{value}_median"], style, color=colour, mfc=mfc, ms=4, label=text)
     ax.fill_between(t[x], t[f"{value}_q25"], t[f"{value}_q75"], color=colour, alpha=0.15, lw=0)
 
 
@@ -144,6 +152,7 @@ def compare_figure(
         reps = reps_of(model) if column is not None else None
         line = ("-", "--", ":", "-.")[text_of[model] % 4]
         marker = ("o", "^", "s", "v")[text_of[model] % 4]
+        filled = text_of[model] == 0  # the first text's markers filled, the next texts' open
         if claim == "critical_n":
             # the reading of a causal row's masked keys the model's figures draw (an encoder: "both")
             reading = [runs[model].get("masked", "non_selected"), "both"]
@@ -165,7 +174,7 @@ def compare_figure(
                         found["N_crit_over_L"],
                         style + marker,
                         color=colour,
-                        mfc=colour if text_of[model] == 0 else "none",
+                        mfc=colour if filled else "none",
                         ms=4,
                         label=f"{label(model, runs[model], claim)}: {'MC E' if kind == 'monte_carlo' else 'Thm 1.2 term'}",
                     )
@@ -204,6 +213,7 @@ def compare_figure(
                 colour,
                 label(model, runs[model], claim),
                 line + marker,
+                filled,
             )
             if reps is not None:
                 draw_interval(model, reps, "N", index, colour)
@@ -217,6 +227,7 @@ def compare_figure(
                 t["g_max_over_heads"],
                 line + marker,
                 color=colour,
+                mfc=colour if filled else "none",
                 ms=4,
                 label=f"{label(model, runs[model], claim)}, eps {eps:g}",
             )
@@ -234,6 +245,7 @@ def compare_figure(
                 colour,
                 label(model, runs[model], claim),
                 line + marker,
+                filled,
             )
             if reps is not None:
                 draw_interval(model, reps, "L", index, colour)
@@ -250,6 +262,7 @@ def compare_figure(
                 colour,
                 f"{label(model, runs[model], claim)}, N = {n}",
                 line + marker,
+                filled,
             )
             if reps is not None:
                 draw_interval(model, reps.filter(pl.col("N") == n), "L", index, colour)
