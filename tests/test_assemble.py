@@ -486,6 +486,11 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
             + ["4", "2"],
         }
     )
+    # the compact value [interval] the verdict reads, where the scorecard has it
+    with_intervals = score.with_columns(
+        pl.lit(None, pl.String).alias("m interval"),
+        pl.Series("m.docs interval", ["2.5 [1.5, 3]", None, None, None, None, None]),
+    )
     groups = {"m": {"book": "m", "docs": "m.docs"}}
 
     def table(statuses):
@@ -528,6 +533,8 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     # a claim read on a maximum over heads is named apart, not listed as a result
     assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3])."
     assert said[-1].endswith("so not listed as results: G (m).")
+    said = findings.what_we_can_say(status, with_intervals, groups).splitlines()
+    assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2.5 [1.5, 3])."
     fragile = findings.fragile_list(status).splitlines()
     assert fragile == [
         "- T on m: flipped by the text (book: reproduced; docs: not reproduced).",

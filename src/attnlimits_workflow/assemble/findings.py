@@ -154,11 +154,14 @@ def what_we_can_say(
     status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
 ) -> str:
     """One bullet per claim with a robust result: the models whose verdict is decided, the same
-    on every text and under every reading, each with its measured value per text. Claims read on
+    on every text and under every reading, each with the value its verdict reads and that
+    value's interval per text (the scorecard's interval column). Claims read on
     a maximum over heads (table1.MAXIMUM_CLAIMS) are named apart: a resample's maximum cannot
     exceed the measured one, so their intervals are too narrow to call a result robust."""
+    # the statistic the verdict reads with its interval, compact; the measure in words where the
+    # scorecard has no interval column (the full measures are the page's last section)
     measured = {
-        (r["claim_id"], m): r[f"{m} measured"] or ""
+        (r["claim_id"], m): r.get(f"{m} interval") or r[f"{m} measured"] or ""
         for r in score.iter_rows(named=True)
         for m in groups_entries(groups)
     }
