@@ -303,6 +303,16 @@ def study_errors(config: dict[str, Any]) -> list[str]:
                 f"study.evaluation.contexts[{i}]: {c} exceeds study.architecture.max_positions="
                 f"{positions}"
             )
+    contexts = sorted(study["evaluation"]["contexts"])
+    if contexts and contexts[0] != study["training"]["context"]:
+        # the length measure reads the first context as the training one
+        errs.append(
+            f"study.evaluation.contexts: the smallest, {contexts[0]}, must be "
+            f"study.training.context={study['training']['context']} (length generalisation "
+            "compares the longer contexts with it)"
+        )
+    if study.get("relax_ratio", 2.0) <= 1.0:
+        errs.append(f"study.relax_ratio: {study['relax_ratio']} must be above 1")
     if study["training"]["context"] > positions:
         errs.append(
             f"study.training.context: {study['training']['context']} exceeds "

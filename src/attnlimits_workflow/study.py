@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,9 +51,6 @@ NO_VERDICT = "no verdict: both readings defensible"
 # A sparse rule's rows with fewer nonzero weights than N: its top-N weight-0 tokens are never
 # distinguishable, so N_s/N <= support / N measures the support, not separability.
 SUPPORT_LIMITED = "no verdict: support < N"
-# A rule whose weights are the baseline's own (gated attention's gate acts after them): any
-# difference in a measure of the weights comes from the logits its model learnt, not the rule.
-BY_CONSTRUCTION = "no difference by construction: the baseline's weights"
 VERDICTS = (
     RELAXES,
     TIGHTENS,
@@ -61,7 +58,6 @@ VERDICTS = (
     UNDECIDED,
     NO_VERDICT,
     SUPPORT_LIMITED,
-    BY_CONSTRUCTION,
     NOT_MEASURED,
 )
 # The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.
@@ -96,6 +92,9 @@ class Limit:
     when: str = ""
     # measured on the attention weights (False: on the model's predictions, the length limit)
     of_weights: bool = True
+    # a share in [0, 1]: compared on the odds x / (1 - x), so that a baseline above 1 / ratio
+    # still leaves room to relax it (on the shares, 0.7 could only "relax" to 1.05)
+    share: bool = False
 
 
 LIMITS: dict[str, Limit] = {
@@ -128,6 +127,7 @@ LIMITS: dict[str, Limit] = {
             ),
         ),
         when="the selected tokens must stay distinguishable over a larger share of the context",
+        share=True,
     ),
     "separability": Limit(
         "Separability (Theorem 2)",
@@ -144,6 +144,7 @@ LIMITS: dict[str, Limit] = {
             ),
         ),
         when="many selected tokens must stay geometrically separable",
+        share=True,
     ),
     "gradient": Limit(
         "Gradient at the trained temperature (Lemma 2)",
@@ -224,13 +225,26 @@ Measure = float | tuple[float, float] | None
 
 def _interval(x: Measure) -> tuple[float, float] | None:
     """(low, high) of a measure: a number is its own interval, a lower bound is (x, high);
-    None where missing, not finite or not positive."""
+    None where missing, not finite or negative (every measure is >= 0; 0 is a value: a rule
+    whose low-temperature sensitivity is 0 is the most "smaller" one can be)."""
     if x is None:
         return None
     lo, hi = (x, x) if not isinstance(x, tuple) else x
-    if lo is None or not math.isfinite(lo) or lo <= 0 or math.isnan(hi) or hi < lo:
+    if lo is None or not math.isfinite(lo) or lo < 0 or math.isnan(hi) or hi < lo:
         return None
     return float(lo), float(hi)
+
+
+def odds(x: float) -> float:
+    """x / (1 - x) of a share, clipped to [0, 1] first (a t-interval's end may leave it); 1 is
+    +inf."""
+    x = min(max(x, 0.0), 1.0)
+    return math.inf if x == 1.0 else x / (1.0 - x)
+
+
+def _at_least_ratio_above(high_side: float, low_side: float, ratio: float) -> bool:
+    """high_side >= ratio x low_side, where 0 is never ratio x above 0 (both 0: no change)."""
+    return high_side > 0 and high_side >= ratio * low_side
 
 
 def verdict(
@@ -238,25 +252,32 @@ def verdict(
     baseline: Measure,
     ratio: float,
     relaxes: Literal["larger", "smaller", "either"] = "larger",
+    share: bool = False,
 ) -> str:
     """A measure against the baseline's, oriented by ``relaxes``. With ``relaxes="larger"``:
     'relaxes' when value >= ratio x baseline, 'tightens' when <= baseline / ratio, else
     'no change' ("smaller" swaps the two). A measure known only within an interval (a censored
     one: (lower bound, upper bound)) gets a verdict only when the whole interval gives it, else
     'undecided (censored)'. 'no verdict: both readings defensible' for ``relaxes="either"``;
-    'not measured' when either is missing or not positive."""
+    'not measured' when either is missing or negative. 0 is never ``ratio`` x above 0: two
+    zeros are 'no change'. ``share``: both are shares in [0, 1], compared on their odds
+    (:func:`odds`)."""
     if relaxes == "either":
         return NO_VERDICT
     v, b = _interval(value), _interval(baseline)
     if v is None or b is None:
         return NOT_MEASURED
+    if share:
+        v, b = (odds(v[0]), odds(v[1])), (odds(b[0]), odds(b[1]))
     (v_lo, v_hi), (b_lo, b_hi) = v, b
     larger, smaller = (RELAXES, TIGHTENS) if relaxes == "larger" else (TIGHTENS, RELAXES)
-    if v_lo >= ratio * b_hi:
+    if _at_least_ratio_above(v_lo, b_hi, ratio):
         return larger
-    if v_hi <= b_lo / ratio:
+    if _at_least_ratio_above(b_lo, v_hi, ratio):
         return smaller
-    if v_lo > b_hi / ratio and v_hi < ratio * b_lo:
+    if v_hi == b_hi == 0:
+        return NO_CHANGE
+    if v_lo * ratio > b_hi and v_hi < ratio * b_lo:
         return NO_CHANGE
     return UNDECIDED
 
@@ -410,25 +431,25 @@ def same_weights_as_baseline(entries: Mapping[str, Mapping[str, Any]], baseline:
 
 
 def verdicts(
-    measures: Mapping[str, Mapping[str, Any]],
-    baseline: str,
-    ratio: float,
-    by_construction: Collection[str] = (),
+    measures: Mapping[str, Mapping[str, Any]], baseline: str, ratio: float
 ) -> dict[str, dict[str, str]]:
-    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself);
-    ``by_construction``: the names whose weights are the baseline's
-    (:func:`same_weights_as_baseline`), whose limits of the weights get BY_CONSTRUCTION."""
+    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself).
+    A rule whose weights function is the baseline's (gated attention) gets verdicts like any
+    other: its weights come from the logits its model learnt, which the gate may change (its
+    paper's claim is that the sink goes), so a difference is a finding about those logits."""
     return {
         name: {
             key: "baseline"
             if name == baseline
-            else BY_CONSTRUCTION
-            if name in by_construction and limit.of_weights
             else SUPPORT_LIMITED
             if key == "separability"
             and m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE
             else verdict(
-                measure_of(m, key), measure_of(measures[baseline], key), ratio, limit.relaxes
+                measure_of(m, key),
+                measure_of(measures[baseline], key),
+                ratio,
+                limit.relaxes,
+                limit.share,
             )
             for key, limit in LIMITS.items()
         }
@@ -519,6 +540,8 @@ class SeedMeasure:
     high: float
     seeds: int
     verdict: str
+    # the mean is of lower ends: some seed's measure is censored (known only from below)
+    lower_bound: bool = False
 
 
 def t_interval(values, level: float) -> tuple[float, float, float]:
@@ -537,36 +560,33 @@ def t_interval(values, level: float) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def _positive(interval: tuple[float, float]) -> tuple[float, float]:
-    # every measure is positive: an interval reaching below 0 is cut at (just above) 0
-    return max(interval[0], 1e-300), interval[1]
+def _non_negative(interval: tuple[float, float]) -> tuple[float, float]:
+    # every measure is >= 0: a t-interval reaching below 0 is cut at 0
+    return max(interval[0], 0.0), max(interval[1], 0.0)
 
 
 def seed_measures(
-    per_seed: Mapping[str, list[Mapping[str, Any]]],
-    baseline: str,
-    ratio: float,
-    level: float,
-    by_construction: Collection[str] = (),
+    per_seed: Mapping[str, list[Mapping[str, Any]]], baseline: str, ratio: float, level: float
 ) -> dict[str, dict[str, SeedMeasure]]:
     """Per normaliser, per limit (and the held-out perplexity, its cost): the mean over its seeds'
     measures (limit_measures of each seed's model) with a t-interval, and the verdict against the
     baseline's interval: 'relaxes' / 'tightens' only when the two intervals are ``ratio`` apart on
     that side (study.verdict on the two intervals), else 'no difference shown'; 'no interval (one
-    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit, the support
-    cap and the weights that are the baseline's by construction as in :func:`verdicts`. Plus,
+    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit and the
+    support cap as in :func:`verdicts`. Plus,
     under ``perplexity_cost`` and ``sink_change``, the paired differences to the baseline
     (:func:`paired_differences`)."""
 
-    def summary(ms: list[Mapping[str, Any]], key: str) -> tuple[float, float, float, int]:
+    def summary(ms: list[Mapping[str, Any]], key: str) -> tuple[float, float, float, int, bool]:
         lows = [m.get(key) for m in ms]
         if any(v is None or not math.isfinite(v) for v in lows):
-            return math.nan, math.nan, math.nan, len(ms)
+            return math.nan, math.nan, math.nan, len(ms), False
         highs = [m.get(f"{key}_upper", m[key]) for m in ms]
         highs = [h if h is not None else lo for h, lo in zip(highs, lows, strict=True)]
         mean, low, _ = t_interval(lows, level)
         _, _, high = t_interval(highs, level)
-        return mean, low, high, len(ms)
+        censored = any(h > lo for h, lo in zip(highs, lows, strict=True))
+        return mean, low, high, len(ms), censored
 
     keys = [*LIMITS, *BESIDE]
     stats = {n: {k: summary(ms, k) for k in keys} for n, ms in per_seed.items()}
@@ -574,15 +594,13 @@ def seed_measures(
     for name, ms in per_seed.items():
         out[name] = {}
         for key in keys:
-            mean, low, high, n = stats[name][key]
-            b_mean, b_low, b_high, _ = stats[baseline][key]
+            mean, low, high, n, censored = stats[name][key]
+            b_mean, b_low, b_high, _, _ = stats[baseline][key]
             limit = LIMITS.get(key)
             if limit is None:
                 found = ""  # the cost and the sink: no verdict (paired_differences compares)
             elif name == baseline:
                 found = "baseline"
-            elif name in by_construction and limit.of_weights:
-                found = BY_CONSTRUCTION
             elif limit.relaxes == "either":
                 found = NO_VERDICT
             elif key == "separability" and any(
@@ -595,10 +613,14 @@ def seed_measures(
                 found = ONE_SEED
             else:
                 v = verdict(
-                    _positive((low, high)), _positive((b_low, b_high)), ratio, limit.relaxes
+                    _non_negative((low, high)),
+                    _non_negative((b_low, b_high)),
+                    ratio,
+                    limit.relaxes,
+                    limit.share,
                 )
                 found = v if v in (RELAXES, TIGHTENS) else NO_DIFFERENCE
-            out[name][key] = SeedMeasure(mean, low, high, n, found)
+            out[name][key] = SeedMeasure(mean, low, high, n, found, censored)
     for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
         for name, change in paired_differences(per_seed, baseline, key, level).items():
             out[name][label] = change
@@ -647,15 +669,40 @@ def shown_difference(m: SeedMeasure) -> str:
 
 
 def shown_over_seeds(m: SeedMeasure) -> str:
-    """'mean [low, high]', or the mean alone where there is no interval."""
+    """'mean [low, high]', or the mean alone where there is no interval; '>= mean' where the
+    mean is of lower ends (a censored seed)."""
     if math.isnan(m.mean):
         return "n/a"
+    mean = (">= " if m.lower_bound else "") + f"{m.mean:.3g}"
     if math.isnan(m.low):
-        return f"{m.mean:.3g}"
-    return f"{m.mean:.3g} [{m.low:.3g}, {m.high:.3g}]"
+        return mean
+    return f"{mean} [{m.low:.3g}, {m.high:.3g}]"
+
+
+def answer_line_over_seeds(
+    key: str, header: str, over: Mapping[str, Mapping[str, SeedMeasure]], baseline: str
+) -> str:
+    """One limit's answer on the page from the verdicts over the seeds: the baseline's mean and
+    interval, then the other normalisers grouped by verdict."""
+    limit = LIMITS[key]
+    parts = [f"**{header}** -- {baseline}: {shown_over_seeds(over[baseline][key])}."]
+    others = {n: m[key] for n, m in over.items() if n != baseline}
+    if limit.relaxes == "either":
+        parts.append(f"No verdict, both readings defensible: {limit.reason}")
+        shown_ = [f"{n} ({shown_over_seeds(m)})" for n, m in others.items()]
+        if shown_:
+            parts.append(f"Measured: {', '.join(shown_)}.")
+        return " ".join(parts)
+    for v in dict.fromkeys(m.verdict for m in others.values()):
+        names = [f"{n} ({shown_over_seeds(m)})" for n, m in others.items() if m.verdict == v]
+        parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
+    return " ".join(parts)
 
 
 # ------------------------------------------------------------------ which rule to use when
+RATIO_WORD = "the configured ratio"
+
+
 def _difference(row: Mapping[str, Any], label: str) -> SeedMeasure:
     """A paired difference (``<label>_mean`` / ``_low`` / ``_high`` / ``_verdict``) of a row of
     the seeds table; a missing or null number is NaN."""
@@ -710,15 +757,23 @@ def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
             continue
         relax = [r for r in rows if r.get(f"{key}_verdict") == RELAXES]
         tighten = [r["normalizer"] for r in rows if r.get(f"{key}_verdict") == TIGHTENS]
+        compared = [r for r in rows if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)]
+        apart = sorted(
+            {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in rows}
+            - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
+        )
         if relax:
             text = f"{lead} {_named(relax)}."
         elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
             text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
         else:
+            # no shown difference is not a shown equivalence: say how many rules were compared
             text = (
-                f"{lead} no difference shown: no rule's interval is apart from {baseline}'s in "
-                f"the paper's direction; {baseline} does as well."
+                f"{lead} no rule is shown to relax it: of {len(compared)} rules compared with "
+                f"{baseline}, none has an interval {RATIO_WORD} apart in the paper's direction."
             )
+            if apart:
+                text += f" Not compared: {'; '.join(apart)}."
         if tighten:
             text += f" Tightens it: {', '.join(tighten)}."
         lines.append(text)

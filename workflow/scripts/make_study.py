@@ -68,9 +68,7 @@ for sd in seeds:
                 tables_of["gradient"][n],
             )
         )
-study.over_seeds = seed_measures(
-    per_seed, study.baseline, study.ratio, p.study["interval_level"], study.by_construction
-)
+study.over_seeds = seed_measures(per_seed, study.baseline, study.ratio, p.study["interval_level"])
 seeds_csv, _ = report.seeds_table(study)
 write_csv(seeds_csv, out.seeds_csv)
 table, table_md = report.limits_table(study)

@@ -16,6 +16,7 @@ from ..study import (
     LIMITS,
     LOW_TEMPERATURE,
     answer_line,
+    answer_line_over_seeds,
     censored_critical_n,
     limit_measures,
     orientation_table,
@@ -85,9 +86,10 @@ class Study:
             )
             for n in self.names
         }
-        # gated attention's weights are the baseline's: their verdicts are no finding
+        # the rules whose weights function is the baseline's (gated attention): the page says
+        # what their verdicts mean (a difference in the logits their models learnt)
         self.by_construction = same_weights_as_baseline(self.rules, self.baseline)
-        self.found = verdicts(self.measures, self.baseline, self.ratio, self.by_construction)
+        self.found = verdicts(self.measures, self.baseline, self.ratio)
         first = self.names[0]
         self.l_max = int(self.samples[first]["L"].max())
         n_max = int(self.separability[first]["N"].max())
@@ -121,6 +123,11 @@ def bound_check(g: pl.DataFrame) -> tuple[str, int | None]:
     return text + (f", {untestable} not testable" if untestable else ""), over
 
 
+def several_seeds(s: Study) -> bool:
+    """Whether the verdicts are the ones over the seeds (the single-seed table gives none)."""
+    return bool(s.over_seeds) and len(s.seeds) > 1
+
+
 def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
     """The normaliser x limit table: the CSV's columns (each limit's value and verdict, and the
     supporting numbers) and the Markdown table of the verdicts."""
@@ -132,8 +139,10 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         cells, record = [], {"normalizer": n, "rule": rule_text(rules[n])}
         for key in LIMITS:
             v = found[n][key]
-            cells.append(f"{v} ({shown(m, key)})")
+            # with several seeds one seed's verdict would carry no interval: the measure only
+            cells.append(shown(m, key) if several_seeds(s) else f"{v} ({shown(m, key)})")
             record[f"{key}"] = m[key]
+            # the CSV keeps this seed's own verdicts (data); the page gives the seeds' verdicts
             record[f"{key}_verdict"] = v
         text, over = bound_check(gradient[n])
         record.update(
@@ -488,7 +497,18 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "baseline": baseline,
         "ratio": f"{ratio:g}",
         "answers": "\n".join(
-            f"- {answer_line(k, headers[k], measures, found, baseline)}" for k in LIMITS
+            f"- {answer_line_over_seeds(k, headers[k], s.over_seeds, baseline)}"
+            if several_seeds(s)
+            else f"- {answer_line(k, headers[k], measures, found, baseline)}"
+            for k in LIMITS
+        ),
+        "one_seed_note": (
+            "Its cells give the measures only: one seed's verdict would have no interval, and the"
+            " verdicts are those over the seeds above."
+            if several_seeds(s)
+            else "Each cell: the verdict against the baseline from this one seed (no interval),"
+            " then the measure; a measure at least the ratio x the baseline's on the side that"
+            " relaxes the limit relaxes it (the two shares compared on their odds)."
         ),
         "orientation_table": orientation_table(),
         "low_temperature": f"{LOW_TEMPERATURE:g}",
@@ -497,6 +517,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
             for n in names
         ),
         "l_max": str(l_max),
+        "training_context": str(s.settings["training"]["context"]),
         "contexts": " / ".join(map(str, contexts)),
         "context_multiples": context_multiples(contexts),
         "tail_percent": tail_percent,
