@@ -717,7 +717,9 @@ def test_compare_figure_keeps_a_colour_per_model_and_a_line_per_text():
     fig, caption = compare_figure.compare_figure(
         "critical_n", tables, runs, dict.fromkeys(runs, 0.01), dict.fromkeys(runs, 2)
     )
-    assert "its text by line style and marker" in caption
+    # the line style tells the expectations apart: the text by marker alone
+    assert "its text by marker (filled circles: the first text; open triangles" in caption
+    assert "line style and marker" not in caption
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
     book = lines["a (trained; 2x4 heads; every row; book): MC E"]
     docs = lines["a.docs (trained; 2x4 heads; every row; docs): MC E"]
