@@ -212,10 +212,15 @@ def test_table1_bound_rows_by_hand():
             # a proved bound: holding is no finding; violated, it says the code is wrong
             {**base, "bound": "G", "checked": 72, "violations": 0, "vacuous": 0, "proved": "why"},
             {**base, "bound": "H", "checked": 72, "violations": 1, "vacuous": 0, "proved": "why"},
+            # counted, but not the paper's quantity: no verdict, violated or not
+            {**base, "bound": "I", "checked": 72, "violations": 72, "vacuous": 0}
+            | {"no_verdict": "not E[N_s]/N"},
+            {**base, "bound": "J", "checked": 72, "violations": 0, "vacuous": 0}
+            | {"no_verdict": "not E[N_s]/N"},
         ]
     )
     table1.bound_claims(card, violations)
-    assert [r["claim_id"] for r in card.rows] == [f"bound:{c}" for c in "ABCDEFGH"]
+    assert [r["claim_id"] for r in card.rows] == [f"bound:{c}" for c in "ABCDEFGHIJ"]
     # none of 4 violate: the share may still be up to 0.60, above the 0.05 a bound may miss by,
     # and no data could change that; none of 72: its upper end 0.0499 is below it
     assert table1.fewest_units(0.05, 0.95) == 72
@@ -228,7 +233,10 @@ def test_table1_bound_rows_by_hand():
         "not reproduced",
         "vacuous",
         "not reproduced",
+        "no verdict",
+        "no verdict",
     ]
+    assert card.rows[8]["measured"].endswith("; no verdict: not E[N_s]/N")
     assert card.rows[0]["measured"] == (
         "2 of 10 samples violate (share 0.2, 95 % Clopper-Pearson [0.0252, 0.556]; 2 of 10 "
         "samples; 0 not testable, 0 vacuous, 0 n/a; median log10 slack 0.5)"
@@ -1140,3 +1148,38 @@ def test_bound_counts_name_their_heads_and_proofs():
         )
     )
     assert [bool(p) for p in violations["proved"]] == [True, False]
+
+
+def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
+    """Eq. (11)'s per-sample lower bound holds on any data (paper-notes 16): vacuous; the
+    per-sample upper bound is not the theorem's E[N_s]/N: counted, no verdict; the checks on
+    the mean stay ordinary findings."""
+    frame = pl.DataFrame(
+        {
+            "layer": [0, 0, 0, 0],
+            "head": [0, 1, 0, 1],
+            "L": [8, 8, 8, 8],
+            "N": [1, 1, 2, 2],
+            "ratio": [1.0, 1.0, 1.0, 0.5],
+            "lower_bound": [1.0, 1.0, 0.2, 0.1],
+            "upper_bound": [0.97, 0.98, 0.96, 0.95],
+            "zero_weight_selected": [0, 0, 0, 0],
+            "lower_bound_check": [VACUOUS, VACUOUS, HOLDS, HOLDS],
+            "upper_bound_check": [VIOLATED, VIOLATED, VIOLATED, HOLDS],
+        }
+    )
+    table = summaries.summarise_separability(frame)["violations"]
+    rows = {r["bound"]: r for r in table.iter_rows(named=True)}
+    lower, upper = (
+        "Theorem 2 lower bound, per-sample N_s/N",
+        "Theorem 2 upper bound, per-sample N_s/N",
+    )
+    assert rows[f"{lower} (N >= 2)"]["proved"]
+    assert all(rows[f"{upper} ({n})"]["no_verdict"] for n in ("N >= 2", "N = 1"))
+    means = ("Theorem 2 lower bound on mean N_s/N", "Theorem 2 upper bound on mean N_s/N")
+    assert not any(rows[b]["proved"] or rows[b]["no_verdict"] for b in means)
+    card = table1.Scorecard({})
+    table1.bound_claims(card, table)
+    verdicts = {r["claim_id"].removeprefix("bound:"): r["verdict"] for r in card.rows}
+    assert verdicts[f"{lower} (N >= 2)"] == "vacuous"
+    assert verdicts[f"{upper} (N >= 2)"] == verdicts[f"{upper} (N = 1)"] == "no verdict"

@@ -234,3 +234,22 @@ def test_exact_norm_matches_450_digit_arithmetic(logits, t):
     if want < 1e-300:  # below float64's range: the weights themselves underflow
         return
     assert got == pytest.approx(want, rel=1e-9, abs=0)
+
+
+def test_corollary3_wide_rows_start_where_near_uniform_rows_stop_violating():
+    """A near-uniform row of 4 keys violates min{1/(4T), sqrt 2} whatever its logits (uniform:
+    T ||J|| = 1/4, and any perturbation raises it); of 5 keys it does not (1/5): the rows counted
+    apart start at COROLLARY3_WIDE_ROW_KEYS = 5."""
+    from attnlimits.gradient import (
+        COROLLARY3_WIDE_ROW_KEYS,
+        corollary3_bound,
+        softmax,
+        softmax_jacobian_norm_from_weights,
+    )
+
+    rng = np.random.default_rng(0)
+    assert COROLLARY3_WIDE_ROW_KEYS == 5
+    for keys, violated in ((4, True), (5, False)):
+        z = rng.standard_normal((500, keys)) * 0.05
+        norms = softmax_jacobian_norm_from_weights(softmax(z, 1.0))
+        assert bool(np.all(norms > corollary3_bound(1.0) * (1 + 1e-9))) is violated

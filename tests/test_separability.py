@@ -144,3 +144,31 @@ def test_theorem2_upper_bound_never_falls_below_its_floor(case):
     assert UPPER_BOUND_FLOOR == pytest.approx(math.exp(-1 / 16))
     if not np.isnan(res.upper_bound[0]):
         assert res.upper_bound[0] >= UPPER_BOUND_FLOOR - 1e-12
+
+
+@given(
+    st.integers(3, 10).flatmap(
+        lambda length: st.tuples(
+            st.just(length),
+            st.integers(1, length - 1),
+            st.lists(
+                st.one_of(st.just(0.0), st.floats(1e-6, 1.0)), min_size=length, max_size=length
+            ).filter(lambda w: sum(w) > 1e-3),
+            st.integers(0, 2**16),
+            st.integers(2, 5),
+            st.sampled_from(["not_selected", "literal"]),
+        )
+    )
+)
+def test_theorem2_lower_bound_holds_per_sample_on_any_data(case):
+    """docs/paper-notes.md section 16: with delta the smallest distance over the context, every
+    selected token's distance from s is at most its xi_i, so the tokens outside r number at
+    most sum xi_i / r, and Eq. (11)'s lower bound holds on every row of non-negative weights,
+    exact zeros (under either zero-weight rule) included: a check that no data can fail."""
+    length, n, raw, seed, dim, rule = case
+    alpha = np.array(raw) / sum(raw)
+    x = project_to_sphere(np.random.default_rng(seed).standard_normal((1, length, dim)), 1.7)
+    delta = min_pairwise_distance(x)
+    res = separability(alpha[None], x, n=n, delta=delta, radius_m=1.7, zero_weight=rule)
+    if not np.isnan(res.lower_bound[0]):
+        assert res.ratio[0] >= res.lower_bound[0] - 1e-12

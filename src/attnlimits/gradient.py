@@ -271,6 +271,13 @@ def corollary3_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
     return np.minimum(1.0 / (4.0 * np.asarray(temperature, dtype=np.float64)), np.sqrt(2.0))
 
 
+# The fewest visible keys at which a near-uniform row does not violate Corollary 3 by its size
+# alone. A uniform row of m keys has T ||J|| = 1/m: above 1/4 for m <= 3, equal to it at m = 4,
+# where any perturbation raises the top eigenvalue (the perturbation restricted to the
+# eigenspace has trace 0), so near-uniform 4-key rows violate too; at m = 5 it is 1/5.
+COROLLARY3_WIDE_ROW_KEYS = 5
+
+
 def gershgorin_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
     """A bound that always holds: ||J||_2 <= max_i 2 a_i (1 - a_i) / T <= 1/(2T) (Gershgorin).
 

@@ -18,6 +18,7 @@ import polars as pl
 from attnlimits.arrays import DEFAULT_DEVICE, namespace, to_numpy
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.gradient import (
+    COROLLARY3_WIDE_ROW_KEYS,
     corollary3_bound,
     finite_difference_sensitivity,
     gershgorin_bound,
@@ -34,7 +35,6 @@ from attnlimits_workflow.streams import Stream, stream_rng
 from .common import head_columns, sample_columns
 
 LOG = logging.getLogger("gradient")
-WIDE_ROW_KEYS = 4  # rows with fewer visible keys can violate Corollary 3 by their size alone
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,11 @@ def all_rows(
             c = check_bound(jac, bound, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh)
             out |= row_outcome_columns(check_name, c)
             if check_name == "jacobian_paper":
-                # A near-uniform row of m visible keys has T ||J|| = 1/m > 1/4 for m <= 3: a
-                # causal head's first rows violate Corollary 3 at any T whatever it learnt, so
-                # the rows with at least 4 visible keys are counted apart.
+                # A near-uniform row of at most 4 visible keys violates Corollary 3 at any T
+                # whatever the head learnt (a causal head's first rows): the rows with at least
+                # COROLLARY3_WIDE_ROW_KEYS visible keys are counted apart.
                 c = c.copy()
-                c[visible < WIDE_ROW_KEYS] = None
+                c[visible < COROLLARY3_WIDE_ROW_KEYS] = None
                 out |= row_outcome_columns("jacobian_paper_wide", c)
         epsilons = [float(e) for e in settings.epsilons]
         sensitivity = to_numpy(

@@ -15,6 +15,7 @@ from attnlimits.checks import (
     log10_slack,
 )
 from attnlimits.critical import censored_slope
+from attnlimits.gradient import COROLLARY3_WIDE_ROW_KEYS
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
 from .replicates import replicate_summaries
@@ -55,13 +56,16 @@ def count(
     vacuous_reason: str = "",
     note: str = "",
     proved: str = "",
+    no_verdict: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
     samples where the check could fail (holds or violated); vacuous those where it could not
     on any data (``vacuous_reason`` says why). ``slack`` = (value column, bound column, upper):
     the median over the applicable samples of log10(bound / value) (upper) or log10(value /
     bound), how hard the data pushed on the bound. Where the table carries per-row outcome
-    counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too."""
+    counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too.
+    ``proved``: why the bound holds on any data (Table 1 then calls it vacuous); ``no_verdict``:
+    why its count decides nothing about the paper's claim (counted, never a verdict)."""
     # a column of no outcomes at all (every sample None) is read back as Null, not String
     frame = frame.with_columns(pl.col(column).cast(pl.String))
     col = frame[column]
@@ -103,6 +107,7 @@ def count(
         else None,
         "by_n": "",
         "proved": proved,
+        "no_verdict": no_verdict,
         **head_counts(frame, col),
     }
 
@@ -342,6 +347,26 @@ def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame
         "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), and N_s/N = 1 meets any bound",
         "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
     }
+    # Per sample, the lower bound holds on any data (docs/paper-notes.md section 16): with delta
+    # the smallest distance over the context and M the largest norm, x_j . x_k <= M^2 -
+    # delta^2 / 2, so ||s - alpha_i x_i|| <= xi_i for every token, and the tokens farther than r
+    # number at most sum_i xi_i / r. The mean check is not proved: its samples with degenerate
+    # bounds are left out of the bound's mean but not of N_s/N's.
+    lower_proved = (
+        "Eq. (11)'s lower bound holds on every row of non-negative weights: each token's distance "
+        "from s is at most its xi_i (delta the smallest distance over the context)"
+    )
+    # Eq. (11) bounds E[N_s]/N: one row's N_s/N above it contradicts nothing, and a head with
+    # many rows has some row with N_s = N at small N whatever it learnt (the bound is >= 0.939):
+    # counted, never a verdict. The rows on mean N_s/N are the theorem's own quantity.
+    upper_no_verdict = {
+        "N >= 2": "Eq. (11) bounds E[N_s]/N, not one sample's N_s/N, and with the bound >= 0.939 "
+        "a sample with N_s = N exceeds it at N < 16, so a head with many rows has one whatever it "
+        "learnt; the rows on mean N_s/N test the theorem",
+        "N = 1": "N_s/N = 1 at N = 1 on every row: above the bound on any data with r > 0, a "
+        "counterexample to the theorem (docs/paper-notes.md section 10), not a finding about "
+        "the model",
+    }
     upper_notes = {
         "N >= 2": "",
         "N = 1": "at N = 1, N_s/N = 1 exceeds the bound exp(-r^2/16M^2) < 1 on any data with "
@@ -358,6 +383,7 @@ def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame
                 "every (N) sample",
                 slack=("ratio", "lower_bound", False),
                 vacuous_reason=lower_reasons[label],
+                proved=lower_proved,
             )
             | {"by_n": by_n(part, "lower_bound_check")},
             count(
@@ -368,6 +394,7 @@ def summarise_separability(separability: pl.DataFrame) -> dict[str, pl.DataFrame
                 slack=("ratio", "upper_bound", True),
                 vacuous_reason=floor_reason,
                 note=upper_notes[label],
+                no_verdict=upper_no_verdict[label],
             )
             | {"by_n": by_n(part, "upper_bound_check")},
         ]
@@ -414,7 +441,8 @@ def summarise_gradient(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
             count(
                 once,
                 "jacobian_paper_wide_check",
-                "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||, rows with >= 4 visible keys",
+                f"Corollary 3 min{{1/(4T), sqrt 2}} on exact ||J||, rows with >= {COROLLARY3_WIDE_ROW_KEYS} "
+                "visible keys",
                 "every (T) sample",
                 slack=("jacobian_norm", "paper_bound", True),
             )

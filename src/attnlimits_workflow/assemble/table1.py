@@ -28,6 +28,7 @@ VIOLATION_TYPES = {
     "note": pl.String,
     "by_n": pl.String,
     "proved": pl.String,
+    "no_verdict": pl.String,
     "heads_checked": pl.Int64,
     "heads_violated": pl.Int64,
 }
@@ -679,7 +680,11 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = 
             f"Clopper-Pearson [{low:.3g}, {high:.3g}]; {r['violations']} of {r['checked']} "
             f"{r['unit']}; {bound_detail(r)})"
         )
-        if bad:
+        if r.get("no_verdict"):
+            # counted, but the count says nothing about the paper's claim
+            outcome = "no verdict"
+            measured += f"; no verdict: {r['no_verdict']}"
+        elif bad:
             outcome = "not reproduced"
             if proved:
                 measured += "; a proved bound violated: the code or an assumption is wrong"
