@@ -1183,3 +1183,28 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
     verdicts = {r["claim_id"].removeprefix("bound:"): r["verdict"] for r in card.rows}
     assert verdicts[f"{lower} (N >= 2)"] == "vacuous"
     assert verdicts[f"{upper} (N >= 2)"] == verdicts[f"{upper} (N = 1)"] == "no verdict"
+
+
+def test_linear_growth_in_length_needs_an_exponent_near_one():
+    """R^2 alone passes sqrt(L) on a doubling grid (0.97 over 32..512); the log-log slope tells
+    L (1), L - N (about 1.03) and sqrt(L) (0.5) apart."""
+    import yaml
+
+    claims = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
+    )
+    lengths = np.array([32, 64, 128, 256, 512])
+    analysis = {"distance": {"n_fixed": 5, "length_fixed": 512}}
+    verdicts = {}
+    for name, d in (("linear", 3.0 * (lengths - 5)), ("sqrt", 10.0 * np.sqrt(lengths))):
+        card = table1.Scorecard(claims)
+        dist = pl.DataFrame({"L": lengths, "N": [5] * 5, "distance_median": d})
+        table1.distance_claims(card, dist, analysis, [(None, "")])
+        row = next(r for r in card.rows if r["claim_id"] == "linear_in_length")
+        verdicts[name] = row["verdict"]
+        assert "log-log slope = " in row["measured"]
+    from attnlimits.critical import linear_fit
+
+    _, _, r2 = linear_fit(lengths.astype(float), 10.0 * np.sqrt(lengths))
+    assert r2 > claims["linear_in_length"]["min_r2"]  # R^2 alone would reproduce sqrt(L)
+    assert verdicts == {"linear": "reproduced", "sqrt": "not reproduced"}

@@ -222,15 +222,20 @@ def distance_claims(
                 "linear_in_length", variant=reading if suffix else None, n=n_fixed
             )
 
-            def fit(frame: pl.DataFrame, suffix=suffix) -> tuple[float, float]:
+            def fit(frame: pl.DataFrame, suffix=suffix) -> tuple[float, float, float]:
                 g = frame.filter(pl.col("N") == n_fixed).sort("L")
-                _, slope, r2 = linear_fit(
-                    g["L"].to_numpy(), g[f"distance{suffix}_median"].to_numpy()
-                )
-                return r2, slope
+                length = g["L"].to_numpy().astype(np.float64)
+                d = g[f"distance{suffix}_median"].to_numpy().astype(np.float64)
+                _, slope, r2 = linear_fit(length, d)
+                # the exponent p of d~ ~ L^p; undefined where a median is not positive
+                exponent = linear_fit(np.log(length), np.log(d))[1] if np.all(d > 0) else math.nan
+                return r2, slope, exponent
 
-            r2, slope = measure(fit, f, replicates, card.level)
-            measured = f"R^2 = {interval_text(r2, '.3f')}, slope = {interval_text(slope)}"
+            r2, slope, exponent = measure(fit, f, replicates, card.level)
+            measured = (
+                f"R^2 = {interval_text(r2, '.3f')}, slope = {interval_text(slope)}, "
+                f"log-log slope = {interval_text(exponent, '.3f')}"
+            )
             if reading == "non_selected":
                 # Each of row t's L - t - 1 masked keys adds ||s_t|| to d~: a term that grows
                 # linearly in L by construction, whatever the attention does.
@@ -252,7 +257,14 @@ def distance_claims(
                     paper,
                     measured + "; d~ ~ (L - N) ||s||, so this tests that ||s|| holds up in L",
                     rule,
-                    joint_verdict((r2, slope), (Band(low=c["min_r2"]), POSITIVE)),
+                    joint_verdict(
+                        (r2, slope, exponent),
+                        (
+                            Band(low=c["min_r2"]),
+                            POSITIVE,
+                            Band(c["min_exponent"], c["max_exponent"]),
+                        ),
+                    ),
                     r2,
                 )
     else:
