@@ -545,10 +545,42 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
         "- H on m (texts: book: reproduced; docs: undecided).",
     ]
     cell = findings.group_cell(by["half"])
-    assert cell == "book: reproduced; docs: undecided"
+    assert cell == "book: reproduced; docs: undecided (unresolved: text)"
     assert findings.group_cell(by["same"]) == "reproduced (robust)"
     # no readings table: untested across readings, so nothing is a robust result
     assert not findings.claim_status(score, groups, {})["robust"].any()
+
+
+def test_findings_cell_shows_each_text_where_they_differ_and_marks_untested():
+    claims = ["one_decides", "vacuous", "flips", "no_readings", "same"]
+    score = pl.DataFrame(
+        {
+            "claim_id": claims,
+            "claim": claims,
+            "m": ["not reproduced", "vacuous", "reproduced", "reproduced", "reproduced"],
+            "m.docs": ["vacuous", "vacuous", "not reproduced", "reproduced", "reproduced"],
+            "solo": ["reproduced"] * 5,
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}, "solo": {"book": "solo"}}
+    reading = {"vacuous": "untested", "flips": "fragile", "no_readings": "untested"}
+    statuses = [reading.get(c, "robust") for c in claims]
+    table = pl.DataFrame(
+        {"claim_id": claims, "robustness": statuses, "flipped_by": "", "unsettled_by": ""}
+    )
+    readings = {"m": table, "m.docs": table, "solo": table}
+    status = findings.claim_status(score, groups, readings)
+    cells = {(r["claim_id"], r["model"]): findings.group_cell(r) for r in status.to_dicts()}
+    assert {c: cells[(c, "m")] for c in claims} == {
+        # decided on one text, not decidable on the other: each text's verdict, and untested
+        "one_decides": "book: not reproduced; docs: vacuous (untested: text)",
+        "vacuous": "vacuous (untested: text, reading)",
+        "flips": "book: reproduced; docs: not reproduced (fragile: text, reading)",
+        "no_readings": "reproduced (untested: reading)",
+        "same": "reproduced (robust)",
+    }
+    # a model read on one text: fewer than two texts decide it, never robust
+    assert cells[("same", "solo")] == "reproduced (untested: text)"
 
 
 # ----------------------------------------------------------------------- heads and coverage
