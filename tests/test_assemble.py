@@ -167,6 +167,41 @@ def test_table1_vanishing_verdict_by_hand():
     assert len(card.rows) == 2
 
 
+def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protocol(monkeypatch):
+    """Lemma 1 is measured on the last rows whatever analysis.protocol (analyses.vanishing):
+    under all_rows, whose Table 1 is headed "paper's protocol", its row says so."""
+    for other in ("distance", "critical_n", "separability", "gradient", "bound"):
+        monkeypatch.setattr(table1, f"{other}_claims", lambda *args, **kwargs: None)
+    van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
+    measured = {}
+    for protocol in ("all_rows", "last_row"):
+        analysis = {
+            "protocol": protocol,
+            "all_rows": {"masked": "non_selected"},
+            "bootstrap": {"level": 0.95},
+            "critical_n": {"ks_alpha": 0.05},
+        }
+        table = table1.table1(
+            distance=pl.DataFrame(),
+            critical_n=pl.DataFrame(),
+            separability=pl.DataFrame(schema={"N": pl.Int64}),
+            gradient=pl.DataFrame(schema={"eps": pl.Float64, "T": pl.Float64}),
+            vanishing=van,
+            violations=pl.DataFrame(),
+            claims=CLAIMS,
+            run={"causal": True, "protocol": protocol},
+            analysis=analysis,
+        )
+        assert table["claim_id"].to_list() == ["vanishing"]
+        measured[protocol] = table["measured"].item()
+    assert measured["last_row"] == "log-log slope of median max weight -1.00"
+    assert measured["all_rows"] == (
+        "log-log slope of median max weight -1.00; read on the last rows (the analysed row of "
+        "each (layer, chunk, head)) whatever analysis.protocol: the vanishing analysis has no "
+        "all-rows form"
+    )
+
+
 def test_table1_claim_ids_follow_each_reading_without_shared_state():
     run = {"causal": True}
     analysis = {"protocol": "all_rows", "all_rows": {"masked": "non_selected"}}
@@ -553,10 +588,42 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
         "- H on m (texts: book: reproduced; docs: undecided).",
     ]
     cell = findings.group_cell(by["half"])
-    assert cell == "book: reproduced; docs: undecided"
+    assert cell == "book: reproduced; docs: undecided (unresolved: text)"
     assert findings.group_cell(by["same"]) == "reproduced (robust)"
     # no readings table: untested across readings, so nothing is a robust result
     assert not findings.claim_status(score, groups, {})["robust"].any()
+
+
+def test_findings_cell_shows_each_text_where_they_differ_and_marks_untested():
+    claims = ["one_decides", "vacuous", "flips", "no_readings", "same"]
+    score = pl.DataFrame(
+        {
+            "claim_id": claims,
+            "claim": claims,
+            "m": ["not reproduced", "vacuous", "reproduced", "reproduced", "reproduced"],
+            "m.docs": ["vacuous", "vacuous", "not reproduced", "reproduced", "reproduced"],
+            "solo": ["reproduced"] * 5,
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}, "solo": {"book": "solo"}}
+    reading = {"vacuous": "untested", "flips": "fragile", "no_readings": "untested"}
+    statuses = [reading.get(c, "robust") for c in claims]
+    table = pl.DataFrame(
+        {"claim_id": claims, "robustness": statuses, "flipped_by": "", "unsettled_by": ""}
+    )
+    readings = {"m": table, "m.docs": table, "solo": table}
+    status = findings.claim_status(score, groups, readings)
+    cells = {(r["claim_id"], r["model"]): findings.group_cell(r) for r in status.to_dicts()}
+    assert {c: cells[(c, "m")] for c in claims} == {
+        # decided on one text, not decidable on the other: each text's verdict, and untested
+        "one_decides": "book: not reproduced; docs: vacuous (untested: text)",
+        "vacuous": "vacuous (untested: text, reading)",
+        "flips": "book: reproduced; docs: not reproduced (fragile: text, reading)",
+        "no_readings": "reproduced (untested: reading)",
+        "same": "reproduced (robust)",
+    }
+    # a model read on one text: fewer than two texts decide it, never robust
+    assert cells[("same", "solo")] == "reproduced (untested: text)"
 
 
 # ----------------------------------------------------------------------- heads and coverage

@@ -67,7 +67,7 @@ def test_alternatives_without_a_verdict_leave_a_claim_untested():
         table(
             [
                 ("c", "m", "a", "reproduced"),
-                ("c", "m", "b", "not applicable"),
+                ("c", "m", "b", "not testable"),
                 ("d", "m", "a", "no verdict"),
                 ("d", "m", "b", "reproduced"),
                 ("d", "m", "c", "reproduced"),
@@ -82,7 +82,76 @@ def test_alternatives_without_a_verdict_leave_a_claim_untested():
     assert got["robustness"].to_list() == [UNTESTED, UNTESTED]
     assert got["verdict"].to_list() == ["reproduced", "no verdict"]  # the reference's, as is
     assert got["alternatives"].to_list() == [1, 2]
-    assert got["unsettled_by"].to_list() == ["b: not applicable", "a: no verdict"]
+    assert got["unsettled_by"].to_list() == ["b: not testable", "a: no verdict"]
+
+
+def masked_readings(prefix: str) -> pl.DataFrame:
+    """One claim on one model, read with masked keys non-selected and left out (prefix), on two
+    texts that decide the non-selected reading alike."""
+    return table(
+        [
+            ("critical_n", "minilm", f"{text}, masked: {reading}", verdict)
+            for text in ("book", "docs")
+            for reading, verdict in (("non_selected", "not reproduced"), ("prefix", prefix))
+        ]
+    )
+
+
+def test_an_alternative_that_is_not_applicable_is_left_out_not_undecidable():
+    # an encoder has no masked keys: its prefix reading does not exist (Table 1 scores it "not
+    # applicable"), so the two texts' decided verdicts alone make the claim robust
+    got = robustness(
+        masked_readings("not applicable"),
+        over="reading",
+        within=("claim", "model"),
+        reference="book, masked: non_selected",
+    )
+    assert got.to_dicts() == [
+        {
+            "claim": "critical_n",
+            "model": "minilm",
+            "robustness": ROBUST,
+            "verdict": "not reproduced",
+            "alternatives": 2,
+            "flipped_by": "",
+            "unsettled_by": "",
+        }
+    ]
+    # the reference itself not applicable: the verdict is the first applicable alternative's
+    got = robustness(
+        masked_readings("not applicable"),
+        over="reading",
+        within=("claim", "model"),
+        reference="book, masked: prefix",
+    )
+    assert (got["robustness"].item(), got["verdict"].item()) == (ROBUST, "not reproduced")
+    # not applicable everywhere: nothing decides it, and nothing else to show
+    got = robustness(
+        table([("c", "m", "a", "not applicable"), ("c", "m", "b", "not applicable")]),
+        over="reading",
+        within=("claim", "model"),
+        reference="a",
+    )
+    assert got.select("robustness", "verdict", "alternatives", "unsettled_by").row(0) == (
+        UNTESTED,
+        "not applicable",
+        0,
+        "",
+    )
+
+
+@pytest.mark.parametrize("undecidable", ["vacuous", "not testable", "not scored", "no verdict"])
+def test_an_undecidable_alternative_still_leaves_a_claim_untested(undecidable):
+    got = robustness(
+        masked_readings(undecidable),
+        over="reading",
+        within=("claim", "model"),
+        reference="book, masked: non_selected",
+    )
+    assert got["robustness"].item() == UNTESTED
+    assert got["unsettled_by"].item() == (
+        f"book, masked: prefix: {undecidable}; docs, masked: prefix: {undecidable}"
+    )
 
 
 def test_an_undecidable_reading_beside_two_that_agree_is_not_robust():

@@ -7,10 +7,14 @@ configured default reading, the first text), a claim is:
 - **unresolved** when none conflicts but one is undecided (its interval straddles the rule's
   edge): the data cannot say whether that alternative would flip it;
 - **untested** when an alternative that reaches the claim gives no verdict (vacuous, not
-  testable, no verdict, not applicable, not scored), or fewer than two alternatives decide it:
-  a check no data could fail under one reading says nothing about whether the others agree;
+  testable, no verdict, not scored), or fewer than two alternatives decide it: a check no data
+  could fail under one reading says nothing about whether the others agree;
 - **robust** only when every alternative decides it, the same way, and there are at least two.
 ``unsettled_by`` names the undecided and undecidable alternatives.
+
+An alternative whose verdict is "not applicable" does not exist for that model (Table 1's
+prefix reading of a critical-N claim on an encoder, which has no masked keys: the same rows as
+the L x L reading) and is left out, as if absent: neither undecidable nor a second decision.
 """
 
 from __future__ import annotations
@@ -29,14 +33,20 @@ UNDECIDED = "undecided"
 # Outcomes that neither confirm nor flip a claim: no verdict at all, and the checks no data could
 # fail (vacuous) or the test cannot decide (not testable), kept apart from the tested verdicts: a
 # vacuous reading of a claim says nothing about its other readings.
-NO_VERDICTS = frozenset(
-    {"no verdict", "not applicable", "not scored", "vacuous", "not testable", "", None}
-)
+NO_VERDICTS = frozenset({"no verdict", "not scored", "vacuous", "not testable", "", None})
+# An alternative that does not exist for a model: left out of the comparison.
+NOT_APPLICABLE = "not applicable"
+
+
+def applicable(verdicts: dict[str, str | None]) -> dict[str, str | None]:
+    """``verdicts`` without the alternatives that do not exist for the model."""
+    return {alt: v for alt, v in verdicts.items() if v != NOT_APPLICABLE}
 
 
 def compare(verdicts: dict[str, str | None], reference: str) -> tuple[str, str, str]:
     """(status, flipped_by, unsettled_by) of one claim over ``verdicts`` (alternative ->
     verdict), by the rules of this module's docstring."""
+    verdicts = applicable(verdicts)
     decided = {alt: v for alt, v in verdicts.items() if v in DECIDED}
     ref = verdicts.get(reference)
     ref_decided = ref if ref in DECIDED else next(iter(decided.values()), None)
@@ -65,7 +75,8 @@ def robustness(
     ``verdicts`` holds one row per (``within``..., ``over``) with a ``verdict`` column.
     ``reference``: the alternative the others are compared with (a fragile claim names what
     flips it relative to this one). Returns ``within`` + ``robustness`` (robust, fragile,
-    unresolved or untested: :func:`compare`), ``verdict`` (the reference's, whatever it is),
+    unresolved or untested: :func:`compare`), ``verdict`` (the reference's, whatever it is, or
+    where it is not applicable the first applicable alternative's),
     ``alternatives`` (how many decided it), ``flipped_by`` and ``unsettled_by`` ("reading:
     verdict; ...")."""
     missing = {over, "verdict", *within} - set(verdicts.columns)
@@ -75,11 +86,12 @@ def robustness(
     for key, group in verdicts.sort(over).group_by(list(within), maintain_order=True):
         alternatives = dict(zip(group[over].to_list(), group["verdict"].to_list(), strict=True))
         status, flipped, unsettled = compare(alternatives, reference)
+        present = applicable(alternatives) or alternatives
         rows.append(
             {
                 **dict(zip(within, key, strict=True)),
                 "robustness": status,
-                "verdict": alternatives.get(reference, next(iter(alternatives.values()))),
+                "verdict": present.get(reference, next(iter(present.values()))),
                 "alternatives": sum(v in DECIDED for v in alternatives.values()),
                 "flipped_by": flipped,
                 "unsettled_by": unsettled,

@@ -111,9 +111,10 @@ def claim_status(
     groups: dict[str, dict[str, str]],
     readings: dict[str, pl.DataFrame],
 ) -> pl.DataFrame:
-    """Per (claim, model group): the verdict per text; its status across the texts and across
-    each text's readings (robust, fragile, unresolved, untested: robustness.compare), with what
-    flips and what unsettles it; ``robust`` only when both are robust and the verdict decided."""
+    """Per (claim, model group): the verdict per text (``verdicts``; ``alike`` when every text
+    gives the same); its status across the texts and across each text's readings (robust,
+    fragile, unresolved, untested: robustness.compare), with what flips and what unsettles it;
+    ``robust`` only when both are robust and the verdict decided."""
     texts = across_texts(score, groups)
     by_key = {(r["claim_id"], r["model"]): r for r in texts.iter_rows(named=True)}
     rows = []
@@ -136,6 +137,7 @@ def claim_status(
                     "claim": r["claim"],
                     "model": group,
                     "verdicts": "; ".join(f"{text}: {r[e]}" for text, e in members.items()),
+                    "alike": len({r[e] for e in members.values()}) == 1,
                     "texts": t["robustness"],
                     "texts_flipped_by": t["flipped_by"],
                     "readings": reading,
@@ -253,17 +255,19 @@ def models_table(runs: dict[str, dict], configs: dict[str, dict], texts: dict[st
 
 
 def group_cell(status: dict) -> str:
-    """One claim on one model group: its verdict where every text agrees, else each text's; then
-    what the readings do to it."""
-    if status["texts"] in (FRAGILE, UNRESOLVED):
-        cell = status["verdicts"]
-    else:
-        cell = status["verdict"] or "-"
-    if status["readings"] in (FRAGILE, UNRESOLVED):
-        cell += f" ({status['readings']}: reading)"
-    elif status["robust"]:
-        cell += " (robust)"
-    return cell
+    """One claim on one model group: its verdict where every text gives the same, else each
+    text's; then "(robust)", or what keeps it from being robust: "(<status>: text)" for its
+    status across the texts and "(<status>: reading)" for its status across the readings, each
+    where it is fragile, unresolved or untested (one parenthesis per status: "(untested: text,
+    reading)")."""
+    cell = (status["verdict"] or "-") if status["alike"] else status["verdicts"]
+    if status["robust"]:
+        return cell + " (robust)"
+    marks: dict[str, list[str]] = {}
+    for what in ("text", "reading"):
+        if status[f"{what}s"] in (FRAGILE, UNRESOLVED, UNTESTED):
+            marks.setdefault(status[f"{what}s"], []).append(what)
+    return cell + "".join(f" ({s}: {', '.join(whats)})" for s, whats in marks.items())
 
 
 def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:

@@ -597,10 +597,22 @@ def gradient_claims(
         )
 
 
+# The vanishing analysis reads each sample's last row under either protocol
+# (attnlimits_workflow.analyses.vanishing): said where the run's protocol is the paper's.
+LAST_ROWS_ONLY = (
+    "; read on the last rows (the analysed row of each (layer, chunk, head)) whatever "
+    "analysis.protocol: the vanishing analysis has no all-rows form"
+)
+
+
 def vanishing_claims(
-    card: Scorecard, van: pl.DataFrame, replicates: list[pl.DataFrame] | None = None
+    card: Scorecard,
+    van: pl.DataFrame,
+    replicates: list[pl.DataFrame] | None = None,
+    protocol: str = "last_row",
 ) -> None:
-    """Lemma 1: the largest weight falls with L (no row where fewer than two lengths)."""
+    """Lemma 1: the largest weight falls with L (no row where fewer than two lengths), always
+    on the last rows: under the paper's protocol (``protocol`` all_rows) the row says so."""
     if van.height >= 2:
 
         def slope(frame: pl.DataFrame) -> tuple[float]:
@@ -616,7 +628,8 @@ def vanishing_claims(
             claim_id,
             claim,
             paper,
-            f"log-log slope of median max weight {interval_text(s, '.2f')}",
+            f"log-log slope of median max weight {interval_text(s, '.2f')}"
+            + (LAST_ROWS_ONLY if protocol == "all_rows" else ""),
             rule,
             joint_verdict((s,), (Band(high=card.claims["vanishing"]["max_slope"]),)),
             s,
@@ -744,7 +757,12 @@ def table1(
         card, separability.sort("N"), both, partitions(replicates.get("separability"))
     )
     gradient_claims(card, gradient.sort("eps", "T"), partitions(replicates.get("gradient")))
-    vanishing_claims(card, vanishing.sort("L"), partitions(replicates.get("vanishing")))
+    vanishing_claims(
+        card,
+        vanishing.sort("L"),
+        partitions(replicates.get("vanishing")),
+        run.get("protocol", "last_row"),
+    )
     family = FAMILIES.get(run.get("model_type", ""))
     sums_to_one = family is None or not (family.attention_sinks or family.differential)
     bound_claims(card, violations, sums_to_one)
