@@ -622,8 +622,10 @@ def test_findings_cell_shows_each_text_where_they_differ_and_marks_untested():
         "no_readings": "reproduced (untested: reading)",
         "same": "reproduced (robust)",
     }
-    # a model read on one text: fewer than two texts decide it, never robust
-    assert cells[("same", "solo")] == "reproduced (untested: text)"
+    # a model read on one text: fewer than two texts decide it, never robust, and no text mark
+    # (nothing to compare; the models table says it reads one text)
+    assert cells[("same", "solo")] == "reproduced"
+    assert cells[("vacuous", "solo")] == "reproduced (untested: reading)"
 
 
 # ----------------------------------------------------------------------- heads and coverage

@@ -138,6 +138,8 @@ def claim_status(
                     "model": group,
                     "verdicts": "; ".join(f"{text}: {r[e]}" for text, e in members.items()),
                     "alike": len({r[e] for e in members.values()}) == 1,
+                    # one text: nothing to compare across texts (the models table says so)
+                    "texts_compared": len(members) > 1,
                     "texts": t["robustness"],
                     "texts_flipped_by": t["flipped_by"],
                     "readings": reading,
@@ -265,6 +267,8 @@ def group_cell(status: dict) -> str:
         return cell + " (robust)"
     marks: dict[str, list[str]] = {}
     for what in ("text", "reading"):
+        if what == "text" and not status.get("texts_compared", True):
+            continue
         if status[f"{what}s"] in (FRAGILE, UNRESOLVED, UNTESTED):
             marks.setdefault(status[f"{what}s"], []).append(what)
     return cell + "".join(f" ({s}: {', '.join(whats)})" for s, whats in marks.items())
