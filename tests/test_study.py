@@ -1001,6 +1001,29 @@ def test_t_interval_by_hand():
 
 
 @pytest.mark.unit
+def test_log_t_interval_by_hand():
+    # logs 0, ln 10, ln 100: mean ln 10, sd ln 10; back-transformed, a geometric interval
+    mean, low, high = study.log_t_interval([1.0, 10.0, 100.0], 0.95)
+    assert mean == pytest.approx(10.0)
+    half = 4.302652729911275 * math.log(10.0) / math.sqrt(3)
+    assert low == pytest.approx(10.0 * math.exp(-half)) and high == pytest.approx(
+        10.0 * math.exp(half)
+    )
+    assert low > 0  # never below 0, where the raw t-interval of these seeds would reach
+
+
+@pytest.mark.unit
+def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
+    base = study.SeedMeasure(0.4, 0.3, 0.5, 3, "baseline", values=(0.41, 0.39, 0.40))
+    below = study.SeedMeasure(0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2))
+    mixed = study.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
+    assert study.seed_order(below, base, "softmax") == (
+        "every seed below softmax's, one-sided permutation p = 0.05"
+    )
+    assert study.seed_order(mixed, base, "softmax") == ""
+
+
+@pytest.mark.unit
 def test_verdicts_over_seeds_need_intervals_apart():
     def seeds(*values, key="vanishing"):
         return [{key: v, "perplexity": 10.0} for v in values]
@@ -1019,7 +1042,9 @@ def test_verdicts_over_seeds_need_intervals_apart():
     assert got["wide"]["vanishing"].verdict == study.NO_DIFFERENCE
     assert got["low"]["vanishing"].verdict == study.TIGHTENS
     far = got["far"]["vanishing"]
-    assert far.mean == pytest.approx(0.52) and far.low < 0.52 < far.high and far.seeds == 3
+    # a positive measure: the geometric mean, its interval on the log scale
+    assert far.log_scale and far.mean == pytest.approx((0.50 * 0.52 * 0.54) ** (1 / 3))
+    assert far.low < far.mean < far.high and far.seeds == 3 and far.values == (0.50, 0.52, 0.54)
     assert got["far"]["perplexity"].verdict == ""  # the cost: a number, no verdict
     # the orientation-free limit, a missing measure, one seed
     assert got["far"]["gradient"].verdict == study.NO_VERDICT

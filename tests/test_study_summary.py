@@ -17,17 +17,80 @@ pytestmark = pytest.mark.unit
 
 
 # ------------------------------------------------------------------------------ the sink
-def test_the_sink_is_the_mean_weight_on_the_first_token_at_the_largest_length():
+def test_the_sink_is_the_first_token_weight_times_L_at_the_asked_length():
     samples = pl.DataFrame(
         {
             "L": [4, 4, 8, 8, 8],
-            "first_weight": [0.9, 0.9, 0.5, 0.2, 0.05],  # L = 4 rows do not count
+            "first_weight": [0.9, 0.9, 0.5, 0.2, 0.05],
             "max_weight": [0.9, 0.9, 0.5, 0.3, 0.4],
             "jacobian_norm": [0.1] * 5,
         }
     )
-    assert study.first_token_weight(samples) == pytest.approx(0.25)  # (0.5 + 0.2 + 0.05) / 3
+    # the largest L: (0.5 + 0.2 + 0.05) / 3 x 8 = 2 (twice a uniform row's 1/8)
+    assert study.first_token_weight(samples) == pytest.approx(2.0)
+    # the training context: L = 4 rows only, 0.9 x 4; a length not analysed: the one below it
+    assert study.first_token_weight(samples, 4) == pytest.approx(3.6)
+    assert study.first_token_weight(samples, 6) == pytest.approx(3.6)
     assert study.first_token_weight(samples.drop("first_weight")) is None
+
+
+@pytest.mark.unit
+def test_a_baseline_without_a_sink_names_no_rule_for_removing_it():
+    rows = [
+        {"normalizer": "softmax", "seeds": 3, "sink_mean": 0.6, "sink_low": 0.4, "sink_high": 0.8},
+        {
+            "normalizer": "stick",
+            "seeds": 3,
+            "sink_change_verdict": study.LOWER,
+            "perplexity_cost_verdict": study.NO_DIFFERENCE,
+        },
+    ]
+    text = study.which_rule_when(pl.DataFrame(rows), "softmax")
+    sink = next(t for t in text.splitlines() if "sink must go" in t)
+    assert "softmax's models show no sink to remove" in sink and "stick" not in sink
+    rows[0]["sink_low"] = 1.5  # a sink shown: the lower rule is named
+    text = study.which_rule_when(pl.DataFrame(rows), "softmax")
+    assert "lower than softmax's: stick" in next(
+        t for t in text.splitlines() if "sink must go" in t
+    )
+
+
+@pytest.mark.unit
+def test_zero_weight_rows_withhold_the_critical_n_verdict_and_a_fixed_temperature_the_low_t():
+    def seeds(distance, zero_rows=0.0, low_t=0.05):
+        return [
+            {"distance": d, "zero_weight_rows": zero_rows, "gradient_low_t": low_t * (1 + i / 10)}
+            for i, d in enumerate(distance)
+        ]
+
+    per_seed = {
+        "softmax": seeds([0.10, 0.11, 0.12]),
+        "sa": seeds([0.9, 0.91, 0.92], zero_rows=1.0),  # far apart, but every row has a 0
+        "dense": seeds([0.9, 0.91, 0.92], zero_rows=0.01, low_t=0.005),
+        "hot": seeds([0.10, 0.11, 0.12], low_t=0.005),
+    }
+    fixed = study.fixed_temperature_rules(
+        {"softmax": {"kind": "softmax", "temperature": 1.0}, "hot": {"temperature": 10.0}}
+    )
+    assert fixed == {"hot"}
+    got = study.seed_measures(
+        per_seed,
+        "softmax",
+        1.5,
+        0.95,
+        {n: {"gradient_low_t": study.FIXED_TEMPERATURE} for n in fixed},
+    )
+    assert got["sa"]["distance"].verdict == study.ZERO_WEIGHT_DISTANCE
+    assert got["dense"]["distance"].verdict == study.RELAXES
+    assert got["dense"]["gradient_low_t"].verdict == study.RELAXES  # 10x smaller
+    assert got["hot"]["gradient_low_t"].verdict == study.FIXED_TEMPERATURE
+
+
+@pytest.mark.unit
+def test_zero_weight_row_share_counts_rows_with_support_below_L():
+    samples = pl.DataFrame({"L": [4, 4, 8, 8], "support": [4, 3, 8, 8]})
+    assert study.zero_weight_row_share(samples) == pytest.approx(0.25)
+    assert study.zero_weight_row_share(samples.drop("support")) == 0.0
 
 
 def test_the_normalizer_job_records_each_rows_first_weight():
@@ -219,7 +282,8 @@ def test_which_rule_when_lists_the_helpers_cheapest_first_with_their_cost():
     assert "no rule is shown to relax it: of 4 rules compared" in line(text, "the model must read")
     assert "no verdict, both readings defensible" in line(text, "gradients must stay")
     assert line(text, "the attention sink").endswith(
-        "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). Higher: raw."
+        "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). "
+        "Higher than softmax's: raw."
     )
     assert line(text, "held-out perplexity").endswith(
         "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). "

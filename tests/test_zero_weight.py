@@ -166,3 +166,22 @@ def test_fast_routines_equal_the_plain_reference_on_sparse_rows(data, length, ru
     assert dist.fixed_set_upper_bound(w, n=n)[0] == pytest.approx(
         reference.upper_bound(list(alpha), list(x), n, rule), rel=1e-12, abs=1e-12
     )
+
+
+@pytest.mark.unit
+def test_negligible_weights_in_the_top_n_count_zeros_and_weights_below_float32_resolution():
+    from attnlimits import distance as dist
+
+    eps = float(np.finfo(np.float32).eps)
+    # row 0: peak 0.5; 1e-12 and 0 are negligible, 0.25 and 0.25 - ... are not
+    # row 1: a softmax-like row, nothing negligible in its top 3
+    alpha = np.array([[0.5, 0.25, 0.25 - 1e-12, 1e-12, 0.0], [0.4, 0.3, 0.2, 0.05, 0.05]])
+    x = np.eye(5)[None].repeat(2, axis=0)
+    w = dist.weighted(alpha, x)
+    assert w.negligible_weight_in_top_n(5).tolist() == [2, 0]
+    assert w.negligible_weight_in_top_n(3).tolist() == [0, 0]
+    assert w.zero_weight_in_top_n(5).tolist() == [1, 0]
+    # the threshold is relative to the row's peak: eps x peak counts, just above it does not
+    edge = np.array([[1.0, eps, 1.5 * eps]])
+    assert dist.weighted(edge, np.eye(3)[None]).negligible_weight_in_top_n(3).tolist() == [1]
+    assert dist.NEGLIGIBLE_WEIGHT == eps

@@ -28,6 +28,10 @@ FloatArray = NDArray[np.floating]
 # the expansion loses up to all of them when a ~ b).
 _CANCELLATION = 1e-8
 
+# Float32's resolution (the models' weights are float32): a weight at most this times its row's
+# largest changes s by less than the rounding of the largest term.
+NEGLIGIBLE_WEIGHT = float(np.finfo(np.float32).eps)
+
 
 @dataclass(frozen=True)
 class Weighted:
@@ -72,6 +76,18 @@ class Weighted:
         """Per sample, how many of the literal top-n indices have weight exactly 0."""
         idx, _ = self.literal_top_n(n)
         return np.count_nonzero(np.take_along_axis(self.alpha, idx, axis=1) == 0, axis=1)
+
+    def negligible_weight_in_top_n(
+        self, n: int, relative: float = NEGLIGIBLE_WEIGHT
+    ) -> NDArray[np.int64]:
+        """Per sample, how many of the literal top-n indices have weight at most ``relative``
+        times the row's largest (0 included). Such a token's distance to s, ||s - a_i x_i||,
+        differs from ||s|| by at most a_i ||x_i||, below float32's rounding of s: it ties at
+        the radius as a zero weight does, without being 0 (stick-breaking's far keys)."""
+        idx, _ = self.literal_top_n(n)
+        peak = self.alpha.max(axis=1, keepdims=True)
+        top = np.take_along_axis(self.alpha, idx, axis=1)
+        return np.count_nonzero(top <= relative * peak, axis=1)
 
 
 def weighted(

@@ -51,6 +51,16 @@ NO_VERDICT = "no verdict: both readings defensible"
 # A sparse rule's rows with fewer nonzero weights than N: its top-N weight-0 tokens are never
 # distinguishable, so N_s/N <= support / N measures the support, not separability.
 SUPPORT_LIMITED = "no verdict: support < N"
+# A rule whose rows hold exact zero weights: the critical N then depends on how a zero-weight
+# token counts (analysis.zero_weight). Under "not_selected" a random set that draws one adds
+# ||s|| to the expectation, a top-N set at N < support never does, so N_crit moves with the
+# reading, not the model (sa_softmax: 2 evaluations to "censored" at every L; "literal": the
+# baseline's N_crit). The share of rows with a zero weight above which no verdict is given.
+ZERO_WEIGHT_ROWS_SHARE = 0.05
+ZERO_WEIGHT_DISTANCE = "no verdict: weights <= 0 (analysis.zero_weight decides N_crit)"
+# A fixed temperature T0 is a rescaling of W_q that training absorbs: the low-temperature
+# sensitivity taken with respect to the raw scores then reports T0, not the rule.
+FIXED_TEMPERATURE = "no verdict: a fixed temperature (training absorbs it into W_q)"
 VERDICTS = (
     RELAXES,
     TIGHTENS,
@@ -58,6 +68,8 @@ VERDICTS = (
     UNDECIDED,
     NO_VERDICT,
     SUPPORT_LIMITED,
+    ZERO_WEIGHT_DISTANCE,
+    FIXED_TEMPERATURE,
     NOT_MEASURED,
 )
 # The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.
@@ -183,8 +195,8 @@ LIMITS: dict[str, Limit] = {
         "Gradient sensitivity at low temperature (Corollary 3)",
         "Gradient sensitivity (Cor. 3): mean T ||J|| over T <= {t_low:g}",
         f"mean T x ||d rule(z / T) / d z||_2 over the sweep's rows at T <= {LOW_TEMPERATURE:g}"
-        " (the expected constant c of ||J|| ~ c / T; the largest reaches each rule's own ceiling,"
-        " the median vanishes with the one-hot rows)",
+        " (led by the largest such T: rows with a clear top turn one-hot and their T ||J|| falls;"
+        " the largest reaches each rule's own ceiling, the median vanishes with the one-hot rows)",
         "smaller",
         (
             Quote(
@@ -336,14 +348,29 @@ def low_temperature_sensitivity(sweep: pl.DataFrame | None) -> float | None:
     return float(low.mean()) if low.len() else None
 
 
-def first_token_weight(samples: pl.DataFrame) -> float | None:
+def first_token_weight(samples: pl.DataFrame, length: int | None = None) -> float | None:
     """The attention sink: the mean weight on the first key (the chunk's first token) over the
-    analysed rows at the largest L (the normalizer job's ``first_weight``); None for samples
-    without that column. The mean, not the median: a sink is a share of the rows' mass."""
+    analysed rows at L = ``length`` (None: the largest L; a length not analysed: the largest
+    analysed L below it), times that L: 1 is a uniform row's share, far above 1 a sink (a head
+    parking its mass on the first token), below 1 less than uniform. None for samples without
+    ``first_weight``. The mean, not the median: a sink is a share of the rows' mass. Read at the
+    training context by the study: beyond it key 0 sits at distances no model saw."""
     if "first_weight" not in samples.columns:
         return None
-    at_max = samples.filter(pl.col("L") == samples["L"].max())
-    return float(at_max["first_weight"].mean())
+    lengths = sorted(samples["L"].unique().to_list())
+    below = [L for L in lengths if length is None or L <= length]
+    at = below[-1] if below else lengths[0]
+    rows = samples.filter(pl.col("L") == at)
+    return float(rows["first_weight"].mean()) * at
+
+
+def zero_weight_row_share(samples: pl.DataFrame) -> float:
+    """The share of the analysed rows (every L) holding a weight of 0 or below on a key they see:
+    ``support`` (the weights > 0) below L (the normalizer job reads each row's last query, which
+    sees every key). A negative weight (raw Self-Adjust) leaves Theorem 1's simplex as well."""
+    if "support" not in samples.columns:
+        return 0.0
+    return float((samples["support"] < samples["L"]).mean())
 
 
 def limit_measures(
@@ -352,26 +379,37 @@ def limit_measures(
     separability: pl.DataFrame,
     evaluation: dict[str, Any],
     sweep: pl.DataFrame | None = None,
+    sink_length: int | None = None,
 ) -> dict[str, Any]:
     """One trained model's measure of each limit (module docstring; ``sweep`` the study_gradient
     table), plus what the table shows beside them: the attention sink
     (:func:`first_token_weight`), the max-weight slope in L, the critical-N lengths and how many
     were censored, and the held-out perplexities. ``distance`` is the lower
-    end of the mean share (censored lengths at N_max / L), ``distance_upper`` its upper end."""
+    end of the mean share (censored lengths at N_max / L), ``distance_upper`` its upper end.
+    ``sink_length``: the L the sink is read at (the training context; None: the largest L).
+    ``separability_zero_weight``: the share of the top-N slots at the largest N whose weight is
+    0 or below float32's resolution of the row's peak (``negligible_weight_selected`` where the
+    table has it): such a token's distance to s differs from ||s|| by less than s's rounding,
+    a tie at the radius (stick-breaking's far keys underflow to 1e-12 and below, never to 0)."""
     l_max = samples["L"].max()
     at_max = samples.filter(pl.col("L") == l_max)
     per_l = samples.group_by("L").agg(pl.col("max_weight").median()).sort("L")
     crit = censored_critical_n(critical)
     n_max = separability["N"].max()
     at_n_max = separability.filter(pl.col("N") == n_max)
-    zero_share = (
-        float(at_n_max["zero_weight_selected"].mean()) / n_max
-        if "zero_weight_selected" in at_n_max.columns
-        else 0.0
+    tie_column = next(
+        (
+            c
+            for c in ("negligible_weight_selected", "zero_weight_selected")
+            if c in at_n_max.columns
+        ),
+        None,
     )
+    zero_share = float(at_n_max[tie_column].mean()) / n_max if tie_column else 0.0
     contexts = sorted(evaluation["contexts"], key=lambda c: c["context"])
     return {
-        "sink": first_token_weight(samples),
+        "sink": first_token_weight(samples, sink_length),
+        "zero_weight_rows": zero_weight_row_share(samples),
         "vanishing": float(at_max["max_weight"].median()),
         "vanishing_slope": loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy()),
         "distance": float(crit["share_low"].mean()) if crit.height else None,
@@ -430,8 +468,31 @@ def same_weights_as_baseline(entries: Mapping[str, Mapping[str, Any]], baseline:
     }
 
 
+def fixed_temperature_rules(entries: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The study's names (``entries``: study.normalizers) trained with a fixed temperature other
+    than 1 (softmax_T0.1, softmax_T10): their low-temperature sensitivity gets no verdict."""
+    return {n for n, e in entries.items() if float(e.get("temperature", 1.0)) != 1.0}
+
+
+def withheld(key: str, measures: list[Mapping[str, Any]]) -> str | None:
+    """Why a limit gets no verdict from these measures (one per seed), or None: the support cap
+    of separability, and the zero-weight reading of the critical N."""
+    if key == "separability" and any(
+        m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE for m in measures
+    ):
+        return SUPPORT_LIMITED
+    if key == "distance" and any(
+        m.get("zero_weight_rows", 0.0) > ZERO_WEIGHT_ROWS_SHARE for m in measures
+    ):
+        return ZERO_WEIGHT_DISTANCE
+    return None
+
+
 def verdicts(
-    measures: Mapping[str, Mapping[str, Any]], baseline: str, ratio: float
+    measures: Mapping[str, Mapping[str, Any]],
+    baseline: str,
+    ratio: float,
+    withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself).
     A rule whose weights function is the baseline's (gated attention) gets verdicts like any
@@ -441,10 +502,9 @@ def verdicts(
         name: {
             key: "baseline"
             if name == baseline
-            else SUPPORT_LIMITED
-            if key == "separability"
-            and m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE
-            else verdict(
+            else withheld(key, [m])
+            or (withheld_by or {}).get(name, {}).get(key)
+            or verdict(
                 measure_of(m, key),
                 measure_of(measures[baseline], key),
                 ratio,
@@ -542,6 +602,10 @@ class SeedMeasure:
     verdict: str
     # the mean is of lower ends: some seed's measure is censored (known only from below)
     lower_bound: bool = False
+    # the geometric mean, its interval on the log scale (log_t_interval)
+    log_scale: bool = False
+    # every seed's value (of its lower end), in seed order
+    values: tuple[float, ...] = ()
 
 
 def t_interval(values, level: float) -> tuple[float, float, float]:
@@ -560,53 +624,72 @@ def t_interval(values, level: float) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def log_t_interval(values, level: float) -> tuple[float, float, float]:
+    """(geometric mean, low, high): t_interval of log(values), mapped back. For positive
+    measures compared by a ratio: the interval is one of ratios, never reaches below 0, and a
+    seed 100x off moves it by a factor, not by its raw size (sigmoid's length ratio: 0.0015,
+    0.10 and 0.21 over three seeds)."""
+    mean, low, high = t_interval(np.log(np.asarray(values, dtype=np.float64)), level)
+    return math.exp(mean), math.exp(low), math.exp(high)
+
+
 def _non_negative(interval: tuple[float, float]) -> tuple[float, float]:
     # every measure is >= 0: a t-interval reaching below 0 is cut at 0
     return max(interval[0], 0.0), max(interval[1], 0.0)
 
 
 def seed_measures(
-    per_seed: Mapping[str, list[Mapping[str, Any]]], baseline: str, ratio: float, level: float
+    per_seed: Mapping[str, list[Mapping[str, Any]]],
+    baseline: str,
+    ratio: float,
+    level: float,
+    withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, SeedMeasure]]:
     """Per normaliser, per limit (and the held-out perplexity, its cost): the mean over its seeds'
     measures (limit_measures of each seed's model) with a t-interval, and the verdict against the
     baseline's interval: 'relaxes' / 'tightens' only when the two intervals are ``ratio`` apart on
     that side (study.verdict on the two intervals), else 'no difference shown'; 'no interval (one
-    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit and the
-    support cap as in :func:`verdicts`. Plus,
+    seed)' with one seed; 'baseline', 'no verdict' for the orientation-free limit, the
+    support cap and the zero-weight reading (:func:`withheld`), and for what ``withheld_by``
+    (name -> limit -> reason) names. A positive measure that is not a share is summarised on
+    the log scale (:func:`log_t_interval`; its ratio verdict then compares ratios). Plus,
     under ``perplexity_cost`` and ``sink_change``, the paired differences to the baseline
     (:func:`paired_differences`)."""
 
-    def summary(ms: list[Mapping[str, Any]], key: str) -> tuple[float, float, float, int, bool]:
+    def summary(ms: list[Mapping[str, Any]], key: str) -> tuple:
         lows = [m.get(key) for m in ms]
         if any(v is None or not math.isfinite(v) for v in lows):
-            return math.nan, math.nan, math.nan, len(ms), False
+            return math.nan, math.nan, math.nan, len(ms), False, False, ()
         highs = [m.get(f"{key}_upper", m[key]) for m in ms]
         highs = [h if h is not None else lo for h, lo in zip(highs, lows, strict=True)]
-        mean, low, _ = t_interval(lows, level)
-        _, _, high = t_interval(highs, level)
         censored = any(h > lo for h, lo in zip(highs, lows, strict=True))
-        return mean, low, high, len(ms), censored
+        limit = LIMITS.get(key)
+        # a ratio verdict reads positive measures on the log scale; shares stay on theirs (odds)
+        logs = limit is not None and not limit.share and not censored and min(lows) > 0
+        interval = log_t_interval if logs else t_interval
+        mean, low, _ = interval(lows, level)
+        _, _, high = interval(highs, level)
+        return mean, low, high, len(ms), censored, logs, tuple(float(v) for v in lows)
 
     keys = [*LIMITS, *BESIDE]
     stats = {n: {k: summary(ms, k) for k in keys} for n, ms in per_seed.items()}
+    withheld_of = dict(withheld_by or {})
     out: dict[str, dict[str, SeedMeasure]] = {}
     for name, ms in per_seed.items():
         out[name] = {}
         for key in keys:
-            mean, low, high, n, censored = stats[name][key]
-            b_mean, b_low, b_high, _, _ = stats[baseline][key]
+            mean, low, high, n, censored, logs, values = stats[name][key]
+            b_mean, b_low, b_high = stats[baseline][key][:3]
             limit = LIMITS.get(key)
+            reason = withheld(key, ms) or withheld_of.get(name, {}).get(key)
             if limit is None:
                 found = ""  # the cost and the sink: no verdict (paired_differences compares)
             elif name == baseline:
                 found = "baseline"
             elif limit.relaxes == "either":
                 found = NO_VERDICT
-            elif key == "separability" and any(
-                m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE for m in ms
-            ):
-                found = SUPPORT_LIMITED
+            elif reason:
+                found = reason
             elif math.isnan(mean) or math.isnan(b_mean):
                 found = NOT_MEASURED
             elif n < 2:
@@ -620,7 +703,7 @@ def seed_measures(
                     limit.share,
                 )
                 found = v if v in (RELAXES, TIGHTENS) else NO_DIFFERENCE
-            out[name][key] = SeedMeasure(mean, low, high, n, found, censored)
+            out[name][key] = SeedMeasure(mean, low, high, n, found, censored, logs, values)
     for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
         for name, change in paired_differences(per_seed, baseline, key, level).items():
             out[name][label] = change
@@ -679,6 +762,23 @@ def shown_over_seeds(m: SeedMeasure) -> str:
     return f"{mean} [{m.low:.3g}, {m.high:.3g}]"
 
 
+def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
+    """'every seed below <baseline>'s (one-sided permutation p = 1/20)' where all of a rule's
+    seeds lie on one side of all the baseline's, else ''. The t-intervals can miss it when the
+    seeds spread by orders of magnitude; the order alone has the exact p of all n rule values
+    falling on one side of m baseline values by chance, 1 / C(n + m, n)."""
+    if len(m.values) < 2 or len(base.values) < 2:
+        return ""
+    if max(m.values) < min(base.values):
+        side = "below"
+    elif min(m.values) > max(base.values):
+        side = "above"
+    else:
+        return ""
+    p = 1 / math.comb(len(m.values) + len(base.values), len(m.values))
+    return f"every seed {side} {baseline}'s, one-sided permutation p = {p:.2g}"
+
+
 def answer_line_over_seeds(
     key: str, header: str, over: Mapping[str, Mapping[str, SeedMeasure]], baseline: str
 ) -> str:
@@ -694,7 +794,12 @@ def answer_line_over_seeds(
             parts.append(f"Measured: {', '.join(shown_)}.")
         return " ".join(parts)
     for v in dict.fromkeys(m.verdict for m in others.values()):
-        names = [f"{n} ({shown_over_seeds(m)})" for n, m in others.items() if m.verdict == v]
+
+        def named(n: str, m: SeedMeasure, v=v) -> str:
+            order = seed_order(m, over[baseline][key], baseline) if v == NO_DIFFERENCE else ""
+            return f"{n} ({shown_over_seeds(m)}{'; ' + order if order else ''})"
+
+        names = [named(n, m) for n, m in others.items() if m.verdict == v]
         parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
     return " ".join(parts)
 
@@ -779,13 +884,23 @@ def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
         lines.append(text)
     sink = [r for r in rows if r.get("sink_change_verdict") == LOWER]
     more = [r["normalizer"] for r in rows if r.get("sink_change_verdict") == HIGHER]
-    lead = "- **When the attention sink must go** (mean weight on the first token):"
-    if sink:
+    lead = "- **When the attention sink must go** (first-token weight x L, 1: uniform):"
+    base = next((r for r in table.to_dicts() if r["normalizer"] == baseline), {})
+    base_low = base.get("sink_low")
+    if base_low is not None and math.isfinite(base_low) and base_low <= 1.0:
+        # nothing shown to remove: "lower" than a baseline not shown above uniform cures no sink
+        text = (
+            f"{lead} {baseline}'s models show no sink to remove: their first token's weight is "
+            f"{base.get('sink_mean', math.nan):.3g} [{base_low:.3g}, "
+            f"{base.get('sink_high', math.nan):.3g}] times a uniform row's, not shown above it, "
+            "so no rule is named for removing one."
+        )
+    elif sink:
         text = f"{lead} lower than {baseline}'s: {_named(sink)}."
     else:
         text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
     if more:
-        text += f" Higher: {', '.join(more)}."
+        text += f" Higher than {baseline}'s: {', '.join(more)}."
     lines.append(text)
     cheaper = [r for r in rows if r.get("perplexity_cost_verdict") == LOWER]
     costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]

@@ -111,6 +111,7 @@ rule study_report:
         csv="tables/study/normalizer_limits.csv",
         md="tables/study/normalizer_limits.md",
         seeds_csv="tables/study/normalizer_limits_seeds.csv",
+        per_seed_csv="tables/study/normalizer_limits_per_seed.csv",
         pdf="figures/study/normalizer_limits.pdf",
         png="figures/study/normalizer_limits.png",
         page="docs/study.md",

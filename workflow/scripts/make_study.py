@@ -66,11 +66,15 @@ for sd in seeds:
                 tables_of["separability"][n],
                 evaluations[n],
                 tables_of["gradient"][n],
+                study.sink_length,
             )
         )
-study.over_seeds = seed_measures(per_seed, study.baseline, study.ratio, p.study["interval_level"])
+study.over_seeds = seed_measures(
+    per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
+)
 seeds_csv, _ = report.seeds_table(study)
 write_csv(seeds_csv, out.seeds_csv)
+write_csv(report.per_seed_table(per_seed, seeds), out.per_seed_csv)
 table, table_md = report.limits_table(study)
 write_csv(table, out.csv)
 with atomic_path(out.md) as tmp:

@@ -150,6 +150,8 @@ def analyse(
                             # a sparse rule's zero weights in the top-m: never distinguishable
                             # (analysis.zero_weight)
                             "zero_weight_selected": on_sphere.zero_weight_in_top_n(m),
+                            # ... or below float32's resolution of the row's peak: ties too
+                            "negligible_weight_selected": on_sphere.negligible_weight_in_top_n(m),
                             # of the tokens actually selected: what N_s/N would be without the
                             # support cap of a sparse rule (support < N)
                             "ratio_of_selected": inside.sum(axis=1)

@@ -13,11 +13,13 @@ from attnlimits import rules as rule_table
 
 from ..plotting import log_axis
 from ..study import (
+    FIXED_TEMPERATURE,
     LIMITS,
     LOW_TEMPERATURE,
     answer_line,
     answer_line_over_seeds,
     censored_critical_n,
+    fixed_temperature_rules,
     limit_measures,
     orientation_table,
     same_weights_as_baseline,
@@ -76,6 +78,15 @@ class Study:
         self.rules = {n: self.settings["normalizers"][n] for n in self.names}
         self.baseline = self.settings["baseline"]
         self.ratio = self.settings["relax_ratio"]
+        # the sink is read at the training context: beyond it key 0 is farther than any
+        # position the model saw (the largest analysed L at or below it)
+        context = int(self.settings["training"]["context"])
+        lengths = sorted(self.samples[self.names[0]]["L"].unique().to_list())
+        self.sink_length = max([L for L in lengths if L <= context] or lengths[:1])
+        # a fixed temperature's low-T sensitivity reports the temperature (study.FIXED_TEMPERATURE)
+        self.withheld_by = {
+            n: {"gradient_low_t": FIXED_TEMPERATURE} for n in fixed_temperature_rules(self.rules)
+        }
         self.measures = {
             n: limit_measures(
                 self.samples[n],
@@ -83,19 +94,22 @@ class Study:
                 self.separability[n],
                 self.evaluations[n],
                 self.gradient[n],
+                self.sink_length,
             )
             for n in self.names
         }
         # the rules whose weights function is the baseline's (gated attention): the page says
         # what their verdicts mean (a difference in the logits their models learnt)
         self.by_construction = same_weights_as_baseline(self.rules, self.baseline)
-        self.found = verdicts(self.measures, self.baseline, self.ratio)
+        self.found = verdicts(self.measures, self.baseline, self.ratio, self.withheld_by)
         first = self.names[0]
         self.l_max = int(self.samples[first]["L"].max())
         n_max = int(self.separability[first]["N"].max())
         self.contexts = sorted(c["context"] for c in self.evaluations[first]["contexts"])
         self.tail_percent = f"{self.settings['evaluation']['tail_fraction']:.0%}"
-        self.sink_header = f"Attention sink: mean weight on the first token at L = {self.l_max}"
+        self.sink_header = (
+            f"Attention sink: first-token weight x L at L = {self.sink_length} (1: uniform)"
+        )
         self.headers = {
             k: limit.header.format(
                 l_max=self.l_max,
@@ -222,6 +236,27 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
     return pl.DataFrame(csv_rows), markdown_table(headers, rows)
 
 
+def per_seed_table(per_seed: dict[str, list[dict]], seeds: list[int]) -> pl.DataFrame:
+    """Every seed's measures (``per_seed``: normaliser -> one limit_measures dict per seed, in
+    the order of ``seeds``), long: one row per normaliser, seed and numeric measure."""
+    rows = [
+        {"normalizer": n, "seed": seed, "measure": key, "value": float(value)}
+        for n, measures in per_seed.items()
+        for seed, m in zip(seeds, measures, strict=True)
+        for key, value in m.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "normalizer": pl.String,
+            "seed": pl.Int64,
+            "measure": pl.String,
+            "value": pl.Float64,
+        },
+    )
+
+
 def limits_markdown(s: Study, table_md: str) -> str:
     return (
         f"Normaliser x limit on the study's trained models (verdicts against {s.baseline}, "
@@ -251,10 +286,11 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     l_max, contexts = s.l_max, s.contexts
     tail_percent = s.tail_percent
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5), constrained_layout=True)
-    colors = plt.get_cmap("tab10")
+    # tab20: up to 20 rules in distinct colours (tab10 repeated them from the 11th)
+    colors = plt.get_cmap("tab20")
     markers = "osD^v<>px"
     style = {
-        n: dict(color=colors(i % 10), marker=markers[i % len(markers)], ms=4, label=n)
+        n: dict(color=colors(i % 20), marker=markers[i % len(markers)], ms=4, label=n)
         for i, n in enumerate(names)
     }
     ax = axes[0, 0]
@@ -272,6 +308,8 @@ def study_figure(s: Study) -> tuple[Figure, str]:
         xlabel="evaluation context (tokens)",
         ylabel=f"held-out perplexity, last {tail_percent} of positions",
         title="(b) length generalisation (dotted: training context)",
+        # a rule that blows up beyond C (sigmoid: tens of thousands) flattens the rest on a linear axis
+        yscale="log",
     )
     ax = axes[0, 2]
     medians_by_length(ax, samples, "max_weight", style)
@@ -389,8 +427,11 @@ def gradient_row(s: "Study", n: str) -> list[str]:
 
 def entropy_share(h: pl.DataFrame) -> str:
     share = (h["entropy"] / h["entropy_uniform"]).mean()
-    # the raw Self-Adjust rule's weights z * softmax(z) go negative: no entropy
-    return "n/a (negative weights)" if share is None or np.isnan(share) else f"{share:.2f}"
+    # no entropy for a row with a negative weight (the raw Self-Adjust rule's z * softmax(z)) or
+    # with no positive weight (softpick's all-zero rows), and one such row leaves the mean NaN
+    if share is None or np.isnan(share):
+        return "n/a (rows with negative or no positive weights)"
+    return f"{share:.2f}"
 
 
 def heads_row(s: "Study", n: str) -> list[str]:
@@ -517,12 +558,41 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
             for n in names
         ),
         "l_max": str(l_max),
+        "sink_length": str(s.sink_length),
+        "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
+        if s.over_seeds
+        else shown(measures[baseline], "distance"),
+        "low_t_fall": low_temperature_fall(gradient[baseline], baseline),
+        "baseline_over_quarter_t": over_quarter_t(gradient[baseline]),
         "training_context": str(s.settings["training"]["context"]),
         "contexts": " / ".join(map(str, contexts)),
         "context_multiples": context_multiples(contexts),
         "tail_percent": tail_percent,
         "evaluation_tokens": f"{contexts[-1] * evaluations[names[0]]['contexts'][-1]['windows']:,}",
     }
+
+
+def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
+    """How far the mean T ||J|| of model ``name``'s sweep ``g`` falls between the largest T at or
+    below LOW_TEMPERATURE and the smallest T, in words."""
+    low = (
+        g.filter(pl.col("T") <= LOW_TEMPERATURE)
+        .group_by("T")
+        .agg((pl.col("T") * pl.col("jacobian_norm")).mean().alias("c"))
+        .sort("T")
+    )
+    if low.height < 2 or not low["c"][0] > 0:
+        return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
+    return (
+        f"{name}'s mean falls {low['c'][-1] / low['c'][0]:.3g}-fold from T = {low['T'][-1]:g} to "
+        f"T = {low['T'][0]:g}"
+    )
+
+
+def over_quarter_t(g: pl.DataFrame) -> str:
+    """How many (row, T) pairs of a sweep exceed the paper's printed 1/(4T), in words."""
+    over = int((g["jacobian_norm"] > 1.0 / (4.0 * g["T"])).sum())
+    return f"{over} of {g.height}"
 
 
 def context_multiples(contexts: list[int]) -> str:
