@@ -363,3 +363,15 @@ def test_context_multiples_name_each_longer_context_by_its_multiple_of_the_train
     assert context_multiples([128, 1024]) == "8C"
     assert context_multiples([100, 150]) == "1.5C"
     assert context_multiples([128]) == "no longer context"
+
+
+@pytest.mark.unit
+def test_empty_rows_lists_the_models_with_rows_of_no_positive_weight():
+    from attnlimits_workflow.assemble.study_report import empty_rows
+
+    samples = {
+        "softmax": pl.DataFrame({"support": [4, 4, 8, 8]}),
+        "softpick": pl.DataFrame({"support": [0, 3, 8, 8]}),
+    }
+    assert empty_rows(samples) == "softpick 25.0% of the rows"
+    assert empty_rows({"softmax": samples["softmax"]}) == "none here"

@@ -559,6 +559,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         ),
         "l_max": str(l_max),
         "sink_length": str(s.sink_length),
+        "empty_rows": empty_rows(s.samples),
         "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
         if s.over_seeds
         else shown(measures[baseline], "distance"),
@@ -570,6 +571,17 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "tail_percent": tail_percent,
         "evaluation_tokens": f"{contexts[-1] * evaluations[names[0]]['contexts'][-1]['windows']:,}",
     }
+
+
+def empty_rows(samples: dict[str, pl.DataFrame]) -> str:
+    """Per model with any, the share of its analysed rows (every L) with no weight above 0."""
+    shares = {
+        n: float((frame["support"] == 0).mean())
+        for n, frame in samples.items()
+        if "support" in frame.columns
+    }
+    listed = [f"{n} {share:.1%}" for n, share in shares.items() if share > 0]
+    return ", ".join(listed) + " of the rows" if listed else "none here"
 
 
 def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
