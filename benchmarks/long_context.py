@@ -12,6 +12,14 @@ invocation and printed as one table, with the ratio to the bare forward pass at 
               layer's query heads at that L (one separability job does this for every layer)
 
 Usage: python benchmarks/long_context.py [--model DIR | --random] [--lengths 1024 4096 8192]
+
+--all-rows CORPUS: the paper's all-rows protocol (config/smollm2-all-rows.yaml: every query row of
+every head, L = 64 .. 8192) run by the workflow itself on the first --layers layers of the model
+(a folder holding only those layers' weights: a layer's attention depends on the layers below it
+alone, so its rows are the full model's), then each analysis stage's job seconds and peak memory
+from Snakemake's benchmark files, per L, and scaled by (the model's layers) / --layers to the
+whole model, beside the bare forward pass of the whole model at the largest L. Scaling by heads
+is exact for every stage but the critical N, whose search length depends on the heads' data.
 """
 
 from __future__ import annotations
@@ -108,13 +116,124 @@ def run_one(method: str, length: int, model_dir: str | None) -> dict:
     return {"seconds": seconds, "peak_mb": peak}
 
 
+STAGES = ("distance", "critical_n", "separation", "separability", "gradient", "vanishing")
+
+
+def truncated_model(model_dir: Path, layers: int, out: Path) -> int:
+    """``out``: the model of ``model_dir`` cut to its first ``layers`` layers (config and
+    weights; tokenizer files copied); returns the model's own number of layers."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    config = json.loads((model_dir / "config.json").read_text())
+    total = int(config["num_hidden_layers"])
+    out.mkdir(parents=True, exist_ok=True)
+    for f in model_dir.iterdir():
+        if f.suffix in (".json", ".jinja", ".txt") and f.name != "config.json":
+            shutil.copy(f, out / f.name)
+    (out / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}, indent=2))
+    weights = load_file(model_dir / "model.safetensors")
+    kept = {
+        k: v
+        for k, v in weights.items()
+        if not k.startswith("layers.") or int(k.split(".")[1]) < layers
+    }
+    save_file(kept, out / "model.safetensors", metadata={"format": "pt"})
+    return total
+
+
+def stage_table(run: Path) -> dict[tuple[str, int], tuple[float, float, int]]:
+    """(stage, L) -> (summed job seconds, largest peak RSS in MB, jobs) from the run's benchmark
+    files (results/<run>/benchmarks/analysis/<stage>/L<L>[_...].tsv, T<T>.tsv for the gradient at
+    its one L, read as the largest L)."""
+    import csv
+    import re
+
+    out: dict[tuple[str, int], tuple[float, float, int]] = {}
+    for stage in STAGES:
+        for tsv in sorted((run / "benchmarks" / "analysis" / stage).glob("*.tsv")):
+            found = re.match(r"L(\d+)", tsv.stem)
+            length = int(found.group(1)) if found else -1
+            with open(tsv) as fh:
+                row = next(csv.DictReader(fh, delimiter="\t"))
+            seconds, rss, jobs = out.get((stage, length), (0.0, 0.0, 0))
+            out[(stage, length)] = (
+                seconds + float(row["s"]),
+                max(rss, float(row["max_rss"])),
+                jobs + 1,
+            )
+    return out
+
+
+def all_rows(args) -> None:
+    """--all-rows: the workflow on the model's first --layers layers, its stage times scaled to
+    the whole model (module docstring)."""
+    name = f"smollm2-all-rows-{args.layers}layer-bench"
+    model = Path(tempfile.mkdtemp()) / name
+    total = truncated_model(Path(args.model), args.layers, model)
+    summary = f"results/{name}/summary"
+    targets = [f"{summary}/{s}.csv" for s in ("distance", "critical_n", "separability")]
+    targets += [f"{summary}/gradient.csv", f"{summary}/vanishing.csv"]
+    overrides = [
+        f"corpus={{path: {args.all_rows}}}",
+        f"model={{name: {name}, path: {model}, gguf_file: null, package: null}}",
+    ]
+    cmd = ["snakemake", "--cores", str(args.cores), *targets, "--configfile"]
+    cmd += ["config/smollm2-all-rows.yaml", "--config", *overrides]
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=REPO, check=True)
+    wall = time.perf_counter() - start
+    floor = json.loads(
+        subprocess.run(
+            [sys.executable, __file__, "--one", "floor", "8192", "--model", args.model],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )["seconds"]
+    table = stage_table(REPO / "results" / name)
+    scale = total / args.layers
+    print(f"{args.layers} of {total} layers, wall {wall:.0f} s on {args.cores} cores; x{scale:g}")
+    print(f"whole-model forward pass at L = 8192 (SDPA): {floor:.1f} s")
+    print(
+        f"{'stage':<13} {'L':>6} {'jobs':>5} {'job s':>9} {'whole model s':>14} "
+        f"{'x forward':>10} {'peak MB':>8}"
+    )
+    totals: dict[str, float] = {}
+    for (stage, length), (seconds, rss, jobs) in sorted(table.items()):
+        whole = seconds * scale
+        totals[stage] = totals.get(stage, 0.0) + whole
+        shown = "T sweep" if length < 0 else str(length)
+        print(
+            f"{stage:<13} {shown:>6} {jobs:>5} {seconds:>9.1f} {whole:>14.0f} "
+            f"{whole / floor:>10.1f} {rss:>8.0f}"
+        )
+    for stage, whole in totals.items():
+        print(f"{stage:<13} {'all':>6} {'':>5} {'':>9} {whole:>14.0f} {whole / floor:>10.1f}")
+    grand = sum(totals.values())
+    print(
+        f"{'all stages':<13} {'':>6} {'':>5} {'':>9} {grand:>14.0f} {grand / floor:>10.1f}"
+        f"   = {grand / 3600:.2f} job-hours, {grand / 3600 / args.cores:.2f} h on "
+        f"{args.cores} cores at best"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(REPO / "resources/models/smollm2-135m"))
     parser.add_argument("--random", action="store_true", help="random weights, no model folder")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 8192])
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--all-rows", metavar="CORPUS", help="the all-rows stages (docstring)")
+    parser.add_argument("--layers", type=int, default=1, help="--all-rows: layers run")
+    parser.add_argument("--cores", type=int, default=2, help="--all-rows: snakemake --cores")
     args = parser.parse_args()
+    if args.all_rows:
+        all_rows(args)
+        return
     model_dir = None if args.random else args.model
     if args.one:
         print(json.dumps(run_one(args.one[0], int(args.one[1]), model_dir)))
