@@ -165,6 +165,17 @@ def test_table1_vanishing_verdict_by_hand():
     assert [r["verdict"] for r in card.rows] == ["reproduced", "not reproduced"]
     table1.vanishing_claims(card, flat.head(1))  # one length: no row
     assert len(card.rows) == 2
+    # the configured claim is a band around Lemma 1's -1: 1/sqrt(L) and 1/L^3 are no 1/L
+    import yaml
+
+    claims = Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml"
+    banded = table1.Scorecard(yaml.safe_load(claims.read_text()))
+    for k, want in ((1.0, "reproduced"), (0.5, "not reproduced"), (3.0, "not reproduced")):
+        lengths = [10, 100, 1000]
+        van = pl.DataFrame({"L": lengths, "max_weight_median": [L**-k for L in lengths]})
+        table1.vanishing_claims(banded, van)
+        assert banded.rows[-1]["verdict"] == want, k
+    assert banded.rows[-1]["verdict_rule"] == "-1.25 <= slope <= -0.8"
 
 
 def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protocol(monkeypatch):
@@ -1103,7 +1114,7 @@ def test_study_bound_check_and_rule_text():
     h = pl.DataFrame({"entropy": [1.0, 3.0], "entropy_uniform": [2.0, 4.0]})
     assert study_report.entropy_share(h) == "0.62"  # mean of 0.5 and 0.75
     negative = pl.DataFrame({"entropy": [math.nan], "entropy_uniform": [2.0]})
-    assert study_report.entropy_share(negative) == "n/a (negative weights)"
+    assert study_report.entropy_share(negative) == "n/a (rows with negative or no positive weights)"
 
 
 def test_an_empty_study_is_refused():

@@ -106,6 +106,11 @@ def test_slope_interval_by_hand():
     got = table1.slope_interval(point, reps.filter(pl.col("replicate") < 2), 0.5)
     assert (got.low, got.high) == (pytest.approx(0.05), pytest.approx(0.08))
     assert table1.slope_interval(point, None, 0.5) is None
+    # the point search censored (slope >= 0.076, open above): resamples that all passed do not
+    # close the interval, so a censored slope is never "reproduced" by the band
+    censored = CensoredSlope(0.02, 0.076, 1)
+    got = table1.slope_interval(censored, reps.filter(pl.col("replicate") < 2), 0.5)
+    assert got.high == np.inf and got.low == pytest.approx(0.05)
 
 
 def _first_pass(grid, alpha):

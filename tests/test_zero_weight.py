@@ -185,3 +185,27 @@ def test_negligible_weights_in_the_top_n_count_zeros_and_weights_below_float32_r
     edge = np.array([[1.0, eps, 1.5 * eps]])
     assert dist.weighted(edge, np.eye(3)[None]).negligible_weight_in_top_n(3).tolist() == [1]
     assert dist.NEGLIGIBLE_WEIGHT == eps
+
+
+@pytest.mark.parametrize(("gap", "rule", "n_s"), [(40.0, "not_selected", 1), (40.0, "literal", 8)])
+def test_a_weight_below_float32_resolution_ties_at_the_radius_like_a_zero(gap, rule, n_s):
+    """A sharp row (a sink head): one key at logit gap, the rest e^-gap of it. At gap 40 the
+    small weights (4e-18) leave ||s - alpha_i x_i|| equal to ||s|| in float64: every one ties at
+    r and the literal Eq. 10 counts all 8 of the top-8; under not_selected only the peak counts,
+    as it would were they 0. The fast row routine, the per-sample one and the plain reference
+    agree."""
+    length, n = 64, 8
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(length, 4))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    logits = np.zeros(length)
+    logits[0] = gap
+    alpha = np.exp(logits - logits.max())
+    alpha /= alpha.sum()
+    res = separability(
+        alpha[None], x[None], n=n, delta=np.array([0.1]), radius_m=1.0, zero_weight=rule
+    )
+    assert res.n_distinguishable[0] == n_s
+    block = RowBlock.of(alpha[None], x, np.array([length]), zero_weight=rule)
+    assert row_separability(block, n=n, delta=0.1, radius_m=1.0)["ratio"][0] == n_s / n
+    assert reference.separability(list(alpha), list(x), n, 0.1, 1.0, rule)[0] == n_s

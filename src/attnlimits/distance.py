@@ -21,16 +21,17 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight, random_subset_indices
+from .selection import (
+    DEFAULT_ZERO_WEIGHT,
+    NEGLIGIBLE_WEIGHT,
+    check_zero_weight,
+    random_subset_indices,
+)
 
 FloatArray = NDArray[np.floating]
 # |a - b|^2 below this fraction of |a|^2 + |b|^2 is recomputed directly (float64 keeps ~16 digits;
 # the expansion loses up to all of them when a ~ b).
 _CANCELLATION = 1e-8
-
-# Float32's resolution (the models' weights are float32): a weight at most this times its row's
-# largest changes s by less than the rounding of the largest term.
-NEGLIGIBLE_WEIGHT = float(np.finfo(np.float32).eps)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from .arrays import NUMPY, NumpyNamespace, TorchNamespace
 from .critical import ks_test
-from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight
+from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight, resolvable
 
 FloatArray = NDArray[np.floating]
 Namespace = NumpyNamespace | TorchNamespace
@@ -589,7 +589,9 @@ def row_separability(
     others = block.counted & ~mask
     valid = block.length > n
     radius = xp.amin(xp.where(others, dist, xp.inf), axis=1)
-    n_s = xp.astype((mask & (dist <= radius[:, None])).sum(axis=1), xp.float64)
+    # a weight at float32's resolution of the row's peak ties at r as a zero weight does
+    inside = mask & (dist <= radius[:, None]) & resolvable(block.alpha, block.zero_weight, xp)
+    n_s = xp.astype(inside.sum(axis=1), xp.float64)
     # selected weights in key order, (R, n); rows with fewer than n keys are invalid (padded)
     alpha_sel = xp.zeros((len(radius), n))
     filled = xp.cumsum(mask, axis=1) - 1

@@ -83,7 +83,14 @@ def separability(alpha_row, x_row, n, delta, m, zero_weight="not_selected"):
     sel = by_rule(alpha_row, top, zero_weight)
     s = sum((alpha_row[i] * x_row[i] for i in sel), np.zeros(len(x_row[0])))
     r = min(float(np.linalg.norm(s - alpha_row[i] * x_row[i])) for i in range(L) if i not in sel)
-    n_s = sum(1 for i in sel if float(np.linalg.norm(alpha_row[i] * x_row[i] - s)) <= r)
+    # under "not_selected" a weight at most float32's eps times the row's peak ties at r as a
+    # zero weight does, and never counts
+    floor = np.finfo(np.float32).eps * max(alpha_row) if zero_weight == "not_selected" else -1.0
+    n_s = sum(
+        1
+        for i in sel
+        if float(np.linalg.norm(alpha_row[i] * x_row[i] - s)) <= r and alpha_row[i] > floor
+    )
     xis = []
     for i in top:
         xi2 = m**2 * sum(alpha_row[j] ** 2 for j in top if j != i)

@@ -14,6 +14,20 @@ from numpy.typing import NDArray
 #   distinguishable (docs/paper-notes.md, "Zero weights in the top-N set").
 ZERO_WEIGHT_RULES = ("not_selected", "literal")
 DEFAULT_ZERO_WEIGHT = "not_selected"
+# Float32's resolution (models' weights are float32): a weight at most this times its row's
+# largest moves s = sum alpha_i x_i by less than the rounding of the largest term, so a token of
+# such weight sits at ||s|| from s up to rounding and ties at Theorem 2's radius as a zero weight
+# does. Under "not_selected" it can no more count as distinguishable than a zero weight can.
+NEGLIGIBLE_WEIGHT = float(np.finfo(np.float32).eps)
+
+
+def resolvable(alpha, rule: str, xp=np):
+    """Mask of the weights that may count in N_s under zero-weight ``rule``: under
+    "not_selected" those above NEGLIGIBLE_WEIGHT times their row's largest, under "literal"
+    every one (ties at the radius count, as the paper's Eq. 10 reads)."""
+    if check_zero_weight(rule) == "literal":
+        return alpha == alpha  # noqa: PLR0124 (all True, in alpha's namespace)
+    return alpha > NEGLIGIBLE_WEIGHT * xp.amax(alpha, axis=1, keepdims=True)
 
 
 def check_zero_weight(rule: str) -> str:

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from .arrays import NUMPY
 from .distance import Weighted, norms_to_point
-from .selection import DEFAULT_ZERO_WEIGHT, selected_by_rule, top_n_mask
+from .selection import DEFAULT_ZERO_WEIGHT, resolvable, selected_by_rule, top_n_mask
 
 FloatArray = NDArray[np.floating]
 
@@ -150,7 +150,11 @@ def distinguishable(
     s = np.matmul(mask[:, None, :].astype(np.float64), scaled)[:, 0, :]
     dist = norms_to_point(scaled, s, scaled_sq)
     radius = np.where(n >= length, np.nan, np.where(mask, np.inf, dist).min(axis=1))
-    return mask, mask & (dist <= radius[:, None]), radius
+    # a weight at float32's resolution of the row's peak ties at r as a zero weight does
+    weights = alpha.alpha if isinstance(alpha, Weighted) else alpha
+    rule = alpha.zero_weight if isinstance(alpha, Weighted) else zero_weight
+    inside = mask & (dist <= radius[:, None]) & resolvable(weights, rule)
+    return mask, inside, radius
 
 
 def separability(

@@ -315,8 +315,8 @@ def slope_interval(
     """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
     curve of the replicate table): from the low percentile of each resample's lower bound
     (``at_least``) to the high percentile of its upper end (+inf where a resample's search was
-    censored at some L), so censoring widens the interval instead of being dropped. None
-    without replicates."""
+    censored at some L, and wherever the point search itself was), so censoring widens the
+    interval instead of being dropped. None without replicates."""
     if replicates is None or replicates.height == 0:
         return None
     lows, highs = [], []
@@ -331,6 +331,9 @@ def slope_interval(
         highs.append(s.upper)
     low, _, undefined = percentile_interval(lows, level)
     _, high, _ = percentile_interval(highs, level)
+    # the point search censored at some L is open above whatever the resamples did: an interval
+    # closed by resamples that all passed would call a censored slope "reproduced"
+    high = max(high, point.upper)
     return Interval(point.at_least, low, high, level, len(lows), undefined)
 
 
@@ -631,7 +634,15 @@ def vanishing_claims(
             f"log-log slope of median max weight {interval_text(s, '.2f')}"
             + (LAST_ROWS_ONLY if protocol == "all_rows" else ""),
             rule,
-            joint_verdict((s,), (Band(high=card.claims["vanishing"]["max_slope"]),)),
+            joint_verdict(
+                (s,),
+                (
+                    Band(
+                        low=card.claims["vanishing"].get("min_slope", -np.inf),
+                        high=card.claims["vanishing"]["max_slope"],
+                    ),
+                ),
+            ),
             s,
         )
 
