@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from attnlimits import reference
-from attnlimits.checks import HOLDS, VACUOUS, VIOLATED
+from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
 from attnlimits_workflow.analyses import (
     critical_n,
     distance,
@@ -194,6 +194,11 @@ class TestDistance:
             (3.0, 1.0, 1.5, 0.2, HOLDS),  # 3 - 1 - 0.6 = 1.4
             (1.0, 1.0, 0.1, 0.0, VACUOUS),  # E = term: no bound >= 0 can fail
             (2.0, 1.0, np.inf, 0.0, VACUOUS),
+            # 3 s.e. = 3 >= the bound 0.1: a residual of 3.05, 30x the bound, would pass
+            (4.05, 1.0, 0.1, 1.0, NOT_TESTABLE),
+            # a positive residual 0.5 hidden by 3 s.e. = 0.6: not vacuous, not testable
+            (1.5, 1.0, 1.0, 0.2, NOT_TESTABLE),
+            (0.9, 1.0, 1.0, 0.2, VACUOUS),  # the term above E: vacuous whatever the noise
         ],
     )
     def test_the_one_epsilon_check(self, mc, term, bound, stderr, want):
