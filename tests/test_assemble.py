@@ -1193,7 +1193,40 @@ def test_a_censored_slope_inside_the_band_is_undecided_not_untestable():
     table1.critical_n_claims(card, crit, 0.01)
     row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:below")
     assert row["verdict"] == "undecided"
+    # "fewer than 6 %" reads the largest share: max(2 / 100, 5 / 200) = 0.025, open above
+    assert row["measured"].startswith("largest N_crit / L >= 0.025: 1/2 lengths censored")
+    row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:approx")
     assert row["measured"].startswith("slope >= 0.024: 1/2 lengths censored")
+
+
+def test_fewer_than_six_percent_holds_at_every_length_not_on_the_slope():
+    """N_crit / L of 0.125, 0.094, 0.07, 0.055, 0.049, 0.049 at L = 32 .. 1024: the slope through
+    the origin is 0.0495 (the largest L lead it), but three lengths need more than 6 %."""
+    import yaml
+
+    claims = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
+    )
+    lengths = [32, 64, 128, 256, 512, 1024]
+    n_crit = [4, 6, 9, 14, 25, 50]
+    crit = pl.DataFrame(
+        {
+            "L": lengths,
+            "masked": ["both"] * 6,
+            "expectation": ["monte_carlo"] * 6,
+            "N_crit": n_crit,
+            "censored": [False] * 6,
+            "top_N": n_crit,
+            "ks_samples": [72] * 6,
+            "ks_min_pvalue": [1e-6] * 6,
+        }
+    )
+    card = table1.Scorecard(claims)
+    table1.critical_n_claims(card, crit, 0.01)
+    rows = {r["claim_id"]: r for r in card.rows}
+    below, approx = rows["critical_n:monte_carlo:below"], rows["critical_n:monte_carlo:approx"]
+    assert below["verdict"] == "not reproduced" and below["value"] == pytest.approx(0.125)
+    assert approx["verdict"] == "reproduced" and approx["value"] == pytest.approx(0.0495, abs=5e-4)
 
 
 def test_bound_counts_name_their_heads_and_proofs():

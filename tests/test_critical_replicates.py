@@ -264,3 +264,20 @@ def test_resample_grid_by_hand():
     assert len(grid) < 1000  # about 100 + ln(81.91) / ln(1.01) = 543
     with pytest.raises(ValueError, match="max_n"):
         resample_grid(0)
+
+
+def test_largest_share_by_hand():
+    from attnlimits.critical import largest_share
+
+    # N_crit 4 at L = 32 (0.125), 50 at L = 1024; a censored L = 256 with top N 10 (>= 0.039)
+    got = largest_share(
+        np.array([32, 256, 1024]),
+        np.array([4.0, np.nan, 50.0]),
+        np.array([False, True, False]),
+        np.array([4, 10, 50]),
+    )
+    assert got.found == pytest.approx(0.125) and got.at_least == pytest.approx(0.125)
+    assert got.censored == 1 and got.upper == np.inf
+    # every length censored: nothing found, the bound alone
+    none = largest_share(np.array([32]), np.array([np.nan]), np.array([True]), np.array([31]))
+    assert np.isnan(none.found) and none.at_least == pytest.approx(31 / 32)

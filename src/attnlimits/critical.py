@@ -256,6 +256,26 @@ def censored_slope(
     )
 
 
+def largest_share(
+    lengths: NDArray[np.floating],
+    n_crit: NDArray[np.floating],
+    censored: NDArray[np.bool_],
+    top_n: NDArray[np.floating],
+) -> CensoredSlope:
+    """The largest N_crit / L over the lengths, as a :class:`CensoredSlope` (``found``: over the
+    lengths with a pass, NaN if none; ``at_least``: over every length, a censored one at its top
+    N / L; unbounded above where any length is censored). "Fewer than 6 % of the tokens" is a
+    statement at every L: one slope through the origin, led by the largest L, passes a curve
+    whose short lengths need more."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    censored = np.asarray(censored, dtype=bool)
+    found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64)) / lengths
+    bound = np.where(censored, np.asarray(top_n, dtype=np.float64) / lengths, found)
+    with np.errstate(all="ignore"):
+        largest_found = float(np.nanmax(found)) if np.isfinite(found).any() else math.nan
+    return CensoredSlope(largest_found, float(np.max(bound)), int(censored.sum()))
+
+
 def slope_within(slope: CensoredSlope, low: float, high: float) -> bool | None:
     """Whether the slope through every length lies in [low, high]: True or False when the
     bounds from :class:`CensoredSlope` settle it, None when censoring leaves it open (the slope

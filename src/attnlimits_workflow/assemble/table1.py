@@ -11,7 +11,13 @@ import polars as pl
 
 from attnlimits.bootstrap import Band, Interval, clopper_pearson, joint_verdict, percentile_interval
 from attnlimits.bootstrap import verdict as bootstrap_verdict
-from attnlimits.critical import CensoredSlope, censored_slope, linear_fit, slope_within
+from attnlimits.critical import (
+    CensoredSlope,
+    censored_slope,
+    largest_share,
+    linear_fit,
+    slope_within,
+)
 from attnlimits.families import FAMILIES
 from attnlimits.separability import UPPER_BOUND_FLOOR
 
@@ -309,8 +315,17 @@ def distance_claims(
         )
 
 
+# What a critical-N rule reads from the curve (paper_claims.yaml, critical_n.rules.<r>.statistic):
+# the slope through the origin, or the largest N_crit / L over the lengths; each known only from
+# below where a length is censored. Name, function.
+CRITICAL_STATISTICS = {
+    "slope": ("slope", censored_slope),
+    "largest_share": ("largest N_crit / L", largest_share),
+}
+
+
 def slope_interval(
-    point: CensoredSlope, replicates: pl.DataFrame | None, level: float
+    point: CensoredSlope, replicates: pl.DataFrame | None, level: float, fit=censored_slope
 ) -> Interval | None:
     """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
     curve of the replicate table): from the low percentile of each resample's lower bound
@@ -321,7 +336,7 @@ def slope_interval(
         return None
     lows, highs = [], []
     for g in replicates.sort("replicate", "L").partition_by("replicate", maintain_order=True):
-        s = censored_slope(
+        s = fit(
             g["L"].to_numpy(),
             g["N_crit"].cast(pl.Float64).to_numpy(),
             g["censored"].to_numpy(),
@@ -361,12 +376,6 @@ def critical_n_claims(
             )
             blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
             censored = f.filter(pl.col("censored"))
-            slope = censored_slope(
-                f["L"].to_numpy(),
-                f["N_crit"].cast(pl.Float64).to_numpy(),
-                f["censored"].to_numpy(),
-                f["top_N"].to_numpy(),
-            )
             d_cols = [col for col in f.columns if col.startswith("D_at_")]
             spread = "; ".join(
                 f"D at {col[5:-1]} L {f[col].min():.2f}-{f[col].max():.2f}" for col in d_cols[:2]
@@ -398,6 +407,13 @@ def critical_n_claims(
                     card.add(*row, measured, rule, "not testable")
                     continue
                 counted = f"KS over {f['ks_samples'].max()} values per side"
+                name, fit = CRITICAL_STATISTICS[c.get("statistic", "slope")]
+                slope = fit(
+                    f["L"].to_numpy(),
+                    f["N_crit"].cast(pl.Float64).to_numpy(),
+                    f["censored"].to_numpy(),
+                    f["top_N"].to_numpy(),
+                )
                 if slope.censored:
                     # a censored length's N_crit is >= its top N: the slope is bounded below only
                     top = (
@@ -406,17 +422,17 @@ def critical_n_claims(
                         else "its top N tried"
                     )
                     measured = (
-                        f"slope >= {slope.at_least:.3f}: {slope.censored}/{f.height} lengths "
+                        f"{name} >= {slope.at_least:.3f}: {slope.censored}/{f.height} lengths "
                         f"censored (no pass up to N = {top}, counted as N_crit >= {top})"
                     )
                     if slope.censored < f.height:
                         measured += f"; through the found lengths only {slope.found:.3f}"
                 else:
-                    measured = f"slope {slope.found:.3f} ({f.height}/{f.height} lengths found)"
-                interval = slope_interval(slope, reps, card.level)
+                    measured = f"{name} {slope.found:.3f} ({f.height}/{f.height} lengths found)"
+                interval = slope_interval(slope, reps, card.level, fit)
                 if interval is not None:
                     measured += (
-                        f"; {100 * card.level:g} % bootstrap interval of the slope "
+                        f"; {100 * card.level:g} % bootstrap interval of the {name} "
                         f"[{interval.low:.3f}, {interval.high:.3f}] over {interval.resamples} "
                         "searches rerun on resampled units"
                     )
