@@ -180,3 +180,25 @@ def test_a_missing_column_is_named():
             within=("claim",),
             reference="a",
         )
+
+
+def test_a_reading_table1_could_not_score_leaves_the_claim_untested_not_robust():
+    """Table 1 marks a claim its grid cannot score "not scored" (table1.verdict(None)), not
+    "not applicable": two readings that agree beside one that could not be scored are not
+    robust, where an alternative that does not exist would be left out."""
+    from attnlimits_workflow.assemble import table1
+
+    assert table1.verdict(None) == "not scored"
+    got = robustness(
+        table(
+            [
+                ("c", "m", "default", "reproduced"),
+                ("c", "m", "x_key", table1.verdict(None)),
+                ("c", "m", "t_raw", "reproduced"),
+            ]
+        ),
+        over="reading",
+        within=["claim", "model"],
+        reference="default",
+    ).row(0, named=True)
+    assert got["robustness"] == UNTESTED and "x_key: not scored" in got["unsettled_by"]

@@ -67,8 +67,14 @@ READINGS = {
 }
 
 
+# A claim this run cannot score (its grid lacks what the rule reads, no rows, 0 checked): kept
+# apart from "not applicable", an alternative that does not exist for the model (the prefix
+# reading of an encoder), which robustness leaves out; a claim not scored is untested there.
+NOT_SCORED = "not scored"
+
+
 def verdict(ok: bool | None) -> str:
-    return "not applicable" if ok is None else ("reproduced" if ok else "not reproduced")
+    return NOT_SCORED if ok is None else ("reproduced" if ok else "not reproduced")
 
 
 # A claim's statistic: computed from a summary frame (the per-(L, N, T) medians, means, maxima),
@@ -711,9 +717,7 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = 
         proved = (r.get("proved") or "") if sums_to_one else ""
         if r["checked"] == 0:
             outcome = (
-                "vacuous"
-                if r["vacuous"]
-                else ("not testable" if r["not_testable"] else "not applicable")
+                "vacuous" if r["vacuous"] else ("not testable" if r["not_testable"] else NOT_SCORED)
             )
             card.add(*row, f"0 checked ({bound_detail(r)})", rule, outcome)
             continue
