@@ -1018,10 +1018,50 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
     base = study.SeedMeasure(0.4, 0.3, 0.5, 3, "baseline", values=(0.41, 0.39, 0.40))
     below = study.SeedMeasure(0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2))
     mixed = study.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
+    # the side is read off the data: 2 / C(6, 3) = 0.1
     assert study.seed_order(below, base, "softmax") == (
-        "every seed below softmax's, one-sided permutation p = 0.05"
+        "every seed below softmax's, permutation p = 0.1"
     )
     assert study.seed_order(mixed, base, "softmax") == ""
+
+
+@pytest.mark.unit
+def test_paired_ratio_by_hand_and_its_verdict():
+    # ratios 4, 5, 6.25 seed by seed: logs ln 4 + (0, ln 1.25, 2 ln 1.25); geometric mean 5
+    r, low, high = study.paired_ratio((0.4, 0.5, 0.625), (0.1, 0.1, 0.1), 0.95)
+    assert r == pytest.approx(5.0)
+    half = 4.302652729911275 * math.log(1.25) / math.sqrt(3)
+    assert (low, high) == (pytest.approx(5 * math.exp(-half)), pytest.approx(5 * math.exp(half)))
+    assert study.ratio_verdict(low, high, 1.5, "larger") == study.RELAXES
+    assert study.ratio_verdict(low, high, 1.5, "smaller") == study.TIGHTENS
+    assert study.ratio_verdict(0.8, 1.6, 1.5, "larger") == study.NO_DIFFERENCE
+    # shares compare odds; a share at 0 or 1, one pair, or a non-positive value: no ratio
+    r, _, _ = study.paired_ratio((0.5, 0.5), (0.2, 0.2), 0.95, share=True)
+    assert r == pytest.approx(4.0)
+    assert math.isnan(study.paired_ratio((1.0, 0.5), (0.2, 0.2), 0.95, share=True)[0])
+    assert math.isnan(study.paired_ratio((0.5,), (0.2,), 0.95)[0])
+    assert math.isnan(study.paired_ratio((0.5, 0.0), (0.2, 0.2), 0.95)[0])
+
+
+@pytest.mark.unit
+def test_paired_seeds_find_a_shift_their_unpaired_intervals_miss():
+    """The seeds share a spread (seed 2 runs high for every rule): unpaired, the two intervals
+    of three seeds overlap; paired by seed, the rule is 4.8-5.2x the baseline every time."""
+    base = [0.02, 0.03, 0.09]
+    per_seed = {
+        "softmax": [{"vanishing": v} for v in base],
+        "rule": [{"vanishing": v * k} for v, k in zip(base, (4.8, 5.0, 5.2), strict=True)],
+    }
+    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["rule"]["vanishing"]
+    unpaired = study.verdict(
+        (got.low, got.high),
+        study.log_t_interval(base, 0.95)[1:],
+        1.5,
+        "larger",
+    )
+    assert unpaired != study.RELAXES and got.verdict == study.RELAXES
+    assert got.ratio == pytest.approx(5.0, rel=1e-3) and got.ratio_low > 4
+    assert "paired ratio x5" in study.shown_over_seeds(got)
 
 
 @pytest.mark.unit

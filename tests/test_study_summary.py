@@ -375,3 +375,51 @@ def test_empty_rows_lists_the_models_with_rows_of_no_positive_weight():
     }
     assert empty_rows(samples) == "softpick 25.0% of the rows"
     assert empty_rows({"softmax": samples["softmax"]}) == "none here"
+
+
+@pytest.mark.unit
+def test_the_sink_reads_each_rows_share_of_its_own_mass_and_negligible_weights_tie():
+    # softpick-like rows of mass 0.5: 0.25 on key 0 is half the row, 4x uniform at L = 8; a row
+    # of no positive mass is left out
+    samples = pl.DataFrame(
+        {"L": [8, 8, 8], "first_weight": [0.25, 0.25, 0.0], "row_sum": [0.5, 0.5, 0.0]}
+    )
+    assert study.first_token_weight(samples) == pytest.approx(4.0)
+    # negligible but positive weights do not count for the critical N: d~ is continuous in them
+    ties = pl.DataFrame({"L": [4, 4], "support": [4, 3], "resolvable_support": [2, 3]})
+    assert study.zero_weight_row_share(ties) == pytest.approx(0.5)
+
+
+@pytest.mark.unit
+def test_blow_ups_name_a_rule_far_worse_than_the_baseline_in_every_seed():
+    from attnlimits_workflow.assemble.study_report import blow_ups
+
+    def seeds(*values):
+        return [{"tail_perplexity_longest": v} for v in values]
+
+    per_seed = {
+        "softmax": seeds(164.0, 174.0, 180.0),
+        "sigmoid": seeds(49_395.0, 737.0, 369.0),  # >= 2x in every seed
+        "ssmax": seeds(249.0, 181.0, 210.0),  # not in every seed
+    }
+    text = blow_ups(per_seed, "softmax")
+    assert "sigmoid (49,395 / 737 / 369 against 164 / 174 / 180)" in text and "ssmax" not in text
+    assert blow_ups({"softmax": seeds(1.0, 1.0), "ssmax": seeds(1.5, 1.9)}, "softmax") == ""
+
+
+@pytest.mark.unit
+def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
+    sweep = pl.DataFrame({"T": [0.01, 0.1, 1.0], "bound": [100.0, 10.0, 1.0]})  # c = 1
+    assert study.jacobian_ceiling(sweep) == pytest.approx(1.0)
+    assert math.isnan(study.jacobian_ceiling(sweep.with_columns(bound=pl.lit(float("nan")))))
+
+    def m(v):
+        return {"gradient_low_t": study.SeedMeasure(0.1, 0.1, 0.1, 3, v)}
+
+    over = {"softmax": m("baseline"), "sparse": m(study.TIGHTENS), "sig": m(study.TIGHTENS)}
+    over |= {"none": m(study.TIGHTENS)}
+    ceilings = {"softmax": 0.5, "sparse": 1.0, "sig": 0.25, "none": math.nan}
+    study.ceiling_withheld(over, ceilings, "softmax", 1.5)
+    assert over["sparse"]["gradient_low_t"].verdict == study.CEILING  # 2x the ceiling
+    assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS  # against its ceiling
+    assert over["none"]["gradient_low_t"].verdict == study.TIGHTENS  # no known bound

@@ -61,6 +61,9 @@ ZERO_WEIGHT_DISTANCE = "no verdict: weights <= 0 (analysis.zero_weight decides N
 # A fixed temperature T0 is a rescaling of W_q that training absorbs: the low-temperature
 # sensitivity taken with respect to the raw scores then reports T0, not the rule.
 FIXED_TEMPERATURE = "no verdict: a fixed temperature (training absorbs it into W_q)"
+# Each rule's T ||J|| has its own ceiling at a tie (softmax 1/2, sparsemax and the entmaxes 1):
+# a low-T verdict in the direction the ceilings differ could come from the ceiling alone.
+CEILING = "no verdict: its T ||J|| ceiling differs from the baseline's"
 VERDICTS = (
     RELAXES,
     TIGHTENS,
@@ -70,6 +73,7 @@ VERDICTS = (
     SUPPORT_LIMITED,
     ZERO_WEIGHT_DISTANCE,
     FIXED_TEMPERATURE,
+    CEILING,
     NOT_MEASURED,
 )
 # The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.
@@ -352,16 +356,23 @@ def first_token_weight(samples: pl.DataFrame, length: int | None = None) -> floa
     """The attention sink: the mean weight on the first key (the chunk's first token) over the
     analysed rows at L = ``length`` (None: the largest L; a length not analysed: the largest
     analysed L below it), times that L: 1 is a uniform row's share, far above 1 a sink (a head
-    parking its mass on the first token), below 1 less than uniform. None for samples without
-    ``first_weight``. The mean, not the median: a sink is a share of the rows' mass. Read at the
-    training context by the study: beyond it key 0 sits at distances no model saw."""
+    parking its mass on the first token), below 1 less than uniform. Each row's weight is read
+    as a share of the row's own mass (``row_sum`` where the table has it; rows of no positive
+    mass left out): softpick's rows miss up to half their mass, which is no smaller share on the
+    first token. None for samples without ``first_weight``. The mean, not the median: a sink is
+    a share of the rows' mass. Read at the training context by the study: beyond it key 0 sits
+    at distances no model saw."""
     if "first_weight" not in samples.columns:
         return None
     lengths = sorted(samples["L"].unique().to_list())
     below = [L for L in lengths if length is None or L <= length]
     at = below[-1] if below else lengths[0]
     rows = samples.filter(pl.col("L") == at)
-    return float(rows["first_weight"].mean()) * at
+    if "row_sum" in rows.columns:
+        rows = rows.filter(pl.col("row_sum") > 0).with_columns(
+            first_weight=pl.col("first_weight") / pl.col("row_sum")
+        )
+    return float(rows["first_weight"].mean()) * at if rows.height else None
 
 
 def zero_weight_row_share(samples: pl.DataFrame) -> float:
@@ -370,6 +381,9 @@ def zero_weight_row_share(samples: pl.DataFrame) -> float:
     sees every key). A negative weight (raw Self-Adjust) leaves Theorem 1's simplex as well."""
     if "support" not in samples.columns:
         return 0.0
+    # exact zeros only: d~ is continuous in the weights, so a weight of 1e-12 moves it by 1e-12
+    # under either reading; only a 0 meets the zero-weight rule's jump. (Separability differs:
+    # there a negligible weight ties at the radius, a comparison, not a sum.)
     return float((samples["support"] < samples["L"]).mean())
 
 
@@ -472,6 +486,39 @@ def fixed_temperature_rules(entries: Mapping[str, Mapping[str, Any]]) -> set[str
     """The study's names (``entries``: study.normalizers) trained with a fixed temperature other
     than 1 (softmax_T0.1, softmax_T10): their low-temperature sensitivity gets no verdict."""
     return {n for n, e in entries.items() if float(e.get("temperature", 1.0)) != 1.0}
+
+
+def jacobian_ceiling(sweep: pl.DataFrame | None) -> float:
+    """The median over a study_gradient sweep's rows of T x its rule's known bound on ||J|| at T
+    (the ceiling c of ||J|| <= c / T: 1/2 for softmax, 1 for sparsemax); NaN without a bound."""
+    if sweep is None or "bound" not in sweep.columns:
+        return math.nan
+    c = (sweep["T"] * sweep["bound"]).drop_nulls().drop_nans()
+    c = c.filter(c.is_finite())
+    return float(c.median()) if c.len() else math.nan
+
+
+def ceiling_withheld(
+    over: dict[str, dict[str, SeedMeasure]],
+    ceilings: Mapping[str, float],
+    baseline: str,
+    ratio: float,
+) -> None:
+    """In place: a low-temperature verdict (``gradient_low_t``) that the rules' ceilings alone
+    could give -- "tightens" for a rule whose T ||J|| ceiling is at least ``ratio`` times the
+    baseline's, "relaxes" for one at most 1 / ``ratio`` of it -- becomes :data:`CEILING`. A
+    verdict against its ceiling (sigmoid's 1/4 yet larger T ||J||) stands."""
+    from dataclasses import replace
+
+    base = ceilings.get(baseline, math.nan)
+    for name, measures in over.items():
+        m, c = measures.get("gradient_low_t"), ceilings.get(name, math.nan)
+        if m is None or math.isnan(c) or math.isnan(base) or name == baseline:
+            continue
+        if (m.verdict == TIGHTENS and c >= ratio * base) or (
+            m.verdict == RELAXES and c * ratio <= base
+        ):
+            measures["gradient_low_t"] = replace(m, verdict=CEILING)
 
 
 def withheld(key: str, measures: list[Mapping[str, Any]]) -> str | None:
@@ -606,6 +653,12 @@ class SeedMeasure:
     log_scale: bool = False
     # every seed's value (of its lower end), in seed order
     values: tuple[float, ...] = ()
+    # the paired ratio to the baseline (odds ratio for a share): geometric mean over the seeds
+    # of value / baseline's of the same seed, with its t-interval on the log scale; NaN where
+    # not paired (one seed, a censored or non-positive value)
+    ratio: float = math.nan
+    ratio_low: float = math.nan
+    ratio_high: float = math.nan
 
 
 def t_interval(values, level: float) -> tuple[float, float, float]:
@@ -631,6 +684,36 @@ def log_t_interval(values, level: float) -> tuple[float, float, float]:
     0.10 and 0.21 over three seeds)."""
     mean, low, high = t_interval(np.log(np.asarray(values, dtype=np.float64)), level)
     return math.exp(mean), math.exp(low), math.exp(high)
+
+
+def paired_ratio(
+    values: tuple[float, ...], base: tuple[float, ...], level: float, share: bool = False
+) -> tuple[float, float, float]:
+    """(ratio, low, high): seed by seed value / baseline value (odds / odds for a ``share``),
+    their geometric mean and its t-interval on the log scale. The models of one seed share
+    initial weights and batches, so the pairs remove the spread the seeds have in common; two
+    unpaired intervals of three seeds each would need the seeds' whole spread on both sides.
+    NaN where under two pairs or any value is not positive (a share not inside (0, 1))."""
+    v, b = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if v.size < 2 or v.size != b.size:
+        return math.nan, math.nan, math.nan
+    if share:
+        if not (((v > 0) & (v < 1)).all() and ((b > 0) & (b < 1)).all()):
+            return math.nan, math.nan, math.nan
+        v, b = v / (1 - v), b / (1 - b)
+    if not ((v > 0).all() and (b > 0).all()):
+        return math.nan, math.nan, math.nan
+    mean, low, high = t_interval(np.log(v / b), level)
+    return math.exp(mean), math.exp(low), math.exp(high)
+
+
+def ratio_verdict(low: float, high: float, ratio: float, relaxes: str) -> str:
+    """A paired ratio interval against ``ratio``: wholly at or beyond ``ratio`` on the side
+    that relaxes the limit, "relaxes"; at or beyond it on the other side, "tightens"."""
+    above, below = low >= ratio, high <= 1.0 / ratio
+    if relaxes == "smaller":
+        above, below = below, above
+    return RELAXES if above else TIGHTENS if below else NO_DIFFERENCE
 
 
 def _non_negative(interval: tuple[float, float]) -> tuple[float, float]:
@@ -694,6 +777,20 @@ def seed_measures(
                 found = NOT_MEASURED
             elif n < 2:
                 found = ONE_SEED
+            elif (
+                not censored
+                and not stats[baseline][key][4]
+                and not math.isnan(
+                    paired_ratio(values, stats[baseline][key][6], level, limit.share)[0]
+                )
+            ):
+                # the seeds pair the models: the ratio to the baseline of the same seed
+                r, r_low, r_high = paired_ratio(values, stats[baseline][key][6], level, limit.share)
+                found = ratio_verdict(r_low, r_high, ratio, limit.relaxes)
+                out[name][key] = SeedMeasure(
+                    mean, low, high, n, found, censored, logs, values, r, r_low, r_high
+                )
+                continue
             else:
                 v = verdict(
                     _non_negative((low, high)),
@@ -759,14 +856,20 @@ def shown_over_seeds(m: SeedMeasure) -> str:
     mean = (">= " if m.lower_bound else "") + f"{m.mean:.3g}"
     if math.isnan(m.low):
         return mean
-    return f"{mean} [{m.low:.3g}, {m.high:.3g}]"
+    paired = (
+        ""
+        if math.isnan(m.ratio_low)
+        else f"; paired ratio x{m.ratio:.3g} [{m.ratio_low:.3g}, {m.ratio_high:.3g}]"
+    )
+    return f"{mean} [{m.low:.3g}, {m.high:.3g}]{paired}"
 
 
 def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
-    """'every seed below <baseline>'s (one-sided permutation p = 1/20)' where all of a rule's
-    seeds lie on one side of all the baseline's, else ''. The t-intervals can miss it when the
-    seeds spread by orders of magnitude; the order alone has the exact p of all n rule values
-    falling on one side of m baseline values by chance, 1 / C(n + m, n)."""
+    """'every seed below <baseline>'s (permutation p = 1/10)' where all of a rule's seeds lie on
+    one side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by
+    orders of magnitude; the order alone has the exact p of all n rule values falling on one
+    side or the other of m baseline values by chance, 2 / C(n + m, n) (the side is read off the
+    data, so both count)."""
     if len(m.values) < 2 or len(base.values) < 2:
         return ""
     if max(m.values) < min(base.values):
@@ -775,8 +878,8 @@ def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
         side = "above"
     else:
         return ""
-    p = 1 / math.comb(len(m.values) + len(base.values), len(m.values))
-    return f"every seed {side} {baseline}'s, one-sided permutation p = {p:.2g}"
+    p = 2 / math.comb(len(m.values) + len(base.values), len(m.values))
+    return f"every seed {side} {baseline}'s, permutation p = {p:.2g}"
 
 
 def answer_line_over_seeds(

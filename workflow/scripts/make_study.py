@@ -12,7 +12,13 @@ from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
-from attnlimits_workflow.study import fill_template, limit_measures, seed_measures
+from attnlimits_workflow.study import (
+    ceiling_withheld,
+    fill_template,
+    jacobian_ceiling,
+    limit_measures,
+    seed_measures,
+)
 from attnlimits_workflow.tables import write_csv
 
 log = job_logger(snakemake, "study_report")
@@ -69,8 +75,15 @@ for sd in seeds:
                 study.sink_length,
             )
         )
+study.per_seed = per_seed
 study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
+)
+ceiling_withheld(
+    study.over_seeds,
+    {n: jacobian_ceiling(g) for n, g in study.gradient.items()},
+    study.baseline,
+    study.ratio,
 )
 seeds_csv, _ = report.seeds_table(study)
 write_csv(seeds_csv, out.seeds_csv)

@@ -17,6 +17,7 @@ import polars as pl
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
 from attnlimits.critical import critical_n_against_expectation
+from attnlimits.selection import resolvable
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
@@ -110,6 +111,10 @@ def analyse(
                     "first_weight": weights[:, 0],
                     "row_sum": weights.sum(axis=1),
                     "support": (weights > 0).sum(axis=1).astype(np.int32),
+                    # the weights above float32's resolution of the row's peak (selection)
+                    "resolvable_support": resolvable(weights, "not_selected")
+                    .sum(axis=1)
+                    .astype(np.int32),
                     "entropy": nz.entropy(weights),
                     "jacobian_norm": jacobian,
                     **constant_columns(len(keep), N=n),

@@ -63,6 +63,8 @@ class Study:
     trained: dict[str, str] | None = None
     seeds: list[int] = field(default_factory=list)
     over_seeds: dict | None = None
+    # every seed's limit_measures per normaliser, in seed order (None: one seed's page only)
+    per_seed: dict | None = None
     # derived: the names, their rules, the limits measured and their verdicts, the grids
     names: list[str] = field(init=False)
 
@@ -559,6 +561,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         ),
         "l_max": str(l_max),
         "sink_length": str(s.sink_length),
+        "blow_ups": blow_ups(s.per_seed or {}, baseline),
         "empty_rows": empty_rows(s.samples),
         "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
         if s.over_seeds
@@ -571,6 +574,32 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "tail_percent": tail_percent,
         "evaluation_tokens": f"{contexts[-1] * evaluations[names[0]]['contexts'][-1]['windows']:,}",
     }
+
+
+def blow_ups(per_seed: dict[str, list[dict]], baseline: str, factor: float = 2.0) -> str:
+    """The rules whose held-out perplexity at the longest context (last positions) is at least
+    ``factor`` times the baseline's of the same seed in every seed, seed by seed, in words: a
+    blow-up beyond the training context that the ratio's wide interval does not show."""
+    base = per_seed.get(baseline)
+    if not base:
+        return ""
+    key = "tail_perplexity_longest"
+    named = []
+    for n, ms in per_seed.items():
+        if n == baseline or len(ms) != len(base):
+            continue
+        pairs = [(m.get(key), b.get(key)) for m, b in zip(ms, base, strict=True)]
+        if all(v and w and v >= factor * w for v, w in pairs):
+            shown = " / ".join(f"{v:,.0f}" for v, _ in pairs)
+            against = " / ".join(f"{w:,.0f}" for _, w in pairs)
+            named.append(f"{n} ({shown} against {against})")
+    if not named:
+        return ""
+    return (
+        f"Beyond the training context, perplexity on the last positions at the longest context "
+        f"is at least {factor:g}x {baseline}'s in every seed for: {'; '.join(named)}. Their "
+        "ratio interval is too wide for a verdict, but no such model reads long contexts."
+    )
 
 
 def empty_rows(samples: dict[str, pl.DataFrame]) -> str:
