@@ -272,7 +272,7 @@ def test_which_rule_when_lists_the_helpers_cheapest_first_with_their_cost():
     vanishing = line(text, "a few tokens")
     assert vanishing == (
         "- **When a few tokens must keep large weights at long contexts** (Vanishing attention "
-        "(Lemma 1)): ssmax (no perplexity cost shown, +0.5 [-1, +2]); sparsemax (costs +5 "
+        "(Lemma 1)): ssmax (perplexity cost unresolved, +0.5 [-1, +2]); sparsemax (costs +5 "
         "[+2, +8] held-out perplexity). Tightens it: raw."
     )
     assert line(text, "many selected").endswith(
@@ -409,9 +409,10 @@ def test_blow_ups_name_a_rule_far_worse_than_the_baseline_in_every_seed():
 
 @pytest.mark.unit
 def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
-    sweep = pl.DataFrame({"T": [0.01, 0.1, 1.0], "bound": [100.0, 10.0, 1.0]})  # c = 1
-    assert study.jacobian_ceiling(sweep) == pytest.approx(1.0)
-    assert math.isnan(study.jacobian_ceiling(sweep.with_columns(bound=pl.lit(float("nan")))))
+    # the largest T ||J|| at T <= 0.1: 0.01 x 50 = 0.5 (T = 1 is not in the low-T region)
+    sweep = pl.DataFrame({"T": [0.01, 0.1, 1.0], "jacobian_norm": [50.0, 2.0, 9.0]})
+    assert study.jacobian_ceiling(sweep) == pytest.approx(0.5)
+    assert math.isnan(study.jacobian_ceiling(sweep.filter(pl.col("T") > 0.1)))
 
     def m(v):
         return {"gradient_low_t": study.SeedMeasure(0.1, 0.1, 0.1, 3, v)}
@@ -423,3 +424,20 @@ def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
     assert over["sparse"]["gradient_low_t"].verdict == study.CEILING  # 2x the ceiling
     assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS  # against its ceiling
     assert over["none"]["gradient_low_t"].verdict == study.TIGHTENS  # no known bound
+
+
+@pytest.mark.unit
+def test_negligible_top_n_weights_withhold_the_critical_n_and_a_local_rule_is_named_so():
+    # stick-breaking-like: no exact zero in the rows, but most top-N slots negligible
+    local = [{"zero_weight_rows": 0.01, "separability_zero_weight": 0.63}]
+    assert study.withheld("distance", local) == study.ZERO_WEIGHT_DISTANCE
+    assert study.withheld("distance", [{"separability_zero_weight": 0.01}]) is None
+    rows = [
+        {"normalizer": "softmax", "vanishing_verdict": "baseline"},
+        {"normalizer": "stick", "vanishing_verdict": study.RELAXES},
+    ]
+    text = study.which_rule_when(pl.DataFrame(rows), "softmax", {"stick": "a local window"})
+    assert "stick, a local window (" in text
+    from attnlimits import rules
+
+    assert rules.get("stick_breaking").local and rules.get("self_adjust_softmax_raw").signed

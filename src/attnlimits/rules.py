@@ -75,6 +75,11 @@ class Rule:
     sums_to_one: bool = True
     lemma1: str = ""
     output_gate: bool = False
+    # weights of either sign (a row's "share" on a key is then no share): the study's sink is n/a
+    signed: bool = False
+    # a recency window by construction (its rows keep their mass on the last keys): the study's
+    # "which rule" entries say so beside the rule
+    local: bool = False
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -207,6 +212,7 @@ RULES: dict[str, Rule] = {
             (GRADIENT, GRADIENT_LOW_T),
             sums_to_one=False,
             lemma1="Eq. 3's form: l_i e^(l_i) / sum e^(l_j), numerator and sum differ; weights of either sign",
+            signed=True,
         ),
         Rule(
             "self_adjust_softmax",
@@ -281,6 +287,7 @@ RULES: dict[str, Rule] = {
             (VANISHING, DISTANCE, LENGTH),
             sums_to_one=False,
             lemma1="Eq. 3's form: sigma(l_j) prod_{k > j} (1 - sigma(l_k)), no shared normaliser",
+            local=True,
         ),
         # Gated attention (arXiv 2505.06708, Qwen3-Next): softmax's weights, then a trained
         # elementwise sigmoid gate of the layer input, per head, on weights @ v before the output

@@ -57,7 +57,9 @@ SUPPORT_LIMITED = "no verdict: support < N"
 # reading, not the model (sa_softmax: 2 evaluations to "censored" at every L; "literal": the
 # baseline's N_crit). The share of rows with a zero weight above which no verdict is given.
 ZERO_WEIGHT_ROWS_SHARE = 0.05
-ZERO_WEIGHT_DISTANCE = "no verdict: weights <= 0 (analysis.zero_weight decides N_crit)"
+ZERO_WEIGHT_DISTANCE = (
+    "no verdict: weights <= 0 or negligible (the zero-weight reading decides N_crit)"
+)
 # A fixed temperature T0 is a rescaling of W_q that training absorbs: the low-temperature
 # sensitivity taken with respect to the raw scores then reports T0, not the rule.
 FIXED_TEMPERATURE = "no verdict: a fixed temperature (training absorbs it into W_q)"
@@ -489,13 +491,15 @@ def fixed_temperature_rules(entries: Mapping[str, Mapping[str, Any]]) -> set[str
 
 
 def jacobian_ceiling(sweep: pl.DataFrame | None) -> float:
-    """The median over a study_gradient sweep's rows of T x its rule's known bound on ||J|| at T
-    (the ceiling c of ||J|| <= c / T: 1/2 for softmax, 1 for sparsemax); NaN without a bound."""
-    if sweep is None or "bound" not in sweep.columns:
+    """The largest T ||J|| over a study_gradient sweep's rows at T <= LOW_TEMPERATURE: the cap
+    each rule's rows reach at a tie (softmax 1/2, sparsemax 1, 1.5-entmax 1/sqrt 2,
+    stick-breaking about 0.35), read off the data rather than a loose bound (the entmaxes' 1/T);
+    unbounded for a rule whose weights grow with the scores (raw Self-Adjust). NaN without rows."""
+    if sweep is None:
         return math.nan
-    c = (sweep["T"] * sweep["bound"]).drop_nulls().drop_nans()
-    c = c.filter(c.is_finite())
-    return float(c.median()) if c.len() else math.nan
+    low = sweep.filter(pl.col("T") <= LOW_TEMPERATURE)
+    c = (low["T"] * low["jacobian_norm"]).drop_nulls().drop_nans()
+    return float(c.max()) if c.len() else math.nan
 
 
 def ceiling_withheld(
@@ -528,8 +532,12 @@ def withheld(key: str, measures: list[Mapping[str, Any]]) -> str | None:
         m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE for m in measures
     ):
         return SUPPORT_LIMITED
+    # exact zeros meet the not_selected rule's jump; a top-N share of negligible weights (the
+    # separability test's) means a reading that counts them as zeros could move N_crit as much
     if key == "distance" and any(
-        m.get("zero_weight_rows", 0.0) > ZERO_WEIGHT_ROWS_SHARE for m in measures
+        m.get("zero_weight_rows", 0.0) > ZERO_WEIGHT_ROWS_SHARE
+        or m.get("separability_zero_weight", 0.0) > SUPPORT_LIMITED_SHARE
+        for m in measures
     ):
         return ZERO_WEIGHT_DISTANCE
     return None
@@ -931,23 +939,30 @@ def _cost_text(row: Mapping[str, Any]) -> str:
     if m.verdict == LOWER:
         return f"and lowers held-out perplexity, {shown_difference(m)}"
     if m.verdict == NO_DIFFERENCE:
-        return f"no perplexity cost shown, {shown_difference(m)}"
+        return f"perplexity cost unresolved, {shown_difference(m)}"
     if m.verdict == ONE_SEED:
         return f"perplexity {shown_difference(m)}, one seed: no interval"
     return "perplexity cost not measured"
 
 
-def _named(rows: list[Mapping[str, Any]]) -> str:
-    """'a (its cost); b (its cost)', the cheapest first (an unmeasured cost last)."""
+def _named(rows: list[Mapping[str, Any]], notes: Mapping[str, str] | None = None) -> str:
+    """'a (its cost); b (its cost)', the cheapest first (an unmeasured cost last); ``notes``:
+    a caveat to print beside a rule's name."""
 
     def cost(row):
         c = _difference(row, "perplexity_cost").mean
         return math.inf if math.isnan(c) else c
 
-    return "; ".join(f"{r['normalizer']} ({_cost_text(r)})" for r in sorted(rows, key=cost))
+    def name(row):
+        note = (notes or {}).get(row["normalizer"])
+        return row["normalizer"] + (f", {note}" if note else "")
+
+    return "; ".join(f"{name(r)} ({_cost_text(r)})" for r in sorted(rows, key=cost))
 
 
-def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
+def which_rule_when(
+    table: pl.DataFrame, baseline: str, notes: Mapping[str, str] | None = None
+) -> str:
     """The "which rule to use when" summary, generated from the table over the seeds (the seeds
     CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
     ``perplexity_cost_*`` and ``sink_change_*``). One Markdown item per limit: the rules whose
@@ -971,7 +986,7 @@ def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
             - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
         )
         if relax:
-            text = f"{lead} {_named(relax)}."
+            text = f"{lead} {_named(relax, notes)}."
         elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
             text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
         else:
@@ -999,7 +1014,7 @@ def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
             "so no rule is named for removing one."
         )
     elif sink:
-        text = f"{lead} lower than {baseline}'s: {_named(sink)}."
+        text = f"{lead} lower than {baseline}'s: {_named(sink, notes)}."
     else:
         text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
     if more:
@@ -1009,7 +1024,7 @@ def which_rule_when(table: pl.DataFrame, baseline: str) -> str:
     costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]
     lead = "- **When held-out perplexity comes first**:"
     if cheaper:
-        text = f"{lead} lower than {baseline}'s: {_named(cheaper)}."
+        text = f"{lead} lower than {baseline}'s: {_named(cheaper, notes)}."
     else:
         text = f"{lead} no rule's held-out perplexity is shown lower than {baseline}'s."
     if costly:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from attnlimits import rules as rule_table
 from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
@@ -75,6 +76,8 @@ for sd in seeds:
                 study.sink_length,
             )
         )
+        if rule_table.get(study.rules[n]["kind"]).signed:
+            per_seed[n][-1]["sink"] = None  # weights of either sign: no share on a key
 study.per_seed = per_seed
 study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by

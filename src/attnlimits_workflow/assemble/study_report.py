@@ -508,7 +508,11 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "seed": str(s.seed),
         "interval_level": f"{s.settings.get('interval_level', 0.95):.0%}",
         "seeds_table": seeds_table(s)[1] if s.over_seeds else "(one seed: no intervals)",
-        "which_rule": which_rule_when(seeds_table(s)[0], baseline)
+        "which_rule": which_rule_when(
+            seeds_table(s)[0],
+            baseline,
+            {n: "a local window" for n in names if rule_table.get(rules[n]["kind"]).local},
+        )
         if s.over_seeds
         else "(one seed: no intervals, no summary)",
         "by_construction": ", ".join(sorted(s.by_construction)) or "none here",
