@@ -311,7 +311,7 @@ def test_which_rule_when_says_so_when_no_rule_helps():
             compared = 2 if key == "separability" else 3
             assert (
                 f"no rule is shown to relax it: of {compared} rules compared with softmax, none "
-                "has an interval the configured ratio apart in the paper's direction."
+                "has a paired ratio the configured ratio beyond it in the paper's direction."
             ) in line(text, limit.when), key
     assert line(text, "many selected").endswith("Not compared: c: no verdict: support < N.")
     assert "Tightens it: b." in line(text, "the selected tokens")
