@@ -173,7 +173,9 @@ def test_seed_measures_carry_the_cost_and_the_sink_change():
     got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert got["gated"]["perplexity_cost"].mean == pytest.approx(-0.75)
     assert got["gated"]["sink_change"].mean == pytest.approx(-0.425)
-    assert got["gated"]["sink"].mean == pytest.approx(0.125) and got["gated"]["sink"].verdict == ""
+    # the sink, positive: its geometric mean sqrt(0.1 x 0.15), an interval never below 0
+    sink = got["gated"]["sink"]
+    assert sink.mean == pytest.approx(0.015**0.5) and sink.verdict == "" and sink.log_scale
 
 
 # --------------------------------------------------------------- by construction (gated)
@@ -414,16 +416,25 @@ def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
     assert study.jacobian_ceiling(sweep) == pytest.approx(0.5)
     assert math.isnan(study.jacobian_ceiling(sweep.filter(pl.col("T") > 0.1)))
 
-    def m(v):
-        return {"gradient_low_t": study.SeedMeasure(0.1, 0.1, 0.1, 3, v)}
+    def seeds(values, cap):
+        return [{"gradient_low_t": v, "gradient_low_t_cap": cap} for v in values]
 
-    over = {"softmax": m("baseline"), "sparse": m(study.TIGHTENS), "sig": m(study.TIGHTENS)}
-    over |= {"none": m(study.TIGHTENS)}
-    ceilings = {"softmax": 0.5, "sparse": 1.0, "sig": 0.25, "none": math.nan}
-    study.ceiling_withheld(over, ceilings, "softmax", 1.5)
-    assert over["sparse"]["gradient_low_t"].verdict == study.CEILING  # 2x the ceiling
-    assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS  # against its ceiling
-    assert over["none"]["gradient_low_t"].verdict == study.TIGHTENS  # no known bound
+    per_seed = {
+        "softmax": seeds([0.05, 0.06, 0.07], 0.5),
+        "sparse": seeds([0.10, 0.12, 0.14], 1.0),  # 2x softmax's, as is its cap: withheld
+        "sig": seeds([0.15, 0.18, 0.21], 0.25),  # 3x under half the cap: stands
+        "hidden": [{"gradient_low_t": v} for v in (0.15, 0.18, 0.21)],  # no cap: stands
+    }
+    over = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    assert {n: over[n]["gradient_low_t"].verdict for n in ("sparse", "sig", "hidden")} == {
+        "sparse": study.TIGHTENS,
+        "sig": study.TIGHTENS,
+        "hidden": study.TIGHTENS,
+    }
+    study.ceiling_withheld(over, per_seed, "softmax", 1.5, 0.95)
+    assert over["sparse"]["gradient_low_t"].verdict == study.CEILING
+    assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS
+    assert over["hidden"]["gradient_low_t"].verdict == study.TIGHTENS
 
 
 @pytest.mark.unit

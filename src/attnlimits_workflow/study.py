@@ -436,6 +436,7 @@ def limit_measures(
         "separability_zero_weight": zero_share,
         "gradient": float(at_max["jacobian_norm"].median()),
         "gradient_low_t": low_temperature_sensitivity(sweep),
+        "gradient_low_t_cap": jacobian_ceiling(sweep),
         "length": contexts[0]["tail_perplexity"] / contexts[-1]["tail_perplexity"],
         "perplexity": contexts[0]["perplexity"],
         "perplexity_longest": contexts[-1]["perplexity"],
@@ -504,25 +505,37 @@ def jacobian_ceiling(sweep: pl.DataFrame | None) -> float:
 
 def ceiling_withheld(
     over: dict[str, dict[str, SeedMeasure]],
-    ceilings: Mapping[str, float],
+    per_seed: Mapping[str, list[Mapping[str, Any]]],
     baseline: str,
     ratio: float,
+    level: float,
 ) -> None:
-    """In place: a low-temperature verdict (``gradient_low_t``) that the rules' ceilings alone
-    could give -- "tightens" for a rule whose T ||J|| ceiling is at least ``ratio`` times the
-    baseline's, "relaxes" for one at most 1 / ``ratio`` of it -- becomes :data:`CEILING`. A
-    verdict against its ceiling (sigmoid's 1/4 yet larger T ||J||) stands."""
+    """In place: a low-temperature verdict (``gradient_low_t``) that does not survive dividing
+    each seed's T ||J|| by that seed's own cap (``gradient_low_t_cap``, :func:`jacobian_ceiling`)
+    becomes :data:`CEILING`: the rules' caps, not their sharpness, gave it (sparsemax's cap is
+    twice softmax's). A verdict that survives (sigmoid's, under a lower cap) stands; so does
+    one without caps to divide by."""
     from dataclasses import replace
 
-    base = ceilings.get(baseline, math.nan)
+    key, cap = "gradient_low_t", "gradient_low_t_cap"
+
+    def scaled(ms: list[Mapping[str, Any]]) -> tuple[float, ...] | None:
+        pairs = [(m.get(key), m.get(cap)) for m in ms]
+        if any(v is None or c is None or not c > 0 or math.isnan(v) for v, c in pairs):
+            return None
+        return tuple(v / c for v, c in pairs)
+
+    base = scaled(per_seed.get(baseline, []))
     for name, measures in over.items():
-        m, c = measures.get("gradient_low_t"), ceilings.get(name, math.nan)
-        if m is None or math.isnan(c) or math.isnan(base) or name == baseline:
+        m = measures.get(key)
+        if m is None or name == baseline or m.verdict not in (RELAXES, TIGHTENS) or base is None:
             continue
-        if (m.verdict == TIGHTENS and c >= ratio * base) or (
-            m.verdict == RELAXES and c * ratio <= base
-        ):
-            measures["gradient_low_t"] = replace(m, verdict=CEILING)
+        mine = scaled(per_seed[name])
+        if mine is None:
+            continue
+        _, low, high = paired_ratio(mine, base, level)
+        if math.isnan(low) or ratio_verdict(low, high, ratio, LIMITS[key].relaxes) != m.verdict:
+            measures[key] = replace(m, verdict=CEILING)
 
 
 def withheld(key: str, measures: list[Mapping[str, Any]]) -> str | None:
@@ -755,8 +768,10 @@ def seed_measures(
         highs = [h if h is not None else lo for h, lo in zip(highs, lows, strict=True)]
         censored = any(h > lo for h, lo in zip(highs, lows, strict=True))
         limit = LIMITS.get(key)
-        # a ratio verdict reads positive measures on the log scale; shares stay on theirs (odds)
-        logs = limit is not None and not limit.share and not censored and min(lows) > 0
+        # a ratio verdict reads positive measures on the log scale; shares stay on theirs (odds);
+        # the sink (a positive multiple of uniform) too, so its interval never reaches below 0
+        positive = (limit is not None and not limit.share) or key == "sink"
+        logs = positive and not censored and min(lows) > 0
         interval = log_t_interval if logs else t_interval
         mean, low, _ = interval(lows, level)
         _, _, high = interval(highs, level)

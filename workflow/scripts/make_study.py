@@ -16,7 +16,6 @@ from attnlimits_workflow.plotting import save, use_style
 from attnlimits_workflow.study import (
     ceiling_withheld,
     fill_template,
-    jacobian_ceiling,
     limit_measures,
     seed_measures,
 )
@@ -82,12 +81,7 @@ study.per_seed = per_seed
 study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
 )
-ceiling_withheld(
-    study.over_seeds,
-    {n: jacobian_ceiling(g) for n, g in study.gradient.items()},
-    study.baseline,
-    study.ratio,
-)
+ceiling_withheld(study.over_seeds, per_seed, study.baseline, study.ratio, p.study["interval_level"])
 seeds_csv, _ = report.seeds_table(study)
 write_csv(seeds_csv, out.seeds_csv)
 write_csv(report.per_seed_table(per_seed, seeds), out.per_seed_csv)
