@@ -887,6 +887,10 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}
     assert set(others["vanishing_verdict"].to_list()) <= allowed
     assert over.filter(pl.col("normalizer") == "softmax")["vanishing_verdict"][0] == "baseline"
+    # the paired ratio each verdict reads: an interval around its ratio where there is one
+    ratios = over.filter(pl.col("vanishing_ratio").is_not_nan())
+    assert (ratios["vanishing_ratio_low"] <= ratios["vanishing_ratio"]).all()
+    assert (ratios["vanishing_ratio"] <= ratios["vanishing_ratio_high"]).all()
     # gated attention: softmax's rule, but its own learnt logits: verdicts like any rule; its
     # cost and sink are paired differences to softmax's
     gated = over.filter(pl.col("normalizer") == "gated").row(0, named=True)

@@ -219,6 +219,12 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
             if key in LIMITS or key.endswith(("_cost", "_change")):
                 record[f"{key}_verdict"] = m.verdict
             if key in LIMITS:
+                # the paired ratio to the baseline the verdict reads (NaN where not paired)
+                record |= {
+                    f"{key}_ratio": m.ratio,
+                    f"{key}_ratio_low": m.ratio_low,
+                    f"{key}_ratio_high": m.ratio_high,
+                }
                 cells.append(f"{m.verdict}: {shown_over_seeds(m)}")
             elif key.endswith(("_cost", "_change")):
                 cells.append(m.verdict if m.verdict == "baseline" else shown_difference(m))
