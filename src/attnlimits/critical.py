@@ -240,6 +240,16 @@ class CensoredSlope:
         return math.inf if self.censored else self.at_least
 
 
+def _found_and_bound(lengths, n_crit, censored, top_n) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """(lengths, censored, found, bound) as float64 / bool arrays: N_crit where found (NaN where
+    censored), and the lower bound at every length (a censored one at its top N)."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    censored = np.asarray(censored, dtype=bool)
+    found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64))
+    bound = np.where(censored, np.asarray(top_n, dtype=np.float64), found)
+    return lengths, censored, found, bound
+
+
 def censored_slope(
     lengths: NDArray[np.floating],
     n_crit: NDArray[np.floating],
@@ -247,10 +257,7 @@ def censored_slope(
     top_n: NDArray[np.floating],
 ) -> CensoredSlope:
     """:class:`CensoredSlope` of one curve (arrays per length; ``n_crit`` NaN where censored)."""
-    lengths = np.asarray(lengths, dtype=np.float64)
-    censored = np.asarray(censored, dtype=bool)
-    found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64))
-    bound = np.where(censored, np.asarray(top_n, dtype=np.float64), found)
+    lengths, censored, found, bound = _found_and_bound(lengths, n_crit, censored, top_n)
     return CensoredSlope(
         fit_through_origin(lengths, found), fit_through_origin(lengths, bound), int(censored.sum())
     )
@@ -267,10 +274,8 @@ def largest_share(
     N / L; unbounded above where any length is censored). "Fewer than 6 % of the tokens" is a
     statement at every L: one slope through the origin, led by the largest L, passes a curve
     whose short lengths need more."""
-    lengths = np.asarray(lengths, dtype=np.float64)
-    censored = np.asarray(censored, dtype=bool)
-    found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64)) / lengths
-    bound = np.where(censored, np.asarray(top_n, dtype=np.float64) / lengths, found)
+    lengths, censored, found, bound = _found_and_bound(lengths, n_crit, censored, top_n)
+    found, bound = found / lengths, bound / lengths
     with np.errstate(all="ignore"):
         largest_found = float(np.nanmax(found)) if np.isfinite(found).any() else math.nan
     return CensoredSlope(largest_found, float(np.max(bound)), int(censored.sum()))

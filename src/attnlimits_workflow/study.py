@@ -788,6 +788,12 @@ def seed_measures(
             b_mean, b_low, b_high = stats[baseline][key][:3]
             limit = LIMITS.get(key)
             reason = withheld(key, ms) or withheld_of.get(name, {}).get(key)
+            base_censored, base_values = stats[baseline][key][4], stats[baseline][key][6]
+            paired = (
+                paired_ratio(values, base_values, level, limit.share)
+                if limit is not None and not censored and not base_censored
+                else (math.nan, math.nan, math.nan)
+            )
             if limit is None:
                 found = ""  # the cost and the sink: no verdict (paired_differences compares)
             elif name == baseline:
@@ -800,15 +806,9 @@ def seed_measures(
                 found = NOT_MEASURED
             elif n < 2:
                 found = ONE_SEED
-            elif (
-                not censored
-                and not stats[baseline][key][4]
-                and not math.isnan(
-                    paired_ratio(values, stats[baseline][key][6], level, limit.share)[0]
-                )
-            ):
+            elif not math.isnan(paired[0]):
                 # the seeds pair the models: the ratio to the baseline of the same seed
-                r, r_low, r_high = paired_ratio(values, stats[baseline][key][6], level, limit.share)
+                r, r_low, r_high = paired
                 found = ratio_verdict(r_low, r_high, ratio, limit.relaxes)
                 out[name][key] = SeedMeasure(
                     mean, low, high, n, found, censored, logs, values, r, r_low, r_high
