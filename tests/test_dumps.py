@@ -492,3 +492,38 @@ def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump,
     older = read_pack(tmp_path / "pack")
     assert older.layer_normaliser(1) == LayerNormaliser()
     assert np.isnan(older.per_sample("sink_logit")).all()
+
+
+def test_null_fixed_size_lists_round_trip(tmp_path):
+    """A dump's k and v hold nulls (query heads sharing a KV head): the pinned pyarrow reads them
+    back; pyarrow 25 raised "Expected all lists to be of size=64" here (apache/arrow#35692)."""
+    pyarrow_reads_null_fixed_lists = read_module.pyarrow_reads_null_fixed_lists
+    column = pa.array([[1.0, 2.0], None, [3.0, 4.0], None], type=pa.list_(pa.float32(), 2))
+    pq.write_table(pa.table({"k": column}), tmp_path / "t.parquet", row_group_size=2)
+    back = pq.ParquetFile(tmp_path / "t.parquet").read_row_groups([0, 1])["k"]
+    assert back.to_pylist() == column.to_pylist()
+    assert pyarrow_reads_null_fixed_lists()
+    assert not pyarrow_reads_null_fixed_lists("25.0.1")
+    assert pyarrow_reads_null_fixed_lists("26.0.0")
+
+
+def test_an_old_pyarrow_does_not_set_a_sound_dump_aside(tmp_path, monkeypatch):
+    """Under pyarrow < 26 the read fails on every run: the dump is named with the fix, not set
+    aside as damaged (which would rebuild it and fail again, forever)."""
+    read = read_module
+    path = tmp_path / "layer00.parquet"
+    path.write_bytes(b"sound")
+
+    def fails(*args):
+        raise pa.ArrowInvalid("Expected all lists to be of size=64 but index 4 had size=0")
+
+    monkeypatch.setattr(read, "_read_selected", fails)
+    monkeypatch.setattr(read, "pyarrow_reads_null_fixed_lists", lambda: False)
+    with pytest.raises(DumpError, match=r"cannot read its null fixed-size lists.*pyarrow>=26"):
+        read._read_or_set_aside(path, None, ["k"], 8, 8, False)
+    assert path.exists() and not list(tmp_path.glob("*.corrupt"))
+    # the same error under a pyarrow that reads them is damage: set aside as before
+    monkeypatch.setattr(read, "pyarrow_reads_null_fixed_lists", lambda: True)
+    with pytest.raises(DumpError, match="set aside"):
+        read._read_or_set_aside(path, None, ["k"], 8, 8, False)
+    assert not path.exists()

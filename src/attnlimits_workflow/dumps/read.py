@@ -349,14 +349,31 @@ def _row_group_stats(handle: pq.ParquetFile) -> list[dict[str, tuple]]:
     return out
 
 
+# pyarrow before 26 cannot read a null entry of a fixed-size list column from Parquet
+# (apache/arrow#35692, fixed by apache/arrow#50271), and a dump has such entries: k and v of the
+# query heads that share a KV head, hidden and attention_input where they are not stored.
+PYARROW_NULL_FIXED_LISTS = 26
+
+
+def pyarrow_reads_null_fixed_lists(version: str = pa.__version__) -> bool:
+    """Whether this pyarrow reads a dump's null fixed-size list entries (see above)."""
+    return int(version.split(".")[0]) >= PYARROW_NULL_FIXED_LISTS
+
+
 def _read_or_set_aside(
     path, handle: pq.ParquetFile, columns: list[str], context: int, length: int, analysed: bool
 ) -> pa.Table:
     """:func:`_read_selected`, with a damaged page past a readable footer set aside like a
-    truncated file and named in one line."""
+    truncated file and named in one line. A sound dump that this pyarrow cannot read is not set
+    aside: rebuilding it would fail the same way, forever."""
     try:
         return _read_selected(handle, columns, context, length, analysed)
     except (OSError, pa.ArrowInvalid) as exc:
+        if not pyarrow_reads_null_fixed_lists() and "Expected all lists to be of size" in str(exc):
+            raise DumpError(
+                f"{path}: pyarrow {pa.__version__} cannot read its null fixed-size lists "
+                f"(apache/arrow#35692); install pyarrow>={PYARROW_NULL_FIXED_LISTS}"
+            ) from exc
         moved = _quarantine(Path(path))
         raise DumpError(
             f"{path}: could not be read ({exc}); set aside as {moved.name}. Rerun the workflow "
