@@ -20,6 +20,13 @@ alone, so its rows are the full model's), then each analysis stage's job seconds
 from Snakemake's benchmark files, per L, and scaled by (the model's layers) / --layers to the
 whole model, beside the bare forward pass of the whole model at the largest L. Scaling by heads
 is exact for every stage but the critical N, whose search length depends on the heads' data.
+
+--direct RUN: the same analysis jobs without Snakemake, in one process, on --device (numpy, cpu,
+cuda): for a GPU machine that has no Snakemake. RUN holds a run's dumps (results/<run>/dumps;
+packed first, timed) or packs, and --settings the model's resolved analysis section (written here
+by --write-settings, which needs the config check's jsonschema). Each job is the one named by a
+table of --reference (an earlier run's results/<run>/analysis), whose values it is held against:
+the largest relative difference per job is printed beside its seconds, and --out gets both.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = {
@@ -61,14 +69,14 @@ def load(model_dir: str | None):
     return AutoModel.from_config(config, attn_implementation=register_capture()).eval()
 
 
-def run_one(method: str, length: int, model_dir: str | None) -> dict:
+def run_one(method: str, length: int, model_dir: str | None, device: str = "cpu") -> dict:
     import numpy as np
     import torch
 
     from attnlimits.extraction import extract_chunk
     from attnlimits.separability import min_pairwise_distance
 
-    model = load(model_dir)
+    model = load(model_dir).to(device)
     ids = torch.as_tensor(np.random.default_rng(0).integers(0, 49152, length))
     lengths = [L for L in (64, 256, 1024, 4096, 8192) if L <= length]
     if method == "floor":
@@ -76,7 +84,9 @@ def run_one(method: str, length: int, model_dir: str | None) -> dict:
 
         def step():
             with torch.inference_mode():
-                model(ids[None], use_cache=False)
+                model(ids.to(device)[None], use_cache=False)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
 
     elif method == "capture":
 
@@ -109,6 +119,8 @@ def run_one(method: str, length: int, model_dir: str | None) -> dict:
 
     else:
         raise ValueError(method)
+    if device.startswith("cuda"):
+        step()  # the first call pays CUDA's kernel loading; a job does it once per chunk batch
     start = time.perf_counter()
     step()
     seconds = time.perf_counter() - start
@@ -221,6 +233,156 @@ def all_rows(args) -> None:
     )
 
 
+def write_settings(configfile: str, corpus: str, out: str) -> None:
+    """--write-settings: the resolved analysis section and seed of --configfile's model (the
+    config check's own merge of config/config.yaml and the file), as JSON for --direct."""
+    import yaml
+
+    from attnlimits_workflow.config import load_config
+
+    defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    user = {**yaml.safe_load(Path(configfile).read_text()), "corpus": {"path": corpus}}
+    merged, runs, default = load_config(
+        defaults, user, REPO / "workflow" / "schemas" / "config.schema.yaml", REPO
+    )
+    analysis = runs[default]["analysis"]
+    Path(out).write_text(json.dumps({"seed": merged["seed"], "analysis": analysis}, indent=1))
+
+
+def job_params(settings: dict, stage: str) -> SimpleNamespace:
+    """What a job of ``stage`` is given: the analysis section's shared keys and the stage's own
+    analysis.<stage> keys (workflow/rules/common.smk's analysis_settings; the bespoke rules'
+    params are the same keys)."""
+    a = settings["analysis"]
+    shared = ("protocol", "all_rows", "embedding", "zero_weight", "lengths", "bootstrap")
+    own = {} if stage == "separation" else a.get(stage, {})
+    return SimpleNamespace(seed=settings["seed"], **{k: a[k] for k in shared if k in a}, **own)
+
+
+def largest_difference(table, reference) -> float:
+    """The largest relative difference between two tables' float columns (inf where they differ
+    in shape, in columns, or in which values are finite)."""
+    import numpy as np
+
+    if table.columns != reference.columns or table.height != reference.height:
+        return float("inf")
+    worst = 0.0
+    for name in table.columns:
+        a, b = table[name], reference[name]
+        if not a.dtype.is_float():
+            if a.dtype.is_numeric() and not (a == b).all():
+                return float("inf")
+            continue
+        x, y = a.to_numpy().astype(float), b.to_numpy().astype(float)
+        if not np.array_equal(np.isfinite(x), np.isfinite(y)):
+            return float("inf")
+        both = np.isfinite(x)
+        if both.any():
+            scale = np.maximum(np.abs(y[both]), 1e-300)
+            worst = max(worst, float(np.max(np.abs(x[both] - y[both]) / scale)))
+    return worst
+
+
+def direct(args) -> None:
+    """--direct: the analysis jobs of --reference's tables, in this process, on --device."""
+    import logging
+    import re
+
+    import polars as pl
+
+    from attnlimits_workflow.analyses import critical_n, distance, gradient, separability, vanishing
+    from attnlimits_workflow.analyses.common import Job, settings_from
+    from attnlimits_workflow.dumps.pack import pack_dumps
+    from attnlimits_workflow.jobs import Timer
+    from attnlimits_workflow.packs import read_pack
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    log = logging.getLogger("direct")
+    settings = json.loads(Path(args.settings).read_text())
+    settings["analysis"]["all_rows"] = {**settings["analysis"]["all_rows"], "device": args.device}
+    run, reference, out = Path(args.direct), Path(args.reference), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+
+    def record(stage: str, name: str, seconds: float, table) -> None:
+        ref = reference / stage / f"{name}.parquet"
+        diff = largest_difference(table, pl.read_parquet(ref)) if ref.exists() else float("nan")
+        rows.append({"stage": stage, "job": name, "seconds": seconds, "max_rel_diff": diff})
+        table.write_parquet(out / f"{stage}_{name}.parquet")
+        pl.DataFrame(rows).write_csv(out / "direct_jobs.csv")
+        log.info("%s %s: %.2f s, largest relative difference %.2e", stage, name, seconds, diff)
+
+    packs: dict[int, object] = {}
+
+    def pack(length: int):
+        if length not in packs:
+            where = run / "samples" / f"L{length}"
+            if not where.exists():
+                timer = time.perf_counter()
+                pack_dumps(
+                    sorted((run / "dumps").glob("batch*")),
+                    length,
+                    settings["analysis"]["embedding"],
+                    where,
+                    row_chunks=settings["analysis"]["all_rows"]["chunks"],
+                )
+                rows.append(
+                    {"stage": "pack", "job": f"L{length}", "seconds": time.perf_counter() - timer}
+                )
+            packs[length] = read_pack(where)
+        return packs[length]
+
+    def job(stage: str, kind, length: int) -> Job:
+        made = None if kind is None else settings_from(kind, job_params(settings, stage))
+        return Job(log, Timer(), pack(length), made)
+
+    names = {
+        stage: sorted(p.stem for p in (reference / stage).glob("*.parquet"))
+        for stage in (
+            "separation",
+            "critical_n",
+            "distance",
+            "separability",
+            "gradient",
+            "vanishing",
+        )
+    }
+    for stage in names:
+        for name in names[stage]:
+            found = re.match(r"L(\d+)(?:_N(\d+))?$", name)
+            start = time.perf_counter()
+            if stage == "separation":
+                radius = job_params(settings, "separability").radius
+                table = separability.pairwise_separation(pack(int(found[1])), radius)
+            elif stage == "critical_n":
+                table = critical_n.run(job(stage, critical_n.Settings, int(found[1])))
+            elif stage == "vanishing":
+                table = vanishing.run(
+                    job(stage, getattr(vanishing, "Settings", None), int(found[1]))
+                )
+            elif stage == "distance":
+                j = job(stage, distance.Settings, int(found[1]))
+                table = distance.analyse(j.pack, int(found[2]), j.settings, log)
+            elif stage == "separability":
+                j = job(stage, separability.Settings, int(found[1]))
+                source = reference / "separation" / f"L{found[1]}.parquet"
+                sep = out / f"separation_L{found[1]}.parquet"
+                table = separability.analyse(
+                    j.pack,
+                    int(found[2]),
+                    j.settings,
+                    separation=pl.read_parquet(sep if sep.exists() else source),
+                    source=str(source),
+                    log=log,
+                )
+            else:  # gradient: T<T> at analysis.gradient.length
+                j = job(stage, gradient.Settings, int(settings["analysis"]["gradient"]["length"]))
+                table = gradient.analyse(j.pack, float(name[1:]), j.settings, log)
+            record(stage, name, time.perf_counter() - start, table)
+    total = sum(r["seconds"] for r in rows if r["stage"] != "pack")
+    print(f"device {args.device}: {len(rows)} jobs, {total:.1f} s of analysis in one process")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(REPO / "resources/models/smollm2-135m"))
@@ -230,13 +392,31 @@ def main() -> None:
     parser.add_argument("--all-rows", metavar="CORPUS", help="the all-rows stages (docstring)")
     parser.add_argument("--layers", type=int, default=1, help="--all-rows: layers run")
     parser.add_argument("--cores", type=int, default=2, help="--all-rows: snakemake --cores")
+    parser.add_argument("--device", default="cpu", help="the forward's and --direct's device")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["floor", "capture", "extract", "delta"],
+        help="of the table",
+    )
+    parser.add_argument("--direct", metavar="RUN", help="the jobs without Snakemake (docstring)")
+    parser.add_argument("--reference", help="--direct: a run's analysis folder, the jobs to run")
+    parser.add_argument("--settings", help="--direct: the JSON --write-settings wrote")
+    parser.add_argument("--out", default="direct-out", help="--direct: tables and timings")
+    parser.add_argument("--write-settings", nargs=3, metavar=("CONFIGFILE", "CORPUS", "JSON"))
     args = parser.parse_args()
+    if args.write_settings:
+        write_settings(*args.write_settings)
+        return
+    if args.direct:
+        direct(args)
+        return
     if args.all_rows:
         all_rows(args)
         return
     model_dir = None if args.random else args.model
     if args.one:
-        print(json.dumps(run_one(args.one[0], int(args.one[1]), model_dir)))
+        print(json.dumps(run_one(args.one[0], int(args.one[1]), model_dir, args.device)))
         return
     if model_dir and not (Path(model_dir) / "config.json").exists():
         sys.exit(f"{model_dir}: no model folder; fetch it (config/smollm2.yaml) or pass --random")
@@ -244,9 +424,10 @@ def main() -> None:
     print(f"{'L':>6} {'method':<8} {'seconds':>9} {'x floor':>8} {'peak MB':>8}")
     for length in args.lengths:
         floor = None
-        for method in ("floor", "capture", "extract", "delta"):
+        for method in args.methods:
             cmd = [sys.executable, __file__, "--one", method, str(length)]
             cmd += ["--random"] if args.random else ["--model", model_dir]
+            cmd += ["--device", args.device]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True)
             result = json.loads(out.stdout.strip().splitlines()[-1])
             floor = floor or result["seconds"]
