@@ -471,9 +471,31 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
     header = scorecard.scorecard_header(t, {"m1": run, "m2": {**run, "weights": "trained"}})
     assert (
         "- m1: gpt2, seeded random weights, 2 layers x 4 heads; last-row protocol: the analysed "
-        "row of each (layer, chunk, head), 16 samples per L; 1 of 3 rows reproduced"
+        "row of each (layer, chunk, head), 16 samples per L; claims: 1 reproduced, 0 not "
+        "reproduced, 0 undecided of 1 tested (1 vacuous, 1 not scored)"
     ) in header
     assert "- m2: gpt2, trained weights" in header
+    assert "claims: 1 reproduced, 1 not reproduced, 0 undecided of 2 tested (1 not scored)" in (
+        header
+    )
+
+
+def test_scorecard_counts_bound_checks_apart():
+    """A bound row never counts among the claims, and an untested row never among the tested."""
+    verdicts = ["reproduced", "vacuous", "not reproduced", "not testable", "undecided"]
+    table = pl.DataFrame(
+        {
+            "claim_id": ["a", "b", "bound:x", "bound:y", "bound:z"],
+            "m": verdicts,
+        }
+    )
+    run = {"weights": "trained", "model_type": "bert", "layers": 1, "heads": 2}
+    header = scorecard.scorecard_header(table, {"m": {**run, "samples_per_L": 4}})
+    assert (
+        "claims: 1 reproduced, 0 not reproduced, 0 undecided of 1 tested (1 vacuous); "
+        "bound checks: 0 reproduced, 1 not reproduced, 1 undecided of 2 tested (1 not testable)"
+    ) in header
+    assert scorecard.verdict_counts([]) == "0 reproduced, 0 not reproduced, 0 undecided of 0 tested"
 
 
 # -------------------------------------------------------------------------------- findings

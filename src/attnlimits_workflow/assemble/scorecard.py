@@ -57,19 +57,46 @@ def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+# the outcomes of a tested row: a rule read against data that could have failed it
+TESTED = ("reproduced", "not reproduced", "undecided")
+BOUND_PREFIX = "bound:"
+
+
+def verdict_counts(verdicts: list[str]) -> str:
+    """``2 reproduced, 1 not reproduced, 0 undecided of 3 tested (4 vacuous, 1 not scored)``:
+    the tested outcomes over the tested rows, and the untested rows by outcome apart, so that
+    a vacuous check or an unscored claim never counts for or against a model."""
+    tested = [v for v in verdicts if v in TESTED]
+    untested: dict[str, int] = {}
+    for v in verdicts:
+        if v not in TESTED:
+            untested[v] = untested.get(v, 0) + 1
+    text = ", ".join(f"{tested.count(v)} {v}" for v in TESTED) + f" of {len(tested)} tested"
+    if untested:
+        text += " (" + ", ".join(f"{n} {v}" for v, n in untested.items()) + ")"
+    return text
+
+
 def scorecard_header(table: pl.DataFrame, runs: dict[str, dict]) -> str:
-    """One line per model (``runs``: its run description): what it is and how many rows it
-    reproduces."""
+    """One line per model (``runs``: its run description): what it is, and its verdicts counted
+    apart for the paper's claims and for the bound checks (``bound:`` rows), each over the rows
+    a test could have failed (:func:`verdict_counts`)."""
     lines = []
+    is_bound = [c.startswith(BOUND_PREFIX) for c in table["claim_id"].to_list()]
     for m, run in runs.items():
         weights = "seeded random weights" if run["weights"] == "random_init" else "trained weights"
         verdicts = table[m].to_list()
+        claims = [v for v, b in zip(verdicts, is_bound, strict=True) if not b]
+        bounds = [v for v, b in zip(verdicts, is_bound, strict=True) if b]
+        counts = f"claims: {verdict_counts(claims)}"
+        if bounds:
+            counts += f"; bound checks: {verdict_counts(bounds)}"
         lines.append(
             f"- {m}: {run['model_type']}, {weights}, {run['layers']} layers x {run['heads']} "
-            f"heads; {protocol_text(run)}; {verdicts.count('reproduced')} of {len(verdicts)} rows "
-            "reproduced"
+            f"heads; {protocol_text(run)}; {counts}"
         )
     return (
-        "Reproduction scorecard, models side by side (verdicts by Table 1's rules):\n\n"
-        + "\n".join(lines)
+        "Reproduction scorecard, models side by side (verdicts by Table 1's rules). A row counts "
+        "as tested when its rule could have failed on the data; vacuous, not testable, not "
+        "applicable, not scored and no-verdict rows are counted apart:\n\n" + "\n".join(lines)
     )
