@@ -1251,6 +1251,47 @@ def test_fewer_than_six_percent_holds_at_every_length_not_on_the_slope():
     assert approx["verdict"] == "reproduced" and approx["value"] == pytest.approx(0.0495, abs=5e-4)
 
 
+def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
+    """A grid starting at 0.05 L whose first N passes at every L: N_crit is only known to be
+    <= 0.05 L. The slope 0.05 lies in "approximately 0.06 L"'s [0.03, 0.12], but N_crit could be
+    1 at each L (a slope of 700 / 210,000 = 0.0033): undecided, not reproduced. "Fewer than 6 %" holds either way.
+    The same curve found after several evaluations is a measurement, and stays reproduced."""
+    import yaml
+
+    claims = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
+    )
+    lengths, n_crit = [100, 200, 400], [5, 10, 20]
+
+    def rows(evaluations):
+        crit = pl.DataFrame(
+            {
+                "L": lengths,
+                "masked": ["both"] * 3,
+                "expectation": ["monte_carlo"] * 3,
+                "N_crit": n_crit,
+                "censored": [False] * 3,
+                "top_N": n_crit,
+                "evaluations": [evaluations] * 3,
+                "ks_samples": [72] * 3,
+                "ks_min_pvalue": [1e-6] * 3,
+            }
+        )
+        card = table1.Scorecard(claims)
+        table1.critical_n_claims(card, crit, 0.01)
+        return {r["claim_id"]: r for r in card.rows}
+
+    at_floor = rows(1)
+    approx = at_floor["critical_n:monte_carlo:approx"]
+    assert approx["verdict"] == "undecided"
+    assert "at 3/3 lengths the first N tried already passed" in approx["measured"]
+    assert "could be as low as 0.003" in approx["measured"]
+    assert at_floor["critical_n:monte_carlo:below"]["verdict"] == "reproduced"
+    searched = rows(4)
+    assert searched["critical_n:monte_carlo:approx"]["verdict"] == "reproduced"
+    assert "first N tried" not in searched["critical_n:monte_carlo:approx"]["measured"]
+
+
 def test_bound_counts_name_their_heads_and_proofs():
     # head (0, 0) holds twice, (0, 1) violates at one of its two samples, (1, 0) is vacuous only
     frame = pl.DataFrame(

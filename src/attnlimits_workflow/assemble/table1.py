@@ -354,6 +354,19 @@ def slope_interval(
     return Interval(point.at_least, low, high, level, len(lows), undefined)
 
 
+def first_n_passed(curve: pl.DataFrame) -> np.ndarray:
+    """Per length of a critical-N curve (summary/critical_n.csv rows): whether its search passed
+    at the first N it tried (one evaluation, found) above N = 1, so that N_crit is only known to
+    be at most that N: the grid's floor, not a measurement."""
+    if "evaluations" not in curve.columns:
+        return np.zeros(curve.height, dtype=bool)
+    return (
+        ((~curve["censored"]) & (curve["evaluations"] == 1) & (curve["N_crit"] > 1))
+        .fill_null(False)
+        .to_numpy()
+    )
+
+
 def critical_n_claims(
     card: Scorecard, crit: pl.DataFrame, alpha: float, replicates: pl.DataFrame | None = None
 ) -> None:
@@ -431,6 +444,21 @@ def critical_n_claims(
                         measured += f"; through the found lengths only {slope.found:.3f}"
                 else:
                     measured = f"{name} {slope.found:.3f} ({f.height}/{f.height} lengths found)"
+                # where the first N tried already passed, N_crit is only known to be <= it
+                at_floor = first_n_passed(f)
+                floor_slope = None
+                if at_floor.any():
+                    floor_slope = fit(
+                        f["L"].to_numpy(),
+                        np.where(at_floor, 1.0, f["N_crit"].cast(pl.Float64).to_numpy()),
+                        f["censored"].to_numpy(),
+                        f["top_N"].to_numpy(),
+                    )
+                    measured += (
+                        f"; at {int(at_floor.sum())}/{f.height} lengths the first N tried "
+                        f"already passed (N_crit <= it): the {name} could be as low as "
+                        f"{floor_slope.at_least:.3f}"
+                    )
                 interval = slope_interval(slope, reps, card.level, fit)
                 if interval is not None:
                     measured += (
@@ -449,6 +477,11 @@ def critical_n_claims(
                     outcome = "undecided"
                 else:
                     outcome = verdict(inside)
+                if floor_slope is not None and outcome != "undecided":
+                    # the verdict must hold at every N_crit the passes at the first N allow
+                    below = slope_within(floor_slope, low, high)
+                    if below is None or verdict(below) != outcome:
+                        outcome = "undecided"
                 card.add(
                     *row,
                     measured,
