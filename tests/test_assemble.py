@@ -1263,7 +1263,7 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     )
     lengths, n_crit = [100, 200, 400], [5, 10, 20]
 
-    def rows(evaluations):
+    def rows(evaluations, n_crit=n_crit):
         crit = pl.DataFrame(
             {
                 "L": lengths,
@@ -1290,6 +1290,26 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     searched = rows(4)
     assert searched["critical_n:monte_carlo:approx"]["verdict"] == "reproduced"
     assert "first N tried" not in searched["critical_n:monte_carlo:approx"]["measured"]
+    # a grid starting at 0.5 L: the slope 0.5 misses the band above, the floor refit (0.0033)
+    # below it: N_crit could lie anywhere between, the band included, so not "not reproduced"
+    wide = rows(1, [50, 100, 200])["critical_n:monte_carlo:approx"]
+    assert wide["verdict"] == "undecided" and "could be as low as 0.003" in wide["measured"]
+    assert rows(4, [50, 100, 200])["critical_n:monte_carlo:approx"]["verdict"] == ("not reproduced")
+    # both ends above the band: N_crit = 1 at L = 4 and 5 already exceeds 0.12 L
+    # (floor refit 9 / 41 = 0.22, measured (2 * 4 + 3 * 5) / 41 = 0.56)
+    assert (
+        table1.floor_outcome(
+            "not reproduced",
+            table1.CensoredSlope(0.22, 0.22, 0),
+            table1.CensoredSlope(0.56, 0.56, 0),
+            0.03,
+            0.12,
+        )
+        == "not reproduced"
+    )
+    assert table1.floor_outcome("no verdict", *[table1.CensoredSlope(0.5, 0.5, 0)] * 2, 0, 1) == (
+        "no verdict"
+    )
 
 
 def test_bound_counts_name_their_heads_and_proofs():

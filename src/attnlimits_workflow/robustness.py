@@ -30,10 +30,8 @@ UNTESTED = "untested"
 UNAFFECTED = "unaffected"
 DECIDED = ("reproduced", "not reproduced")
 UNDECIDED = "undecided"
-# Outcomes that neither confirm nor flip a claim: no verdict at all, and the checks no data could
-# fail (vacuous) or the test cannot decide (not testable), kept apart from the tested verdicts: a
-# vacuous reading of a claim says nothing about its other readings.
-NO_VERDICTS = frozenset({"no verdict", "not scored", "vacuous", "not testable", "", None})
+# Any other outcome (no verdict, not scored, vacuous, not testable) neither confirms nor flips a
+# claim: a vacuous reading of a claim says nothing about its other readings.
 # An alternative that does not exist for a model: left out of the comparison.
 NOT_APPLICABLE = "not applicable"
 

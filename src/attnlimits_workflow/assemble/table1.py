@@ -367,6 +367,22 @@ def first_n_passed(curve: pl.DataFrame) -> np.ndarray:
     )
 
 
+def floor_outcome(
+    outcome: str, floor_slope: CensoredSlope, slope: CensoredSlope, low: float, high: float
+) -> str:
+    """``outcome`` if it holds over every statistic the passes at the first N tried allow, from
+    ``floor_slope`` (their N_crit at 1) up to ``slope``'s upper end, else undecided: reproduced
+    needs the whole range inside [low, high], not reproduced the whole range on one side of it.
+    (The other lengths' N_crit are bracketed by their grid steps too, by at most one step: the
+    grid's resolution, docs/paper-notes.md section 17, is not widened here.)"""
+    lowest, highest = floor_slope.at_least, slope.upper
+    if outcome == "reproduced" and not (low <= lowest and highest <= high):
+        return "undecided"
+    if outcome == "not reproduced" and not (lowest > high or highest < low):
+        return "undecided"
+    return outcome
+
+
 def critical_n_claims(
     card: Scorecard, crit: pl.DataFrame, alpha: float, replicates: pl.DataFrame | None = None
 ) -> None:
@@ -477,11 +493,8 @@ def critical_n_claims(
                     outcome = "undecided"
                 else:
                     outcome = verdict(inside)
-                if floor_slope is not None and outcome != "undecided":
-                    # the verdict must hold at every N_crit the passes at the first N allow
-                    below = slope_within(floor_slope, low, high)
-                    if below is None or verdict(below) != outcome:
-                        outcome = "undecided"
+                if floor_slope is not None:
+                    outcome = floor_outcome(outcome, floor_slope, slope, low, high)
                 card.add(
                     *row,
                     measured,
