@@ -21,7 +21,7 @@ visible tokens; rows with t + 1 <= N have no non-selected token and are left out
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -139,6 +139,11 @@ class RowBlock:
     # zero-weight rule is "literal" (attnlimits.selection.ZERO_WEIGHT_RULES)
     selectable: NDArray[np.bool_]
     zero_weight: str = DEFAULT_ZERO_WEIGHT
+    # literal_top_n by n: each statistic at N asks for the set twice (top_n, and the zero-weight
+    # count beside it), and its partition is most of a separability or distance job's time
+    _literal_top_n: dict[int, NDArray[np.bool_]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def xp(self) -> Namespace:
@@ -202,7 +207,14 @@ class RowBlock:
 
     def literal_top_n(self, n: int) -> NDArray[np.bool_]:
         """Mask of each row's top-n counted keys whatever their weights (the paper's literal
-        I_N); :meth:`top_n` is this set under the zero-weight rule."""
+        I_N); :meth:`top_n` is this set under the zero-weight rule. Computed once per n and
+        block (callers must not write into it)."""
+        if n not in self._literal_top_n:
+            self._literal_top_n[n] = self._partitioned_top_n(n)
+        return self._literal_top_n[n]
+
+    def _partitioned_top_n(self, n: int) -> NDArray[np.bool_]:
+        """:meth:`literal_top_n` by a partition of every row."""
         xp = self.xp
         rows, width = self.alpha.shape
         if n >= width:
