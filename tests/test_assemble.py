@@ -1189,63 +1189,56 @@ def test_the_all_rows_epsilon_check_counts_its_drawn_rows_and_says_it_reads_mean
     assert "may still hide one" in row["note"]
 
 
+def paper_claims() -> dict:
+    """The committed claims and thresholds Table 1 scores (workflow/resources/paper_claims.yaml)."""
+    import yaml
+
+    return yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
+    )
+
+
+def critical_n_rows(lengths, n_crit, **columns) -> dict[str, dict]:
+    """Table 1's critical-N rows, by claim id, of one Monte-Carlo curve read both ways (an
+    encoder's): N_crit per length, found (top_N = N_crit) unless ``columns`` say otherwise, with a
+    KS test that could reject (72 values a side)."""
+    size = len(lengths)
+    crit = pl.DataFrame(
+        {
+            "L": lengths,
+            "masked": ["both"] * size,
+            "expectation": ["monte_carlo"] * size,
+            "N_crit": n_crit,
+            "censored": [False] * size,
+            "top_N": n_crit,
+            "ks_samples": [72] * size,
+            "ks_min_pvalue": [1e-6] * size,
+            **columns,
+        },
+        schema_overrides={"N_crit": pl.Int64},
+    )
+    card = table1.Scorecard(paper_claims())
+    table1.critical_n_claims(card, crit, 0.01)
+    return {r["claim_id"]: r for r in card.rows}
+
+
 def test_a_censored_slope_inside_the_band_is_undecided_not_untestable():
     """The first pass at L = 100 is N = 2; at L = 200 no N up to 5 passes: the slope through both
     is at least (2 * 100 + 5 * 200) / (100^2 + 200^2) = 0.024, inside "<= 0.06", and open above.
     The KS test could reject (its smallest p is 1e-6), so the data, not the test, leave it open."""
-    import yaml
-
-    claims = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
-    )
-    crit = pl.DataFrame(
-        {
-            "L": [100, 200],
-            "masked": ["both", "both"],
-            "expectation": ["monte_carlo", "monte_carlo"],
-            "N_crit": [2, None],
-            "censored": [False, True],
-            "top_N": [2, 5],
-            "ks_samples": [72, 72],
-            "ks_min_pvalue": [1e-6, 1e-6],
-        },
-        schema_overrides={"N_crit": pl.Int64},
-    )
-    card = table1.Scorecard(claims)
-    table1.critical_n_claims(card, crit, 0.01)
-    row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:below")
+    rows = critical_n_rows([100, 200], [2, None], censored=[False, True], top_N=[2, 5])
+    row = rows["critical_n:monte_carlo:below"]
     assert row["verdict"] == "undecided"
     # "fewer than 6 %" reads the largest share: max(2 / 100, 5 / 200) = 0.025, open above
     assert row["measured"].startswith("largest N_crit / L >= 0.025: 1/2 lengths censored")
-    row = next(r for r in card.rows if r["claim_id"] == "critical_n:monte_carlo:approx")
+    row = rows["critical_n:monte_carlo:approx"]
     assert row["measured"].startswith("slope >= 0.024: 1/2 lengths censored")
 
 
 def test_fewer_than_six_percent_holds_at_every_length_not_on_the_slope():
     """N_crit / L of 0.125, 0.094, 0.07, 0.055, 0.049, 0.049 at L = 32 .. 1024: the slope through
     the origin is 0.0495 (the largest L lead it), but three lengths need more than 6 %."""
-    import yaml
-
-    claims = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
-    )
-    lengths = [32, 64, 128, 256, 512, 1024]
-    n_crit = [4, 6, 9, 14, 25, 50]
-    crit = pl.DataFrame(
-        {
-            "L": lengths,
-            "masked": ["both"] * 6,
-            "expectation": ["monte_carlo"] * 6,
-            "N_crit": n_crit,
-            "censored": [False] * 6,
-            "top_N": n_crit,
-            "ks_samples": [72] * 6,
-            "ks_min_pvalue": [1e-6] * 6,
-        }
-    )
-    card = table1.Scorecard(claims)
-    table1.critical_n_claims(card, crit, 0.01)
-    rows = {r["claim_id"]: r for r in card.rows}
+    rows = critical_n_rows([32, 64, 128, 256, 512, 1024], [4, 6, 9, 14, 25, 50])
     below, approx = rows["critical_n:monte_carlo:below"], rows["critical_n:monte_carlo:approx"]
     assert below["verdict"] == "not reproduced" and below["value"] == pytest.approx(0.125)
     assert approx["verdict"] == "reproduced" and approx["value"] == pytest.approx(0.0495, abs=5e-4)
@@ -1254,32 +1247,13 @@ def test_fewer_than_six_percent_holds_at_every_length_not_on_the_slope():
 def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     """A grid starting at 0.05 L whose first N passes at every L: N_crit is only known to be
     <= 0.05 L. The slope 0.05 lies in "approximately 0.06 L"'s [0.03, 0.12], but N_crit could be
-    1 at each L (a slope of 700 / 210,000 = 0.0033): undecided, not reproduced. "Fewer than 6 %" holds either way.
-    The same curve found after several evaluations is a measurement, and stays reproduced."""
-    import yaml
+    1 at each L (a slope of 700 / 210,000 = 0.0033): undecided, not reproduced. "Fewer than 6 %"
+    holds either way. The same curve found after several evaluations is a measurement, and stays
+    reproduced."""
+    lengths = [100, 200, 400]
 
-    claims = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
-    )
-    lengths, n_crit = [100, 200, 400], [5, 10, 20]
-
-    def rows(evaluations, n_crit=n_crit):
-        crit = pl.DataFrame(
-            {
-                "L": lengths,
-                "masked": ["both"] * 3,
-                "expectation": ["monte_carlo"] * 3,
-                "N_crit": n_crit,
-                "censored": [False] * 3,
-                "top_N": n_crit,
-                "evaluations": [evaluations] * 3,
-                "ks_samples": [72] * 3,
-                "ks_min_pvalue": [1e-6] * 3,
-            }
-        )
-        card = table1.Scorecard(claims)
-        table1.critical_n_claims(card, crit, 0.01)
-        return {r["claim_id"]: r for r in card.rows}
+    def rows(evaluations, n_crit=(5, 10, 20)):
+        return critical_n_rows(lengths, list(n_crit), evaluations=[evaluations] * 3)
 
     at_floor = rows(1)
     approx = at_floor["critical_n:monte_carlo:approx"]
@@ -1292,9 +1266,9 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     assert "first N tried" not in searched["critical_n:monte_carlo:approx"]["measured"]
     # a grid starting at 0.5 L: the slope 0.5 misses the band above, the floor refit (0.0033)
     # below it: N_crit could lie anywhere between, the band included, so not "not reproduced"
-    wide = rows(1, [50, 100, 200])["critical_n:monte_carlo:approx"]
+    wide = rows(1, (50, 100, 200))["critical_n:monte_carlo:approx"]
     assert wide["verdict"] == "undecided" and "could be as low as 0.003" in wide["measured"]
-    assert rows(4, [50, 100, 200])["critical_n:monte_carlo:approx"]["verdict"] == ("not reproduced")
+    assert rows(4, (50, 100, 200))["critical_n:monte_carlo:approx"]["verdict"] == ("not reproduced")
     # both ends above the band: N_crit = 1 at L = 4 and 5 already exceeds 0.12 L
     # (floor refit 9 / 41 = 0.22, measured (2 * 4 + 3 * 5) / 41 = 0.56)
     assert (
@@ -1384,11 +1358,7 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
 def test_linear_growth_in_length_needs_an_exponent_near_one():
     """R^2 alone passes sqrt(L) on a doubling grid (0.97 over 32..512); the log-log slope tells
     L (1), L - N (about 1.03) and sqrt(L) (0.5) apart."""
-    import yaml
-
-    claims = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
-    )
+    claims = paper_claims()
     lengths = np.array([32, 64, 128, 256, 512])
     analysis = {"distance": {"n_fixed": 5, "length_fixed": 512}}
     verdicts = {}
@@ -1410,11 +1380,7 @@ def test_linear_growth_under_the_l_by_l_reading_is_scored_not_vacuous():
     """The masked keys' sum_t (L - t - 1) ||s_t|| is linear in L only while ||s_t|| holds up:
     uniform causal rows (||s_t|| ~ N / (t + 1)) grow as L log L / L ~ log L, which fails. Both
     readings are scored: neither is fixed by construction."""
-    import yaml
-
-    claims = yaml.safe_load(
-        (Path(__file__).resolve().parents[1] / "workflow/resources/paper_claims.yaml").read_text()
-    )
+    claims = paper_claims()
     lengths = np.array([32, 64, 128, 256, 512, 1024])
     n = 5
 
