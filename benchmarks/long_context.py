@@ -336,16 +336,9 @@ def direct(args) -> None:
         made = None if kind is None else settings_from(kind, job_params(settings, stage))
         return Job(log, Timer(), pack(length), made)
 
+    # STAGES is in dependency order: each separation table before the separability jobs
     names = {
-        stage: sorted(p.stem for p in (reference / stage).glob("*.parquet"))
-        for stage in (
-            "separation",
-            "critical_n",
-            "distance",
-            "separability",
-            "gradient",
-            "vanishing",
-        )
+        stage: sorted(p.stem for p in (reference / stage).glob("*.parquet")) for stage in STAGES
     }
     for stage in names:
         for name in names[stage]:
