@@ -27,6 +27,9 @@ packed first, timed) or packs, and --settings the model's resolved analysis sect
 by --write-settings, which needs the config check's jsonschema). Each job is the one named by a
 table of --reference (an earlier run's results/<run>/analysis), whose values it is held against:
 the largest relative difference per job is printed beside its seconds, and --out gets both.
+With --rows R (analysis.all_rows.rows: R query rows drawn per head), each sampled table is held
+against the exact reference through its stated errors instead: the share of (head, statistic)
+values whose exact value lies within 1.96 standard errors, the largest |z|, the median error.
 """
 
 from __future__ import annotations
@@ -259,6 +262,36 @@ def job_params(settings: dict, stage: str) -> SimpleNamespace:
     return SimpleNamespace(seed=settings["seed"], **{k: a[k] for k in shared if k in a}, **own)
 
 
+def sampling_coverage(table, reference, errors: list[str]) -> dict[str, float]:
+    """How well the stated row-sampling errors (``errors``: the "<statistic>_se" columns of a
+    table from analysis.all_rows.rows) cover the exact all-rows ``reference``: z = (sampled -
+    exact) / se over every (head, statistic) with se > 0; the share with |z| <= 1.96 (0.95 if
+    the errors are right and the estimates near normal), the largest |z|, the median se
+    relative to the exact value."""
+    import numpy as np
+
+    z, relative = [], []
+    keys = [c for c in ("layer", "head", "N", "T", "eps") if c in table.columns]
+    joined = table.join(reference, on=keys, suffix="__exact")
+    for error in errors:
+        name = error[: -len("_se")]
+        if f"{name}__exact" not in joined.columns:
+            continue
+        got, exact, se = (
+            joined[c].to_numpy().astype(float) for c in (name, f"{name}__exact", error)
+        )
+        ok = np.isfinite(got) & np.isfinite(exact) & np.isfinite(se) & (se > 0)
+        z.append((got[ok] - exact[ok]) / se[ok])
+        relative.append(se[ok] / np.maximum(np.abs(exact[ok]), 1e-300))
+    z_all = np.concatenate(z) if z else np.array([])
+    return {
+        "values": int(z_all.size),
+        "covered_1.96": float(np.mean(np.abs(z_all) <= 1.96)) if z_all.size else float("nan"),
+        "max_abs_z": float(np.abs(z_all).max()) if z_all.size else float("nan"),
+        "median_rel_se": float(np.median(np.concatenate(relative))) if z_all.size else float("nan"),
+    }
+
+
 def largest_difference(table, reference) -> float:
     """The largest relative difference between two tables' float columns (inf where they differ
     in shape, in columns, or in which values are finite)."""
@@ -299,18 +332,29 @@ def direct(args) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     log = logging.getLogger("direct")
     settings = json.loads(Path(args.settings).read_text())
-    settings["analysis"]["all_rows"] = {**settings["analysis"]["all_rows"], "device": args.device}
+    settings["analysis"]["all_rows"] = {
+        **settings["analysis"]["all_rows"],
+        "device": args.device,
+        "rows": args.rows if args.rows else "all",
+    }
     run, reference, out = Path(args.direct), Path(args.reference), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
 
     def record(stage: str, name: str, seconds: float, table) -> None:
         ref = reference / stage / f"{name}.parquet"
-        diff = largest_difference(table, pl.read_parquet(ref)) if ref.exists() else float("nan")
-        rows.append({"stage": stage, "job": name, "seconds": seconds, "max_rel_diff": diff})
+        want = pl.read_parquet(ref) if ref.exists() else None
+        errors = [c for c in table.columns if c.endswith("_se")]
+        row = {"stage": stage, "job": name, "seconds": seconds}
+        if errors and want is not None:
+            # --rows: the sampled tables against the exact ones, through their stated errors
+            row |= sampling_coverage(table, want, errors)
+        else:
+            row["max_rel_diff"] = float("nan") if want is None else largest_difference(table, want)
+        rows.append(row)
         table.write_parquet(out / f"{stage}_{name}.parquet")
         pl.DataFrame(rows).write_csv(out / "direct_jobs.csv")
-        log.info("%s %s: %.2f s, largest relative difference %.2e", stage, name, seconds, diff)
+        log.info("%s %s: %.2f s, %s", stage, name, seconds, {k: row[k] for k in list(row)[3:]})
 
     packs: dict[int, object] = {}
 
@@ -341,6 +385,8 @@ def direct(args) -> None:
         stage: sorted(p.stem for p in (reference / stage).glob("*.parquet")) for stage in STAGES
     }
     for stage in names:
+        if args.stages and stage not in args.stages:
+            continue
         for name in names[stage]:
             found = re.match(r"L(\d+)(?:_N(\d+))?$", name)
             start = time.perf_counter()
@@ -396,6 +442,10 @@ def main() -> None:
     parser.add_argument("--reference", help="--direct: a run's analysis folder, the jobs to run")
     parser.add_argument("--settings", help="--direct: the JSON --write-settings wrote")
     parser.add_argument("--out", default="direct-out", help="--direct: tables and timings")
+    parser.add_argument(
+        "--rows", type=int, help="--direct: analysis.all_rows.rows (drawn rows; default all)"
+    )
+    parser.add_argument("--stages", nargs="+", help="--direct: only these stages (of STAGES)")
     parser.add_argument("--write-settings", nargs=3, metavar=("CONFIGFILE", "CORPUS", "JSON"))
     args = parser.parse_args()
     if args.write_settings:

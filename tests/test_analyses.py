@@ -213,6 +213,7 @@ def separability_settings(protocol: str, delta_over: str = "context") -> separab
         protocol=protocol,
         all_rows=ALL_ROWS,
         zero_weight="not_selected",
+        seed=0,
     )
 
 
@@ -504,10 +505,11 @@ def test_settings_are_read_by_name_and_extras_ignored():
     class Params:
         radius, delta_over, protocol, zero_weight = 1.0, "context", "all_rows", "literal"
         all_rows = ALL_ROWS
+        seed = 7
         embedding = "value"  # read by the rule, not the analysis
 
     got = settings_from(separability.Settings, Params())
-    assert got == separability.Settings(1.0, "context", "all_rows", ALL_ROWS, "literal")
+    assert got == separability.Settings(1.0, "context", "all_rows", ALL_ROWS, "literal", 7)
 
 
 def test_analyses_log_to_the_given_logger(caplog):

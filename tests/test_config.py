@@ -175,6 +175,8 @@ BAD = [
         "analysis.gradient.temperatures[0]: nan is not a finite number",
     ),
     ("radius-inf", "analysis.separability.radius", float("inf"), "is not a finite number"),
+    ("all-rows-four-rows", "analysis.all_rows.rows", 4, "analysis.all_rows.rows"),
+    ("all-rows-half", "analysis.all_rows.rows", "half", "analysis.all_rows.rows"),
     ("empty-normalizers", "beyond.normalizers", {}, "beyond.normalizers: {} should be non-empty"),
     (
         "unknown-encoding",

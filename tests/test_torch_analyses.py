@@ -104,7 +104,7 @@ ANALYSES = {
     "separability": lambda pack, device: separability.all_rows(
         pack,
         3,
-        on(separability.Settings(1.0, "context", "all_rows", ALL_ROWS, "not_selected"), device),
+        on(separability.Settings(1.0, "context", "all_rows", ALL_ROWS, "not_selected", 0), device),
         np.full(len(pack.layer), 0.4),
     ),
     "gradient": lambda pack, device: gradient.all_rows(

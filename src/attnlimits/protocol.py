@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .arrays import NUMPY, NumpyNamespace, TorchNamespace
 from .critical import ks_test
@@ -670,6 +670,55 @@ def sampled_rows(length: int, count: int) -> NDArray[np.intp]:
     # row L - 1 - floor(i L / count): spaced L / count apart over the whole context (a fixed
     # stride L // count would leave the first rows out whenever count does not divide L)
     return (length - 1 - (np.arange(count) * length) // count)[::-1].copy()
+
+
+def first_rows_kept(count: int) -> int:
+    """How many of the first rows :func:`drawn_rows` always keeps when it draws ``count``: half
+    of them. A causal head's first rows see a handful of keys, and their statistics lie far
+    from the rest (a Jacobian norm or an N_s/N of a row with 3 visible keys): a uniform draw
+    that missed them would miss the heavy tail of the mean, and its variance estimate would not
+    see it either."""
+    return count // 2
+
+
+def drawn_rows(rng: np.random.Generator, length: int, count: int | None) -> NDArray[np.intp]:
+    """``count`` query rows of a length-L context, sorted, in two strata. Kept: the first
+    :func:`first_rows_kept` rows and the last row. The last row is a causal head's only row
+    with every key visible, and under the prefix reading of its masked keys the only row with a
+    non-selected token at N = L - 1, so every statistic has a row at every N. Drawn: the rest of
+    the ``count``, uniformly without replacement from the rows between, a simple random sample
+    whose mean estimates theirs without bias (standard error: :func:`sampled_mean_stderr`).
+    Every row (no draw from ``rng``) when ``count`` is None or >= L."""
+    if count is None or count >= length:
+        return np.arange(length)
+    kept = first_rows_kept(count)
+    if count - kept - 1 < 2:
+        raise ValueError(
+            f"count must be at least 5 (half of it first rows kept, the last row, and 2 or more "
+            f"drawn for a variance), got {count}"
+        )
+    between = kept + rng.choice(length - 1 - kept, size=count - kept - 1, replace=False)
+    return np.concatenate([np.arange(kept), np.sort(between), [length - 1]]).astype(np.intp)
+
+
+def sampled_mean_stderr(
+    variance: ArrayLike, count: ArrayLike, population: ArrayLike
+) -> NDArray[np.float64]:
+    """The standard error of the mean of ``count`` values drawn uniformly without replacement
+    from ``population`` values, estimated from the drawn values' ``variance`` (ddof 1):
+    sqrt((1 - n / P) s^2 / n), unbiased for the variance of the mean under such a draw. 0 where
+    every value was drawn (n >= P: the mean is the population's); NaN where one of several was
+    (no variance to estimate) or none."""
+    variance, count, population = np.broadcast_arrays(
+        np.asarray(variance, dtype=np.float64),
+        np.asarray(count, dtype=np.float64),
+        np.asarray(population, dtype=np.float64),
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unsampled = np.clip(1.0 - count / population, 0.0, 1.0)
+        out = np.sqrt(unsampled * variance / count)
+    out = np.where(count >= population, 0.0, out)
+    return np.where((count < 2) & (count < population), np.nan, out)
 
 
 def critical_n_list(length: int, fractions) -> list[int]:

@@ -53,9 +53,18 @@ def protocol_text(run: dict, analysed_rows: bool = False) -> str:
         )
         used = run.get("all_rows_chunks", run["chunks"])
         sequences = "the first chunk" if used == 1 else f"the first {used} chunks"
+        drawn = run.get("all_rows_rows", "all")
+        if drawn in (None, "all"):
+            return (
+                f"paper's protocol (Appendix B): every query row of {sequences}, mean over rows, "
+                f"one value per (layer, head): {run['heads_per_L']} per L{masked}"
+            )
         return (
-            f"paper's protocol (Appendix B): every query row of {sequences}, mean over rows, one "
-            f"value per (layer, head): {run['heads_per_L']} per L{masked}"
+            f"paper's protocol (Appendix B) on sampled rows: {drawn} query rows of {sequences} "
+            f"drawn at random per head where L > {drawn} (analysis.all_rows.rows), their mean one "
+            f"estimate per (layer, head), its row-sampling standard error in the tables' _se "
+            f"columns and inside the bootstrap intervals over heads: {run['heads_per_L']} per L"
+            f"{masked}"
         )
     return f"last-row protocol: the analysed row of each (layer, chunk, head), {run['samples_per_L']} samples per L"
 

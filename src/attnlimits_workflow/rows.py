@@ -22,8 +22,11 @@ from attnlimits.protocol import (
     HeadVectors,
     RowBlock,
     attention_rows,
+    drawn_rows,
+    first_rows_kept,
     fixed_fraction_ns,
     row_critical_statistics,
+    sampled_mean_stderr,
     sampled_rows,
     search_in_batches,
     visible_lengths,
@@ -46,6 +49,8 @@ def row_means(
     logits_only: bool = False,
     zero_weight: str = "not_selected",
     device: str = DEFAULT_DEVICE,
+    row_count: int | None = None,
+    row_seed: int = 0,
 ) -> dict[str, NDArray[np.float64]]:
     """For each sample of ``pack`` (or of ``samples``), the mean over its query rows of every
     statistic ``stats(block, logits, rows, sample)`` returns (NaN rows left out); name -> (S,)
@@ -57,7 +62,12 @@ def row_means(
     ``zero_weight``: analysis.zero_weight, whether a top-N key of weight 0 is selected.
     ``device``: analysis.all_rows.device, where the rows and their blocks are computed (numpy,
     or torch on cpu / cuda[:i]: attnlimits.arrays); the block's arrays and the logits are of
-    that namespace, and ``stats`` may return either."""
+    that namespace, and ``stats`` may return either. ``row_count``: analysis.all_rows.rows, the
+    query rows analysed per sample, drawn seeded (``row_seed``) without replacement, each sample
+    its own (attnlimits.protocol.drawn_rows); None, or at least L: every row. Drawn, each
+    statistic's standard error of its sample mean over rows comes as "<name>__se" (the
+    population of a sample's rows is L, so the error of a statistic undefined on some rows is
+    approximate)."""
     xp = namespace(device)
     meta = pack.metadata
     causal = bool(meta["causal"])
@@ -68,14 +78,24 @@ def row_means(
     chosen = np.nonzero(np.isin(chunk, kept))[0]
     sums: dict[str, NDArray] = {}
     counts: dict[str, NDArray] = {}
+    sampled = row_count is not None and row_count < length
+    # Drawn rows form two strata (attnlimits.protocol.drawn_rows): rows kept (the first ones and
+    # the last) and rows drawn uniformly between them. The drawn rows' statistics (sum, count,
+    # and the sum of squared deviations merged block by block, Chan et al., without
+    # cancellation) are kept apart from the kept rows' sum and count.
+    kept_first = first_rows_kept(row_count) if sampled else 0
+    spread: dict[str, NDArray] = {}
+    kept_sum: dict[str, NDArray] = {}
+    kept_count: dict[str, NDArray] = {}
     for i, s in enumerate(chosen.tolist()):
+        analysed = drawn_rows(stream_rng(row_seed, Stream.QUERY_ROWS, length, s), length, row_count)
         if not logits_only:
             x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s], xp)
         # float64 on the device once per head, not once per block
         q, k = (xp.asarray(v, dtype=xp.float64) for v in pack.rows(s))
         scale = float(pack.score_scale[s])
-        for start in range(0, length, ROW_BLOCK):
-            rows = np.arange(start, min(start + ROW_BLOCK, length))
+        for start in range(0, len(analysed), ROW_BLOCK):
+            rows = analysed[start : start + ROW_BLOCK]
             logits, weights = attention_rows(
                 q,
                 k,
@@ -102,17 +122,79 @@ def row_means(
                 if name not in sums:
                     sums[name] = np.zeros(len(chosen))
                     counts[name] = np.zeros(len(chosen), dtype=np.int64)
+                    spread[name] = np.zeros(len(chosen))
+                    kept_sum[name] = np.zeros(len(chosen))
+                    kept_count[name] = np.zeros(len(chosen), dtype=np.int64)
+                if sampled:
+                    kept = (rows < kept_first) | (rows == length - 1)
+                    sure = values[kept][~np.isnan(values[kept])]
+                    kept_sum[name][i] += sure.sum()
+                    kept_count[name][i] += sure.size
+                    values = values[~kept]
                 ok = ~np.isnan(values)
+                if sampled and ok.any():
+                    spread[name][i] = _merged_spread(
+                        spread[name][i], sums[name][i], int(counts[name][i]), values[ok]
+                    )
                 sums[name][i] += values[ok].sum()
                 counts[name][i] += ok.sum()
         if progress:
             progress(i + 1, len(chosen))
     out: dict[str, NDArray] = {"__samples": chosen}
     for name in sums:
+        if sampled:
+            out |= _stratified_means(
+                name,
+                (sums[name], counts[name], spread[name]),
+                (kept_sum[name], kept_count[name]),
+                stands_for=(length - 1 - kept_first) / (row_count - 1 - kept_first),
+            )
+            continue
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(counts[name] > 0, sums[name] / np.maximum(counts[name], 1), np.nan)
         out[f"{name}__rows"] = counts[name]
     return out
+
+
+def _stratified_means(
+    name: str,
+    drawn: tuple[NDArray, NDArray, NDArray],
+    kept: tuple[NDArray, NDArray],
+    stands_for: float,
+) -> dict[str, NDArray]:
+    """The estimate of each sample's mean over every row (its defined rows) from the analysed
+    ones: a kept row counts once, a drawn row for the ``stands_for`` rows of its stratum it
+    stands for; the weighted mean over the rows where the statistic is defined (a stratified
+    estimate; for a statistic undefined on some rows, a ratio estimate of their mean).
+    ``drawn``: the drawn rows' (sum, count, sum of squared deviations); ``kept``: the kept
+    rows' (sum, count). "<name>__weight": the rows the estimate stands for, which pool_chunks
+    weighs chunks by; "<name>__se": its standard error, the drawn rows' share of the weight
+    times their mean's error (kept rows add none); NaN with fewer than 2 drawn rows defined,
+    whose spread is then unknown."""
+    total, count, spread = drawn
+    kept_total, kept_count = kept
+    weight = stands_for * count + kept_count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (stands_for * total + kept_total) / weight
+        rest = sampled_mean_stderr(spread / (count - 1), count, stands_for * count)
+        share = stands_for * count / weight
+    return {
+        name: np.where(weight > 0, mean, np.nan),
+        f"{name}__rows": count + kept_count,
+        f"{name}__weight": weight,
+        f"{name}__se": np.where(count >= 2, share * rest, np.nan),
+    }
+
+
+def _merged_spread(spread: float, total: float, count: int, values: NDArray) -> float:
+    """The sum of squared deviations from the mean of ``count`` values (sum ``total``, spread
+    ``spread``) and ``values`` together, from the two parts' own (Chan, Golub and LeVeque)."""
+    mean = values.mean()
+    own = float(((values - mean) ** 2).sum())
+    if count == 0:
+        return own
+    delta = mean - total / count
+    return spread + own + delta * delta * count * len(values) / (count + len(values))
 
 
 def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
@@ -131,19 +213,47 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
     index = np.array([group[(a, b)] for a, b in zip(layer, head, strict=True)])
     out["chunks"] = np.bincount(index, minlength=len(keys)).astype(np.int32)
     for name, values in means.items():
-        if name.endswith("__rows") or name == "__samples":
+        if name.endswith(("__rows", "__se", "__weight")) or name == "__samples":
             continue
         rows = means[f"{name}__rows"]
+        # drawn rows (analysis.all_rows.rows): each chunk weighs the rows its estimate stands for
+        stands_for = means.get(f"{name}__weight", rows)
         ok = ~np.isnan(values)
-        total = np.bincount(index[ok], weights=(values * rows)[ok], minlength=len(keys))
-        weight = np.bincount(index[ok], weights=rows[ok], minlength=len(keys))
+        total = np.bincount(index[ok], weights=(values * stands_for)[ok], minlength=len(keys))
+        weight = np.bincount(index[ok], weights=stands_for[ok], minlength=len(keys))
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(weight > 0, total / np.maximum(weight, 1), np.nan)
         out[f"{name}_rows"] = np.bincount(index, weights=rows, minlength=len(keys)).astype(np.int64)
+        if f"{name}__se" in means:
+            # each chunk's rows drawn apart: Var(sum_c r_c m_c / R) = sum_c (r_c / R)^2 se_c^2
+            share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
+            terms = np.where(ok, (share * means[f"{name}__se"]) ** 2, 0.0)
+            with np.errstate(invalid="ignore"):
+                out[f"{name}_se"] = np.where(
+                    weight > 0,
+                    np.sqrt(np.bincount(index, weights=terms, minlength=len(keys))),
+                    np.nan,
+                )
     return out
 
 
 CRITICAL_KINDS = ("closed_form", "monte_carlo")
+
+
+def monte_carlo_rows(length: int, mc_rows: int, row_count: int | None) -> NDArray[np.intp] | None:
+    """The rows a Monte-Carlo E is drawn on: ``mc_rows`` evenly spaced rows when every row is
+    analysed; None (every analysed row) when analysis.all_rows.rows draws them, as the drawn
+    rows are a random sample already and evenly spaced rows would seldom be among them."""
+    if row_count is not None and row_count < length:
+        return None
+    return sampled_rows(length, mc_rows)
+
+
+def monte_carlo_drawn(rows: NDArray[np.intp], mc_rows: NDArray[np.intp] | None) -> NDArray:
+    """The positions within a block of ``rows`` of those a Monte-Carlo E is drawn on."""
+    if mc_rows is None:
+        return np.arange(len(rows))
+    return np.nonzero(np.isin(rows, mc_rows))[0]
 
 
 def critical_n_all_rows(
@@ -163,6 +273,7 @@ def critical_n_all_rows(
     log: Callable[..., None] = lambda *a: None,
     draws: NDArray[np.integer] | None = None,
     device: str = DEFAULT_DEVICE,
+    row_count: int | None = None,
 ) -> dict[
     tuple[str, str],
     tuple[CriticalSearch, dict[float, tuple[int, KSResult]], list[tuple[int | None, int | None]]],
@@ -176,9 +287,10 @@ def critical_n_all_rows(
     t + 1 keys): the two answer different questions, and on near-uniform causal attention the
     first differs from the second mostly by the masked keys. A bidirectional encoder's rows have
     no masked key, so the readings coincide and are computed once (reading "both", under
-    ``default_masked``). ``device``: where the rows are computed (row_means)."""
+    ``default_masked``). ``device``: where the rows are computed, ``row_count`` how many
+    (row_means, seeded by ``seed``)."""
     length = pack.length
-    mc_rows_at = sampled_rows(length, mc_rows)
+    mc_rows_at = monte_carlo_rows(length, mc_rows, row_count)
     at_fraction = fixed_fraction_ns(length, fractions)
     readings = ("non_selected", "prefix") if pack.metadata["causal"] else ("both",)
     out = {}
@@ -201,6 +313,8 @@ def critical_n_all_rows(
                         chunks=chunks,
                         zero_weight=zero_weight,
                         device=device,
+                        row_count=row_count,
+                        row_seed=seed,
                     ),
                 )
                 for name in ("distance", *pending):
@@ -267,7 +381,7 @@ def _critical_rows(ns, pending, seed, length, mc_rows, mc_draws) -> StatsFn:
     def per_row(block, logits, rows, sample):
         # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch
         rng = stream_rng(seed, Stream.CRITICAL_N_MONTE_CARLO, length, sample, rows[0])
-        drawn = np.nonzero(np.isin(rows, mc_rows))[0]  # analysis.all_rows.mc_rows
+        drawn = monte_carlo_drawn(rows, mc_rows)  # analysis.all_rows.mc_rows
         mc = "monte_carlo" in pending and drawn.size > 0
         got = host(
             row_critical_statistics(

@@ -21,6 +21,7 @@ class Stream(IntEnum):
     HEAD_CRITICAL_N = 9  # the per-head critical N of the head report
     FIG1_ILLUSTRATION = 10  # Fig. 1's random points and logits
     CRITICAL_N_SUBSAMPLE = 11  # the heads or rows the critical-N KS test compares, per count
+    QUERY_ROWS = 12  # the query rows analysed per (L, sample) under analysis.all_rows.rows
 
 
 def stream_rng(seed: int, stream: Stream, *keys: int) -> np.random.Generator:

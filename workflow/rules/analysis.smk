@@ -101,6 +101,7 @@ rule separability:
         protocol=model_setting("analysis", "protocol"),
         all_rows=model_setting("analysis", "all_rows"),
         zero_weight=model_setting("analysis", "zero_weight"),
+        seed=config["seed"],
     script:
         "../scripts/analyse_separability.py"
 
@@ -275,5 +276,6 @@ rule describe_run:
         protocol=model_setting("analysis", "protocol"),
         masked=model_setting("analysis", "all_rows", "masked"),
         all_rows_chunks=model_setting("analysis", "all_rows", "chunks"),
+        all_rows_rows=model_setting("analysis", "all_rows", "rows"),
     script:
         "../scripts/describe_run.py"

@@ -31,6 +31,7 @@ description = {
     "protocol": snakemake.params.protocol,
     "masked": snakemake.params.masked,
     "all_rows_chunks": min(snakemake.params.all_rows_chunks, len(chunks)),
+    "all_rows_rows": snakemake.params.all_rows_rows,
     "heads_per_L": len(layers) * metas[0]["n_heads"],
 }
 with open(snakemake.output[0], "w") as fh:

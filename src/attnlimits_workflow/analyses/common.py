@@ -68,3 +68,16 @@ def head_columns(pooled: dict[str, Any], **values: int) -> dict[str, np.ndarray]
 def other_reading(masked: str) -> str:
     """The other reading of a causal row's masked keys (analysis.all_rows.masked)."""
     return "prefix" if masked == "non_selected" else "non_selected"
+
+
+def rows_to_analyse(all_rows: Any) -> int | None:
+    """analysis.all_rows.rows as a count: None for every row (the paper's protocol)."""
+    rows = all_rows.get("rows", "all")
+    return None if rows in (None, "all") else int(rows)
+
+
+def sampling_columns(pooled: dict[str, Any], *names: str) -> dict[str, np.ndarray]:
+    """The standard error of each statistic's per-head mean from the drawn rows
+    (analysis.all_rows.rows): "<name>_se" for each of ``names`` that has one; none when every
+    row was analysed (the mean is exact)."""
+    return {f"{n}_se": pooled[f"{n}_se"] for n in names if f"{n}_se" in pooled}

@@ -38,7 +38,7 @@ from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import critical_n_all_rows
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import Job
+from .common import Job, rows_to_analyse
 
 LOG = logging.getLogger("critical_n")
 KINDS = ("closed_form", "monte_carlo")
@@ -180,6 +180,7 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
         log=lambda *a: log.info(*a, timer),
         draws=unit_draws(len(keep), settings),
         device=rows_settings.get("device", DEFAULT_DEVICE),
+        row_count=rows_to_analyse(rows_settings),
     )
     rows, replicates = [], []
     for (reading, kind), (search, fixed, resampled) in found.items():

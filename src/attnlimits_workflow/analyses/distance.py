@@ -24,13 +24,13 @@ from attnlimits.checks import (
     head_outcomes,
     row_outcome_columns,
 )
-from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics, sampled_rows
+from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.rows import pool_chunks, row_means
+from attnlimits_workflow.rows import monte_carlo_drawn, monte_carlo_rows, pool_chunks, row_means
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import head_columns, other_reading, sample_columns
+from .common import head_columns, other_reading, rows_to_analyse, sample_columns, sampling_columns
 
 LOG = logging.getLogger("distance")
 
@@ -87,7 +87,8 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
     timer = Timer()
     L, mc_draws, masked = pack.length, settings.all_rows["mc_draws"], settings.all_rows["masked"]
     rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n)
-    mc_rows = sampled_rows(L, settings.all_rows["mc_rows"])
+    row_count = rows_to_analyse(settings.all_rows)
+    mc_rows = monte_carlo_rows(L, settings.all_rows["mc_rows"], row_count)
     causal = bool(pack.metadata["causal"])
     # analysis.all_rows.masked's effect, shown in Fig. 2a and scored in Table 1 at every N: d~ and
     # the closed-form E with a causal row's masked keys entered the other way (in an encoder both
@@ -99,7 +100,7 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         out = host(row_statistics(block, n=n))
         out["epsilon_bound"] = to_numpy(row_epsilon_bound(block, n=n))
         # the Monte-Carlo E on the drawn rows only (analysis.all_rows.mc_rows); NaN elsewhere
-        drawn = np.nonzero(np.isin(rows, mc_rows))[0]
+        drawn = monte_carlo_drawn(rows, mc_rows)
         draws = np.full((mc_draws, len(rows)), np.nan)
         if drawn.size:
             draws[:, drawn] = to_numpy(
@@ -135,6 +136,8 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         zero_weight=settings.zero_weight,
         device=settings.all_rows.get("device", DEFAULT_DEVICE),
         progress=lambda i, k: log.info("  %d/%d heads (%s)", i, k, timer) if i % 64 == 0 else None,
+        row_count=row_count,
+        row_seed=settings.seed,
     )
     pooled = pool_chunks(pack, means)
     rows = pooled.pop("mc_expectation_rows")
@@ -158,6 +161,9 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
                     "expectation_term_other_masked",
                 )
             },
+            # analysis.all_rows.rows: the row-sampling error of each per-head mean (none when
+            # every row is analysed)
+            **sampling_columns(pooled, "distance", "expectation_term", "distance_other_masked"),
             "mc_stderr": stderr,
             "mc_draws_used": (rows * mc_draws).astype(np.float64),
             "selected_mass": pooled["selected_mass"],

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from attnlimits.arrays import DEFAULT_DEVICE, namespace, to_numpy
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
@@ -32,7 +33,7 @@ from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import pool_chunks, row_means
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import head_columns, sample_columns
+from .common import head_columns, rows_to_analyse, sample_columns, sampling_columns
 
 LOG = logging.getLogger("gradient")
 
@@ -116,6 +117,8 @@ def all_rows(
             chunks=settings.all_rows["chunks"],
             logits_only=True,
             device=device,
+            row_count=rows_to_analyse(settings.all_rows),
+            row_seed=settings.seed,
         ),
     )
 
@@ -135,6 +138,8 @@ def all_rows(
                     "g_max": g,  # Algorithm 5: the mean over rows (one direction per row)
                     "g_mean": g,
                     "jacobian_norm": pooled["jacobian_norm"],
+                    # analysis.all_rows.rows: the row-sampling errors of the per-head means
+                    **sampling_errors(pooled, eps),
                     "paper_bound": np.full(H, paper),
                     "gershgorin_bound": np.full(H, gersh),
                     "rows": pooled["jacobian_norm_rows"],
@@ -150,6 +155,14 @@ def all_rows(
         "T=%g (all rows): max over heads of mean ||J|| %.4g", T, np.nanmax(pooled["jacobian_norm"])
     )
     return pl.concat(frames)
+
+
+def sampling_errors(pooled: dict, eps: float) -> dict[str, NDArray]:
+    """g_mean_se and jacobian_norm_se when analysis.all_rows.rows draws the rows; none else."""
+    se = sampling_columns(pooled, f"g_{eps}", "jacobian_norm")
+    if not se:
+        return {}
+    return {"g_mean_se": se[f"g_{eps}_se"], "jacobian_norm_se": se["jacobian_norm_se"]}
 
 
 def last_row(

@@ -29,7 +29,7 @@ from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import pool_chunks, row_means
 
-from .common import head_columns, other_reading, sample_columns
+from .common import head_columns, other_reading, rows_to_analyse, sample_columns, sampling_columns
 
 LOG = logging.getLogger("separability")
 
@@ -37,13 +37,14 @@ LOG = logging.getLogger("separability")
 @dataclass(frozen=True)
 class Settings:
     """analysis.separability.{radius, delta_over}, analysis.protocol, analysis.all_rows,
-    analysis.zero_weight."""
+    analysis.zero_weight, seed (of the rows drawn under analysis.all_rows.rows)."""
 
     radius: float
     delta_over: str
     protocol: str
     all_rows: Mapping[str, Any]
     zero_weight: str
+    seed: int
 
 
 def checks(ratio, lower, upper) -> dict[str, NDArray[np.object_]]:
@@ -151,6 +152,8 @@ def all_rows(
             vectors=lambda x: project_to_sphere(x[None], radius)[0],
             zero_weight=settings.zero_weight,
             device=settings.all_rows.get("device", DEFAULT_DEVICE),
+            row_count=rows_to_analyse(settings.all_rows),
+            row_seed=settings.seed,
         ),
     )
     rows = pooled["ratio_rows"]
@@ -165,6 +168,8 @@ def all_rows(
             "ratio_other_masked": pooled["ratio_other_masked"],
             "lower_bound": pooled["lower_bound"],
             "upper_bound": pooled["upper_bound"],
+            # analysis.all_rows.rows: the row-sampling error of each per-head mean
+            **sampling_columns(pooled, "ratio", "ratio_other_masked", "lower_bound", "upper_bound"),
             "zero_weight_selected": pooled["zero_weight_selected"],
             "rows": rows,
             "mask_only_rows": row_count("mask_only"),
