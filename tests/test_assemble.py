@@ -1408,3 +1408,110 @@ def test_linear_growth_under_the_l_by_l_reading_is_scored_not_vacuous():
     assert l_by_l["verdict"] == "not reproduced"
     assert "masked keys' sum" in l_by_l["measured"]
     assert rows["linear_in_length:prefix"]["verdict"] == "reproduced"
+
+
+def test_a_masked_keys_claim_is_compared_across_readings_under_its_own_mask():
+    """The robustness table lists a claim under both readings of the masked keys; Table 1's
+    <claim> (the configured mask) and <claim>:prefix are two claims, each compared over the
+    other readings under its own mask only."""
+    long = pl.DataFrame(
+        {
+            "claim_id": ["c"] * 4,
+            "masked": ["non_selected", "non_selected", "prefix", "prefix"],
+            "reading": [
+                "default, masked: non_selected",
+                "x_key, masked: non_selected",
+                "default, masked: prefix",
+                "x_key, masked: prefix",
+            ],
+            "verdict": ["not reproduced", "not reproduced", "reproduced", "undecided"],
+            "robustness": ["fragile"] * 4,
+            "flipped_by": ["default, masked: prefix: reproduced"] * 4,
+            "unsettled_by": [""] * 4,
+        }
+    )
+    readings = {"m": long}
+    assert findings.reading_status(readings, "m", "c")[0] == "robust"
+    assert findings.reading_status(readings, "m", "c:prefix")[0] == "unresolved"
+    # configured the other way round, the plain id is the prefix reading
+    assert findings.reading_status(readings, "m", "c", masked="prefix")[0] == "unresolved"
+    score = pl.DataFrame(
+        {
+            "claim_id": ["c", "c:prefix"],
+            "claim": ["C [non_selected]", "C [prefix]"],
+            "m": ["not reproduced", "reproduced"],
+            "m measured": ["", ""],
+        }
+    )
+    flips = findings.masked_flips(score, {"m": {"book": "m"}})
+    assert "C [non_selected] on m (book): not reproduced" in flips and "reproduced." in flips
+    same = score.with_columns(pl.Series("m", ["reproduced", "reproduced"]))
+    assert findings.masked_flips(same, {"m": {"book": "m"}}) == "- None."
+
+
+def test_robust_results_print_counts_lower_bounds_and_the_deciding_number():
+    bound = (
+        "0 of 144 heads violate (share 0, 95 % Clopper-Pearson [0, 0.0253]; 0 of 9 samples; ...)"
+    )
+    assert (
+        findings.evidence("0 [0, 0.0253]", bound)
+        == "0/144 heads violate, 95 % Clopper-Pearson [0, 0.0253]"
+    )
+    censored = "slope >= 0.997: 5/5 lengths censored (no pass up to N = L - 1, ...)"
+    assert findings.evidence("0.997 [0.997, inf]", censored).startswith(
+        ">= 0.997 [0.997, inf] (5/5"
+    )
+    assert findings.evidence("log-log slope 0.86 [0.73, 0.93]", "R^2 = ...") == (
+        "log-log slope 0.86 [0.73, 0.93]"
+    )
+    cell = {"verdict": "not applicable", "verdicts": "", "alike": True, "robust": False}
+    assert findings.group_cell(cell | {"texts": "untested", "readings": "untested"}) == (
+        "not applicable"
+    )
+
+
+def test_the_scorecard_marks_the_other_masked_reading_not_applicable_where_there_is_one():
+    from attnlimits_workflow.assemble.scorecard import scorecard
+
+    causal = pl.DataFrame(
+        {
+            "claim_id": ["c", "c:prefix", "d"],
+            "claim": ["C", "C [prefix]", "D"],
+            "verdict": ["reproduced", "not reproduced", "undecided"],
+            "measured": ["", "", ""],
+        }
+    )
+    encoder = causal.filter(pl.col("claim_id") == "c")
+    card = scorecard({"gpt": causal, "bert": encoder})
+    assert card["bert"].to_list() == ["reproduced", "not applicable", "not scored"]
+
+
+def test_a_joint_claim_prints_the_statistic_its_verdict_rests_on():
+    from attnlimits.bootstrap import Band, Interval, deciding_part
+
+    r2, slope, exponent = (
+        Interval(0.999, 0.95, 1.0, 0.95, 10),
+        Interval(1, 0.5, 2, 0.95, 10),
+        Interval(0.86, 0.73, 0.93, 0.95, 10),
+    )
+    bands = (Band(low=0.9), Band(low=1e-300), Band(0.8, 1.25))
+    assert deciding_part((r2, slope, exponent), bands) == 2  # the straddling exponent
+    missed = Interval(0.5, 0.4, 0.6, 0.95, 10)
+    assert deciding_part((missed, slope, exponent), bands) == 0  # the first to miss
+    fine = Interval(0.9, 0.85, 0.95, 0.95, 10)
+    assert deciding_part((r2, slope, fine), bands) == 0  # all inside: the first
+
+
+def test_corollary3_over_every_row_gives_no_verdict_when_few_key_rows_decide_it():
+    from attnlimits_workflow.assemble.summaries import few_key_rows_decide
+
+    once = pl.DataFrame(
+        {
+            "jacobian_paper_check": ["violated", "violated", "holds"],
+            "jacobian_paper_wide_check": ["violated", "holds", "holds"],
+        }
+    )
+    assert "1 of its violating samples" in few_key_rows_decide(once)
+    same = once.with_columns(pl.col("jacobian_paper_check").alias("jacobian_paper_wide_check"))
+    assert few_key_rows_decide(same) == ""
+    assert few_key_rows_decide(once.drop("jacobian_paper_wide_check")) == ""

@@ -176,6 +176,15 @@ def clopper_pearson(successes: int, trials: int, level: float) -> tuple[float, f
     return float(low), float(high)
 
 
+def deciding_part(intervals: Sequence[Interval], bands: Sequence[Band]) -> int:
+    """Which statistic of a joint claim (:func:`joint_verdict`) its verdict rests on: the first
+    whose own verdict is the joint one (the first to miss its band, to be undefined, or to
+    straddle an edge); the first when every one lies in its band."""
+    joint = joint_verdict(intervals, bands)
+    each = [verdict(i, b) for i, b in zip(intervals, bands, strict=True)]
+    return next((k for k, v in enumerate(each) if v == joint), 0)
+
+
 def joint_verdict(intervals: Sequence[Interval], bands: Sequence[Band]) -> str:
     """:func:`verdict` of a claim on several statistics at once (all must lie in their bands):
     reproduced when every interval lies inside its band (the whole box does), not reproduced when

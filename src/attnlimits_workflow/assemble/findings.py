@@ -15,10 +15,12 @@ from ..robustness import (
     DECIDED,
     FRAGILE,
     MASKED_READINGS,
+    NOT_APPLICABLE,
     ROBUST,
     UNAFFECTED,
     UNRESOLVED,
     UNTESTED,
+    compare,
     robustness,
 )
 from ..tables import markdown_table
@@ -82,10 +84,12 @@ def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.D
 
 
 def reading_status(
-    readings: dict[str, pl.DataFrame], entry: str, claim_id: str
+    readings: dict[str, pl.DataFrame], entry: str, claim_id: str, masked: str = "non_selected"
 ) -> tuple[str, str, str]:
     """(robustness, flipped_by, unsettled_by) of ``claim_id`` across ``entry``'s readings (its
-    robustness table, tables/<entry>/robustness.csv); untested where the entry has none."""
+    robustness table, tables/<entry>/robustness.csv); untested where the entry has none.
+    ``masked``: the entry's analysis.all_rows.masked, the reading Table 1's plain claim id is
+    scored under (the other is <claim>:<other>)."""
     table = readings.get(entry)
     if table is None:
         return UNTESTED, "", "no readings"
@@ -96,6 +100,23 @@ def reading_status(
     hit = table.filter(pl.col("claim_id") == plain)
     if not hit.height:
         return UNTESTED, "", "not in the robustness table"
+    masks = (
+        {m for m in hit["masked"].to_list() if m is not None} if "masked" in hit.columns else set()
+    )
+    if masks:
+        # a claim scored under one reading of the masked keys (Table 1's <claim> and
+        # <claim>:prefix) is compared across the other readings under that same one: the
+        # other mask is another claim on the page, and a flip between the two is listed apart
+        # (masked_flips)
+        mask = suffix if plain != claim_id else masked
+        mine = hit.filter(pl.col("masked") == mask)
+        if not mine.height:
+            return UNTESTED, "", f"no {mask} reading"
+        reference = next(
+            (r for r in mine["reading"].to_list() if r.startswith("default")),
+            mine["reading"][0],
+        )
+        return compare(dict(zip(mine["reading"], mine["verdict"], strict=True)), reference)
     unsettled = hit["unsettled_by"][0] if "unsettled_by" in hit.columns else ""
     return hit["robustness"][0], hit["flipped_by"][0] or "", unsettled or ""
 
@@ -110,6 +131,7 @@ def claim_status(
     score: pl.DataFrame,
     groups: dict[str, dict[str, str]],
     readings: dict[str, pl.DataFrame],
+    masked: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """Per (claim, model group): the verdict per text (``verdicts``; ``alike`` when every text
     gives the same); its status across the texts and across each text's readings (robust,
@@ -121,7 +143,10 @@ def claim_status(
     for r in score.iter_rows(named=True):
         for group, members in groups.items():
             t = by_key[(r["claim_id"], group)]
-            per_reading = {e: reading_status(readings, e, r["claim_id"]) for e in members.values()}
+            per_reading = {
+                e: reading_status(readings, e, r["claim_id"], (masked or {}).get(e, "non_selected"))
+                for e in members.values()
+            }
             reading = worst(status for status, _, _ in per_reading.values())
 
             def named(column: int, per_reading=per_reading, members=members) -> str:
@@ -165,7 +190,7 @@ def what_we_can_say(
     # the statistic the verdict reads with its interval, compact; the measure in words where the
     # scorecard has no interval column (the full measures are the page's last section)
     measured = {
-        (r["claim_id"], m): r.get(f"{m} interval") or r[f"{m} measured"] or ""
+        (r["claim_id"], m): evidence(r.get(f"{m} interval") or "", r[f"{m} measured"] or "")
         for r in score.iter_rows(named=True)
         for m in groups_entries(groups)
     }
@@ -175,12 +200,23 @@ def what_we_can_say(
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
             maxima.append(f"{claim} ({', '.join(g['model'])})")
             continue
-        parts = []
+        parts, shown = [], {}
         for r in g.iter_rows(named=True):
             values = "; ".join(
                 f"{text}: {measured[(claim_id, e)]}" for text, e in groups[r["model"]].items()
             )
-            parts.append(f"{r['model']} **{r['verdict']}** ({values})")
+            if (r["verdict"], values) in shown:
+                # another entry of the same measurement (Lemma 1 reads the analysed rows under
+                # either protocol): named with the first, not counted twice
+                shown[(r["verdict"], values)].append(r["model"])
+                continue
+            shown[(r["verdict"], values)] = [r["model"]]
+            parts.append((r["verdict"], values))
+        parts = [
+            f"{' and '.join(shown[(v, values)])}{' (the same rows)' if len(shown[(v, values)]) > 1 else ''} "
+            f"**{v}** ({values})"
+            for v, values in parts
+        ]
         lines.append(f"- **{claim}**: " + "; ".join(parts) + ".")
     if not lines:
         lines.append("- Nothing: no claim is decided the same way on every text and reading.")
@@ -192,12 +228,28 @@ def what_we_can_say(
     return "\n".join(lines)
 
 
+def evidence(interval: str, measured: str) -> str:
+    """What a robust result's bullet prints for one entry: a bound check's count of units with
+    a violation and its Clopper-Pearson interval (a universal statement: the count, not a
+    rate); a censored critical N as the lower bound it is, with its censored lengths; else the
+    number the verdict reads with its interval."""
+    count = re.match(r"(\d+) of (\d+) (\w+) violate \(share [^,]+, ([^\]]+\])", measured)
+    if count:
+        bad, units, unit, interval_text = count.groups()
+        return f"{bad}/{units} {unit} violate, {interval_text}"
+    censored = re.search(r"(\d+/\d+) lengths censored", measured)
+    if censored and interval:
+        return f">= {interval} ({censored.group(1)} lengths censored: no N up to L - 1 passed)"
+    return interval or measured
+
+
 def fragile_list(status: pl.DataFrame) -> str:
     """One bullet per (claim, model) whose verdict moves with the text or the reading (decided
     one way on one, the other way on another), naming what moves it."""
     lines = []
     for r in status.filter(
-        (pl.col("texts") == FRAGILE) | (pl.col("readings") == FRAGILE)
+        ((pl.col("texts") == FRAGILE) | (pl.col("readings") == FRAGILE))
+        & (pl.col("verdict") != NOT_APPLICABLE)
     ).iter_rows(named=True):
         why = []
         if r["texts"] == FRAGILE:
@@ -205,6 +257,28 @@ def fragile_list(status: pl.DataFrame) -> str:
         if r["readings"] == FRAGILE:
             why.append(f"the reading ({r['readings_flipped_by']})")
         lines.append(f"- {r['claim']} on {r['model']}: flipped by " + " and by ".join(why) + ".")
+    return "\n".join(lines) or "- None."
+
+
+def masked_flips(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> str:
+    """One bullet per (claim, model, text) that the two readings of a causal row's masked keys
+    decide differently (Table 1's <claim> and <claim>:<other reading>, two claims on this page):
+    the open choice of how masked keys count flips it."""
+    ids = set(score["claim_id"].to_list())
+    rows = {r["claim_id"]: r for r in score.iter_rows(named=True)}
+    lines = []
+    for claim_id in score["claim_id"].to_list():
+        base, _, suffix = claim_id.rpartition(":")
+        if not base or suffix not in MASKED_READINGS or base not in ids:
+            continue
+        for group, texts in groups.items():
+            for text, e in texts.items():
+                pair = (rows[base][e], rows[claim_id][e])
+                if set(pair) == set(DECIDED):
+                    lines.append(
+                        f"- {rows[base]['claim']} on {group} ({text}): {pair[0]}; read with "
+                        f"the masked keys the other way ({rows[claim_id]['claim']}): {pair[1]}."
+                    )
     return "\n".join(lines) or "- None."
 
 
@@ -216,6 +290,7 @@ def unresolved_list(status: pl.DataFrame) -> str:
         ((pl.col("texts") == UNRESOLVED) | (pl.col("readings") == UNRESOLVED))
         & (pl.col("texts") != FRAGILE)
         & (pl.col("readings") != FRAGILE)
+        & (pl.col("verdict") != NOT_APPLICABLE)
     ).iter_rows(named=True):
         where = []
         if r["texts"] == UNRESOLVED:
@@ -263,6 +338,8 @@ def group_cell(status: dict) -> str:
     where it is fragile, unresolved or untested (one parenthesis per status: "(untested: text,
     reading)")."""
     cell = (status["verdict"] or "-") if status["alike"] else status["verdicts"]
+    if status["alike"] and status["verdict"] == NOT_APPLICABLE:
+        return cell  # the claim does not exist for the model: nothing to be robust about
     if status["robust"]:
         return cell + " (robust)"
     marks: dict[str, list[str]] = {}
@@ -309,7 +386,8 @@ def findings_page(
     one (tables/<entry>/robustness.csv)."""
     models = list(runs)
     groups = text_groups(configs)
-    status = claim_status(score, groups, readings or {})
+    masked = {m: configs[m]["analysis"]["all_rows"]["masked"] for m in models}
+    status = claim_status(score, groups, readings or {}, masked)
     cells = {(r["claim_id"], r["model"]): r for r in status.iter_rows(named=True)}
     tested, apart = [], []
     for r in score.iter_rows(named=True):
@@ -338,6 +416,7 @@ def findings_page(
         "models_table": models_table(runs, configs, text_of),
         "what_we_can_say": what_we_can_say(status, score, groups),
         "fragile": fragile_list(status),
+        "masked_flips": masked_flips(score, groups),
         "unresolved": unresolved_list(status),
         "summary_table": markdown_table(header, tested),
         "apart_table": markdown_table(header, apart),

@@ -22,9 +22,11 @@ def interval_cell(row: dict) -> str:
     value = row.get("value")
     if value is None:
         return ""
+    # a rule that reads several numbers names the one its verdict rests on
+    name = f"{row['reads']} " if row.get("reads") else ""
     if row.get("low") is None and row.get("high") is None:
-        return f(value)
-    return f"{f(value)} [{f(row.get('low'))}, {f(row.get('high'))}]"
+        return name + f(value)
+    return f"{name}{f(value)} [{f(row.get('low'))}, {f(row.get('high'))}]"
 
 
 def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -49,12 +51,22 @@ def scorecard(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     for claim_id in ids:
         row = {"claim_id": claim_id, "claim": text[claim_id]}
         for m in tables:
-            verdict, interval, measured = cells[m].get(claim_id, (NOT_SCORED, "", ""))
+            verdict, interval, measured = cells[m].get(claim_id, missing(claim_id, cells[m]))
             row[m] = verdict
             row[f"{m} interval"] = interval
             row[f"{m} measured"] = measured
         rows.append(row)
     return pl.DataFrame(rows)
+
+
+def missing(claim_id: str, cells: dict[str, tuple]) -> tuple[str, str, str]:
+    """The cell of a claim a model's Table 1 lacks: "not applicable" for the other reading of
+    a causal row's masked keys (<claim>:prefix, <claim>:non_selected) where the model scores the
+    claim once (an encoder, or the last-row protocol: no masked keys), else "not scored"."""
+    base, _, suffix = claim_id.rpartition(":")
+    if base in cells and suffix in ("prefix", "non_selected"):
+        return "not applicable", "", "one reading only: no masked keys in the rows analysed"
+    return NOT_SCORED, "", ""
 
 
 # the outcomes of a tested row: a rule read against data that could have failed it

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from attnlimits.bootstrap import Band, Interval, clopper_pearson, joint_verdict, percentile_interval
+from attnlimits.bootstrap import (
+    Band,
+    Interval,
+    clopper_pearson,
+    deciding_part,
+    joint_verdict,
+    percentile_interval,
+)
 from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import (
     CensoredSlope,
@@ -159,9 +166,11 @@ class Scorecard:
         low: float | None = None,
         high: float | None = None,
         resamples: int | None = None,
+        reads: str | None = None,
     ) -> None:
         """One row; ``value``, ``low``, ``high``: the number the verdict reads and its interval
-        (null where there is none), ``resamples`` the bootstrap's (null for an exact interval)."""
+        (null where there is none), ``resamples`` the bootstrap's (null for an exact interval);
+        ``reads``: that number's name where the rule reads several (null: the rule's one)."""
         self.rows.append(
             {
                 "claim_id": claim_id,
@@ -175,11 +184,15 @@ class Scorecard:
                 "high": high,
                 "level": None if low is None else self.level,
                 "resamples": resamples,
+                "reads": reads,
             }
         )
 
-    def add_measured(self, claim_id, claim, paper, measured, rule, verdict, interval) -> None:
-        """:meth:`add` with ``interval`` (the statistic the verdict reads) in the value columns."""
+    def add_measured(
+        self, claim_id, claim, paper, measured, rule, verdict, interval, reads=None
+    ) -> None:
+        """:meth:`add` with ``interval`` (the statistic the verdict reads, named ``reads`` where
+        the rule reads several) in the value columns."""
         self.add(
             claim_id,
             claim,
@@ -191,6 +204,7 @@ class Scorecard:
             low=interval.low if interval.resamples else None,
             high=interval.high if interval.resamples else None,
             resamples=interval.resamples or None,
+            reads=reads,
         )
 
 
@@ -259,21 +273,20 @@ def distance_claims(
                 if reading == "non_selected"
                 else "; d~ ~ (L - N) ||s||, so this tests that ||s|| holds up in L"
             )
+            parts = (r2, slope, exponent)
+            bands = (Band(low=c["min_r2"]), POSITIVE, Band(c["min_exponent"], c["max_exponent"]))
+            # the row's number: the part the verdict rests on (an R^2 of 0.999 does not say
+            # why a fit with a log-log slope straddling 0.8 is undecided)
+            k = deciding_part(parts, bands)
             card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
                 paper,
                 measured + note,
                 rule,
-                joint_verdict(
-                    (r2, slope, exponent),
-                    (
-                        Band(low=c["min_r2"]),
-                        POSITIVE,
-                        Band(c["min_exponent"], c["max_exponent"]),
-                    ),
-                ),
-                r2,
+                joint_verdict(parts, bands),
+                parts[k],
+                reads=("R^2", "slope", "log-log slope")[k],
             )
     else:
         card.cannot_score(
@@ -543,7 +556,9 @@ def separability_claims(
                 f"{c['from_n']}{zero_text}",
                 rule,
                 joint_verdict((lo, hi), (band, band)),
-                lo,
+                (lo, hi)[deciding_part((lo, hi), (band, band))],
+                reads=("smallest", "largest")[deciding_part((lo, hi), (band, band))]
+                + f" median N_s/N over N >= {c['from_n']}",
             )
     else:
         card.cannot_score(
@@ -792,6 +807,13 @@ def bound_claims(card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = 
             measured += f"; holds by proof, a check of the code: {proved}"
         elif high < most:
             outcome = "reproduced"
+            if units < 2 * fewest:
+                # 0 of 72 puts the upper end at 0.0499: one unit fewer and the count could not
+                # decide, so such a verdict rests on the sample count as much as on the data
+                measured += (
+                    f"; at the edge of the sample count: 0 violations among {units} {unit}, "
+                    f"{fewest} being the fewest that can decide"
+                )
         else:
             # 0 of too few cannot bring the upper end below the threshold: the count alone, not
             # the data, would decide, so the check cannot decide
