@@ -304,6 +304,14 @@ def test_table1_bound_rows_by_hand():
     assert card.rows[0]["high"] == pytest.approx(0.55610, abs=1e-5)
     assert (card.rows[2]["low"], card.rows[2]["high"]) == (0.0, pytest.approx(1 - 0.025**0.25))
     assert card.rows[1]["value"] is None and card.rows[0]["resamples"] is None
+    # D reproduced at 72 units, the fewest that can decide: said
+    assert "at the edge of the sample count" in card.rows[3]["measured"]
+    # rows drawn (analysis.all_rows.rows): a violation among them still refutes; none among
+    # them cannot show the bound holds on every row
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations, sampled=True)
+    assert card.rows[3]["verdict"] == "not testable"
+    assert card.rows[0]["verdict"] == "not reproduced"
 
 
 def _replicates(values: list[list[float]], column: str, by: str, keys: list) -> list[pl.DataFrame]:
@@ -1515,3 +1523,25 @@ def test_corollary3_over_every_row_gives_no_verdict_when_few_key_rows_decide_it(
     same = once.with_columns(pl.col("jacobian_paper_check").alias("jacobian_paper_wide_check"))
     assert few_key_rows_decide(same) == ""
     assert few_key_rows_decide(once.drop("jacobian_paper_wide_check")) == ""
+
+
+def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
+    """Sampled rows miss the near-tie rows that carry g at small T (docs/performance.md)."""
+    grad = pl.DataFrame(
+        {
+            "eps": [0.001] * 4,
+            "T": [0.001, 0.01, 0.1, 1.0],
+            "g_max_over_heads": [1000.0, 100.0, 10.0, 1.0],
+        }
+    )
+    claims = {
+        "gradient_inverse_t": {"claim": "c", "paper": "p", "rule": "r", "below_t": 0.1}
+        | {"low": -1.25, "high": -0.8},
+        "gradient_drop": {"claim": "d", "paper": "p", "rule": "r", "high_t": 1.0}
+        | {"low_point_t": 0.01, "min_decades": 1.5},
+    }
+    for sampled, want in ((False, "reproduced"), (True, "not testable")):
+        card = table1.Scorecard(claims)
+        table1.gradient_claims(card, grad, None, sampled)
+        assert [r["verdict"] for r in card.rows] == [want, want]
+        assert ("sampled rows" in card.rows[0]["measured"]) == sampled

@@ -346,6 +346,10 @@ def test_command_line_strings_take_the_schema_types():
     assert got["corpus"]["name"] == "2600"  # a string key stays a string
     assert got["corpus"]["strip_gutenberg"] is False and got["corpus"]["path"] is None
     assert got["seed"] == "abc"  # not an integer: left for the validator to name
+    # one of several alternatives (analysis.all_rows.rows: all | a count)
+    for given, want in (("256", 256), ("all", "all"), ("half", "half")):
+        rows = coerce_command_line_values({"analysis": {"all_rows": {"rows": given}}}, schema)
+        assert rows["analysis"]["all_rows"]["rows"] == want
 
 
 @pytest.mark.unit

@@ -120,10 +120,15 @@ def head_outcomes(pooled: dict, name: str) -> dict[str, NDArray | list]:
     it): the rows of each outcome ("<name>_violated_rows", ...), the applicable rows
     ("<name>_rows") and the head's outcome ("<name>_check"): violated when any row is, not
     testable when any row is, vacuous when every applicable row is, holds otherwise; None for a
-    head without an applicable row."""
+    head without an applicable row. With drawn rows, the counts are of the analysed rows."""
     applicable = np.asarray(pooled[f"{name}_violated_rows"], dtype=np.int64)
+    # with drawn rows (analysis.all_rows.rows) the pooled mean is weighted by the rows each
+    # stands for; the count of analysed rows of an outcome reads their plain mean
     counts = {
-        label: np.rint(np.nan_to_num(pooled[f"{name}_{label}"]) * applicable).astype(np.int64)
+        label: np.rint(
+            np.nan_to_num(pooled.get(f"{name}_{label}_analysed", pooled[f"{name}_{label}"]))
+            * applicable
+        ).astype(np.int64)
         for label in ("violated", "not_testable", "vacuous")
     }
     outcome = np.where(

@@ -585,7 +585,10 @@ def coerce_command_line_values(config: Any, schema: dict[str, Any], node=None) -
         items = node.get("items")
         return [coerce_command_line_values(v, schema, items) if items else v for v in config]
     if isinstance(config, str):
-        types = _types(node)
+        alternatives = [resolve_ref(schema, a) for a in node.get("oneOf", node.get("anyOf", []))]
+        if any(a.get("const") == config for a in alternatives):
+            return config  # a word the schema names (analysis.all_rows.rows: all)
+        types = _types(node).union(*(_types(a) for a in alternatives))
         if "null" in types and config in ("null", "Null", "NULL", "~"):
             return None
         if types and "string" not in types:

@@ -60,11 +60,13 @@ def protocol_text(run: dict, analysed_rows: bool = False) -> str:
                 f"one value per (layer, head): {run['heads_per_L']} per L{masked}"
             )
         return (
-            f"paper's protocol (Appendix B) on sampled rows: {drawn} query rows of {sequences} "
-            f"drawn at random per head where L > {drawn} (analysis.all_rows.rows), their mean one "
-            f"estimate per (layer, head), its row-sampling standard error in the tables' _se "
-            f"columns and inside the bootstrap intervals over heads: {run['heads_per_L']} per L"
-            f"{masked}"
+            f"paper's protocol (Appendix B) on sampled rows: where L > {drawn}, {drawn} query rows "
+            f"of {sequences} per head (the first {int(drawn) // 2} and the last kept, the rest "
+            f"drawn at random between; analysis.all_rows.rows), their weighted mean one estimate "
+            f"per (layer, head), its row-sampling standard error in the tables' _se columns and "
+            f"inside the bootstrap intervals of means and medians over heads (not of maxima, nor "
+            f"of the critical N, which leans low); checks count the analysed rows; every row "
+            f"where L <= {drawn}: {run['heads_per_L']} per L{masked}"
         )
     return f"last-row protocol: the analysed row of each (layer, chunk, head), {run['samples_per_L']} samples per L"
 

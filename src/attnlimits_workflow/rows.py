@@ -67,7 +67,7 @@ def row_means(
     its own (attnlimits.protocol.drawn_rows); None, or at least L: every row. Drawn, each
     statistic's standard error of its sample mean over rows comes as "<name>__se" (the
     population of a sample's rows is L, so the error of a statistic undefined on some rows is
-    approximate)."""
+    approximate); 0 where every row is analysed although a count is set (L <= ``row_count``)."""
     xp = namespace(device)
     meta = pack.metadata
     causal = bool(meta["causal"])
@@ -153,6 +153,10 @@ def row_means(
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(counts[name] > 0, sums[name] / np.maximum(counts[name], 1), np.nan)
         out[f"{name}__rows"] = counts[name]
+        if row_count is not None:
+            # rows drawn at longer L: here every row was analysed, the mean is exact, and the
+            # tables of every L carry the same columns
+            out[f"{name}__se"] = np.zeros(len(chosen))
     return out
 
 
@@ -170,7 +174,10 @@ def _stratified_means(
     rows' (sum, count). "<name>__weight": the rows the estimate stands for, which pool_chunks
     weighs chunks by; "<name>__se": its standard error, the drawn rows' share of the weight
     times their mean's error (kept rows add none); NaN with fewer than 2 drawn rows defined,
-    whose spread is then unknown."""
+    whose spread is then unknown. "<name>__plain": the plain mean over the analysed rows, which
+    a per-row indicator (a check's outcome) times the analysed rows counts them by;
+    "<name>__weighted_sq": sum_i w_i^2 x_i / (sum_i w_i)^2, the variance of the weighted mean
+    where x_i is each row's own variance (a Monte-Carlo E's)."""
     total, count, spread = drawn
     kept_total, kept_count = kept
     weight = stands_for * count + kept_count
@@ -178,11 +185,15 @@ def _stratified_means(
         mean = (stands_for * total + kept_total) / weight
         rest = sampled_mean_stderr(spread / (count - 1), count, stands_for * count)
         share = stands_for * count / weight
+        plain = (total + kept_total) / (count + kept_count)
+        weighted_sq = (stands_for**2 * total + kept_total) / weight**2
     return {
         name: np.where(weight > 0, mean, np.nan),
         f"{name}__rows": count + kept_count,
         f"{name}__weight": weight,
         f"{name}__se": np.where(count >= 2, share * rest, np.nan),
+        f"{name}__plain": np.where(weight > 0, plain, np.nan),
+        f"{name}__weighted_sq": np.where(weight > 0, weighted_sq, np.nan),
     }
 
 
@@ -213,7 +224,7 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
     index = np.array([group[(a, b)] for a, b in zip(layer, head, strict=True)])
     out["chunks"] = np.bincount(index, minlength=len(keys)).astype(np.int32)
     for name, values in means.items():
-        if name.endswith(("__rows", "__se", "__weight")) or name == "__samples":
+        if name.endswith(_PER_SAMPLE_PARTS) or name == "__samples":
             continue
         rows = means[f"{name}__rows"]
         # drawn rows (analysis.all_rows.rows): each chunk weighs the rows its estimate stands for
@@ -224,6 +235,18 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(weight > 0, total / np.maximum(weight, 1), np.nan)
         out[f"{name}_rows"] = np.bincount(index, weights=rows, minlength=len(keys)).astype(np.int64)
+        if f"{name}__plain" in means:
+            # the analysed rows' own mean, pooled by their counts: indicators count rows by it
+            plain = means[f"{name}__plain"]
+            plain_total = np.bincount(index[ok], weights=(plain * rows)[ok], minlength=len(keys))
+            analysed = np.bincount(index[ok], weights=rows[ok], minlength=len(keys))
+            share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
+            squares = np.where(ok, share**2 * means[f"{name}__weighted_sq"], 0.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f"{name}_analysed"] = np.where(analysed > 0, plain_total / analysed, np.nan)
+                out[f"{name}_weighted_sq"] = np.where(
+                    weight > 0, np.bincount(index, weights=squares, minlength=len(keys)), np.nan
+                )
         if f"{name}__se" in means:
             # each chunk's rows drawn apart: Var(sum_c r_c m_c / R) = sum_c (r_c / R)^2 se_c^2
             share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
@@ -238,6 +261,8 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
 
 
 CRITICAL_KINDS = ("closed_form", "monte_carlo")
+# row_means' per-sample companions of a statistic, which pool_chunks combines with it
+_PER_SAMPLE_PARTS = ("__rows", "__se", "__weight", "__plain", "__weighted_sq")
 
 
 def monte_carlo_rows(length: int, mc_rows: int, row_count: int | None) -> NDArray[np.intp] | None:

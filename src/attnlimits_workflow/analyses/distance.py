@@ -141,8 +141,11 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
     )
     pooled = pool_chunks(pack, means)
     rows = pooled.pop("mc_expectation_rows")
-    # the head's E is the mean over its drawn rows: Var = mean(row Var of mean) / rows
-    stderr = np.sqrt(pooled.pop("mc_var_of_mean") / np.maximum(rows, 1))
+    # the head's E is the mean over its drawn rows: Var = mean(row Var of mean) / rows; with
+    # rows drawn (analysis.all_rows.rows) a weighted mean, Var = sum w^2 v / (sum w)^2
+    variance = pooled.pop("mc_var_of_mean")
+    weighted = pooled.pop("mc_var_of_mean_weighted_sq", None)
+    stderr = np.sqrt(variance / np.maximum(rows, 1) if weighted is None else weighted)
     upper_check = head_outcomes(pooled, "upper_bound")
     table = pl.DataFrame(
         {

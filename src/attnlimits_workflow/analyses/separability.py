@@ -159,7 +159,8 @@ def all_rows(
     rows = pooled["ratio_rows"]
 
     def row_count(name: str) -> NDArray[np.int64]:
-        return np.rint(pooled[name] * rows).astype(np.int64)
+        # of the analysed rows: their plain mean where rows were drawn (analysis.all_rows.rows)
+        return np.rint(pooled.get(f"{name}_analysed", pooled[name]) * rows).astype(np.int64)
 
     table = pl.DataFrame(
         {
