@@ -1545,3 +1545,45 @@ def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
         table1.gradient_claims(card, grad, None, sampled)
         assert [r["verdict"] for r in card.rows] == [want, want]
         assert ("sampled rows" in card.rows[0]["measured"]) == sampled
+
+
+def test_what_changes_between_two_context_lengths():
+    from attnlimits_workflow.assemble import long_context as lc
+
+    assert lc.change("reproduced", "reproduced") == "same"
+    assert lc.change("reproduced", "not reproduced") == "flips"
+    assert lc.change("undecided", "not reproduced") == "settled"
+    assert lc.change("reproduced", "undecided") == "unsettled"
+    assert lc.change("reproduced", "not testable") == "not comparable"
+    assert lc.change(None, "reproduced") == "not comparable"
+
+    def table(rows):
+        return pl.DataFrame(
+            [
+                {"claim_id": c, "claim": c.upper(), "verdict": v, "value": x, "low": lo}
+                | {"high": hi, "measured": f"{c} detail", "reads": None}
+                for c, v, x, lo, hi in rows
+            ]
+        )
+
+    short = table(
+        [("a", "reproduced", 1.0, 0.9, 1.1), ("b", "undecided", 0.5, 0.1, 0.9)]
+        + [("g", "reproduced", 2.0, 1.5, 2.5)]
+    )
+    long = table(
+        [("a", "not reproduced", 3.0, 2.5, 3.5), ("b", "reproduced", 0.5, 0.4, 0.6)]
+        + [("g", "not testable", 2.0, None, None)]
+    )
+    compared = lc.compare_lengths(short, long)
+    assert compared["change"].to_list() == ["flips", "settled", "not comparable"]
+    assert compared["short_value"][0] == "1 [0.9, 1.1]"
+    run = {"model": "m", "chunk_length": 1024, "protocol": "last_row", "samples_per_L": 9}
+    text = lc.page(
+        compared, run, run | {"chunk_length": 8192}, {"a": "a detail"}, ["f/fig2.png"], "cmd"
+    )
+    assert (
+        "- **A**: reproduced up to 1024 tokens, not reproduced up to 8192 tokens (a detail)."
+        in text
+    )
+    assert "- G: reproduced up to 1024 tokens; not testable up to 8192 tokens" in text
+    assert "![f/fig2.png](f/fig2.png)" in text and "```bash\ncmd\n```" in text

@@ -1,0 +1,203 @@
+"""docs/findings-8192.md: what changes in the paper's claims when one model's context grows, from
+the Table 1 of two runs of it (e.g. SmolLM2 under the paper's protocol up to 1024 tokens in the
+findings run, and up to its full 8192 positions in config/smollm2-all-rows.yaml).
+
+The two runs come from two configurations, so the page is written by this module's command, not
+by a rule of either run:
+
+    python -m attnlimits_workflow.assemble.long_context \\
+        --short tables/smollm2-135m --long tables/smollm2-135m-all-rows \\
+        --short-run results/smollm2-135m/summary/run.json \\
+        --long-run results/smollm2-135m-all-rows/summary/run.json \\
+        --figures figures/smollm2-135m-all-rows --out docs/findings-8192.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from ..plotting import protocol_text
+from ..robustness import DECIDED
+from ..tables import markdown_table
+from .scorecard import interval_cell
+
+FIGURES = ("fig2", "fig3", "fig4")
+
+
+def change(short: str | None, long: str | None) -> str:
+    """How a claim's verdict moves from the short run to the long one: "same", "flips" (decided
+    both ways), "settled" (undecided, then decided), "unsettled" (decided, then undecided), or
+    "not comparable" (either side no verdict, vacuous, not testable, absent)."""
+    if short in DECIDED and long in DECIDED:
+        return "same" if short == long else "flips"
+    if short == "undecided" and long in DECIDED:
+        return "settled"
+    if short in DECIDED and long == "undecided":
+        return "unsettled"
+    if short == long == "undecided":
+        return "same"
+    return "not comparable"
+
+
+def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
+    """One row per claim of either Table 1 (in the long one's order, then the short one's rest):
+    claim_id, claim, each run's verdict and its number with the interval (scorecard.interval_cell),
+    and ``change`` (:func:`change`)."""
+
+    def cells(table: pl.DataFrame) -> dict[str, dict]:
+        return {r["claim_id"]: r for r in table.iter_rows(named=True)}
+
+    a, b = cells(short), cells(long)
+    ids = [*b, *(i for i in a if i not in b)]
+    rows = []
+    for claim_id in ids:
+        s, lg = a.get(claim_id), b.get(claim_id)
+        rows.append(
+            {
+                "claim_id": claim_id,
+                "claim": (lg or s)["claim"],
+                "short": s["verdict"] if s else None,
+                "short_value": interval_cell(s) if s else "",
+                "long": lg["verdict"] if lg else None,
+                "long_value": interval_cell(lg) if lg else "",
+                "change": change(s and s["verdict"], lg and lg["verdict"]),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def lengths(run: dict) -> str:
+    return f"{run['chunk_length']} tokens" if "chunk_length" in run else "?"
+
+
+def page(
+    compared: pl.DataFrame,
+    short_run: dict,
+    long_run: dict,
+    measured: dict[str, str],
+    figures: list[str],
+    command: str,
+) -> str:
+    """The markdown page: the two runs, the verdicts side by side, what changes, the long run's
+    figures. ``measured``: the long Table 1's measured text per claim id (its detail)."""
+
+    def describe(run: dict, name: str) -> str:
+        return f"- **{name}** ({run['model']}, up to {lengths(run)}): {protocol_text(run)}."
+
+    table = markdown_table(
+        ["claim", f"up to {lengths(short_run)}", f"up to {lengths(long_run)}", "change"],
+        [
+            [
+                r["claim"],
+                f"{r['short'] or '-'} ({r['short_value']})"
+                if r["short_value"]
+                else r["short"] or "-",
+                f"{r['long'] or '-'} ({r['long_value']})" if r["long_value"] else r["long"] or "-",
+                r["change"],
+            ]
+            for r in compared.iter_rows(named=True)
+        ],
+    )
+    moved = compared.filter(pl.col("change").is_in(["flips", "settled", "unsettled"]))
+    moves = (
+        "\n".join(
+            f"- **{r['claim']}**: {r['short']} up to {lengths(short_run)}, {r['long']} up to "
+            f"{lengths(long_run)} ({measured.get(r['claim_id'], '')})."
+            for r in moved.iter_rows(named=True)
+        )
+        or "- No decided verdict changes."
+    )
+    untestable = compared.filter(
+        (pl.col("change") == "not comparable") & pl.col("short").is_in(list(DECIDED))
+    )
+    lost = (
+        "\n".join(
+            f"- {r['claim']}: {r['short']} up to {lengths(short_run)}; {r['long'] or 'absent'} up to "
+            f"{lengths(long_run)} ({measured.get(r['claim_id'], '')})."
+            for r in untestable.iter_rows(named=True)
+        )
+        or "- None."
+    )
+    pictures = "\n\n".join(f"![{f}]({f})" for f in figures)
+    return f"""# What changes at the full context: {long_run["model"]}
+
+This page is generated from two runs' Table 1 (docs/findings.md explains the verdicts, the
+intervals and the rules; each run's Table 1 is under tables/). Rebuild it with:
+
+```bash
+{command}
+```
+
+{describe(short_run, "short")}
+{describe(long_run, "long")}
+
+The short run is the findings run's entry (every query row, exact); the long one reaches the
+model's full positions. Where the long run draws rows (analysis.all_rows.rows), its numbers are
+estimates with the standard errors and limits of docs/protocols.md ("Sampled rows"): the
+gradient claims that read T <= 0.01 and the bound checks with no violation among the drawn rows
+are "not testable" there, and the critical N leans low. The two runs also fit their slopes over
+different L grids and read the plateau, the saturation and the gradient at their own longest L:
+a verdict that moves says what the longer context shows, not that either run is wrong.
+
+## Verdicts side by side
+
+{table}
+
+## What changes between the two
+
+{moves}
+
+## Decided on the short run, not on the long one
+
+{lost}
+
+## The long run's figures
+
+{pictures}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", required=True, help="the short run's tables/<model> folder")
+    parser.add_argument("--long", required=True, help="the long run's tables/<model> folder")
+    parser.add_argument("--short-run", required=True, help="its results/<model>/summary/run.json")
+    parser.add_argument("--long-run", required=True, help="its results/<model>/summary/run.json")
+    parser.add_argument("--figures", required=True, help="the long run's figures/<model> folder")
+    parser.add_argument("--out", required=True, help="the page, e.g. docs/findings-8192.md")
+    args = parser.parse_args(argv)
+    short = pl.read_csv(Path(args.short) / "table1.csv", infer_schema_length=None)
+    long = pl.read_csv(Path(args.long) / "table1.csv", infer_schema_length=None)
+    out = Path(args.out)
+    folder = out.with_suffix("")
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in FIGURES:
+        source = Path(args.figures) / f"{name}.png"
+        if source.exists():
+            shutil.copyfile(source, folder / source.name)
+            copied.append(f"{folder.name}/{source.name}")
+    command = (
+        "python -m attnlimits_workflow.assemble.long_context "
+        f"--short {args.short} --long {args.long} --short-run {args.short_run} "
+        f"--long-run {args.long_run} --figures {args.figures} --out {args.out}"
+    )
+    text = page(
+        compare_lengths(short, long),
+        json.loads(Path(args.short_run).read_text()),
+        json.loads(Path(args.long_run).read_text()),
+        dict(zip(long["claim_id"], long["measured"], strict=True)),
+        copied,
+        command,
+    )
+    out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
