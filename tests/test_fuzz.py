@@ -126,6 +126,11 @@ FOUND = [
     ("empty-unknown-key", {"": 1}, "'': unknown key"),
     ("configfile-not-a-string", {"models": {"a": {"configfile": 3}}}, "models.a.configfile: 3"),
     ("periodic-name", {"models": {"ab" * 20: None}}, "ends in 'ab' repeated 20 times"),
+    (
+        "blank-override",
+        {"model": {"config_overrides": {" ": 0}}},
+        "model.config_overrides.' ': not a setting",
+    ),
 ]
 
 

@@ -1097,7 +1097,8 @@ def model_errors(
         known = model_config_keys(base or model_config(config, with_overrides=False) or mcfg)
         for key in sorted(set(model["config_overrides"]) - known):
             errs.append(
-                f"model.config_overrides.{key}: not a setting of {mcfg.get('model_type')} configs"
+                f"{_key(('model', 'config_overrides', key))}: not a setting of "
+                f"{mcfg.get('model_type')} configs"
             )
     kind = mcfg.get("model_type")
     try:
