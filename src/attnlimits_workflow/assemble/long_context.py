@@ -57,10 +57,13 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
     rows = []
     for claim_id in ids:
         s, lg = a.get(claim_id), b.get(claim_id)
+        # the claim's words name each run's own grid (d~ plateaus ... at L = 1024 / 8192)
+        texts = list(dict.fromkeys(r["claim"] for r in (s, lg) if r))
         rows.append(
             {
                 "claim_id": claim_id,
-                "claim": (lg or s)["claim"],
+                "claim": " / ".join(texts),
+                "moved": disjoint(s, lg),
                 "short": s["verdict"] if s else None,
                 "short_value": interval_cell(s) if s else "",
                 "long": lg["verdict"] if lg else None,
@@ -69,6 +72,16 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows)
+
+
+def disjoint(short: dict | None, long: dict | None) -> bool:
+    """Whether the two runs' intervals of the number a claim reads do not overlap: the value
+    moved with the context, whatever the verdicts say."""
+    ends = [(r.get("low"), r.get("high")) for r in (short, long) if r]
+    if len(ends) < 2 or any(lo is None or hi is None for lo, hi in ends):
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = ends
+    return a_hi < b_lo or b_hi < a_lo
 
 
 def lengths(run: dict) -> str:
@@ -112,6 +125,14 @@ def page(
         )
         or "- No decided verdict changes."
     )
+    shifted = (
+        "\n".join(
+            f"- {r['claim']}: {r['short_value']} up to {lengths(short_run)}, {r['long_value']} "
+            f"up to {lengths(long_run)} ({r['short']}, then {r['long']})."
+            for r in compared.filter(pl.col("moved")).iter_rows(named=True)
+        )
+        or "- None."
+    )
     untestable = compared.filter(
         (pl.col("change") == "not comparable") & pl.col("short").is_in(list(DECIDED))
     )
@@ -151,6 +172,10 @@ a verdict that moves says what the longer context shows, not that either run is 
 ## What changes between the two
 
 {moves}
+
+## Numbers that moved (the two intervals do not overlap)
+
+{shifted}
 
 ## Decided on the short run, not on the long one
 
