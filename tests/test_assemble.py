@@ -1587,3 +1587,15 @@ def test_what_changes_between_two_context_lengths():
     )
     assert "- G: reproduced up to 1024 tokens; not testable up to 8192 tokens" in text
     assert "![f/fig2.png](f/fig2.png)" in text and "```bash\ncmd\n```" in text
+    # a's intervals [0.9, 1.1] and [2.5, 3.5] do not overlap; b's [0.1, 0.9] and [0.4, 0.6]
+    # do; g's second is not testable, no measurement to move
+    assert compared["moved"].to_list() == [True, False, False]
+    assert "- A: 1 [0.9, 1.1] up to 1024 tokens, 3 [2.5, 3.5] up to 8192 tokens" in text
+    # identical numbers are data both runs share; a search's floor never moves
+    same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
+    assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: shared data")
+    floor = table([("f", "not reproduced", 0.01, 0.01, 0.0102)]).with_columns(
+        measured=pl.lit("slope 0.01; at 3/5 lengths the first N tried already passed")
+    )
+    before = table([("f", "not reproduced", 0.0124, 0.0105, 0.0235)])
+    assert not lc.compare_lengths(before, floor)["moved"][0]

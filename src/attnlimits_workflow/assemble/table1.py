@@ -278,7 +278,9 @@ def distance_claims(
             bands = (Band(low=c["min_r2"]), POSITIVE, Band(c["min_exponent"], c["max_exponent"]))
             # the row's number: the part the verdict rests on (an R^2 of 0.999 does not say
             # why a fit with a log-log slope straddling 0.8 is undecided)
-            k = deciding_part(parts, bands)
+            verdict_now = joint_verdict(parts, bands)
+            # all in their bands: the log-log slope, the part that tells L from sqrt(L)
+            k = 2 if verdict_now == "reproduced" else deciding_part(parts, bands)
             card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
