@@ -15,7 +15,7 @@ import pytest
 import test_torch_analyses as torch_analyses
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_torch_analyses import ALL_ROWS, ANALYSES, random_pack
+from test_torch_analyses import ALL_ROWS, ANALYSES, distance_settings, random_pack
 
 import attnlimits_workflow.rows as rows_module
 from attnlimits.protocol import attention_rows, drawn_rows, sampled_mean_stderr
@@ -273,17 +273,7 @@ def test_a_sampled_table_keeps_the_all_rows_columns_and_adds_the_errors(analysis
 
 
 def distance_table(pack, rows):
-    settings = distance.Settings(
-        mc_draws=8,
-        mc_strata=1,
-        mc_max_draws=8,
-        mc_target_rel_stderr=0.05,
-        seed=0,
-        protocol="all_rows",
-        all_rows=ALL_ROWS | {"rows": rows},
-        zero_weight="not_selected",
-    )
-    return distance.all_rows(pack, 3, settings)
+    return distance.all_rows(pack, 3, distance_settings(0, ALL_ROWS | {"rows": rows}))
 
 
 @pytest.mark.integration

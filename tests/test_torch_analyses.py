@@ -66,24 +66,23 @@ def assert_same_table(want: pl.DataFrame, got: pl.DataFrame) -> None:
             assert got[name].to_list() == want[name].to_list(), name
 
 
+def distance_settings(seed: int = 3, all_rows=None) -> distance.Settings:
+    """The all-rows distance settings of these tests (``all_rows``: ALL_ROWS as read at the
+    call, which tests may replace)."""
+    return distance.Settings(
+        mc_draws=8,
+        mc_strata=1,
+        mc_max_draws=8,
+        mc_target_rel_stderr=0.05,
+        seed=seed,
+        protocol="all_rows",
+        all_rows=ALL_ROWS if all_rows is None else all_rows,
+        zero_weight="not_selected",
+    )
+
+
 ANALYSES = {
-    "distance": lambda pack, device: distance.all_rows(
-        pack,
-        2,
-        on(
-            distance.Settings(
-                mc_draws=8,
-                mc_strata=1,
-                mc_max_draws=8,
-                mc_target_rel_stderr=0.05,
-                seed=3,
-                protocol="all_rows",
-                all_rows=ALL_ROWS,
-                zero_weight="not_selected",
-            ),
-            device,
-        ),
-    ),
+    "distance": lambda pack, device: distance.all_rows(pack, 2, on(distance_settings(), device)),
     "critical_n": lambda pack, device: critical_n.all_rows(
         pack,
         on(

@@ -126,11 +126,11 @@ def row_means(
                     kept_sum[name] = np.zeros(len(chosen))
                     kept_count[name] = np.zeros(len(chosen), dtype=np.int64)
                 if sampled:
-                    kept = (rows < kept_first) | (rows == length - 1)
-                    sure = values[kept][~np.isnan(values[kept])]
+                    is_kept = (rows < kept_first) | (rows == length - 1)
+                    sure = values[is_kept][~np.isnan(values[is_kept])]
                     kept_sum[name][i] += sure.sum()
                     kept_count[name][i] += sure.size
-                    values = values[~kept]
+                    values = values[~is_kept]
                 ok = ~np.isnan(values)
                 if sampled and ok.any():
                     spread[name][i] = _merged_spread(
@@ -235,28 +235,26 @@ def pool_chunks(pack, means: dict[str, NDArray]) -> dict[str, Any]:
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(weight > 0, total / np.maximum(weight, 1), np.nan)
         out[f"{name}_rows"] = np.bincount(index, weights=rows, minlength=len(keys)).astype(np.int64)
+        # each chunk's share of its head's pooled mean (drawn rows: the rows it stands for)
+        share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
+
+        def summed(terms: NDArray, ok=ok, weight=weight) -> NDArray:
+            """Per head, the sum of ``terms`` over its chunks where the statistic is defined."""
+            total = np.bincount(index, weights=np.where(ok, terms, 0.0), minlength=len(keys))
+            return np.where(weight > 0, total, np.nan)
+
         if f"{name}__plain" in means:
             # the analysed rows' own mean, pooled by their counts: indicators count rows by it
             plain = means[f"{name}__plain"]
             plain_total = np.bincount(index[ok], weights=(plain * rows)[ok], minlength=len(keys))
             analysed = np.bincount(index[ok], weights=rows[ok], minlength=len(keys))
-            share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
-            squares = np.where(ok, share**2 * means[f"{name}__weighted_sq"], 0.0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[f"{name}_analysed"] = np.where(analysed > 0, plain_total / analysed, np.nan)
-                out[f"{name}_weighted_sq"] = np.where(
-                    weight > 0, np.bincount(index, weights=squares, minlength=len(keys)), np.nan
-                )
+                out[f"{name}_weighted_sq"] = summed(share**2 * means[f"{name}__weighted_sq"])
         if f"{name}__se" in means:
             # each chunk's rows drawn apart: Var(sum_c r_c m_c / R) = sum_c (r_c / R)^2 se_c^2
-            share = np.where(ok, stands_for, 0) / np.maximum(weight[index], 1)
-            terms = np.where(ok, (share * means[f"{name}__se"]) ** 2, 0.0)
             with np.errstate(invalid="ignore"):
-                out[f"{name}_se"] = np.where(
-                    weight > 0,
-                    np.sqrt(np.bincount(index, weights=terms, minlength=len(keys))),
-                    np.nan,
-                )
+                out[f"{name}_se"] = np.sqrt(summed((share * means[f"{name}__se"]) ** 2))
     return out
 
 

@@ -136,33 +136,34 @@ def page(
             for r in compared.iter_rows(named=True)
         ],
     )
-    moved = compared.filter(pl.col("change").is_in(["flips", "settled", "unsettled"]))
-    moves = (
-        "\n".join(
-            f"- **{r['claim']}**: {r['short']} up to {lengths(short_run)}, {r['long']} up to "
-            f"{lengths(long_run)} ({measured.get(r['claim_id'], '')})."
-            for r in moved.iter_rows(named=True)
-        )
-        or "- No decided verdict changes."
+    short_l, long_l = lengths(short_run), lengths(long_run)
+
+    def bullets(rows: pl.DataFrame, line, empty: str = "- None.") -> str:
+        return "\n".join(line(r) for r in rows.iter_rows(named=True)) or empty
+
+    moves = bullets(
+        compared.filter(pl.col("change").is_in(["flips", "settled", "unsettled"])),
+        lambda r: (
+            f"- **{r['claim']}**: {r['short']} up to {short_l}, {r['long']} up to "
+            f"{long_l} ({measured.get(r['claim_id'], '')})."
+        ),
+        "- No decided verdict changes.",
     )
-    shifted = (
-        "\n".join(
-            f"- {r['claim']}: {r['short_value']} up to {lengths(short_run)}, {r['long_value']} "
-            f"up to {lengths(long_run)} ({r['short']}, then {r['long']})."
-            for r in compared.filter(pl.col("moved")).iter_rows(named=True)
-        )
-        or "- None."
+    shifted = bullets(
+        compared.filter(pl.col("moved")),
+        lambda r: (
+            f"- {r['claim']}: {r['short_value']} up to {short_l}, {r['long_value']} up to "
+            f"{long_l} ({r['short']}, then {r['long']})."
+        ),
     )
-    untestable = compared.filter(
-        (pl.col("change") == "not comparable") & pl.col("short").is_in(list(DECIDED))
-    )
-    lost = (
-        "\n".join(
-            f"- {r['claim']}: {r['short']} up to {lengths(short_run)}; {r['long'] or 'absent'} up to "
-            f"{lengths(long_run)} ({measured.get(r['claim_id'], '')})."
-            for r in untestable.iter_rows(named=True)
-        )
-        or "- None."
+    lost = bullets(
+        compared.filter(
+            (pl.col("change") == "not comparable") & pl.col("short").is_in(list(DECIDED))
+        ),
+        lambda r: (
+            f"- {r['claim']}: {r['short']} up to {short_l}; {r['long'] or 'absent'} up to "
+            f"{long_l} ({measured.get(r['claim_id'], '')})."
+        ),
     )
     pictures = "\n\n".join(f"![{f}]({f})" for f in figures)
     return f"""# What changes at the full context: {long_run["model"]}

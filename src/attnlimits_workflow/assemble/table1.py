@@ -287,7 +287,7 @@ def distance_claims(
                 paper,
                 measured + note,
                 rule,
-                joint_verdict(parts, bands),
+                verdict_now,
                 parts[k],
                 reads=("R^2", "slope", "log-log slope")[k],
             )
@@ -551,6 +551,7 @@ def separability_claims(
                 if not suffix
                 else ""
             )
+            k = deciding_part((lo, hi), (band, band))
             card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
@@ -559,9 +560,8 @@ def separability_claims(
                 f"{c['from_n']}{zero_text}",
                 rule,
                 joint_verdict((lo, hi), (band, band)),
-                (lo, hi)[deciding_part((lo, hi), (band, band))],
-                reads=("smallest", "largest")[deciding_part((lo, hi), (band, band))]
-                + f" median N_s/N over N >= {c['from_n']}",
+                (lo, hi)[k],
+                reads=("smallest", "largest")[k] + f" median N_s/N over N >= {c['from_n']}",
             )
     else:
         card.cannot_score(
