@@ -455,6 +455,139 @@ def row_critical_statistics(
     return out
 
 
+def row_critical_statistics_readings(
+    block: RowBlock,
+    ns: Sequence[int],
+    readings: Sequence[str],
+    *,
+    positions: NDArray[np.intp] | None = None,
+    random_ranks: dict[str, Sequence[NDArray[np.int32]]] | None = None,
+    random_rows: NDArray[np.intp] | None = None,
+) -> dict[str, dict[str, NDArray[np.float64]]]:
+    """:func:`row_critical_statistics` (closed form, and Monte Carlo where ``random_ranks``
+    gives a reading its draws) under several readings of a causal block's masked keys at once,
+    by the fused kernels of :mod:`attnlimits.fused`; numpy blocks only. ``block`` is the
+    block every key of which counts (reading "non_selected", or an encoder's "both");
+    "prefix" reads its rows, the query ``positions`` of a causal head of the block's width, as
+    contexts of their visible keys (:meth:`RowBlock.read_as`).
+
+    One sort per row ranks both readings (a visible key's rank is the same under both: the
+    masked keys, of weight 0, rank after every visible key of weight > 0 and after the visible
+    ones of weight 0, which come first by index), and one sweep per N gives d~ under both:
+    the prefix reading sums a row's unselected visible keys, "non_selected" adds its masked
+    keys. Random ranks are a reading's own (drawn over its counted keys), as are E's closed
+    form (its c = N / (length - 1)) and the lengths that leave rows out.
+
+    Plain reference: :func:`row_critical_statistics` on each reading's block."""
+    from . import fused
+
+    if not block.counted.all():
+        raise ValueError("the block must count every key (reading non_selected or both)")
+    alpha, x, x_sq = block.alpha, block.x, block.x_sq
+    rows, full = alpha.shape
+    length = int(full)
+    causal_rows = {}
+    visible = {}
+    selectable = {}
+    for reading in readings:
+        if reading == "prefix":
+            if positions is None:
+                raise ValueError("the prefix reading needs the block's query positions")
+            prefix = block.read_as("prefix", positions, length)
+            causal_rows[reading] = prefix
+            visible[reading] = prefix.length
+            selectable[reading] = prefix.selectable
+        else:
+            causal_rows[reading] = block
+            visible[reading] = np.full(rows, length, dtype=np.int64)
+            selectable[reading] = block.selectable
+    weighted = np.nonzero(alpha.any(axis=0))[0]
+    width = int(weighted[-1]) + 1 if len(weighted) else 1
+    x_head = np.ascontiguousarray(x[:width])
+    a = np.ascontiguousarray(alpha[:, :width])
+    a_sq_x = a**2 * x_sq[None, :width]
+    a_sq_x_floor = _CANCELLATION * np.amax(a_sq_x, axis=1)
+    top = block.top_ranks()
+
+    def sweep(s, ranks, n, at, selectable_at, visible_at):
+        """d~'s sums of the rows ``at`` (None: all) for the keys of rank < n that are
+        ``selectable_at`` (``s`` their context vectors): (visible keys, every key), the latter
+        with the keys past the block's width, each adding ||s||."""
+        pick = slice(None) if at is None else at
+        inside, beyond = fused.subset_norm_sums(
+            a[pick],
+            x_head,
+            a_sq_x[pick],
+            a_sq_x_floor[pick],
+            s,
+            (-2.0 * s) @ x_head.T,
+            ranks,
+            n,
+            selectable_at,
+            visible_at,
+        )
+        norm_s = np.sqrt(np.einsum("rd,rd->r", s, s))
+        keys = np.arange(width, full)[None, :]
+        unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
+        rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
+        every = inside + beyond + norm_s * unselected.sum(axis=1)
+        return inside + norm_s * rest_visible, every
+
+    lengths = {r: visible[r].astype(np.float64) for r in readings}
+    out = {r: {"distance": np.empty((len(ns), rows))} for r in readings}
+    xbar = alpha @ x
+    u_sq = block.norms_to(alpha, xbar)
+    u_sq *= u_sq
+    u_sq_floor = _CANCELLATION * np.amax(u_sq, axis=1)
+    twice_u_dot_x = 2.0 * (alpha * x_sq[None, :] - xbar @ x.T)
+    x_sq_max = float(np.amax(x_sq, initial=0.0))
+    random_ranks = random_ranks or {}
+    drawn = np.arange(rows) if random_rows is None else np.asarray(random_rows)
+    for reading in readings:
+        out[reading]["closed_form"] = np.empty((len(ns), rows))
+        if random_ranks.get(reading):
+            out[reading]["monte_carlo"] = np.full((len(ns), rows), np.nan)
+    # every N's context vectors in one visit of each row's keys (unselectable keys weigh 0)
+    grid = np.asarray(ns, dtype=np.int64)
+    top_s = fused.nested_context_vectors(a, x_head, top, grid)
+    random_s = {
+        reading: [fused.nested_context_vectors(a[drawn], x_head, rank, grid) for rank in draws]
+        for reading, draws in random_ranks.items()
+    }
+    for j, n in enumerate(ns):
+        # the top-n set is the same under every reading on the keys a row sees
+        on_visible, on_every = sweep(
+            top_s[j],
+            top,
+            n,
+            None,
+            block.selectable,
+            visible.get("prefix", visible[readings[0]]),
+        )
+        for reading in readings:
+            got = out[reading]
+            got["distance"][j] = on_visible if reading == "prefix" else on_every
+            c = n / np.maximum(lengths[reading] - 1.0, 1.0)
+            total = fused.closed_form_sums(
+                alpha, x, x_sq, xbar, u_sq, u_sq_floor, twice_u_dot_x, x_sq_max, c, visible[reading]
+            )
+            got["closed_form"][j] = (lengths[reading] - n) / lengths[reading] * total
+            if random_ranks.get(reading):
+                sel = selectable[reading][drawn]
+                vis = visible[reading][drawn]
+                got["monte_carlo"][j, drawn] = np.stack(
+                    [
+                        sweep(s_drawn[j], rank, n, drawn, sel, vis)[0 if reading == "prefix" else 1]
+                        for rank, s_drawn in zip(
+                            random_ranks[reading], random_s[reading], strict=True
+                        )
+                    ]
+                ).mean(axis=0)
+            for values in got.values():
+                values[j, visible[reading] <= n] = np.nan
+    return out
+
+
 def _norms(
     coef, point, x, coef_sq_x, coef_sq_x_floor=None, *, xp: Namespace = NUMPY
 ) -> NDArray[np.float64]:
