@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from attnlimits.arrays import DEFAULT_DEVICE, host, namespace, to_numpy
+from attnlimits.arrays import DEFAULT_DEVICE, NUMPY, host, namespace, to_numpy
 from attnlimits.critical import KSResult, first_passing_n_resampled, ks_test
 from attnlimits.protocol import (
     CriticalSearch,
@@ -26,6 +26,7 @@ from attnlimits.protocol import (
     first_rows_kept,
     fixed_fraction_ns,
     row_critical_statistics,
+    row_critical_statistics_readings,
     sampled_mean_stderr,
     sampled_rows,
     search_in_batches,
@@ -297,6 +298,7 @@ def critical_n_all_rows(
     draws: NDArray[np.integer] | None = None,
     device: str = DEFAULT_DEVICE,
     row_count: int | None = None,
+    fused: bool = True,
 ) -> dict[
     tuple[str, str],
     tuple[CriticalSearch, dict[float, tuple[int, KSResult]], list[tuple[int | None, int | None]]],
@@ -311,59 +313,57 @@ def critical_n_all_rows(
     first differs from the second mostly by the masked keys. A bidirectional encoder's rows have
     no masked key, so the readings coincide and are computed once (reading "both", under
     ``default_masked``). ``device``: where the rows are computed, ``row_count`` how many
-    (row_means, seeded by ``seed``)."""
+    (row_means, seeded by ``seed``). ``fused``: numpy blocks take the fused kernels (False: the
+    plain reference, each reading's own row_critical_statistics, as a torch block does; for
+    benchmarks/row_engine.py and the tests)."""
     length = pack.length
     mc_rows_at = monte_carlo_rows(length, mc_rows, row_count)
     at_fraction = fixed_fraction_ns(length, fractions)
-    readings = ("non_selected", "prefix") if pack.metadata["causal"] else ("both",)
+    causal = bool(pack.metadata["causal"])
+    readings = ("non_selected", "prefix") if causal else ("both",)
+    # One pass over the rows evaluates every N of the list and the fixed fractions, for both
+    # expectations and every reading: a pass costs the rows, one sort per row and the
+    # evaluations, so a search walking the list batch by batch, each reading apart, and
+    # bootstrap resamples passing later than the point estimate, would pay the rows and sorts
+    # again for each. The searches and resamples below read these means (the same values: a
+    # row's statistics at N do not depend on which other N share its pass).
+    ns = sorted(set(grid) | set(at_fraction.values()))
+    pooled = pool_chunks(
+        pack,
+        row_means(
+            pack,
+            _critical_rows(ns, readings, seed, length, mc_rows_at, mc_draws, fused),
+            # every key counts in the pass's blocks; the prefix reading is read from them
+            masked="non_selected" if causal else default_masked,
+            chunks=chunks,
+            zero_weight=zero_weight,
+            device=device,
+            row_count=row_count,
+            row_seed=seed,
+        ),
+    )
+    log("  evaluated N=%s under %s, one pass (%s)", ns, readings)
     out = {}
+    chosen = slice(None) if keep is None else keep
     for reading in readings:
-        masked = default_masked if reading == "both" else reading
-        # Per-head means by (statistic, N): the fixed fractions and the search share them (the
-        # Monte-Carlo subsets are drawn per (sample, block of rows), never per N or batch, so a
-        # value does not depend on which call computed it).
-        cache: dict[tuple[str, int], NDArray] = {}
 
-        def evaluate(ns: list[int], pending: list[str], masked=masked, cache=cache) -> dict:
-            todo = [n for n in ns if any((k, n) not in cache for k in ("distance", *pending))]
-            if todo:
-                pooled = pool_chunks(
-                    pack,
-                    row_means(
-                        pack,
-                        _critical_rows(todo, pending, seed, length, mc_rows_at, mc_draws),
-                        masked=masked,
-                        chunks=chunks,
-                        zero_weight=zero_weight,
-                        device=device,
-                        row_count=row_count,
-                        row_seed=seed,
-                    ),
-                )
-                for name in ("distance", *pending):
-                    for n in todo:
-                        cache[(name, n)] = pooled[f"{name}@{n}"]
-                log("  masked %s: evaluated N=%s for %s (%s)", masked, todo, pending)
+        def evaluate(at: list[int], pending: list[str], reading=reading) -> dict:
             return {
-                name: np.stack([cache[(name, n)] for n in ns]) for name in ("distance", *pending)
+                name: np.stack([pooled[f"{reading}|{name}@{n}"] for n in at])
+                for name in ("distance", *pending)
             }
 
-        ns = sorted(set(at_fraction.values()))
-        fixed_means = evaluate(ns, list(CRITICAL_KINDS))
+        fixed_ns = sorted(set(at_fraction.values()))
+        fixed_means = evaluate(fixed_ns, list(CRITICAL_KINDS))
         searches = search_in_batches(
             grid, evaluate, CRITICAL_KINDS, alpha=alpha, batch=batch, keep=keep
         )
-        chosen = slice(None) if keep is None else keep
 
-        def values_at(n: int, kind: str, evaluate=evaluate, chosen=chosen, cache=cache) -> tuple:
-            if (kind, n) not in cache:
-                # a resample searching past every N evaluated so far: the next ``batch`` N of
-                # the list in one pass over the rows (a pass costs one sort per row)
-                ahead = grid[grid.index(n) : grid.index(n) + batch]
-                evaluate([m for m in ahead if (kind, m) not in cache], [kind])
-            means = evaluate([n], [kind])  # cached now: no pass
+        def values_at(n: int, kind: str, evaluate=evaluate) -> tuple:
+            means = evaluate([n], [kind])
             return means["distance"][0][chosen], means[kind][0][chosen]
 
+        masked = default_masked if reading == "both" else reading
         for kind, search in searches.items():
             started = time.perf_counter()
             resampled = (
@@ -387,8 +387,8 @@ def critical_n_all_rows(
                 f: (
                     n,
                     ks_test(
-                        fixed_means["distance"][ns.index(n)][chosen],
-                        fixed_means[kind][ns.index(n)][chosen],
+                        fixed_means["distance"][fixed_ns.index(n)][chosen],
+                        fixed_means[kind][fixed_ns.index(n)][chosen],
                     ),
                 )
                 for f, n in at_fraction.items()
@@ -397,28 +397,44 @@ def critical_n_all_rows(
     return out
 
 
-def _critical_rows(ns, pending, seed, length, mc_rows, mc_draws) -> StatsFn:
-    """The per-row statistics of Algorithm 3 at ``ns`` for ``pending`` expectations, as
-    ``row_means`` takes them: name@N -> (R,)."""
+def _critical_rows(ns, readings, seed, length, mc_rows, mc_draws, fused=True) -> StatsFn:
+    """The per-row statistics of Algorithm 3 at ``ns`` under each of ``readings``, as
+    ``row_means`` takes them: "<reading>|<name>@<N>" -> (R,), name distance, closed_form and
+    monte_carlo (NaN on rows the Monte-Carlo E is not drawn on). A numpy block takes the fused
+    kernels (attnlimits.protocol.row_critical_statistics_readings: one sort and one sweep per N
+    for every reading); a torch block each reading's own pass (row_critical_statistics)."""
 
     def per_row(block, logits, rows, sample):
-        # Monte-Carlo subsets drawn per (sample, block of rows), never per N or per batch
-        rng = stream_rng(seed, Stream.CRITICAL_N_MONTE_CARLO, length, sample, rows[0])
         drawn = monte_carlo_drawn(rows, mc_rows)  # analysis.all_rows.mc_rows
-        mc = "monte_carlo" in pending and drawn.size > 0
-        got = host(
-            row_critical_statistics(
-                block,
-                ns,
-                closed_form="closed_form" in pending,
-                random_ranks=[block.random_ranks(rng, drawn) for _ in range(mc_draws)]
-                if mc
-                else (),
-                random_rows=drawn,
+        blocks = {
+            r: block.read_as("prefix", rows, length) if r == "prefix" else block for r in readings
+        }
+        ranks = {}
+        for reading, own in blocks.items():
+            # Monte-Carlo subsets drawn per (sample, block of rows), never per N, each reading
+            # from the same stream over its own counted keys
+            rng = stream_rng(seed, Stream.CRITICAL_N_MONTE_CARLO, length, sample, rows[0])
+            ranks[reading] = (
+                [own.random_ranks(rng, drawn) for _ in range(mc_draws)] if drawn.size else []
             )
-        )
-        if "monte_carlo" in pending and not mc:
-            got["monte_carlo"] = np.full_like(got["distance"], np.nan)
-        return {f"{name}@{n}": got[name][j] for name in got for j, n in enumerate(ns)}
+        if fused and block.xp is NUMPY:
+            got = row_critical_statistics_readings(
+                block, ns, readings, positions=rows, random_ranks=ranks, random_rows=drawn
+            )
+        else:
+            got = {
+                reading: host(
+                    row_critical_statistics(own, ns, random_ranks=ranks[reading], random_rows=drawn)
+                )
+                for reading, own in blocks.items()
+            }
+        out = {}
+        for reading, stats in got.items():
+            if "monte_carlo" not in stats:
+                stats["monte_carlo"] = np.full_like(stats["distance"], np.nan)
+            for name, values in stats.items():
+                for j, n in enumerate(ns):
+                    out[f"{reading}|{name}@{n}"] = values[j]
+        return out
 
     return per_row
