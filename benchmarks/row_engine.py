@@ -75,7 +75,8 @@ def critical_pass(run: Path, length: int) -> None:
     pack = read_pack(model_dir / "samples" / f"L{length}", analysis["embedding"])
 
     grid = critical_n_list(length, rows["critical_n_fractions"])
-    ns = sorted(set(grid) | set(fixed_fraction_ns(length, analysis["critical_n"]["d_fractions"])))
+    fixed = fixed_fraction_ns(length, analysis["critical_n"]["d_fractions"])
+    ns = sorted(set(grid) | set(fixed.values()))
     causal = bool(pack.metadata["causal"])
     readings = ("non_selected", "prefix") if causal else ("both",)
     count = None if rows["rows"] == "all" else rows["rows"]
@@ -107,7 +108,10 @@ def critical_pass(run: Path, length: int) -> None:
         assert np.array_equal(np.isnan(a), np.isnan(b)), name
         ok = ~np.isnan(b)
         if ok.any():
-            worst = max(worst, float(np.max(np.abs(a[ok] - b[ok]) / np.abs(b[ok]))))
+            rel = float(np.max(np.abs(a[ok] - b[ok]) / np.abs(b[ok])))
+            if rel > 1e-12:
+                print(f"    {name}: relative difference {rel:.2e}")
+            worst = max(worst, rel)
     print(f"L = {length}, {len(ns)} N x {len(readings)} readings, {len(pack.layer)} samples")
     print(f"  fused kernels      {fast:8.2f} s")
     print(f"  reference kernels  {plain:8.2f} s  ({plain / fast:.1f} x)")
