@@ -42,8 +42,9 @@ from .common import Job, rows_to_analyse
 
 LOG = logging.getLogger("critical_n")
 KINDS = ("closed_form", "monte_carlo")
-# N per pass over the rows in the all-rows search: a pass costs one sort per row plus one
-# evaluation per N, so a batch amortises the sort without computing far past an early N_crit.
+# N the all-rows search reads per step of its walk: every N of the list is evaluated in one pass
+# over the rows first (attnlimits_workflow.rows.critical_n_all_rows), so this sets only how the
+# search reads the means, not its result or its cost.
 CRITICAL_N_BATCH = 8
 SCHEMA = {
     "N_crit": pl.Int64,
