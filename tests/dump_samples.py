@@ -1,5 +1,6 @@
 """Test helpers: one L's samples of a batch as in-memory arrays (the workflow decodes them straight
-into packs instead, attnlimits_workflow.dumps.pack), and a pack written from them."""
+into packs instead, attnlimits_workflow.dumps.pack), a pack written from them, and a random
+pack of q and k rows (the all-rows analyses)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from attnlimits_workflow.dumps.read import PART_KEYS, layer_parts
-from attnlimits_workflow.packs import LAYER_KEYS, PACK_ARRAYS
+from attnlimits_workflow.packs import LAYER_KEYS, PACK_ARRAYS, Pack
 
 
 @dataclass
@@ -97,4 +98,26 @@ def write_pack(samples: Samples, out_dir: Path, embedding: str | None = None) ->
     }
     (out_dir / "metadata.json").write_text(
         json.dumps({"length": samples.length, **samples.metadata, **recorded}, sort_keys=True)
+    )
+
+
+def random_pack(causal: bool, length: int = 12, seed: int = 0) -> Pack:
+    """Two layers x two chunks x three heads of random q, k rows and x, float32 as in a pack."""
+    rng = np.random.default_rng(seed)
+    layer, chunk, head = (a.ravel() for a in np.meshgrid([0, 1], [0, 1], [0, 1, 2], indexing="ij"))
+    samples = len(layer)
+    return Pack(
+        length=length,
+        layer=layer,
+        chunk=chunk,
+        head=head,
+        weights=np.zeros((samples, length), dtype=np.float32),
+        logits=np.zeros((samples, length), dtype=np.float32),
+        x=rng.standard_normal((samples, length, 3)).astype(np.float32),
+        query_norm=np.ones(samples),
+        key_norm_max=np.ones(samples),
+        score_scale=np.full(samples, 0.5),
+        metadata={"causal": causal, "softcap": None},
+        q_rows=(2 * rng.standard_normal((samples, length, 4))).astype(np.float32),
+        k_rows=rng.standard_normal((samples, length, 4)).astype(np.float32),
     )

@@ -10,10 +10,10 @@ import dataclasses
 import numpy as np
 import polars as pl
 import pytest
+from dump_samples import random_pack
 
 from attnlimits.arrays import namespace
 from attnlimits_workflow.analyses import critical_n, distance, gradient, separability
-from attnlimits_workflow.packs import Pack
 
 torch = pytest.importorskip("torch")
 
@@ -27,28 +27,6 @@ ALL_ROWS = {
     "critical_n_fractions": [0.1, 0.25, 0.5],
     "device": "numpy",
 }
-
-
-def random_pack(causal: bool, length: int = 12, seed: int = 0) -> Pack:
-    """Two layers x two chunks x three heads of random q, k rows and x, float32 as in a pack."""
-    rng = np.random.default_rng(seed)
-    layer, chunk, head = (a.ravel() for a in np.meshgrid([0, 1], [0, 1], [0, 1, 2], indexing="ij"))
-    samples = len(layer)
-    return Pack(
-        length=length,
-        layer=layer,
-        chunk=chunk,
-        head=head,
-        weights=np.zeros((samples, length), dtype=np.float32),
-        logits=np.zeros((samples, length), dtype=np.float32),
-        x=rng.standard_normal((samples, length, 3)).astype(np.float32),
-        query_norm=np.ones(samples),
-        key_norm_max=np.ones(samples),
-        score_scale=np.full(samples, 0.5),
-        metadata={"causal": causal, "softcap": None},
-        q_rows=(2 * rng.standard_normal((samples, length, 4))).astype(np.float32),
-        k_rows=rng.standard_normal((samples, length, 4)).astype(np.float32),
-    )
 
 
 def on(settings, device: str):

@@ -9,7 +9,8 @@ every chunk contributes the same rows, so this is the mean of the per-chunk mean
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,23 @@ from attnlimits_workflow.streams import Stream, stream_rng
 ROW_BLOCK = 256  # query rows per block: (block, L) float64 temporaries, 16 MiB at L = 8192
 
 StatsFn = Callable[[RowBlock, NDArray[np.float64], NDArray[np.intp], int], dict[str, NDArray]]
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """What one analysis reads of each block of a head's rows (the row engine's registration):
+    ``stats(block, logits, rows, sample)`` returns name -> (R,) per-row statistics, which the
+    engine averages over rows per sample (:func:`row_means_of`) and pool_chunks per head.
+    ``masked``: the block's reading of a causal row's masked keys (attnlimits.protocol).
+    ``vectors``: a map of each sample's x (L, d) before use (e.g. onto the sphere), named by
+    ``vectors_name`` so that kernels mapping x alike share one copy. ``logits_only``: ``block``
+    is None and, in a causal model, the logits stop after the block's last row."""
+
+    stats: StatsFn
+    masked: str = "non_selected"
+    vectors: Callable[[NDArray], NDArray] | None = None
+    vectors_name: str = "x"
+    logits_only: bool = False
 
 
 def row_means(
@@ -68,7 +86,40 @@ def row_means(
     its own (attnlimits.protocol.drawn_rows); None, or at least L: every row. Drawn, each
     statistic's standard error of its sample mean over rows comes as "<name>__se" (the
     population of a sample's rows is L, so the error of a statistic undefined on some rows is
-    approximate); 0 where every row is analysed although a count is set (L <= ``row_count``)."""
+    approximate); 0 where every row is analysed although a count is set (L <= ``row_count``).
+
+    One kernel of :func:`row_means_of`."""
+    kernel = RowKernel(stats, masked, vectors, "mapped" if vectors else "x", logits_only)
+    return row_means_of(
+        pack,
+        {"": kernel},
+        chunks=chunks,
+        progress=progress,
+        zero_weight=zero_weight,
+        device=device,
+        row_count=row_count,
+        row_seed=row_seed,
+    )[""]
+
+
+def row_means_of(
+    pack,
+    kernels: dict[str, RowKernel],
+    *,
+    chunks: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    zero_weight: str = "not_selected",
+    device: str = DEFAULT_DEVICE,
+    row_count: int | None = None,
+    row_seed: int = 0,
+    layers: Collection[int] | None = None,
+) -> dict[str, dict[str, NDArray[np.float64]]]:
+    """The row engine: :func:`row_means` for every kernel of ``kernels`` (name -> RowKernel) in
+    one pass over each head's rows. Each block of rows is computed once from q and k, its
+    weights once, each (vectors, reading) block once, and handed to every kernel; name -> that
+    kernel's means, as row_means returns them. A kernel's values do not depend on which others
+    share the pass. ``layers``: only the samples of these layers (a part of a job split by
+    layer; None: every layer)."""
     xp = namespace(device)
     meta = pack.metadata
     causal = bool(meta["causal"])
@@ -76,27 +127,27 @@ def row_means(
     length = pack.length
     chunk = np.asarray(pack.chunk)
     kept = np.unique(chunk)[: chunks if chunks else None]
-    chosen = np.nonzero(np.isin(chunk, kept))[0]
-    sums: dict[str, NDArray] = {}
-    counts: dict[str, NDArray] = {}
-    sampled = row_count is not None and row_count < length
-    # Drawn rows form two strata (attnlimits.protocol.drawn_rows): rows kept (the first ones and
-    # the last) and rows drawn uniformly between them. The drawn rows' statistics (sum, count,
-    # and the sum of squared deviations merged block by block, Chan et al., without
-    # cancellation) are kept apart from the kept rows' sum and count.
-    kept_first = first_rows_kept(row_count) if sampled else 0
-    spread: dict[str, NDArray] = {}
-    kept_sum: dict[str, NDArray] = {}
-    kept_count: dict[str, NDArray] = {}
+    included = np.isin(chunk, kept)
+    if layers is not None:
+        included &= np.isin(np.asarray(pack.layer), list(layers))
+    chosen = np.nonzero(included)[0]
+    sums = {name: _RowSums(len(chosen), row_count, length) for name in kernels}
+    only_logits = all(k.logits_only for k in kernels.values())
     for i, s in enumerate(chosen.tolist()):
         analysed = drawn_rows(stream_rng(row_seed, Stream.QUERY_ROWS, length, s), length, row_count)
-        if not logits_only:
-            x = HeadVectors(vectors(pack.x[s]) if vectors else pack.x[s], xp)
+        heads: dict[str, HeadVectors] = {}
+        for kernel in kernels.values():
+            if not kernel.logits_only and kernel.vectors_name not in heads:
+                x = pack.x[s]
+                heads[kernel.vectors_name] = HeadVectors(
+                    kernel.vectors(x) if kernel.vectors else x, xp
+                )
         # float64 on the device once per head, not once per block
         q, k = (xp.asarray(v, dtype=xp.float64) for v in pack.rows(s))
         scale = float(pack.score_scale[s])
         for start in range(0, len(analysed), ROW_BLOCK):
             rows = analysed[start : start + ROW_BLOCK]
+            visible_keys = int(rows[-1]) + 1 if causal else None
             logits, weights = attention_rows(
                 q,
                 k,
@@ -104,61 +155,92 @@ def row_means(
                 rows,
                 causal=causal,
                 softcap=softcap,
-                keys=int(rows[-1]) + 1 if causal and logits_only else None,
-                weights=not logits_only,
+                keys=visible_keys if only_logits else None,
+                weights=not only_logits,
                 xp=xp,
             )
-            block = (
-                None
-                if logits_only
-                else RowBlock.of(
-                    weights,
-                    x,
-                    visible_lengths(rows, length, causal=causal, masked=masked),
-                    zero_weight=zero_weight,
-                )
-            )
-            for name, values in stats(block, logits, rows, s).items():
-                values = to_numpy(values)
-                if name not in sums:
-                    sums[name] = np.zeros(len(chosen))
-                    counts[name] = np.zeros(len(chosen), dtype=np.int64)
-                    spread[name] = np.zeros(len(chosen))
-                    kept_sum[name] = np.zeros(len(chosen))
-                    kept_count[name] = np.zeros(len(chosen), dtype=np.int64)
-                if sampled:
-                    is_kept = (rows < kept_first) | (rows == length - 1)
-                    sure = values[is_kept][~np.isnan(values[is_kept])]
-                    kept_sum[name][i] += sure.sum()
-                    kept_count[name][i] += sure.size
-                    values = values[~is_kept]
-                ok = ~np.isnan(values)
-                if sampled and ok.any():
-                    spread[name][i] = _merged_spread(
-                        spread[name][i], sums[name][i], int(counts[name][i]), values[ok]
-                    )
-                sums[name][i] += values[ok].sum()
-                counts[name][i] += ok.sum()
+            blocks: dict[tuple[str, str], RowBlock] = {}
+            for name, kernel in kernels.items():
+                if kernel.logits_only:
+                    block = None
+                    seen = logits if only_logits or not causal else logits[:, :visible_keys]
+                else:
+                    key = (kernel.vectors_name, kernel.masked)
+                    if key not in blocks:
+                        blocks[key] = RowBlock.of(
+                            weights,
+                            heads[kernel.vectors_name],
+                            visible_lengths(rows, length, causal=causal, masked=kernel.masked),
+                            zero_weight=zero_weight,
+                        )
+                    block, seen = blocks[key], logits
+                sums[name].add(i, rows, kernel.stats(block, seen, rows, s))
         if progress:
             progress(i + 1, len(chosen))
-    out: dict[str, NDArray] = {"__samples": chosen}
-    for name in sums:
-        if sampled:
-            out |= _stratified_means(
-                name,
-                (sums[name], counts[name], spread[name]),
-                (kept_sum[name], kept_count[name]),
-                stands_for=(length - 1 - kept_first) / (row_count - 1 - kept_first),
-            )
-            continue
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[name] = np.where(counts[name] > 0, sums[name] / np.maximum(counts[name], 1), np.nan)
-        out[f"{name}__rows"] = counts[name]
-        if row_count is not None:
-            # rows drawn at longer L: here every row was analysed, the mean is exact, and the
-            # tables of every L carry the same columns
-            out[f"{name}__se"] = np.zeros(len(chosen))
-    return out
+    return {name: sums[name].means(chosen) for name in kernels}
+
+
+class _RowSums:
+    """One kernel's per-sample sums over its analysed rows, merged block by block."""
+
+    def __init__(self, samples: int, row_count: int | None, length: int):
+        self.samples, self.row_count, self.length = samples, row_count, length
+        self.sampled = row_count is not None and row_count < length
+        # Drawn rows form two strata (attnlimits.protocol.drawn_rows): rows kept (the first
+        # ones and the last) and rows drawn uniformly between them. The drawn rows' statistics
+        # (sum, count, and the sum of squared deviations merged block by block, Chan et al.,
+        # without cancellation) are kept apart from the kept rows' sum and count.
+        self.kept_first = first_rows_kept(row_count) if self.sampled else 0
+        self.sums: dict[str, NDArray] = {}
+        self.counts: dict[str, NDArray] = {}
+        self.spread: dict[str, NDArray] = {}
+        self.kept_sum: dict[str, NDArray] = {}
+        self.kept_count: dict[str, NDArray] = {}
+
+    def add(self, i: int, rows: NDArray[np.intp], stats: dict[str, Any]) -> None:
+        for name, values in stats.items():
+            values = to_numpy(values)
+            if name not in self.sums:
+                self.sums[name] = np.zeros(self.samples)
+                self.counts[name] = np.zeros(self.samples, dtype=np.int64)
+                self.spread[name] = np.zeros(self.samples)
+                self.kept_sum[name] = np.zeros(self.samples)
+                self.kept_count[name] = np.zeros(self.samples, dtype=np.int64)
+            if self.sampled:
+                is_kept = (rows < self.kept_first) | (rows == self.length - 1)
+                sure = values[is_kept][~np.isnan(values[is_kept])]
+                self.kept_sum[name][i] += sure.sum()
+                self.kept_count[name][i] += sure.size
+                values = values[~is_kept]
+            ok = ~np.isnan(values)
+            if self.sampled and ok.any():
+                self.spread[name][i] = _merged_spread(
+                    self.spread[name][i], self.sums[name][i], int(self.counts[name][i]), values[ok]
+                )
+            self.sums[name][i] += values[ok].sum()
+            self.counts[name][i] += ok.sum()
+
+    def means(self, chosen: NDArray[np.intp]) -> dict[str, NDArray]:
+        out: dict[str, NDArray] = {"__samples": chosen}
+        row_count, kept_first = self.row_count, self.kept_first
+        for name, total in self.sums.items():
+            counts = self.counts[name]
+            if self.sampled:
+                out |= _stratified_means(
+                    name,
+                    (total, counts, self.spread[name]),
+                    (self.kept_sum[name], self.kept_count[name]),
+                    stands_for=(self.length - 1 - kept_first) / (row_count - 1 - kept_first),
+                )
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[name] = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+            out[f"{name}__rows"] = counts
+            if row_count is not None:
+                # rows drawn at longer L: here every row was analysed, the mean is exact, and
+                # the tables of every L carry the same columns
+                out[f"{name}__se"] = np.zeros(self.samples)
+        return out
 
 
 def _stratified_means(
@@ -316,33 +398,96 @@ def critical_n_all_rows(
     (row_means, seeded by ``seed``). ``fused``: numpy blocks take the fused kernels (False: the
     plain reference, each reading's own row_critical_statistics, as a torch block does; for
     benchmarks/row_engine.py and the tests)."""
+    kernel = critical_n_kernel(
+        pack,
+        grid=grid,
+        fractions=fractions,
+        seed=seed,
+        default_masked=default_masked,
+        mc_rows=mc_rows,
+        mc_draws=mc_draws,
+        row_count=row_count,
+        fused=fused,
+    )
+    means = row_means_of(
+        pack,
+        {"": kernel},
+        chunks=chunks,
+        zero_weight=zero_weight,
+        device=device,
+        row_count=row_count,
+        row_seed=seed,
+    )[""]
+    return critical_n_searches(
+        pack,
+        pool_chunks(pack, means),
+        grid=grid,
+        fractions=fractions,
+        alpha=alpha,
+        keep=keep,
+        default_masked=default_masked,
+        batch=batch,
+        log=log,
+        draws=draws,
+    )
+
+
+def critical_n_kernel(
+    pack,
+    *,
+    grid: list[int],
+    fractions,
+    seed: int,
+    default_masked: str,
+    mc_rows: int,
+    mc_draws: int,
+    row_count: int | None = None,
+    fused: bool = True,
+) -> RowKernel:
+    """The row engine's kernel of Algorithm 3: every N of ``grid`` and the fixed ``fractions``,
+    both expectations, every reading, in one pass over the rows (:func:`_critical_rows`).
+
+    One pass evaluates everything: a pass costs the rows, one sort per row and the evaluations,
+    so a search walking the list batch by batch, each reading apart, and bootstrap resamples
+    passing later than the point estimate, would pay the rows and sorts again for each. The
+    searches and resamples (:func:`critical_n_searches`) read these means (the same values: a
+    row's statistics at N do not depend on which other N share its pass)."""
     length = pack.length
-    mc_rows_at = monte_carlo_rows(length, mc_rows, row_count)
-    at_fraction = fixed_fraction_ns(length, fractions)
     causal = bool(pack.metadata["causal"])
     readings = ("non_selected", "prefix") if causal else ("both",)
-    # One pass over the rows evaluates every N of the list and the fixed fractions, for both
-    # expectations and every reading: a pass costs the rows, one sort per row and the
-    # evaluations, so a search walking the list batch by batch, each reading apart, and
-    # bootstrap resamples passing later than the point estimate, would pay the rows and sorts
-    # again for each. The searches and resamples below read these means (the same values: a
-    # row's statistics at N do not depend on which other N share its pass).
-    ns = sorted(set(grid) | set(at_fraction.values()))
-    pooled = pool_chunks(
-        pack,
-        row_means(
-            pack,
-            _critical_rows(ns, readings, seed, length, mc_rows_at, mc_draws, fused),
-            # every key counts in the pass's blocks; the prefix reading is read from them
-            masked="non_selected" if causal else default_masked,
-            chunks=chunks,
-            zero_weight=zero_weight,
-            device=device,
-            row_count=row_count,
-            row_seed=seed,
-        ),
+    ns = sorted(set(grid) | set(fixed_fraction_ns(length, fractions).values()))
+    mc_rows_at = monte_carlo_rows(length, mc_rows, row_count)
+    return RowKernel(
+        _critical_rows(ns, readings, seed, length, mc_rows_at, mc_draws, fused),
+        # every key counts in the pass's blocks; the prefix reading is read from them
+        masked="non_selected" if causal else default_masked,
     )
-    log("  evaluated N=%s under %s, one pass (%s)", ns, readings)
+
+
+def critical_n_searches(
+    pack,
+    pooled: dict[str, Any],
+    *,
+    grid: list[int],
+    fractions,
+    alpha: float,
+    keep: NDArray[np.intp] | None,
+    default_masked: str,
+    batch: int,
+    log: Callable[..., None] = lambda *a: None,
+    draws: NDArray[np.integer] | None = None,
+) -> dict:
+    """Algorithm 3's searches, fixed-fraction tests and bootstrap resamples, per (reading,
+    expectation), on the per-head means of :func:`critical_n_kernel`'s pass (``pooled``), as
+    :func:`critical_n_all_rows` returns them."""
+    length = pack.length
+    at_fraction = fixed_fraction_ns(length, fractions)
+    readings = ("non_selected", "prefix") if pack.metadata["causal"] else ("both",)
+    log(
+        "  evaluated N=%s under %s, one pass (%s)",
+        sorted(set(grid) | set(at_fraction.values())),
+        readings,
+    )
     out = {}
     chosen = slice(None) if keep is None else keep
     for reading in readings:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from attnlimits.arrays import DEFAULT_DEVICE
 from attnlimits_workflow.jobs import Timer, job_logger, sample_keys
 from attnlimits_workflow.packs import Pack, read_pack
 
@@ -81,3 +82,17 @@ def sampling_columns(pooled: dict[str, Any], *names: str) -> dict[str, np.ndarra
     (analysis.all_rows.rows): "<name>_se" for each of ``names`` that has one; none when every
     row was analysed (the mean is exact)."""
     return {f"{n}_se": pooled[f"{n}_se"] for n in names if f"{n}_se" in pooled}
+
+
+def engine_settings(settings: Any) -> dict[str, Any]:
+    """The row engine's keyword arguments (attnlimits_workflow.rows.row_means_of) from an
+    analysis's settings: the chunks, the device, the rows drawn and their seed, which every
+    all-rows analysis reads from analysis.all_rows alike, and analysis.zero_weight."""
+    all_rows = settings.all_rows
+    return {
+        "chunks": all_rows["chunks"],
+        "zero_weight": getattr(settings, "zero_weight", "not_selected"),
+        "device": all_rows.get("device", DEFAULT_DEVICE),
+        "row_count": rows_to_analyse(all_rows),
+        "row_seed": settings.seed,
+    }

@@ -21,7 +21,6 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.arrays import DEFAULT_DEVICE
 from attnlimits.bootstrap import resample_indices
 from attnlimits.critical import (
     BlockedDistances,
@@ -35,15 +34,21 @@ from attnlimits.critical import (
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.rows import critical_n_all_rows
+from attnlimits_workflow.rows import (
+    RowKernel,
+    critical_n_kernel,
+    critical_n_searches,
+    pool_chunks,
+    row_means_of,
+)
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import Job, rows_to_analyse
+from .common import Job, engine_settings, rows_to_analyse
 
 LOG = logging.getLogger("critical_n")
 KINDS = ("closed_form", "monte_carlo")
 # N the all-rows search reads per step of its walk: every N of the list is evaluated in one pass
-# over the rows first (attnlimits_workflow.rows.critical_n_all_rows), so this sets only how the
+# over the rows first (attnlimits_workflow.rows.critical_n_kernel), so this sets only how the
 # search reads the means, not its result or its cost.
 CRITICAL_N_BATCH = 8
 SCHEMA = {
@@ -155,9 +160,35 @@ def run(job: Job) -> pl.DataFrame:
 
 
 def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
-    """Algorithm 3 (attnlimits_workflow.rows.critical_n_all_rows), under each reading of a
-    causal row's masked keys, on a seeded subset of the heads."""
+    """Algorithm 3 (attnlimits_workflow.rows.critical_n_kernel and critical_n_searches), under
+    each reading of a causal row's masked keys, on a seeded subset of the heads. The row
+    engine's pass of this one kernel."""
     timer = Timer()
+    means = row_means_of(pack, {"": row_kernel(pack, settings)}, **engine_settings(settings))[""]
+    return table(pack, settings, pool_chunks(pack, means), log, timer)
+
+
+def row_kernel(pack: Pack, settings: Settings) -> RowKernel:
+    """Algorithm 3's per-row statistics, every N of the list at once, as the row engine takes
+    them (attnlimits_workflow.rows.critical_n_kernel)."""
+    rows_settings = settings.all_rows
+    return critical_n_kernel(
+        pack,
+        grid=critical_n_list(pack.length, rows_settings["critical_n_fractions"]),
+        fractions=settings.d_fractions,
+        seed=settings.seed,
+        default_masked=rows_settings["masked"],
+        mc_rows=rows_settings["mc_rows"],
+        mc_draws=rows_settings["mc_draws"],
+        row_count=rows_to_analyse(rows_settings),
+    )
+
+
+def table(
+    pack: Pack, settings: Settings, pooled: dict, log: logging.Logger, timer: Timer
+) -> pl.DataFrame:
+    """The search table at L (searches, fixed fractions, bootstrap replicates) from the
+    kernel's pooled means."""
     length, rows_settings = pack.length, settings.all_rows
     grid = critical_n_list(length, rows_settings["critical_n_fractions"])
     heads = len(np.unique(np.stack([pack.layer, pack.head]), axis=1)[0])
@@ -165,23 +196,17 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
     keep = ks_subsample(
         heads, settings.samples, stream_rng(settings.seed, Stream.CRITICAL_N_SUBSAMPLE, heads)
     )
-    found = critical_n_all_rows(
+    found = critical_n_searches(
         pack,
+        pooled,
         grid=grid,
         fractions=settings.d_fractions,
         alpha=settings.ks_alpha,
         keep=keep,
-        seed=settings.seed,
         default_masked=rows_settings["masked"],
-        chunks=rows_settings["chunks"],
-        mc_rows=rows_settings["mc_rows"],
-        mc_draws=rows_settings["mc_draws"],
         batch=CRITICAL_N_BATCH,
-        zero_weight=settings.zero_weight,
         log=lambda *a: log.info(*a, timer),
         draws=unit_draws(len(keep), settings),
-        device=rows_settings.get("device", DEFAULT_DEVICE),
-        row_count=rows_to_analyse(rows_settings),
     )
     rows, replicates = [], []
     for (reading, kind), (search, fixed, resampled) in found.items():
@@ -209,6 +234,16 @@ def all_rows(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
         )
     log.info("%d bootstrap searches in all (%s since the job's start)", len(replicates), timer)
     return with_replicates(pl.DataFrame(rows, schema_overrides=SCHEMA), replicates)
+
+
+def engine_kernels(pack: Pack, settings: Settings, values: list, inputs: Any) -> dict:
+    """The row engine's kernel at L (attnlimits_workflow.engine): the whole N list."""
+    return {"list": row_kernel(pack, settings)}
+
+
+def engine_tables(pack, settings, values, pooled, log, timer) -> dict[str, pl.DataFrame]:
+    """The row engine's table at L: critical_n."""
+    return {"critical_n": table(pack, settings, pooled["list"], log, timer)}
 
 
 def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:

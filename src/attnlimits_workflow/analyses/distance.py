@@ -13,7 +13,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 from attnlimits import distance as dist
-from attnlimits.arrays import DEFAULT_DEVICE, host, to_numpy
+from attnlimits.arrays import host, to_numpy
 from attnlimits.checks import (
     HOLDS,
     NOT_TESTABLE,
@@ -27,10 +27,23 @@ from attnlimits.checks import (
 from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.rows import monte_carlo_drawn, monte_carlo_rows, pool_chunks, row_means
+from attnlimits_workflow.rows import (
+    RowKernel,
+    monte_carlo_drawn,
+    monte_carlo_rows,
+    pool_chunks,
+    row_means_of,
+)
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import head_columns, other_reading, rows_to_analyse, sample_columns, sampling_columns
+from .common import (
+    engine_settings,
+    head_columns,
+    other_reading,
+    rows_to_analyse,
+    sample_columns,
+    sampling_columns,
+)
 
 LOG = logging.getLogger("distance")
 
@@ -83,10 +96,22 @@ def analyse(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) -
 def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
     """The paper's Algorithms 1-2: every query row, averaged over rows, one value per (layer,
     head); E on analysis.all_rows.mc_rows rows only, and the epsilon check holds it against the
-    term and bound averaged over those same rows."""
+    term and bound averaged over those same rows. The row engine's pass of this one kernel."""
     timer = Timer()
+    means = row_means_of(
+        pack,
+        {"": row_kernel(pack, n, settings)},
+        progress=lambda i, k: log.info("  %d/%d heads (%s)", i, k, timer) if i % 64 == 0 else None,
+        **engine_settings(settings),
+    )[""]
+    return table(pack, n, settings, pool_chunks(pack, means), log, timer)
+
+
+def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
+    """Algorithms 1-2's per-row statistics at N, as the row engine takes them. The Monte-Carlo
+    subsets are drawn per (N, sample, block of rows), as the critical N's are, so a head's
+    values do not depend on which job, or which other heads, share its pass."""
     L, mc_draws, masked = pack.length, settings.all_rows["mc_draws"], settings.all_rows["masked"]
-    rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n)
     row_count = rows_to_analyse(settings.all_rows)
     mc_rows = monte_carlo_rows(L, settings.all_rows["mc_rows"], row_count)
     causal = bool(pack.metadata["causal"])
@@ -103,6 +128,7 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         drawn = monte_carlo_drawn(rows, mc_rows)
         draws = np.full((mc_draws, len(rows)), np.nan)
         if drawn.size:
+            rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n, sample, rows[0])
             draws[:, drawn] = to_numpy(
                 row_monte_carlo(block.take(drawn), n=n, draws=mc_draws, rng=rng)
             )
@@ -128,18 +154,15 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         check = upper_bound_check(out["distance"], out["upper_bound"])
         return out | row_outcome_columns("upper_bound", check)
 
-    means = row_means(
-        pack,
-        per_row,
-        masked=masked,
-        chunks=settings.all_rows["chunks"],
-        zero_weight=settings.zero_weight,
-        device=settings.all_rows.get("device", DEFAULT_DEVICE),
-        progress=lambda i, k: log.info("  %d/%d heads (%s)", i, k, timer) if i % 64 == 0 else None,
-        row_count=row_count,
-        row_seed=settings.seed,
-    )
-    pooled = pool_chunks(pack, means)
+    return RowKernel(per_row, masked=masked)
+
+
+def table(
+    pack: Pack, n: int, settings: Settings, pooled: dict, log: logging.Logger, timer: Timer
+) -> pl.DataFrame:
+    """The per-head table at (L, N) from the kernel's pooled means."""
+    L = pack.length
+    mc_draws = settings.all_rows["mc_draws"]
     rows = pooled.pop("mc_expectation_rows")
     # the head's E is the mean over its drawn rows: Var = mean(row Var of mean) / rows; with
     # rows drawn (analysis.all_rows.rows) a weighted mean, Var = sum w^2 v / (sum w)^2
@@ -195,6 +218,16 @@ def all_rows(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         int(pooled["distance_rows"].sum()),
     )
     return table
+
+
+def engine_kernels(pack: Pack, settings: Settings, ns: list[int], inputs: Any) -> dict:
+    """The row engine's kernels at L (attnlimits_workflow.engine): one per N."""
+    return {f"N{n}": row_kernel(pack, n, settings) for n in ns}
+
+
+def engine_tables(pack, settings, ns, pooled, log, timer) -> dict[str, pl.DataFrame]:
+    """The row engine's tables at L: distance_N<n> per N."""
+    return {f"distance_N{n}": table(pack, n, settings, pooled[f"N{n}"], log, timer) for n in ns}
 
 
 LAST_ROW_COLUMNS = (

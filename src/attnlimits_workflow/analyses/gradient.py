@@ -29,11 +29,12 @@ from attnlimits.gradient import (
     softmax_jacobian_norm_from_weights,
 )
 from attnlimits.protocol import row_sensitivity, unit_directions
+from attnlimits_workflow.config import temperature_name
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.rows import pool_chunks, row_means
+from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
 from attnlimits_workflow.streams import Stream, stream_rng
 
-from .common import head_columns, rows_to_analyse, sample_columns, sampling_columns
+from .common import engine_settings, head_columns, sample_columns, sampling_columns
 
 LOG = logging.getLogger("gradient")
 
@@ -69,7 +70,33 @@ def all_rows(
 ) -> pl.DataFrame:
     """Algorithm 5: every row t, one random unit direction v over its visible keys,
     l' = l + eps v, delta = ||softmax(l'/T) - softmax(l/T)|| / eps, averaged over rows per
-    (layer, head); Fig. 4 then takes the maximum over heads (summarise: g_max_over_heads)."""
+    (layer, head); Fig. 4 then takes the maximum over heads (summarise: g_max_over_heads).
+    The row engine's pass of this one kernel."""
+    means = row_means_of(
+        pack, {"": row_kernel(pack, temperature, settings)}, **engine_settings(settings)
+    )[""]
+    return table(pack, temperature, settings, pool_chunks(pack, means), log)
+
+
+def row_kernels(pack: Pack, temperatures, settings: Settings) -> dict[float, RowKernel]:
+    """The kernel of each temperature, sharing each block's directions: they are seeded by
+    sample and row, not T, so one draw serves every T of the pass."""
+    drawn: dict[tuple, NDArray] = {}
+
+    def directions(sample, rows, visible, width) -> NDArray:
+        key = (sample, int(rows[0]), len(rows), width)
+        if key not in drawn:
+            drawn.clear()  # one block at a time: every T reads it before the next block
+            rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, *key[:2])
+            drawn[key] = unit_directions(rng, len(rows), visible, width)
+        return drawn[key]
+
+    return {T: row_kernel(pack, T, settings, directions) for T in temperatures}
+
+
+def row_kernel(pack: Pack, temperature: float, settings: Settings, directions=None) -> RowKernel:
+    """Algorithm 5's per-row statistics at T, as the row engine takes them; ``directions``
+    (sample, rows, visible keys, width) -> each row's unit direction, drawn here if None."""
     T = temperature
     paper = float(corollary3_bound(T))
     gersh = float(gershgorin_bound(T))
@@ -83,8 +110,13 @@ def all_rows(
             logits = logits / float(pack.score_scale[sample])
         visible = to_numpy(xp.isfinite(logits).sum(axis=1))
         # seeded by sample and row, not T: every T sees the same directions
-        rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, sample, rows[0])
-        v = unit_directions(rng, len(rows), visible, logits.shape[1])
+        if directions is None:
+            rng = stream_rng(
+                settings.seed, Stream.GRADIENT_DIRECTIONS, pack.length, sample, rows[0]
+            )
+            v = unit_directions(rng, len(rows), visible, logits.shape[1])
+        else:
+            v = directions(sample, rows, visible, logits.shape[1])
         base = softmax(logits, T, xp=xp)
         jac = to_numpy(softmax_jacobian_norm_from_weights(base, xp=xp)) / T
         out = {"jacobian_norm": jac}
@@ -108,19 +140,16 @@ def all_rows(
             out |= row_outcome_columns(f"g_{eps}", c)
         return out
 
-    pooled = pool_chunks(
-        pack,
-        row_means(
-            pack,
-            per_row,
-            masked="prefix",
-            chunks=settings.all_rows["chunks"],
-            logits_only=True,
-            device=device,
-            row_count=rows_to_analyse(settings.all_rows),
-            row_seed=settings.seed,
-        ),
-    )
+    return RowKernel(per_row, masked="prefix", logits_only=True)
+
+
+def table(
+    pack: Pack, temperature: float, settings: Settings, pooled: dict, log: logging.Logger = LOG
+) -> pl.DataFrame:
+    """The per-head table at T (one block of rows per eps) from the kernel's pooled means."""
+    T = temperature
+    paper = float(corollary3_bound(T))
+    gersh = float(gershgorin_bound(T))
 
     def head_check(name):
         return head_outcomes(pooled, name)[f"{name}_check"]
@@ -155,6 +184,23 @@ def all_rows(
         "T=%g (all rows): max over heads of mean ||J|| %.4g", T, np.nanmax(pooled["jacobian_norm"])
     )
     return pl.concat(frames)
+
+
+def engine_kernels(pack: Pack, settings: Settings, temperatures: list, inputs: Any) -> dict:
+    """The row engine's kernels at L (attnlimits_workflow.engine): one per T, sharing each
+    block's directions."""
+    kernels = row_kernels(pack, temperatures, settings)
+    return {f"T{temperature_name(t)}": kernels[t] for t in temperatures}
+
+
+def engine_tables(pack, settings, temperatures, pooled, log, timer) -> dict[str, pl.DataFrame]:
+    """The row engine's tables at L: gradient_T<T> per T."""
+    return {
+        f"gradient_T{temperature_name(t)}": table(
+            pack, t, settings, pooled[f"T{temperature_name(t)}"], log
+        )
+        for t in temperatures
+    }
 
 
 def sampling_errors(pooled: dict, eps: float) -> dict[str, NDArray]:

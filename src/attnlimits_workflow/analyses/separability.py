@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.arrays import DEFAULT_DEVICE, host
+from attnlimits.arrays import host
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
@@ -27,9 +27,15 @@ from attnlimits.separability import (
 )
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
-from attnlimits_workflow.rows import pool_chunks, row_means
+from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
 
-from .common import head_columns, other_reading, rows_to_analyse, sample_columns, sampling_columns
+from .common import (
+    engine_settings,
+    head_columns,
+    other_reading,
+    sample_columns,
+    sampling_columns,
+)
 
 LOG = logging.getLogger("separability")
 
@@ -104,8 +110,18 @@ def all_rows(
 ) -> pl.DataFrame:
     """Algorithm 4: every row t of each head, N_s/N by direct counting and Theorem 2's bounds on
     the sphere-projected x, delta of the head's whole context; averaged over rows and chunks.
-    A causal row's masked keys are read both ways in the same pass (ratio_other_masked)."""
+    A causal row's masked keys are read both ways in the same pass (ratio_other_masked). The
+    row engine's pass of this one kernel."""
     timer = Timer()
+    means = row_means_of(
+        pack, {"": row_kernel(pack, n, settings, delta)}, **engine_settings(settings)
+    )[""]
+    return table(pack, n, settings, pool_chunks(pack, means), log, timer)
+
+
+def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKernel:
+    """Algorithm 4's per-row statistics at N on the sphere-projected x, as the row engine takes
+    them; ``delta``: Theorem 2's delta per sample."""
     length, radius, masked = pack.length, settings.radius, settings.all_rows["masked"]
     causal = bool(pack.metadata["causal"])
     other_masked = other_reading(masked)
@@ -142,20 +158,20 @@ def all_rows(
             out["ratio_other_masked"] = out["ratio"]
         return out
 
-    pooled = pool_chunks(
-        pack,
-        row_means(
-            pack,
-            per_row,
-            masked=masked,
-            chunks=settings.all_rows["chunks"],
-            vectors=lambda x: project_to_sphere(x[None], radius)[0],
-            zero_weight=settings.zero_weight,
-            device=settings.all_rows.get("device", DEFAULT_DEVICE),
-            row_count=rows_to_analyse(settings.all_rows),
-            row_seed=settings.seed,
-        ),
+    return RowKernel(
+        per_row,
+        masked=masked,
+        vectors=lambda x: project_to_sphere(x[None], radius)[0],
+        vectors_name=f"sphere of radius {radius!r}",
     )
+
+
+def table(
+    pack: Pack, n: int, settings: Settings, pooled: dict, log: logging.Logger, timer: Timer
+) -> pl.DataFrame:
+    """The per-head table at (L, N) from the kernel's pooled means."""
+    length, masked = pack.length, settings.all_rows["masked"]
+    other_masked = other_reading(masked)
     rows = pooled["ratio_rows"]
 
     def row_count(name: str) -> NDArray[np.int64]:
@@ -209,6 +225,17 @@ LAST_ROW_FIELDS = (
     "negative_xi_square",
     "zero_weight_selected",
 )
+
+
+def engine_kernels(pack: Pack, settings: Settings, ns: list[int], inputs: Any) -> dict:
+    """The row engine's kernels at L (attnlimits_workflow.engine): one per N, on the delta per
+    sample of ``inputs``."""
+    return {f"N{n}": row_kernel(pack, n, settings, inputs.delta) for n in ns}
+
+
+def engine_tables(pack, settings, ns, pooled, log, timer) -> dict[str, pl.DataFrame]:
+    """The row engine's tables at L: separability_N<n> per N."""
+    return {f"separability_N{n}": table(pack, n, settings, pooled[f"N{n}"], log, timer) for n in ns}
 
 
 def last_row(
