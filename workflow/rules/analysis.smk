@@ -38,6 +38,8 @@ rule distance:
         "logs/{model}/analysis/distance/L{length}_N{n}.log",
     benchmark:
         results("{model}", "benchmarks", "analysis", "distance", "L{length}_N{n}.tsv")
+    wildcard_constraints:
+        model=name_pattern(LAST_ROW_MODELS),
     conda:
         "../envs/analysis.yaml"
     resources:
@@ -90,6 +92,8 @@ rule separability:
         results(
             "{model}", "benchmarks", "analysis", "separability", "L{length}_N{n}.tsv"
         )
+    wildcard_constraints:
+        model=name_pattern(LAST_ROW_MODELS),
     conda:
         "../envs/analysis.yaml"
     resources:
@@ -115,6 +119,8 @@ rule gradient:
         "logs/{model}/analysis/gradient/T{temperature}.log",
     benchmark:
         results("{model}", "benchmarks", "analysis", "gradient", "T{temperature}.tsv")
+    wildcard_constraints:
+        model=name_pattern(LAST_ROW_MODELS),
     conda:
         "../envs/analysis.yaml"
     resources:
@@ -128,6 +134,101 @@ rule gradient:
         all_rows=model_setting("analysis", "all_rows"),
     script:
         "../scripts/analyse_gradient.py"
+
+
+# The paper's protocol: every row analysis at L in one pass over each head's rows
+# (attnlimits_workflow.engine), split by layer into analysis.all_rows.jobs_per_length jobs that
+# run side by side (rows_part), whose per-head sums rule rows pools into each analysis's tables;
+# the rules after it take each table out of its folder, so every (L, N) and T table stays a
+# target of its own. The params hold only the settings of the analyses that run at L: a
+# setting no analysis there reads reruns nothing.
+rule rows_part:
+    input:
+        pack=pack_of,
+        separation=separation_at,
+    output:
+        results("{model}", "row_parts", "L{length}", "part{part}.npz"),
+    log:
+        "logs/{model}/analysis/rows/L{length}_part{part}.log",
+    benchmark:
+        results("{model}", "benchmarks", "analysis", "rows", "L{length}_part{part}.tsv")
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+        part=r"\d+",
+    priority: 2
+    conda:
+        "../envs/analysis.yaml"
+    resources:
+        gpu=analysis_gpus,
+    params:
+        plan=engine_plan,
+        parts=model_setting("analysis", "all_rows", "jobs_per_length"),
+        embedding=model_setting("analysis", "embedding"),
+    script:
+        "../scripts/analyse_rows_part.py"
+
+
+rule rows:
+    input:
+        pack=pack_of,
+        parts=row_parts,
+    output:
+        directory(results("{model}", "rows", "L{length}")),
+    log:
+        "logs/{model}/analysis/rows/L{length}.log",
+    benchmark:
+        results("{model}", "benchmarks", "analysis", "rows", "L{length}.tsv")
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        plan=engine_plan,
+        embedding=model_setting("analysis", "embedding"),
+    script:
+        "../scripts/analyse_rows.py"
+
+
+rule distance_from_rows:
+    input:
+        rows=results("{model}", "rows", "L{length}"),
+    output:
+        results("{model}", "analysis", "distance", "L{length}_N{n}.parquet"),
+    log:
+        "logs/{model}/analysis/distance/L{length}_N{n}.log",
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+    localrule: True
+    run:
+        take_table(input.rows, f"distance_N{wildcards.n}", output[0], log[0])
+
+
+rule separability_from_rows:
+    input:
+        rows=results("{model}", "rows", "L{length}"),
+    output:
+        results("{model}", "analysis", "separability", "L{length}_N{n}.parquet"),
+    log:
+        "logs/{model}/analysis/separability/L{length}_N{n}.log",
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+    localrule: True
+    run:
+        take_table(input.rows, f"separability_N{wildcards.n}", output[0], log[0])
+
+
+rule gradient_from_rows:
+    input:
+        rows=rows_at("gradient"),
+    output:
+        results("{model}", "analysis", "gradient", "T{temperature}.parquet"),
+    log:
+        "logs/{model}/analysis/gradient/T{temperature}.log",
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+    localrule: True
+    run:
+        take_table(input.rows, f"gradient_T{wildcards.temperature}", output[0], log[0])
 
 
 rule summarise_distance:
@@ -279,3 +380,23 @@ rule describe_run:
         all_rows_rows=model_setting("analysis", "all_rows", "rows"),
     script:
         "../scripts/describe_run.py"
+
+
+# A registered analysis the row engine serves (critical_n): under the paper's protocol its table
+# at L comes from rule rows' folder, under last_row from rule analyse.
+rule analysis_from_rows:
+    input:
+        rows=results("{model}", "rows", "L{length}"),
+    output:
+        results("{model}", "analysis", "{analysis}", "L{length}.parquet"),
+    log:
+        "logs/{model}/analysis/{analysis}/L{length}.log",
+    wildcard_constraints:
+        model=name_pattern(ROW_ENGINE_MODELS),
+        analysis=name_pattern([a for a in ANALYSES if a in ROW_ANALYSES]),
+    localrule: True
+    run:
+        take_table(input.rows, wildcards.analysis, output[0], log[0])
+
+
+ruleorder: analysis_from_rows > analyse

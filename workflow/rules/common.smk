@@ -14,6 +14,8 @@ from attnlimits_workflow.config import (
     reading_runs,
     temperature_name,
 )
+from attnlimits_workflow.engine import ROW_ANALYSES
+from attnlimits_workflow.engine import plan as plan_rows
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -112,10 +114,66 @@ def analysis_of(wildcards):
     return MODELS[wildcards.model]["analysis"]
 
 
-# the analyses whose rows the row-block kernels compute (attnlimits.protocol), on
-# analysis.all_rows.device: the bespoke rules distance, separability and gradient, and of the
-# generic rule analyse, critical_n
-ROW_KERNEL_ANALYSES = ("distance", "critical_n", "separability", "gradient")
+# The analyses whose rows the row-block kernels compute (attnlimits.protocol) on
+# analysis.all_rows.device are the row engine's (attnlimits_workflow.engine.ROW_ANALYSES):
+# under the paper's protocol (analysis.protocol all_rows) one job per L, rule rows, computes
+# their tables in one pass over each head's rows, and the tables' rules take them from its
+# folder. Under last_row each table is its own job.
+ROW_ENGINE_MODELS = [
+    m for m, c in MODELS.items() if c["analysis"]["protocol"] == "all_rows"
+]
+LAST_ROW_MODELS = [m for m in MODELS if m not in ROW_ENGINE_MODELS]
+
+
+def engine_plan(wildcards):
+    """Params function of rule rows: what the row engine computes at the job's L (the
+    analyses with values there, each with its settings): attnlimits_workflow.engine.plan.
+    """
+    return plan_rows(analysis_of(wildcards), config["seed"], int(wildcards.length))
+
+
+def row_parts(wildcards):
+    """Input function of rule rows: its L's parts (analysis.all_rows.jobs_per_length)."""
+    parts = analysis_of(wildcards)["all_rows"]["jobs_per_length"]
+    return [
+        results(wildcards.model, "row_parts", f"L{wildcards.length}", f"part{p}.npz")
+        for p in range(parts)
+    ]
+
+
+def separation_at(wildcards):
+    """Input function of rule rows: Theorem 2's delta per sample where separability runs at the
+    job's L over the whole context, else nothing."""
+    s = analysis_of(wildcards)["separability"]
+    if int(wildcards.length) != s["length"] or s["delta_over"] != "context":
+        return []
+    return results(
+        wildcards.model, "analysis", "separation", f"L{wildcards.length}.parquet"
+    )
+
+
+def take_table(folder, stem, output, log):
+    """A take rule's run: copy the row engine's table ``stem`` from its job's ``folder``."""
+    import shutil
+
+    source = Path(folder, f"{stem}.parquet")
+    if not source.exists():
+        # the folder predates a setting that asks for this table: rerun its rows job
+        raise FileNotFoundError(
+            f"{source}: not computed by the row engine; rerun its rows job"
+        )
+    shutil.copyfile(source, output)
+    Path(log).write_text(f"taken from {source}\n")
+
+
+def rows_at(key):
+    """Input function: the row engine's folder at the L of analysis.<key>.length."""
+
+    def rows(wildcards):
+        length = analysis_of(wildcards)[key]["length"]
+        return results(wildcards.model, "rows", f"L{length}")
+
+    return rows
 
 
 def analysis_gpus(wildcards):
@@ -123,7 +181,7 @@ def analysis_gpus(wildcards):
     with analysis.all_rows.device cuda[:i]), as extract_batch asks for one under
     extraction.device cuda; 0 otherwise, and for the generic rule's other analyses."""
     name = getattr(wildcards, "analysis", None)
-    if name is not None and name not in ROW_KERNEL_ANALYSES:
+    if name is not None and name not in ROW_ANALYSES:
         return 0
     analysis = analysis_of(wildcards)
     return int(
