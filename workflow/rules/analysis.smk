@@ -139,8 +139,8 @@ rule gradient:
 # The paper's protocol: every row analysis at L in one pass over each head's rows
 # (attnlimits_workflow.engine), split by layer into analysis.all_rows.jobs_per_length jobs that
 # run side by side (rows_part), whose per-head sums rule rows pools into each analysis's tables;
-# the rules after it take each table out of its folder, so every (L, N) and T table stays a
-# target of its own. The params hold only the settings of the analyses that run at L: a
+# the rules after it take each table out of its folder (a cp, local: a Python job would re-read
+# the workflow, seconds each), so every (L, N) and T table stays a target of its own. The params hold only the settings of the analyses that run at L: a
 # setting no analysis there reads reruns nothing.
 rule rows_part:
     input:
@@ -199,8 +199,10 @@ rule distance_from_rows:
     wildcard_constraints:
         model=name_pattern(ROW_ENGINE_MODELS),
     localrule: True
-    run:
-        take_table(input.rows, f"distance_N{wildcards.n}", output[0], log[0])
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "cp {input.rows}/distance_N{wildcards.n}.parquet {output} 2> {log}"
 
 
 rule separability_from_rows:
@@ -213,8 +215,10 @@ rule separability_from_rows:
     wildcard_constraints:
         model=name_pattern(ROW_ENGINE_MODELS),
     localrule: True
-    run:
-        take_table(input.rows, f"separability_N{wildcards.n}", output[0], log[0])
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "cp {input.rows}/separability_N{wildcards.n}.parquet {output} 2> {log}"
 
 
 rule gradient_from_rows:
@@ -227,8 +231,10 @@ rule gradient_from_rows:
     wildcard_constraints:
         model=name_pattern(ROW_ENGINE_MODELS),
     localrule: True
-    run:
-        take_table(input.rows, f"gradient_T{wildcards.temperature}", output[0], log[0])
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "cp {input.rows}/gradient_T{wildcards.temperature}.parquet {output} 2> {log}"
 
 
 rule summarise_distance:
@@ -395,8 +401,10 @@ rule analysis_from_rows:
         model=name_pattern(ROW_ENGINE_MODELS),
         analysis=name_pattern([a for a in ANALYSES if a in ROW_ANALYSES]),
     localrule: True
-    run:
-        take_table(input.rows, wildcards.analysis, output[0], log[0])
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "cp {input.rows}/{wildcards.analysis}.parquet {output} 2> {log}"
 
 
 ruleorder: analysis_from_rows > analyse

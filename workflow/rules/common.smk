@@ -126,14 +126,14 @@ LAST_ROW_MODELS = [m for m in MODELS if m not in ROW_ENGINE_MODELS]
 
 
 def engine_plan(wildcards):
-    """Params function of rule rows: what the row engine computes at the job's L (the
+    """Params function of the rows rule: what the row engine computes at the job's L (the
     analyses with values there, each with its settings): attnlimits_workflow.engine.plan.
     """
     return plan_rows(analysis_of(wildcards), config["seed"], int(wildcards.length))
 
 
 def row_parts(wildcards):
-    """Input function of rule rows: its L's parts (analysis.all_rows.jobs_per_length)."""
+    """Input function of the rows rule: its L's parts (analysis.all_rows.jobs_per_length)."""
     parts = analysis_of(wildcards)["all_rows"]["jobs_per_length"]
     return [
         results(wildcards.model, "row_parts", f"L{wildcards.length}", f"part{p}.npz")
@@ -142,7 +142,7 @@ def row_parts(wildcards):
 
 
 def separation_at(wildcards):
-    """Input function of rule rows: Theorem 2's delta per sample where separability runs at the
+    """Input function of the rows rules: Theorem 2's delta per sample where separability runs at the
     job's L over the whole context, else nothing."""
     s = analysis_of(wildcards)["separability"]
     if int(wildcards.length) != s["length"] or s["delta_over"] != "context":
@@ -150,20 +150,6 @@ def separation_at(wildcards):
     return results(
         wildcards.model, "analysis", "separation", f"L{wildcards.length}.parquet"
     )
-
-
-def take_table(folder, stem, output, log):
-    """A take rule's run: copy the row engine's table ``stem`` from its job's ``folder``."""
-    import shutil
-
-    source = Path(folder, f"{stem}.parquet")
-    if not source.exists():
-        # the folder predates a setting that asks for this table: rerun its rows job
-        raise FileNotFoundError(
-            f"{source}: not computed by the row engine; rerun its rows job"
-        )
-    shutil.copyfile(source, output)
-    Path(log).write_text(f"taken from {source}\n")
 
 
 def rows_at(key):
