@@ -144,6 +144,11 @@ class RowBlock:
     _literal_top_n: dict[int, NDArray[np.bool_]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # top_ranks, once per block: every N's set of the block then comes from one sort (the row
+    # engine asks for many N of one block)
+    _top_ranks: list[NDArray[np.int32]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     @property
     def xp(self) -> Namespace:
@@ -210,7 +215,12 @@ class RowBlock:
         I_N); :meth:`top_n` is this set under the zero-weight rule. Computed once per n and
         block (callers must not write into it)."""
         if n not in self._literal_top_n:
-            self._literal_top_n[n] = self._partitioned_top_n(n)
+            # one N of a block: a partition; from the second on, one sort serves them all
+            self._literal_top_n[n] = (
+                (self.top_ranks() < n) & self.counted
+                if self._top_ranks or len(self._literal_top_n) >= 1
+                else self._partitioned_top_n(n)
+            )
         return self._literal_top_n[n]
 
     def _partitioned_top_n(self, n: int) -> NDArray[np.bool_]:
@@ -248,8 +258,10 @@ class RowBlock:
     def top_ranks(self) -> NDArray[np.int32]:
         """Each key's rank by weight, largest first, ties to the lower index, uncounted keys last:
         ``ranks < n`` (and counted) is :meth:`top_n`'s mask for every n at once."""
-        key = self.xp.where(self.counted, -self.alpha, 1.0)
-        return self.ranks(self.xp.argsort_rows(key, stable=True))
+        if not self._top_ranks:
+            key = self.xp.where(self.counted, -self.alpha, 1.0)
+            self._top_ranks.append(self.ranks(self.xp.argsort_rows(key, stable=True)))
+        return self._top_ranks[0]
 
     def random_ranks(
         self, rng: np.random.Generator, rows: NDArray[np.intp] | None = None
