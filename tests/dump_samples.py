@@ -101,10 +101,12 @@ def write_pack(samples: Samples, out_dir: Path, embedding: str | None = None) ->
     )
 
 
-def random_pack(causal: bool, length: int = 12, seed: int = 0) -> Pack:
-    """Two layers x two chunks x three heads of random q, k rows and x, float32 as in a pack."""
+def random_pack(causal: bool, length: int = 12, seed: int = 0, layers: int = 2) -> Pack:
+    """``layers`` layers x two chunks x three heads of random q, k rows and x, float32 as in a
+    pack."""
     rng = np.random.default_rng(seed)
-    layer, chunk, head = (a.ravel() for a in np.meshgrid([0, 1], [0, 1], [0, 1, 2], indexing="ij"))
+    grid = np.meshgrid(np.arange(layers), [0, 1], [0, 1, 2], indexing="ij")
+    layer, chunk, head = (a.ravel() for a in grid)
     samples = len(layer)
     return Pack(
         length=length,

@@ -113,13 +113,20 @@ def test_one_pass_gives_each_analysis_own_tables(causal, rows, zero_weight):
         assert tables[stem].equals(want), stem
 
 
-def test_the_gradient_shares_directions_and_equals_its_own_pass():
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("beside", [False, True])
+def test_the_gradient_shares_directions_and_equals_its_own_pass(causal, beside):
     """At the gradient's L the engine computes every T with one draw of directions per block;
-    each T's table equals the gradient's own pass (which draws them itself)."""
-    pack = random_pack(True, length=10, seed=5)
-    planned = engine.plan(section(), SEED, 10)
-    assert set(planned) == {"gradient"}
-    tables = engine.run(pack, planned)
+    each T's table equals the gradient's own pass (which draws them itself), alone or beside
+    the kernels that read weights (its logits then come from the full rows, cut at the block's
+    last visible key)."""
+    length = LENGTH if beside else 10
+    config = section()
+    config["gradient"] = config["gradient"] | {"length": length}
+    pack = random_pack(causal, length=length, seed=5)
+    planned = engine.plan(config, SEED, length)
+    assert ("distance" in planned) == beside
+    tables = engine.run(pack, planned, engine.Inputs(delta=np.ones(len(pack.layer))))
     for t in (0.1, 1.0):
         want = alone(pack, planned, "gradient", t, None)
         assert tables[f"gradient_T{temperature_name(t)}"].equals(want)
@@ -142,6 +149,14 @@ def test_the_plan_holds_only_what_runs_at_each_length():
     assert at_8["distance"]["values"] == [2]
     assert engine.plan(base, SEED, LENGTH)["distance"]["values"] == [1, 2, 3]
     assert engine.plan(base, SEED, 9) == {}
+    # a reading's run computes only what it does not take from its source
+    assert set(engine.plan(base, SEED, LENGTH, ["separability"])) == {"separability"}
+    # the parts' params leave out what only the tables read: a bootstrap change reruns no pass
+    resampled = base | {"bootstrap": base["bootstrap"] | {"resamples": 50}}
+    assert engine.kernel_plan(engine.plan(resampled, SEED, LENGTH)) == engine.kernel_plan(
+        engine.plan(base, SEED, LENGTH)
+    )
+    assert engine.plan(resampled, SEED, LENGTH) != engine.plan(base, SEED, LENGTH)
 
 
 def test_analyses_that_disagree_on_the_rows_are_refused():
@@ -164,19 +179,25 @@ def test_tables_are_polars_frames_named_for_their_rules():
 
 
 @pytest.mark.parametrize("rows", ["all", 6])
-def test_parts_by_layer_pool_to_the_one_pass_tables(rows, tmp_path):
-    """The pass split by layer into 3 jobs (one of the pack's 2 layers each, the third empty),
-    saved and read back as the part jobs do, pools to the one pass's tables, bit for bit."""
-    pack = random_pack(True, length=LENGTH, seed=7)
+@pytest.mark.parametrize(
+    ("layers", "parts", "expected"),
+    [(2, 3, [[0], [1], []]), (3, 2, [[0, 2], [1]])],
+)
+def test_parts_by_layer_pool_to_the_one_pass_tables(rows, layers, parts, expected, tmp_path):
+    """The pass split by layer (one part empty; or parts whose samples interleave, so the
+    pooling must put them back in order), saved and read back as the part jobs do, with the
+    part jobs' params (kernel_plan: no table-only setting), pools to the one pass's tables,
+    bit for bit."""
+    pack = random_pack(True, length=LENGTH, seed=7, layers=layers)
     planned = engine.plan(section(rows), SEED, LENGTH)
     inputs = engine.Inputs(delta=np.linspace(0.3, 0.5, len(pack.layer)))
-    assert [engine.layers_of_part(pack, p, 3) for p in range(3)] == [[0], [1], []]
-    parts = []
-    for p in range(3):
-        means = engine.run_part(pack, planned, inputs, part=p, parts=3)
+    assert [engine.layers_of_part(pack, p, parts) for p in range(parts)] == expected
+    saved = []
+    for p in range(parts):
+        means = engine.run_part(pack, engine.kernel_plan(planned), inputs, part=p, parts=parts)
         engine.save_part(means, tmp_path / f"part{p}.npz")
-        parts.append(engine.read_part(tmp_path / f"part{p}.npz"))
-    got = engine.tables(pack, planned, engine.merge_parts(parts))
+        saved.append(engine.read_part(tmp_path / f"part{p}.npz"))
+    got = engine.tables(pack, planned, engine.merge_parts(saved))
     want = engine.run(pack, planned, inputs)
     assert set(got) == set(want)
     for stem in want:

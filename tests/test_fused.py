@@ -83,8 +83,11 @@ def test_every_reading_at_once_matches_each_readings_own_pass(
     """row_critical_statistics_readings (one sort, one sweep per N, the fused kernels) gives
     each reading's d~, closed-form E and Monte-Carlo E as row_critical_statistics on that
     reading's block does, on a block of consecutive or scattered rows."""
-    first = data.draw(st.integers(0, length - 1))
-    rows = np.arange(first, data.draw(st.integers(first + 1, length)))
+    if data.draw(st.booleans()):  # consecutive rows, as a block of every row
+        first = data.draw(st.integers(0, length - 1))
+        rows = np.arange(first, data.draw(st.integers(first + 1, length)))
+    else:  # scattered rows, as analysis.all_rows.rows draws them
+        rows = np.array(sorted(data.draw(st.sets(st.integers(0, length - 1), min_size=1))))
     ns = sorted(data.draw(st.sets(st.integers(1, length - 1 or 1), min_size=1, max_size=5)))
     block, _, _ = causal_block(
         seed,

@@ -125,7 +125,8 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
     long_name = "m" * 63 + "."
     # a reading of the longest name: its derived run <model>~<reading> reads that model's dumps
     readings = {"analysis": {"readings": {"r..1": {"embedding": "key"}}}}
-    models = {"_": None, "a..b": None, long_name: readings}
+    # one model under the paper's protocol, so the row engine's rules are planned too
+    models = {"_": None, "a..b": {"analysis": {"protocol": "all_rows"}}, long_name: readings}
     normalizers = {"n..1": {"kind": "softmax"}, "_x": {"kind": "sparsemax"}}
     study = {"s..1": {"kind": "softmax"}, "s" + "0123456789" * 4 + "abcdefg": {"kind": "sparsemax"}}
     user = {

@@ -341,8 +341,16 @@ def test_readings_plan_no_extraction_and_no_pack_of_their_own(tmp_path):
     assert derived and not [
         p for p in derived if any(s in p for s in ("/dumps", "/samples/", "/chunks/"))
     ]
-    # only the analyses a reading's key reaches run again
-    assert not [p for p in derived if "~t_raw/analysis/" in p and "/gradient/" not in p]
+    # only the analyses a reading's key reaches run again: t_raw's row-engine jobs (rows_part,
+    # rows) at the gradient's L alone, computing the gradient alone (engine_plan)
+    engine = [p for p in derived if "~t_raw/" in p and ("/rows/" in p or "/row_parts/" in p)]
+    gradient_length = readings_config(tmp_path / "readings")["analysis"]["gradient"]["length"]
+    assert engine and all(f"/L{gradient_length}" in p for p in engine)
+    assert not [
+        p
+        for p in derived
+        if "~t_raw/analysis/" in p and "/gradient/" not in p and "/rows/" not in p
+    ]
     assert not [p for p in derived if "~x_key/analysis/gradient" in p]
     assert "tables/tiny-gpt2/robustness.csv" in outputs
 

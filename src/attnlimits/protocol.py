@@ -257,7 +257,8 @@ class RowBlock:
 
     def top_ranks(self) -> NDArray[np.int32]:
         """Each key's rank by weight, largest first, ties to the lower index, uncounted keys last:
-        ``ranks < n`` (and counted) is :meth:`top_n`'s mask for every n at once."""
+        ``ranks < n`` (and counted) is :meth:`top_n`'s mask for every n at once. Computed once
+        per block (callers must not write into it)."""
         if not self._top_ranks:
             key = self.xp.where(self.counted, -self.alpha, 1.0)
             self._top_ranks.append(self.ranks(self.xp.argsort_rows(key, stable=True)))
@@ -495,6 +496,11 @@ def row_critical_statistics_readings(
 
     if not block.counted.all():
         raise ValueError("the block must count every key (reading non_selected or both)")
+    if list(ns) != sorted(set(ns)) or (
+        len(ns) and not 1 <= ns[0] <= ns[-1] <= block.alpha.shape[1]
+    ):
+        # the nested context vectors are read off in one increasing walk of each row's keys
+        raise ValueError(f"ns must increase within 1..L without repeats, got {list(ns)}")
     alpha, x, x_sq = block.alpha, block.x, block.x_sq
     rows, full = alpha.shape
     length = int(full)

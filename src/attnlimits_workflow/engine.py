@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +32,11 @@ LOG = logging.getLogger("rows")
 SHARED_KEYS = ("protocol", "all_rows", "embedding", "zero_weight", "bootstrap")
 # an analysis's own keys that say where it runs: its values at L stand for them in the plan
 GRID_KEYS = ("n_fixed", "length_fixed", "n_grid", "length", "temperatures")
+# settings that only the tables read (the critical-N test and its bootstrap) or only the
+# last-row protocol reads: the parts' passes never do, so they leave them out of their params
+# (kernel_plan) and a change reruns the pooling job alone
+TABLE_KEYS = ("bootstrap", "ks_alpha", "samples", "cache_mb")
+LAST_ROW_KEYS = ("mc_draws", "mc_strata", "mc_max_draws", "mc_target_rel_stderr", "directions")
 
 
 @dataclass(frozen=True)
@@ -70,13 +75,33 @@ ROW_ANALYSES: dict[str, Callable[[Mapping[str, Any], int], list]] = {
 }
 
 
-def plan(section: Mapping[str, Any], seed: int, length: int) -> dict[str, Any]:
+def kernel_plan(planned: Mapping[str, Any]) -> dict[str, Any]:
+    """``planned`` with the settings no row kernel reads set to None (TABLE_KEYS,
+    LAST_ROW_KEYS): the params of a part's pass, so that changing them reruns no pass."""
+    return {
+        name: {
+            **own,
+            "settings": {
+                k: (None if k in TABLE_KEYS + LAST_ROW_KEYS else v)
+                for k, v in own["settings"].items()
+            },
+        }
+        for name, own in planned.items()
+    }
+
+
+def plan(
+    section: Mapping[str, Any], seed: int, length: int, analyses: Collection[str] | None = None
+) -> dict[str, Any]:
     """What the row engine computes at L for a model's analysis section: per analysis with
     values there, its settings (the section's shared keys and its own) and its values. The
     rule's params: a setting that no analysis at L reads is not in it, so changing it reruns
-    no engine job of that L."""
+    no engine job of that L. ``analyses``: only these (a reading's run computes only the
+    analyses whose tables it does not take from its source run); None: all."""
     out = {}
     for name, values_at in ROW_ANALYSES.items():
+        if analyses is not None and name not in analyses:
+            continue
         values = values_at(section, length)
         if values:
             own = {k: section[k] for k in SHARED_KEYS if k in section}

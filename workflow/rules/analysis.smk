@@ -161,7 +161,7 @@ rule rows_part:
     resources:
         gpu=analysis_gpus,
     params:
-        plan=engine_plan,
+        plan=engine_part_plan,
         parts=model_setting("analysis", "all_rows", "jobs_per_length"),
         embedding=model_setting("analysis", "embedding"),
     script:

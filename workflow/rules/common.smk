@@ -15,6 +15,7 @@ from attnlimits_workflow.config import (
     temperature_name,
 )
 from attnlimits_workflow.engine import ROW_ANALYSES
+from attnlimits_workflow.engine import kernel_plan
 from attnlimits_workflow.engine import plan as plan_rows
 from snakemake.utils import min_version
 
@@ -127,9 +128,18 @@ LAST_ROW_MODELS = [m for m in MODELS if m not in ROW_ENGINE_MODELS]
 
 def engine_plan(wildcards):
     """Params function of the rows rule: what the row engine computes at the job's L (the
-    analyses with values there, each with its settings): attnlimits_workflow.engine.plan.
-    """
-    return plan_rows(analysis_of(wildcards), config["seed"], int(wildcards.length))
+    analyses with values there, each with its settings): attnlimits_workflow.engine.plan. A
+    reading's run computes only the analyses whose summaries it does not take from its source
+    (summary_run)."""
+    own = [
+        a for a in ROW_ANALYSES if summary_run(wildcards.model, a) == wildcards.model
+    ]
+    return plan_rows(analysis_of(wildcards), config["seed"], int(wildcards.length), own)
+
+
+def engine_part_plan(wildcards):
+    """Params function of the rows_part rule: engine_plan less the settings no pass reads."""
+    return kernel_plan(engine_plan(wildcards))
 
 
 def row_parts(wildcards):
@@ -144,8 +154,8 @@ def row_parts(wildcards):
 def separation_at(wildcards):
     """Input function of the rows rules: Theorem 2's delta per sample where separability runs at the
     job's L over the whole context, else nothing."""
-    s = analysis_of(wildcards)["separability"]
-    if int(wildcards.length) != s["length"] or s["delta_over"] != "context":
+    planned = engine_plan(wildcards).get("separability")
+    if not planned or planned["settings"]["delta_over"] != "context":
         return []
     return results(
         wildcards.model, "analysis", "separation", f"L{wildcards.length}.parquet"
