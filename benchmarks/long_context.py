@@ -166,7 +166,9 @@ def stage_table(run: Path) -> dict[tuple[str, int], tuple[float, float, int]]:
     import re
 
     out: dict[tuple[str, int], tuple[float, float, int]] = {}
-    for stage in STAGES:
+    # under the paper's protocol the row engine's jobs (rows/L<L>_part<p>, rows/L<L>) compute
+    # the distance, separability, critical-N and gradient tables of their L
+    for stage in (*STAGES, "rows"):
         for tsv in sorted((run / "benchmarks" / "analysis" / stage).glob("*.tsv")):
             found = re.match(r"L(\d+)", tsv.stem)
             length = int(found.group(1)) if found else -1
