@@ -129,8 +129,9 @@ def test_every_other_script_imports_no_torch(tmp_path):
 
 def test_a_cuda_analysis_device_asks_slurm_for_a_gpu_and_plans_without_torch(tmp_path):
     """analysis.all_rows.device: cuda under the all_rows protocol: the jobs whose row-block
-    kernels run on it (distance, critical_n, separability, gradient) ask for gpu=1, the other
-    analysis jobs for none; the planner checks only the device's form and imports no torch."""
+    kernels run on it (the row engine's passes, rows_part: distance, critical_n, separability
+    and gradient at once) ask for gpu=1, the other analysis jobs (the engine's pooling job
+    among them) for none; the planner checks only the device's form and imports no torch."""
     cfg = tiny_config(
         tmp_path / "work", **{"analysis.protocol": "all_rows", "analysis.all_rows.device": "cuda"}
     )
@@ -143,17 +144,17 @@ def test_a_cuda_analysis_device_asks_slurm_for_a_gpu_and_plans_without_torch(tmp
     gpus: dict[str, set[int]] = {}
     rule = None
     for line in (proc.stdout + proc.stderr).splitlines():
-        if line.startswith("rule "):
+        if line.startswith(("rule ", "localrule ")):
             rule = line.split()[1].rstrip(":")
         elif line.strip().startswith("wildcards:") and "analysis=" in line:
             rule = "analyse:" + line.split("analysis=")[1].split(",")[0]
         elif line.strip().startswith("resources:") and rule:
             found = re.search(r"\bgpu=(\d+)", line)
             gpus.setdefault(rule, set()).add(int(found.group(1)) if found else 0)
-    for name in ("distance", "analyse:critical_n", "separability", "gradient"):
-        assert gpus.get(name) == {1}, (name, gpus)
-    for name in ("analyse:vanishing", "pack_samples", "pairwise_separation", "extract_batch"):
+    assert gpus.get("rows_part") == {1}, gpus
+    for name in ("rows", "analyse:vanishing", "pack_samples", "pairwise_separation"):
         assert gpus.get(name) == {0}, (name, gpus)
+    assert gpus.get("extract_batch") == {0}, gpus
 
 
 def test_a_malformed_analysis_device_is_refused_when_planning(tmp_path):
