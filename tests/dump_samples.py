@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from attnlimits_workflow.dumps.read import PART_KEYS, layer_parts
+from attnlimits_workflow.integrity import write_checksums
 from attnlimits_workflow.packs import LAYER_KEYS, PACK_ARRAYS, Pack
 
 
@@ -99,6 +100,7 @@ def write_pack(samples: Samples, out_dir: Path, embedding: str | None = None) ->
     (out_dir / "metadata.json").write_text(
         json.dumps({"length": samples.length, **samples.metadata, **recorded}, sort_keys=True)
     )
+    write_checksums(out_dir, [p.name for p in out_dir.glob("*.npy")] + ["metadata.json"])
 
 
 def random_pack(causal: bool, length: int = 12, seed: int = 0, layers: int = 2) -> Pack:

@@ -1,8 +1,8 @@
 """A fuzzer over damaged input files: each kind the workflow reads (the corpus and its copy,
 tokenizer files, config.json, safetensors / .bin / GGUF weights, tokens.parquet, dumps, packs,
 trained study models), truncated, bit-flipped or overwritten, then read by the code of the job
-that reads it. Each read either succeeds (a flipped bit inside tensor data carries no checksum)
-or fails with one line naming the file, raised as the project's own error (which the job's
+that reads it. Each read either succeeds (a flipped bit inside tensor data carries no checksum;
+dumps and packs do, so any change to them fails) or fails with one line naming the file, raised as the project's own error (which the job's
 logger prints as that one line, no traceback), and no other file is removed."""
 
 import json
@@ -222,6 +222,8 @@ def load_trained_model(root: Path):
     load_model(root / "trained")
 
 
+# the kinds whose every byte is covered by a checksum (attnlimits_workflow.integrity)
+CHECKSUMMED = {"dump", "pack"}
 # kind -> (the files of that kind, the job's reading)
 KINDS = {
     "corpus": (["corpus/corpus.txt"], read_corpus),
@@ -240,9 +242,14 @@ KINDS = {
     "pytorch .bin": (["binmodel/pytorch_model.bin"], fetch("binmodel")),
     "gguf": (["gguf/tiny.gguf"], plan_gguf),
     "tokens.parquet": (["chunks/tokens.parquet"], read_tokens_file),
-    "dump": (["dumps/batch000/layer00.parquet"], pack_from_dumps),
+    "dump": (["dumps/batch000/layer00.parquet", "dumps/batch000/checksums.json"], pack_from_dumps),
     "pack": (
-        ["samples/L4/x.npy", "samples/L4/weights.npy", "samples/L4/metadata.json"],
+        [
+            "samples/L4/x.npy",
+            "samples/L4/weights.npy",
+            "samples/L4/metadata.json",
+            "samples/L4/checksums.json",
+        ],
         read_samples,
     ),
     "trained model": (
@@ -306,15 +313,23 @@ def test_a_damaged_file_of_each_kind_is_read_or_named_in_one_line(pristine, tmp_
         shutil.copytree(pristine, root, dirs_exist_ok=True)
         before = files_under(root) - {name}
         target = root / name
-        target.write_bytes(damage(target.read_bytes()))
+        original = target.read_bytes()
+        target.write_bytes(damage(original))
         files, reader = KINDS[kind]
         try:
             reader(root)
             seen[kind].add("read")
+            # a dump's or a pack's files carry checksums: any change is refused
+            assert kind not in CHECKSUMMED or target.read_bytes() == original, (kind, name, how)
         except Exception as exc:
             check_one_line(exc, name)
             seen[kind].add("named")
-        lost = before - files_under(root)
+        # a file set aside (renamed <name>.corrupt, named by the error) is kept, not lost
+        lost = {
+            f
+            for f in before - files_under(root)
+            if not list((root / f).parent.glob(f"{Path(f).name}.corrupt*"))
+        }
         assert not lost, f"files removed: {sorted(lost)}"
         shutil.rmtree(root)
 
@@ -356,5 +371,7 @@ def test_each_kinds_damage_is_caught_and_named_in_one_line(pristine, tmp_path, k
                 check_one_line(exc, name)
                 outcomes[damage.__name__, name] = "named"
     assert "named" in outcomes.values(), outcomes
+    if kind in CHECKSUMMED:
+        assert set(outcomes.values()) == {"named"}, outcomes
     if kind in {"corpus", "corpus copy"}:  # text: invalid UTF-8 is always refused
         assert all(outcomes["flip_high_bit", name] == "named" for name in files), outcomes

@@ -19,6 +19,7 @@ from attnlimits_workflow.dumps.pack import pack_dumps
 from attnlimits_workflow.dumps.read import open_dump, read_metadata
 from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
+from attnlimits_workflow.integrity import write_checksums
 from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, LayerNormaliser, read_pack
 
 pytestmark = pytest.mark.integration
@@ -118,7 +119,7 @@ def test_truncated_dump_is_refused_and_quarantined(dump):
     out, _ = dump
     path = out / "layer01.parquet"
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(DumpError, match="layer01.parquet: not a readable Parquet dump"):
+    with pytest.raises(DumpError, match=r"layer01.parquet: \d+ bytes, checksums.json records"):
         load_samples([out], 8, "value")
     # the file is set aside and the batch (the rule's output) aged, so the next run rebuilds it
     assert not path.exists() and (out / "layer01.parquet.corrupt").exists()
@@ -251,6 +252,8 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     shutil.copytree(tmp_path / "streamed", older)
     meta = json.loads((older / "metadata.json").read_text())
     assert set(meta.pop("layers")) == {"0", "1"}
+    del meta["checksums"]  # nor had those packs checksums
+    (older / "checksums.json").unlink()
     (older / "metadata.json").write_text(json.dumps(meta, sort_keys=True))
     for table in (vanishing.last_row, lambda p: separability.pairwise_separation(p, 1.0)):
         new, old = table(read_pack(tmp_path / "streamed")), table(read_pack(older))
@@ -336,6 +339,8 @@ def test_a_layer_file_from_another_batch_is_refused(dump, tmp_path, model):
     out, _ = dump
     second = second_batch(tmp_path, model)
     shutil.copy(out / "layer01.parquet", second / "layer01.parquet")
+    # its checksum refuses it; re-recorded (a deliberate copy), the footers still do
+    write_checksums(second, ["layer00.parquet", "layer01.parquet"])
     with pytest.raises(DumpError, match="batch001/layer01.parquet: chunks \\[3, 4\\] differ"):
         pack_dumps([out, second], 8, "value", tmp_path / "pack", expected=PROV)
 
@@ -473,13 +478,14 @@ def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump,
         groups = pq.ParquetFile(path).metadata.row_group(0).num_rows
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"attnlimits"])
-        for key in ("position_embedding", "sink_logits", "query_temperature"):
+        for key in ("position_embedding", "sink_logits", "query_temperature", "checksums"):
             del meta[key]
         pq.write_table(
             table.replace_schema_metadata({b"attnlimits": json.dumps(meta).encode()}),
             path,
             row_group_size=groups,
         )
+    (out / "checksums.json").unlink()  # nor had those dumps checksums
     pack_dumps([out], 32, "value", tmp_path / "pack", expected=PROV)
     pack = read_pack(tmp_path / "pack")
     entry = json.loads((tmp_path / "pack/metadata.json").read_text())["layers"]["1"]
@@ -487,7 +493,8 @@ def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump,
     assert pack.per_sample("position_embedding").tolist() == [None] * 8
     assert np.isnan(pack.per_sample("query_temperature")).all()
     meta = json.loads((tmp_path / "pack/metadata.json").read_text())
-    del meta["layers"]
+    del meta["layers"], meta["checksums"]
+    (tmp_path / "pack/checksums.json").unlink()
     (tmp_path / "pack/metadata.json").write_text(json.dumps(meta))
     older = read_pack(tmp_path / "pack")
     assert older.layer_normaliser(1) == LayerNormaliser()

@@ -13,6 +13,7 @@ import yaml
 from project import REPO, snakemake, tiny_config, write_config
 
 from attnlimits_workflow.config import ConfigError, deep_merge, load_config
+from attnlimits_workflow.integrity import write_checksums
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 DEFAULTS = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -370,6 +371,7 @@ def write_pack(folder: Path, n: int = 6, length: int = 4, d: int = 3) -> Path:
     for name, value in arrays.items():
         np.save(folder / f"{name}.npy", value)
     (folder / "metadata.json").write_text(json.dumps({"length": length}))
+    write_checksums(folder, [f"{name}.npy" for name in arrays] + ["metadata.json"])
     (folder / ".snakemake_timestamp").touch()
     return folder
 
@@ -388,16 +390,22 @@ def cut(path: Path, keep: int) -> None:
     ],
     ids=["truncated-array", "truncated-metadata", "wrong-shape"],
 )
-def test_a_damaged_pack_is_set_aside_and_made_stale(tmp_path, damaged, damage):
+@pytest.mark.parametrize("checksummed", [True, False], ids=["pack", "older-pack"])
+def test_a_damaged_pack_is_set_aside_and_made_stale(tmp_path, damaged, damage, checksummed):
+    """A pack's checksums refuse the damage first; a pack written before packs had them (read
+    with a warning) still has its files' shapes checked."""
     from attnlimits_workflow.packs import DumpError, read_pack
 
     pack = write_pack(tmp_path / "samples/L4")
+    if not checksummed:
+        (pack / "checksums.json").unlink()
     assert read_pack(pack).x.shape == (6, 4, 3)
     damage(pack / damaged)
     with pytest.raises(DumpError) as err:
         read_pack(pack)
     message = str(err.value)
-    assert message.startswith(f"{pack / damaged}: unreadable sample pack file")
+    why = "bytes, checksums.json records" if checksummed else "unreadable sample pack file"
+    assert message.startswith(f"{pack / damaged}: ") and why in message
     assert f"set aside as {damaged}.corrupt" in message and len(message.splitlines()) == 1
     assert (pack / f"{damaged}.corrupt").exists() and not (pack / damaged).exists()
     # Snakemake reads a directory output's time from its .snakemake_timestamp: made older than

@@ -137,7 +137,9 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     layer.write_bytes(layer.read_bytes()[:-200])
     proc = rerun_vanishing(work, cfg, check=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "batch001/layer01.parquet: not a readable Parquet dump" in out
+    assert proc.returncode != 0 and re.search(
+        r"batch001/layer01.parquet: \d+ bytes, checksums.json records \d+ \(truncated\?\)", out
+    )
     assert "Traceback" not in out  # the job's own error is one line, not a traceback
     # The batch stays (other jobs of the run fail on it with the same error, instead of waiting
     # for a missing directory) but is set aside and aged, so the next run rebuilds it.
@@ -148,6 +150,56 @@ def test_truncated_dump_is_refused_then_rebuilt(finished, tmp_path):
     assert pq.read_table(work / "results/tiny-gpt2/dumps/batch001/layer01.parquet").equals(
         pq.read_table(src / "results/tiny-gpt2/dumps/batch001/layer01.parquet")
     )
+
+
+def flip_bytes(path, fraction: float, n: int = 4) -> None:
+    """XOR ``n`` bytes at ``fraction`` of the file, in place (its time moves, as a rewrite's)."""
+    with open(path, "r+b") as f:
+        at = int(os.fstat(f.fileno()).st_size * fraction)
+        f.seek(at)
+        data = f.read(n)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in data))
+
+
+def tables_of(work) -> dict[str, bytes]:
+    """Every table, figure and page a run wrote (its dumps and packs aside)."""
+    skip = ("dumps", "samples")
+    return {
+        str(p.relative_to(work)): p.read_bytes()
+        for root in ("results", "figures", "docs")
+        if (work / root).exists()
+        for p in (work / root).rglob("*")
+        if p.is_file() and not any(part in skip for part in p.relative_to(work).parts)
+    }
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("forcerun", [True, False], ids=["forcerun-packs", "plain-rerun"])
+def test_four_flipped_bytes_of_a_dump_stop_the_run_by_name(finished, tmp_path, forcerun):
+    """Issue 50's probe: 4 bytes XOR-ed at 12 % of layer00.parquet of a finished run, then
+    `snakemake all --forcerun pack_samples` (and a plain `snakemake all`: the file changed in
+    place makes its readers rerun). The run exits non-zero naming the file, prints no traceback
+    and changes no table."""
+    src, cfg = finished
+    work = tmp_path / "w"
+    shutil.copytree(src, work)  # copy2: the times are kept, as the finished run left them
+    before = tables_of(work)
+    layer = work / "results/tiny-gpt2/dumps/batch000/layer00.parquet"
+    flip_bytes(layer, 0.12)
+    extra = ("--forcerun", "pack_samples") if forcerun else ()
+    proc = snakemake(work, cfg, "--cores", "2", "all", *extra, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (
+        "batch000/layer00.parquet: CRC-32" in out and "set aside as layer00.parquet.corrupt" in out
+    )
+    assert "Traceback" not in out
+    # Snakemake removes the outputs of a job it starts (run.json of describe_run, which reads the
+    # dumps too, and fails): nothing is written from the damaged file, nothing rewritten
+    after = tables_of(work)
+    changed = sorted(k for k in after if after[k] != before.get(k))
+    assert not changed, changed
 
 
 @pytest.mark.workflow
@@ -164,7 +216,7 @@ def test_a_damaged_pack_is_set_aside_then_rebuilt(finished, tmp_path):
     target = "results/tiny-gpt2/analysis/vanishing/L8.parquet"
     proc = snakemake(work, cfg, "--cores", "1", target, "--forcerun", "analyse", check=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "L8/x.npy: unreadable sample pack file" in out
+    assert proc.returncode != 0 and "L8/x.npy: 100 bytes, checksums.json records" in out
     assert "set aside as x.npy.corrupt" in out and "Traceback" not in out
     assert (pack / "x.npy.corrupt").exists()
     # the next plain run: the pack is outdated, rebuilt, and the analysis runs on it

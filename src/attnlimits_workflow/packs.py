@@ -14,6 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from .integrity import (
+    MANIFEST,
+    ChecksumMismatch,
+    read_checksums,
+    verify_files,
+    warn_unverified,
+)
+
 
 class DumpError(RuntimeError):
     """A dump that cannot be used: missing, truncated, wrong schema, or from another config.
@@ -182,20 +190,40 @@ class Pack:
 def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack:
     """One L's pack, memory-mapped, its x that of ``embedding`` (None: the one the pack was made
     for, x.npy; another: x_<embedding>.npy, packed for a reading of analysis.readings; a pack
-    without it raises DumpError). A damaged pack (a file unreadable, truncated, or of the wrong
-    shape) raises DumpError naming the file, which is set aside as <name>.corrupt and its pack
-    made stale (set_aside), so that the next run rebuilds the pack, as a damaged dump's batch."""
+    without it raises DumpError).
+
+    Every file it maps is first verified against the pack's checksums.json (integrity.py); a pack
+    written before packs had one is read with one warning. A damaged pack (a file that fails its
+    checksum, unreadable, truncated, or of the wrong shape) raises DumpError naming the file,
+    which is set aside as <name>.corrupt and its pack made stale (set_aside), so that the next
+    run rebuilds the pack, as a damaged dump's batch."""
     d = Path(pack_dir)
     current = d / "metadata.json"
     try:
+        recorded = read_checksums(d)
+        if recorded is not None:  # the metadata first: a damaged one may name other files
+            verify_files(d, [current.name], recorded)
         meta = json.loads(current.read_text())
         length = int(meta["length"])
-        arrays = {}
         x_file = pack_x_file(d, meta, embedding)
-        for name in PACK_ARRAYS + ROW_ARRAYS:
-            current = d / (x_file if name == "x" else f"{name}.npy")
-            if name in PACK_ARRAYS or current.exists():
-                arrays[name] = np.load(current, mmap_mode="r")
+        files = {
+            name: d / (x_file if name == "x" else f"{name}.npy")
+            for name in PACK_ARRAYS + ROW_ARRAYS
+        }
+        files = {k: f for k, f in files.items() if k in PACK_ARRAYS or f.exists()}
+        if recorded is not None:
+            verify_files(d, [f.name for f in files.values()], recorded)
+        elif meta.get("checksums"):
+            age_folder(d)
+            raise DumpError(
+                f"{d / MANIFEST}: missing, so the pack cannot be verified; the pack is marked "
+                "outdated: rerun the workflow to rebuild it"
+            )
+        else:
+            warn_unverified(d, "a sample pack")
+        arrays = {}
+        for name, current in files.items():
+            arrays[name] = np.load(current, mmap_mode="r")
         current = pack_shape_problem(d, arrays, length)
         if current is not None and current.name == "x.npy":
             current = d / x_file
@@ -203,6 +231,11 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
             raise ValueError("its shape does not match the pack's other arrays")
     except DumpError:
         raise
+    except ChecksumMismatch as exc:
+        moved = set_aside(exc.path)
+        raise DumpError(
+            f"{exc}; set aside as {moved.name}. Rerun the workflow to rebuild the pack"
+        ) from None
     except Exception as exc:  # np.load alone raises OSError, EOFError, ValueError, SyntaxError...
         moved = set_aside(current)
         raise DumpError(
@@ -245,12 +278,34 @@ def pack_shape_problem(d: Path, arrays: dict[str, np.ndarray], length: int) -> P
     return None
 
 
-def set_aside(path: Path) -> Path:
-    """Rename a damaged pack file to <name>.corrupt (set_aside_file) and age its pack folder (its
+def damage_record(folder: Path) -> Path:
+    """The file beside a directory output that lists the files set aside from it: <folder>.damaged.
+    It outlives the folder, which Snakemake deletes before it rebuilds it."""
+    return folder.with_name(f"{folder.name}.damaged")
+
+
+def set_aside(path: Path, age: bool = True) -> Path:
+    """Rename a damaged file of a directory output (a pack's, a dump batch's) to <name>.corrupt
+    (set_aside_file), record it in the folder's damage record, and age the folder (its
     .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970), so
-    the next run sees the pack outdated and rebuilds it."""
+    the next run sees it outdated and rebuilds it.
+
+    A rebuild never loops: when the record already lists the file, this file is a rebuilt copy
+    damaged again, which points at the storage. Then nothing is moved or aged, and the DumpError
+    says so and what to do: every later run stops at the same line until someone acts."""
+    record = damage_record(path.parent)
+    listed = record.read_text().split() if record.exists() else []
+    if path.name in listed and path.exists():
+        raise DumpError(
+            f"{path}: damaged again after it was rebuilt (the first damage is recorded in "
+            f"{record}). The storage may be failing, so the workflow stops instead of rebuilding "
+            f"it once more: check the disk, then delete {path.parent} and {record} and rerun"
+        )
     moved = set_aside_file(path)
-    if path.parent.is_dir():
+    if moved != path:
+        with open(record, "a") as f:
+            f.write(f"{path.name}\n")
+    if age and path.parent.is_dir():
         age_folder(path.parent)
     return moved
 

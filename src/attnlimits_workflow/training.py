@@ -296,6 +296,7 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
     learned parameters too, which from_pretrained would drop), attention as
     ``attn_implementation``."""
     import torch
+    from huggingface_hub.errors import StrictDataclassError
     from safetensors.torch import load_file
     from transformers import AutoConfig, LlamaForCausalLM
 
@@ -323,7 +324,15 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
         if "lm_head.weight" not in state and config.tie_word_embeddings:
             state["lm_head.weight"] = state["model.embed_tokens.weight"]
         model.load_state_dict(state, strict=True)
-    except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (
+        OSError,
+        RuntimeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        StrictDataclassError,  # transformers' config checks a value's range (initializer_range)
+    ) as exc:
         # each file reads, yet they disagree (a hand edit, a flipped digit in config.json)
         raise ModelSourceError(
             f"{Path(model_dir) / 'config.json'}: the trained model's config.json and weights do "

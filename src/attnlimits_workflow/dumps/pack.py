@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..integrity import MANIFEST, write_checksums
 from ..packs import LAYER_KEYS, DumpError
 from .read import layer_files, layer_parts, open_dump
 
@@ -122,10 +123,13 @@ def pack_dumps(
                 "embedding": embedding,
                 "extra_embeddings": extras,
                 "layers": layers,
+                "checksums": MANIFEST,
             },
             sort_keys=True,
         )
     )
+    # last: a pack whose checksums.json is missing while its metadata names one is refused
+    write_checksums(out_dir, sorted(p.name for p in out_dir.glob("*.npy")) + ["metadata.json"])
     return total, tuple(arrays["x"].shape)
 
 

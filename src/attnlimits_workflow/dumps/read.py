@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..packs import DumpError, age_folder, rename_corrupt
+from ..integrity import MANIFEST, ChecksumMismatch, read_checksums, verify_files, warn_unverified
+from ..packs import DumpError, age_folder, set_aside
 from .schema import LAYER_COLUMNS, META_KEY, SCHEMA_SPEC, arrow_schema
 
 
@@ -46,6 +47,7 @@ def layer_files(
             raise DumpError(
                 f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it"
             )
+        verify_batch(Path(d), files)
         batch_chunks = None
         layers = set()
         for f in files:
@@ -97,6 +99,29 @@ def layer_files(
     return dict(sorted(out.items()))
 
 
+def verify_batch(batch: Path, files: list[Path]) -> None:
+    """Verify a batch's layer files against its checksums.json before any is decoded (footers,
+    page headers and pages alike). A file that fails is set aside and its batch aged (the next
+    run rebuilds it); a batch written before checksums were is read with one warning."""
+    try:
+        recorded = read_checksums(batch)
+        if recorded is not None:
+            verify_files(batch, [f.name for f in files], recorded)
+            return
+    except ChecksumMismatch as exc:
+        moved = _quarantine(exc.path)
+        raise DumpError(
+            f"{exc}; set aside as {moved.name}. Rerun the workflow to rebuild the batch"
+        ) from None
+    if read_metadata(files[0]).get("checksums"):
+        age_folder(batch)
+        raise DumpError(
+            f"{batch / MANIFEST}: missing, so the batch cannot be verified; the batch is marked "
+            "outdated: rerun the workflow to rebuild it"
+        )
+    warn_unverified(batch, "a dump batch")
+
+
 def _rebuild(batch: str | os.PathLike) -> str:
     return f"delete {batch} and rerun to rebuild it"
 
@@ -118,7 +143,8 @@ def open_dump(
     sees it missing and rebuilds it, and a DumpError naming the file is raised.
     """
     try:
-        handle = pq.ParquetFile(path)  # reads the footer: catches truncation
+        # reads the footer (catches truncation); each page read is checked against its CRC
+        handle = pq.ParquetFile(path, page_checksum_verification=True)
         schema = handle.schema_arrow
     except (OSError, pa.ArrowInvalid) as exc:
         moved = _quarantine(path)
@@ -160,8 +186,8 @@ def open_dump(
 
 
 def _quarantine(path: Path) -> Path:
-    """Rename a damaged dump file to <name>.corrupt and mark its batch stale, so the next run
-    rebuilds it.
+    """Set a damaged dump file aside as <name>.corrupt and mark its batch stale, so the next run
+    rebuilds it (packs.set_aside, which also stops a second rebuild of the same file).
 
     The batch directory stays where it is: jobs of this run already scheduled on it then fail on
     the missing file with the same clear error, where a missing directory would make Snakemake
@@ -169,17 +195,7 @@ def _quarantine(path: Path) -> Path:
     .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970): the
     next run sees it outdated and rebuilds it.
     """
-    try:
-        moved = rename_corrupt(path)
-    except FileNotFoundError:
-        # Jobs of one run read the same batch in parallel: another job met the damaged file
-        # first and set it aside. Report that file and still age the batch.
-        if not path.with_name(f"{path.name}.corrupt").exists():
-            raise
-        moved = max(path.parent.glob(f"{path.name}.corrupt*"), key=lambda p: p.stat().st_mtime_ns)
-    if path.parent.name.startswith("batch"):
-        age_folder(path.parent)
-    return moved
+    return set_aside(path, age=path.parent.name.startswith("batch"))
 
 
 PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "q", "qa", "k", "qn", "kn", "scale")

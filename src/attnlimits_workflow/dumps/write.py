@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..integrity import MANIFEST, write_checksums
 from .schema import (
     META_KEY,
     ROW_GROUP_POSITIONS,
@@ -26,7 +27,12 @@ class LayerDumpWriter:
     """Streams one layer's rows to Parquet, one row group per 128 positions of one pass."""
 
     def __init__(
-        self, path: Path, metadata: dict[str, Any], compression: str, compression_level: int | None
+        self,
+        path: Path,
+        metadata: dict[str, Any],
+        compression: str,
+        compression_level: int | None,
+        page_checksums: bool = True,
     ):
         self.head_dim = int(metadata["head_dim"])
         self.d_model = int(metadata["d_model"])
@@ -49,6 +55,8 @@ class LayerDumpWriter:
             use_byte_stream_split=[f"{c}.list.element" for c in list_columns]
             + ["q_norm", "k_norm"],
             write_statistics=["chunk", "context_length", "position", "analysed_length"],
+            # CRC-32 of every page, verified by every reader (dumps.read.open_dump)
+            write_page_checksum=page_checksums,
         )
         self.schema = schema
 
@@ -165,13 +173,18 @@ def write_batch(
     progress=None,
     write_threads: int = 2,
     closing_tokens: tuple[int, ...] = (),
+    checksums: bool = True,
 ) -> None:
     """Run the model (loaded with the capture attention) over ``chunks`` (chunk index -> token
     ids) and write layerNN.parquet files into ``out_dir`` (which must exist).
     ``store_hidden`` / ``store_attention_input``: also store each layer's residual stream before
     its norm (``hidden``) / its attention input, the paper's x_i (``attention_input``).
     ``progress(chunk, seconds)`` is called after each chunk; ``closing_tokens`` as in
-    attnlimits.extraction.extract_chunk."""
+    attnlimits.extraction.extract_chunk.
+
+    ``checksums``: write each page's CRC-32 and, once every file is closed, the batch's
+    checksums.json (integrity.py), which every reader verifies; off only to measure their cost
+    (benchmarks/checksums.py)."""
     import time
 
     import torch
@@ -237,9 +250,15 @@ def write_batch(
                 "d_model": d_model,
                 "vectors": [c for c in VECTOR_COLUMNS if c in vectors],
                 "vector_dtype": vector_dtype,
+                # a batch whose checksums.json went missing is refused, not read unverified
+                "checksums": MANIFEST if checksums else None,
             }
             writers[layer] = LayerDumpWriter(
-                Path(out_dir) / f"layer{layer:02d}.parquet", meta, compression, compression_level
+                Path(out_dir) / f"layer{layer:02d}.parquet",
+                meta,
+                compression,
+                compression_level,
+                page_checksums=checksums,
             )
         return writers[layer]
 
@@ -290,6 +309,8 @@ def write_batch(
         pool.shutdown(wait=True, cancel_futures=True)
         for w in writers.values():
             w.close()
+    if checksums:  # last: a batch whose job died earlier has none, and is never complete
+        write_checksums(out_dir, [f"layer{layer:02d}.parquet" for layer in sorted(writers)])
 
 
 def _query_temperature(
