@@ -40,6 +40,10 @@ class ChecksumMismatch(Exception):
         self.detail = detail
 
 
+class MissingFile(ChecksumMismatch):
+    """A file the manifest lists that is not there (deleted, or set aside by another job)."""
+
+
 def file_crc32(path: str | os.PathLike) -> str:
     """The CRC-32 of the file's bytes, as 8 hex digits."""
     crc = 0
@@ -54,11 +58,19 @@ def file_crc32(path: str | os.PathLike) -> str:
     return f"{crc:08x}"
 
 
-def _crcs(paths: list[Path], threads: int) -> list[str]:
+def _crc_or_none(path: Path) -> str | None:
+    try:
+        return file_crc32(path)
+    except FileNotFoundError:
+        return None
+
+
+def _crcs(paths: list[Path], threads: int) -> list[str | None]:
+    """Each file's CRC-32, None for a file that is gone."""
     if threads <= 1 or len(paths) <= 1:
-        return [file_crc32(p) for p in paths]
+        return [_crc_or_none(p) for p in paths]
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crc32") as pool:
-        return list(pool.map(file_crc32, paths))
+        return list(pool.map(_crc_or_none, paths))
 
 
 def write_checksums(folder: str | os.PathLike, names: list[str], threads: int = 2) -> Path:
@@ -70,6 +82,8 @@ def write_checksums(folder: str | os.PathLike, names: list[str], threads: int = 
         p.name: {"bytes": p.stat().st_size, ALGORITHM: crc}
         for p, crc in zip(paths, _crcs(paths, threads), strict=True)
     }
+    if None in (r[ALGORITHM] for r in records.values()):
+        raise FileNotFoundError(f"{folder}: a file vanished while its checksum was taken")
     target = folder / MANIFEST
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True))
@@ -111,7 +125,10 @@ def verify_files(
         entry = recorded.get(name)
         if entry is None:
             raise ChecksumMismatch(path, f"not listed in {MANIFEST} (a file from another run?)")
-        st = path.stat()
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise MissingFile(path, f"missing, though {MANIFEST} lists it") from None
         if st.st_size != int(entry["bytes"]):
             raise ChecksumMismatch(
                 path, f"{st.st_size} bytes, {MANIFEST} records {entry['bytes']} (truncated?)"
@@ -120,6 +137,8 @@ def verify_files(
         if _verified.get(key) != entry[ALGORITHM]:
             todo.append((path, key, entry[ALGORITHM]))
     for (path, key, want), got in zip(todo, _crcs([t[0] for t in todo], threads), strict=True):
+        if got is None:  # gone since its stat: another job set it aside
+            raise MissingFile(path, f"missing, though {MANIFEST} lists it")
         if got != want:
             raise ChecksumMismatch(
                 path, f"CRC-32 {got}, {MANIFEST} records {want}: changed since it was written"
@@ -128,17 +147,27 @@ def verify_files(
 
 
 def warn_unverified(folder: str | os.PathLike, what: str) -> None:
-    """Say once per process that ``folder`` (written before checksums were) cannot be verified."""
+    """Note once in the job's log that ``folder`` (written before checksums were) is read
+    unverified. The run says it once for all such folders, at its start (unverifiable_folders)."""
     key = str(folder)
     if key not in _warned:
         _warned.add(key)
-        _log.warning(
-            "%s: %s written without %s: its files cannot be verified and are read as they are; "
-            "delete it and rerun to rebuild it with checksums",
+        _log.info(
+            "%s: %s written without %s: its files cannot be verified and are read as they are",
             folder,
             what,
             MANIFEST,
         )
+
+
+def unverifiable_folders(folders: list[str | os.PathLike]) -> list[Path]:
+    """The finished folders (directory outputs Snakemake stamped) that have no checksums.json:
+    written before checksums were, read unverified."""
+    return [
+        Path(f)
+        for f in folders
+        if (Path(f) / ".snakemake_timestamp").exists() and not (Path(f) / MANIFEST).exists()
+    ]
 
 
 def refresh_changed_folders(folders: list[str | os.PathLike], slack_s: float = 1.0) -> list[Path]:
@@ -147,9 +176,11 @@ def refresh_changed_folders(folders: list[str | os.PathLike], slack_s: float = 1
     that Snakemake reruns the jobs that read the folder, and they verify its files.
 
     A file rewritten inside a directory output moves neither the folder's time nor that stamp's,
-    so without this Snakemake would see nothing to do. Cheap: one stat per file. A copy that
-    does not keep times (cp without -p) makes every file newer too: the readers then rerun once
-    and find the checksums sound.
+    so without this Snakemake would see nothing to do. Cheap: one stat per file. It sees a file
+    whose time moved (a rewrite, an edit): bit rot, or a change that restored the old time
+    (cp -p, rsync -a), is seen only by the checksums, when a reader next runs. A copy that does
+    not keep times (cp without -p) makes every file newer: the readers rerun once and find the
+    checksums sound.
     """
     refreshed = []
     for folder in map(Path, folders):
@@ -160,10 +191,13 @@ def refresh_changed_folders(folders: list[str | os.PathLike], slack_s: float = 1
             continue
         if stamped == 0:  # aged by a job that set a file aside: it is rebuilt anyway
             continue
-        newest = max(
-            (p.stat().st_mtime for p in folder.iterdir() if p.is_file() and p != stamp),
-            default=0.0,
-        )
+        newest = 0.0
+        for p in folder.iterdir():
+            try:  # a job of a running workflow may be setting a file aside right now
+                if p != stamp and p.is_file():
+                    newest = max(newest, p.stat().st_mtime)
+            except FileNotFoundError:
+                continue
         if newest > stamped + slack_s:
             os.utime(stamp)
             refreshed.append(folder)

@@ -17,6 +17,7 @@ import numpy as np
 from .integrity import (
     MANIFEST,
     ChecksumMismatch,
+    MissingFile,
     read_checksums,
     verify_files,
     warn_unverified,
@@ -199,6 +200,7 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
     run rebuilds the pack, as a damaged dump's batch."""
     d = Path(pack_dir)
     current = d / "metadata.json"
+    set_aside_earlier(d, "pack")
     try:
         recorded = read_checksums(d)
         if recorded is not None:  # the metadata first: a damaged one may name other files
@@ -210,9 +212,15 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
             name: d / (x_file if name == "x" else f"{name}.npy")
             for name in PACK_ARRAYS + ROW_ARRAYS
         }
-        files = {k: f for k, f in files.items() if k in PACK_ARRAYS or f.exists()}
+        listed = recorded or {}
+        files = {
+            k: f
+            for k, f in files.items()
+            if k in PACK_ARRAYS or f.name in listed or (recorded is None and f.exists())
+        }
         if recorded is not None:
             verify_files(d, [f.name for f in files.values()], recorded)
+            clear_damage(d, [current.name, *(f.name for f in files.values())])
         elif meta.get("checksums"):
             age_folder(d)
             raise DumpError(
@@ -231,6 +239,12 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
             raise ValueError("its shape does not match the pack's other arrays")
     except DumpError:
         raise
+    except MissingFile as exc:
+        set_aside_earlier(d, "pack")  # another job of this run set it aside
+        age_folder(d)
+        raise DumpError(
+            f"{exc}: the pack is marked outdated; rerun the workflow to rebuild it"
+        ) from None
     except ChecksumMismatch as exc:
         moved = set_aside(exc.path)
         raise DumpError(
@@ -278,6 +292,37 @@ def pack_shape_problem(d: Path, arrays: dict[str, np.ndarray], length: int) -> P
     return None
 
 
+def set_aside_earlier(folder: Path, what: str) -> None:
+    """Raise DumpError naming the files of ``folder`` that a job (of this run, or of an earlier
+    one) set aside as damaged; jobs that read a folder in parallel then all end on one line."""
+    damaged = sorted(p.name for p in folder.glob("*.corrupt*"))
+    if damaged:
+        raise DumpError(
+            f"{folder}: {', '.join(damaged)} set aside as damaged by a job that read it (see "
+            f"the error naming its file); rerun the workflow to rebuild the {what}"
+        )
+
+
+def clear_damage(folder: Path, names: list[str]) -> None:
+    """Drop ``names`` from the folder's damage record once a reader has verified them: a file
+    rebuilt and read sound is no longer one damage away from stopping the run (set_aside)."""
+    record = damage_record(folder)
+    if not record.exists():
+        return
+    try:
+        listed = record.read_text().split()
+    except FileNotFoundError:
+        return
+    kept = [n for n in listed if n not in set(names)]
+    if kept == listed:
+        return
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp.write_text("".join(f"{n}\n" for n in kept))
+    os.replace(tmp, record)
+    if not kept:
+        record.unlink(missing_ok=True)
+
+
 def damage_record(folder: Path) -> Path:
     """The file beside a directory output that lists the files set aside from it: <folder>.damaged.
     It outlives the folder, which Snakemake deletes before it rebuilds it."""
@@ -290,9 +335,10 @@ def set_aside(path: Path, age: bool = True) -> Path:
     .snakemake_timestamp, which Snakemake reads as a directory output's time, set to 1970), so
     the next run sees it outdated and rebuilds it.
 
-    A rebuild never loops: when the record already lists the file, this file is a rebuilt copy
-    damaged again, which points at the storage. Then nothing is moved or aged, and the DumpError
-    says so and what to do: every later run stops at the same line until someone acts."""
+    A rebuild never loops: when the record still lists the file (no reader has verified a
+    rebuilt copy since: clear_damage), this file is the rebuilt copy damaged again, which points
+    at the storage or the writer. Then nothing is moved or aged, and the DumpError says so and
+    what to do: every later run stops at the same line until someone acts."""
     record = damage_record(path.parent)
     listed = record.read_text().split() if record.exists() else []
     if path.name in listed and path.exists():

@@ -18,6 +18,7 @@ from attnlimits_workflow.engine import ROW_ANALYSES
 from attnlimits_workflow.engine import kernel_plan
 from attnlimits_workflow.engine import plan as plan_rows
 from attnlimits_workflow.integrity import refresh_changed_folders
+from attnlimits_workflow.integrity import unverifiable_folders
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -73,19 +74,25 @@ READ_MODELS = [m for m in PAPER_MODELS if MODELS[m]["analysis"]["readings"]]
 # A file rewritten inside a dump batch or a sample pack (directory outputs) moves neither's
 # time, so Snakemake would see nothing to do: such a folder is made newer than its readers here,
 # and they rerun and verify its checksums (attnlimits_workflow.integrity). One stat per file.
-for _folder in refresh_changed_folders(
-    [
-        p
-        for p in (
-            *Path("results").glob("*/dumps/batch*"),
-            *Path("results").glob("*/samples/L*"),
-        )
-        if p.is_dir()
-    ]
-):
+_written = [
+    p
+    for p in (
+        *Path("results").glob("*/dumps/batch*"),
+        *Path("results").glob("*/samples/L*"),
+    )
+    if p.is_dir()
+]
+for _folder in refresh_changed_folders(_written):
     sys.stderr.write(
         f"{_folder}: a file in it changed after its job wrote it; the jobs that read it rerun "
         "and verify its checksums\n"
+    )
+_unverifiable = unverifiable_folders(_written)
+if _unverifiable:
+    sys.stderr.write(
+        f"{len(_unverifiable)} dump batches or sample packs were written before checksums "
+        f"(e.g. {_unverifiable[0]}): they are read unverified; delete them and rerun to "
+        "rebuild them with checksums\n"
     )
 
 

@@ -13,8 +13,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..integrity import MANIFEST, ChecksumMismatch, read_checksums, verify_files, warn_unverified
-from ..packs import DumpError, age_folder, set_aside
+from ..integrity import (
+    MANIFEST,
+    ChecksumMismatch,
+    MissingFile,
+    read_checksums,
+    verify_files,
+    warn_unverified,
+)
+from ..packs import DumpError, age_folder, clear_damage, set_aside, set_aside_earlier
 from .schema import LAYER_COLUMNS, META_KEY, SCHEMA_SPEC, arrow_schema
 
 
@@ -37,12 +44,7 @@ def layer_files(
     fingerprint0 = None
     for d in dump_dirs:
         files = sorted(Path(d).glob("layer*.parquet"))
-        damaged = sorted(p.name for p in Path(d).glob("layer*.parquet.corrupt*"))
-        if damaged:
-            raise DumpError(
-                f"{d}: {', '.join(damaged)} set aside as damaged by a job that read it (see the "
-                "error naming its file); rerun the workflow to rebuild the batch"
-            )
+        set_aside_earlier(Path(d), "batch")
         if not files:
             raise DumpError(
                 f"{d}: no layer*.parquet files; delete the directory and rerun to rebuild it"
@@ -107,7 +109,11 @@ def verify_batch(batch: Path, files: list[Path]) -> None:
         recorded = read_checksums(batch)
         if recorded is not None:
             verify_files(batch, [f.name for f in files], recorded)
+            clear_damage(batch, [f.name for f in files])
             return
+    except MissingFile as exc:
+        set_aside_earlier(batch, "batch")  # another job of this run set it aside
+        raise DumpError(f"{exc}: {_rebuild(batch)}") from None
     except ChecksumMismatch as exc:
         moved = _quarantine(exc.path)
         raise DumpError(
@@ -135,6 +141,9 @@ def open_dump(
     path: Path, expected: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], pq.ParquetFile]:
     """Open a dump, check its schema against dump_schema.json and its provenance; return metadata.
+
+    It does not verify the batch's checksums.json: readers go through layer_files (or
+    verify_batch) first, which does, before any footer is read.
 
     ``expected`` maps metadata fields (e.g. weights_sha256, tokens_fingerprint) to the values of
     the current run: a dump of another model or corpus is refused, never mixed in.
