@@ -1599,3 +1599,50 @@ def test_what_changes_between_two_context_lengths():
     )
     before = table([("f", "not reproduced", 0.0124, 0.0105, 0.0235)])
     assert not lc.compare_lengths(before, floor)["moved"][0]
+
+
+def test_at_a_glance_marks_each_verdict_and_robustness_and_sets_undecidable_checks_apart():
+    claims = ["same", "flips", "differ", "none_decides", "na"]
+    score = pl.DataFrame(
+        {
+            "claim_id": claims,
+            "claim": ["Same", "Flips", "Differ", "None decides", "N/A"],
+            "m": ["reproduced", "not reproduced", "reproduced", "vacuous", "not applicable"],
+            "m interval": ["slope 0.93 [0.9, 1]", "0.1 [0, 0.2]", "2 [1, 3]", "", ""],
+            "m.docs": ["reproduced", "not reproduced", "undecided", "not testable"]
+            + ["not applicable"],
+            "m.docs interval": ["slope 0.95 [0.9, 1]", "0.1 [0, 0.3]", "1 [0.5, 4]", "", ""],
+            "solo": ["undecided", "reproduced", "not reproduced", "no verdict", "reproduced"],
+            "solo interval": ["7", "0.8 [0.7, 0.9]", "3 [2, 4]", "", "5 [4, 6]"],
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}, "solo": {"book": "solo"}}
+    statuses = {"flips": "fragile"}
+    table = pl.DataFrame(
+        {
+            "claim_id": claims,
+            "robustness": [statuses.get(c, "robust") for c in claims],
+            "flipped_by": ["x_key: reproduced" if c == "flips" else "" for c in claims],
+            "unsettled_by": "",
+        }
+    )
+    readings = {"m": table, "m.docs": table, "solo": table}
+    status = findings.claim_status(score, groups, readings)
+    glance = findings.at_a_glance(score, status, groups)
+    legend, _, body = glance.partition("\n\n")
+    assert legend == findings.GLANCE_LEGEND and "\n" not in legend
+    lines = body.splitlines()
+    assert lines[0] == "| claim | m | solo |"
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in lines[2:]}
+    # decided alike on both texts and every reading: one mark, both numbers, robust
+    assert rows["Same"] == ["✓ slope 0.93/slope 0.95 ★", "? 7 |"]
+    # a reading flips it: fragile, whatever the texts say
+    assert rows["Flips"][0] == "✗ 0.1 †"
+    # the texts differ: each text's mark, and the claim is unresolved (one leaves it undecided)
+    assert rows["Differ"][0] == "✓/? 2/1 ~"
+    # not applicable on a model: the mark alone
+    assert rows["N/A"][0] == "·"
+    # a claim no model could decide: counted in the last row, not shown as a verdict
+    assert "None decides" not in rows
+    assert lines[-1].startswith("| 1 checks no data here could decide")
+    assert len(lines) == 2 + 4 + 1

@@ -67,7 +67,10 @@ def test_http_error_is_reported(server):
 @pytest.mark.integration
 def test_offline_fails_fast_with_advice():
     start = time.monotonic()
-    with pytest.raises(CorpusError, match="Offline\\? Set corpus.path"):
+    with pytest.raises(
+        CorpusError,
+        match=r"Offline\? Run the offline quick start \(--configfile config/offline.yaml\)",
+    ):
         download(f"http://127.0.0.1:{closed_port()}/pg.txt", SHA)
     assert time.monotonic() - start < 30
 
@@ -75,7 +78,10 @@ def test_offline_fails_fast_with_advice():
 @pytest.mark.integration
 def test_hub_unreachable_fails_fast_with_advice():
     start = time.monotonic()
-    with pytest.raises(ModelSourceError, match="Offline\\? Set model.path"):
+    with pytest.raises(
+        ModelSourceError,
+        match=r"Offline\? Run the offline quick start \(--configfile config/offline.yaml\)",
+    ):
         check_hub_reachable(f"http://127.0.0.1:{closed_port()}")
     assert time.monotonic() - start < 30
 
@@ -117,7 +123,9 @@ def test_rule_offline_fails_within_30s(tmp_path, monkeypatch):
     start = time.monotonic()
     proc = snakemake(tmp_path, cfg, "--cores", "1", "resources/corpus/pg.txt", check=False)
     assert proc.returncode != 0 and time.monotonic() - start < 30
-    assert "Offline? Set corpus.path" in proc.stdout + proc.stderr
+    assert "Offline? Run the offline quick start (--configfile config/offline.yaml)" in (
+        proc.stdout + proc.stderr
+    )
 
 
 @pytest.mark.workflow
@@ -129,4 +137,5 @@ def test_fetch_model_offline_fails_within_30s(tmp_path, monkeypatch):
     start = time.monotonic()
     proc = snakemake(tmp_path, config, "--cores", "1", "resources/models/gpt2-hub", check=False)
     assert proc.returncode != 0 and time.monotonic() - start < 30
-    assert "Offline? Set model.path" in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "Offline? Run the offline quick start (--configfile config/offline.yaml)" in out

@@ -2,6 +2,8 @@
 refused and rebuilt; analysis jobs never import torch."""
 
 import ast
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -103,6 +105,33 @@ def test_corpus_without_markers_is_used_whole_with_a_warning(tmp_path):
         in (tmp_path / "logs/download_corpus/synthetic.log").read_text()
     )
     assert (tmp_path / "resources/corpus/synthetic.txt").read_text() == text.strip()
+    # where the copy came from, so that a later corpus.path giving this name to another text
+    # is refused (corpus_names.clash_errors)
+    record = json.loads((tmp_path / "resources/corpus/synthetic.source.json").read_text())
+    assert record["path"] == str((tmp_path / "corpus.txt").resolve())
+    assert record["sha256"] == hashlib.sha256((tmp_path / "corpus.txt").read_bytes()).hexdigest()
+    # the same name given to another file is refused before any job, naming both
+    other = tmp_path / "other" / "corpus.txt"
+    other.parent.mkdir()
+    other.write_text(text + " and more")
+    cfg["corpus"]["path"] = str(other)
+    proc = snakemake(tmp_path, write_config(tmp_path, cfg), "-n", "all", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"{other} would land as resources/corpus/synthetic.txt" in out
+
+
+@pytest.mark.workflow
+def test_a_text_without_a_name_is_filed_under_its_own(tmp_path):
+    """corpus={path: /some/other.txt}: the text lands as resources/corpus/other.txt, not under
+    the default's war_and_peace."""
+    cfg = tiny_config(tmp_path)
+    other = tmp_path / "texts" / "other.txt"
+    other.parent.mkdir()
+    os.replace(tmp_path / "corpus.txt", other)
+    cfg["corpus"] = {"path": str(other)}
+    proc = snakemake(tmp_path, write_config(tmp_path, cfg), "-n", "all")
+    out = proc.stdout + proc.stderr
+    assert "resources/corpus/other.txt" in out and "war_and_peace" not in out
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ import yaml
 from attnlimits.families import UnsupportedModelError, family, sliding_windows
 from attnlimits.families import max_positions as model_positions
 
+from .corpus_names import clash_errors, corpus_file, named_corpus
+
 
 class ConfigError(ValueError):
     """An invalid configuration; str() holds one line per problem."""
@@ -194,6 +196,8 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = overlay(merged, {k: v for k, v in layer.items() if k in MODEL_SECTIONS})
+    if "corpus" in merged:
+        merged["corpus"] = named_corpus(merged["corpus"])
     return merged, errs
 
 
@@ -368,11 +372,17 @@ def corpus_name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[st
             errs += periodic_name_error(f"models.{name}.corpus.name", corpus["name"])
         label, first = seen[corpus["name"]]
         if first != corpus:
+            texts = (
+                f" ({corpus['path']} and {first['path']} both land as "
+                f"{corpus_file(corpus['name'])})"
+                if corpus.get("path") and first.get("path")
+                else ""
+            )
             errs.append(
                 f"models.{name}.corpus: names {corpus['name']!r} like {label} but sets it "
-                "differently; give this text its own corpus.name"
+                f"differently{texts}; give this text its own corpus.name"
             )
-    return errs
+    return errs + clash_errors({n: (f"{key}.path", c) for n, (key, c) in seen.items()})
 
 
 def resolve_runs(
@@ -385,6 +395,8 @@ def resolve_runs(
     own config (typed the same way: --config 'models={a: {analysis: ...}}' arrives as strings,
     and the schema of models says only "a mapping") and the default model. Raises ConfigError on
     schema problems and bad models entries; each model's own rules are load_config's."""
+    if "corpus" in user:  # a text without a name is filed under its own (corpus_names)
+        user = {**user, "corpus": named_corpus(user["corpus"])}
     config = coerce_command_line_values(overlay(defaults, user), schema)
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if errs:

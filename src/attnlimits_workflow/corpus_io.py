@@ -20,7 +20,9 @@ def download(url: str, expected_sha256: str | None, timeout: float = 20.0) -> by
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CorpusError(
-            f"could not download {url}: {reason}. Offline? Set corpus.path to a local copy of the text"
+            f"could not download {url}: {reason}. Offline? Run the offline quick start "
+            "(--configfile config/offline.yaml), or set corpus.path to a local copy of the text, "
+            "or corpus.bundled: python_docs"
         ) from exc
     digest = hashlib.sha256(data).hexdigest()
     if expected_sha256 and digest != expected_sha256.lower():

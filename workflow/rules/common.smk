@@ -504,7 +504,11 @@ def compare_outputs():
     figs = [
         f"figures/compare/{c}.{ext}" for c in COMPARE_CLAIMS for ext in ("pdf", "png")
     ]
-    return figs + [f"tables/compare/scorecard.{ext}" for ext in ("csv", "md")]
+    return figs + [
+        "tables/compare/scorecard.csv",
+        "tables/compare/scorecard.md",
+        "tables/compare/at_a_glance.md",
+    ]
 
 
 def final_outputs():

@@ -37,6 +37,7 @@ rule scorecard:
     input:
         tables=[f"tables/{model}/table1.csv" for model in PAPER_MODELS],
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
+        configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
     output:
         csv=report(
             "tables/compare/scorecard.csv",
@@ -44,6 +45,8 @@ rule scorecard:
             category="Models side by side",
         ),
         md="tables/compare/scorecard.md",
+        # every claim on every model, one mark per verdict (docs/findings.md opens with it)
+        glance="tables/compare/at_a_glance.md",
     log:
         "logs/compare/scorecard.log",
     conda:

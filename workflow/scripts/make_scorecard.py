@@ -2,10 +2,14 @@
 (attnlimits_workflow.assemble.scorecard)."""
 
 import json
+from pathlib import Path
 
 import polars as pl
+import yaml
 
+from attnlimits_workflow.assemble.findings import glance_of_run
 from attnlimits_workflow.assemble.scorecard import scorecard, scorecard_header
+from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.tables import write_csv, write_markdown
 
@@ -18,4 +22,7 @@ write_csv(table, snakemake.output.csv)
 # each model's verdict beside the interval it read
 shown = table.select("claim", *(c for m in models for c in (m, f"{m} interval")))
 write_markdown(shown, snakemake.output.md, scorecard_header(table, runs))
+configs = {m: yaml.safe_load(open(p)) for m, p in zip(models, snakemake.input.configs, strict=True)}
+with atomic_path(snakemake.output.glance) as tmp:
+    Path(tmp).write_text(f"# The paper's claims at a glance\n\n{glance_of_run(table, configs)}\n")
 log.info("scorecard: %d claims x %d models", table.height, len(models))

@@ -351,6 +351,89 @@ def group_cell(status: dict) -> str:
     return cell + "".join(f" ({s}: {', '.join(whats)})" for s, whats in marks.items())
 
 
+# At a glance: a verdict as one mark, then whether it holds across the texts and readings.
+VERDICT_MARKS = {
+    "reproduced": "✓",
+    "not reproduced": "✗",
+    "undecided": "?",
+    "vacuous": "∅",
+    "not testable": "≈",
+    "no verdict": "—",
+    NOT_APPLICABLE: "·",
+    "not scored": "n/s",
+}
+STATUS_MARKS = {ROBUST: "★", FRAGILE: "†", UNRESOLVED: "~"}
+GLANCE_LEGEND = (
+    "✓ reproduced, ✗ not reproduced, ? undecided, ∅ vacuous (no data could fail it), ≈ not "
+    "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
+    "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
+    "undecided); the number is the one the verdict reads."
+)
+
+
+def deciding_number(interval: str | None) -> str:
+    """The number a verdict reads, from a scorecard interval cell ("slope 0.93 [0.9, 1]" ->
+    "slope 0.93"); "" where it has none."""
+    return (interval or "").split(" [", 1)[0].strip()
+
+
+def glance_cell(status: dict, score_row: dict, members: dict[str, str]) -> str:
+    """One claim on one model group: each text's verdict mark and deciding number (joined by
+    "/" where the texts differ), then the group's robustness mark."""
+    verdicts = [score_row[e] for e in members.values()]
+    numbers = [deciding_number(score_row.get(f"{e} interval")) for e in members.values()]
+    marks = [VERDICT_MARKS.get(v, v) for v in verdicts]
+    mark = marks[0] if len(set(marks)) == 1 else "/".join(marks)
+    number = "/".join(n for n in numbers if n) if len(set(numbers)) > 1 else numbers[0]
+    if status["robust"]:
+        tail = STATUS_MARKS[ROBUST]
+    else:
+        found = (
+            {status["texts"], status["readings"]}
+            if status.get("texts_compared")
+            else {status["readings"]}
+        )
+        tail = next((STATUS_MARKS[s] for s in (FRAGILE, UNRESOLVED) if s in found), "")
+    if verdicts[0] == NOT_APPLICABLE and len(set(verdicts)) == 1:
+        return mark
+    return " ".join(part for part in (mark, number, tail) if part)
+
+
+def at_a_glance(
+    score: pl.DataFrame, status: pl.DataFrame, groups: dict[str, dict[str, str]]
+) -> str:
+    """The verdicts at a glance: one row per claim a model could decide, one column per model
+    (its texts in one cell), each cell glance_cell; the checks that no model could decide
+    (vacuous, not testable, no verdict or not applicable everywhere) in one last row; the
+    legend line first."""
+    cells = {(r["claim_id"], r["model"]): r for r in status.iter_rows(named=True)}
+    rows, apart = [], 0
+    for r in score.iter_rows(named=True):
+        scored = {r[e] for members in groups.values() for e in members.values()}
+        if not scored & {*DECIDED, "undecided"}:
+            apart += 1
+            continue
+        rows.append(
+            [r["claim"]] + [glance_cell(cells[(r["claim_id"], g)], r, groups[g]) for g in groups]
+        )
+    if apart:
+        rows.append(
+            [f"{apart} checks no data here could decide (vacuous, not testable, no verdict)"]
+            + ["see below"] * len(groups)
+        )
+    return GLANCE_LEGEND + "\n\n" + markdown_table(["claim", *groups], rows)
+
+
+def glance_of_run(
+    score: pl.DataFrame, configs: dict[str, dict], readings: dict[str, pl.DataFrame] | None = None
+) -> str:
+    """:func:`at_a_glance` of a run's scorecard (its entries' configs group one model's texts)."""
+    groups = text_groups(configs)
+    masked = {m: configs[m]["analysis"]["all_rows"]["masked"] for m in configs}
+    status = claim_status(score, groups, readings or {}, masked)
+    return at_a_glance(score, status, groups)
+
+
 def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:
     """The template's [[verdict|claim_id|model]] and [[measured|claim_id|model]] fields, from the
     scorecard; raises MissingCell for a cell it lacks."""
@@ -412,6 +495,7 @@ def findings_page(
     # blocks by plain replacement, so no text of the run is read as a format string.
     page = fill_fields(template, score, models)
     blocks = {
+        "at_a_glance": at_a_glance(score, status, groups),
         "command": command,
         "models_table": models_table(runs, configs, text_of),
         "what_we_can_say": what_we_can_say(status, score, groups),
