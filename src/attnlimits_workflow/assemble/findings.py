@@ -419,7 +419,7 @@ def at_a_glance(
     if apart:
         rows.append(
             [f"{apart} checks no data here could decide (vacuous, not testable, no verdict)"]
-            + ["see below"] * len(groups)
+            + ["in the full tables"] * len(groups)
         )
     return GLANCE_LEGEND + "\n\n" + markdown_table(["claim", *groups], rows)
 
