@@ -1602,18 +1602,24 @@ def test_what_changes_between_two_context_lengths():
 
 
 def test_at_a_glance_marks_each_verdict_and_robustness_and_sets_undecidable_checks_apart():
-    claims = ["same", "flips", "differ", "none_decides", "na"]
+    claims = ["same", "flips", "differ", "none_decides", "na", "bound"]
     score = pl.DataFrame(
         {
             "claim_id": claims,
-            "claim": ["Same", "Flips", "Differ", "None decides", "N/A"],
-            "m": ["reproduced", "not reproduced", "reproduced", "vacuous", "not applicable"],
-            "m interval": ["slope 0.93 [0.9, 1]", "0.1 [0, 0.2]", "2 [1, 3]", "", ""],
+            "claim": ["Same", "Flips", "Differ", "None decides", "N/A", "Bound"],
+            "m": ["reproduced", "not reproduced", "reproduced", "vacuous", "not applicable"]
+            + ["not reproduced"],
+            "m interval": ["slope 0.93 [0.9, 1]", "0.1 [0, 0.2]", "2 [1, 3]", "", "", "0.01"],
+            "m measured": ["", "", "", "", "", "1 of 72 heads violate (share 0.0139, [0, 0.08])"],
             "m.docs": ["reproduced", "not reproduced", "undecided", "not testable"]
-            + ["not applicable"],
-            "m.docs interval": ["slope 0.95 [0.9, 1]", "0.1 [0, 0.3]", "1 [0.5, 4]", "", ""],
-            "solo": ["undecided", "reproduced", "not reproduced", "no verdict", "reproduced"],
-            "solo interval": ["7", "0.8 [0.7, 0.9]", "3 [2, 4]", "", "5 [4, 6]"],
+            + ["not applicable", "not reproduced"],
+            "m.docs interval": ["slope 0.95 [0.9, 1]", "0.1 [0, 0.3]", "1 [0.5, 4]", "", ""]
+            + ["0.03"],
+            "m.docs measured": ["", "", "", "", "", "2 of 72 heads violate (share 0.03, [0, 0.1])"],
+            "solo": ["undecided", "reproduced", "not reproduced", "not scored", "reproduced"]
+            + ["reproduced"],
+            "solo interval": ["7", "0.8 [0.7, 0.9]", "3 [2, 4]", "", "5 [4, 6]", "0.5 [0.4, 0.6]"],
+            "solo measured": ["", "", "9/9 lengths censored", "", "", ""],
         }
     )
     groups = {"m": {"book": "m", "docs": "m.docs"}, "solo": {"book": "solo"}}
@@ -1632,17 +1638,36 @@ def test_at_a_glance_marks_each_verdict_and_robustness_and_sets_undecidable_chec
     legend, _, body = glance.partition("\n\n")
     assert legend == findings.GLANCE_LEGEND and "\n" not in legend
     lines = body.splitlines()
-    assert lines[0] == "| claim | m | solo |"
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in lines[2:]}
-    # decided alike on both texts and every reading: one mark, both numbers, robust
-    assert rows["Same"] == ["✓ slope 0.93/slope 0.95 ★", "? 7 |"]
+    # one column per model, its texts in the order its cells give them
+    assert lines[0] == "| claim | m (book / docs) | solo |"
+    rows = {
+        cells[0]: cells[1:]
+        for cells in ([c.strip() for c in line.strip("|").split(" | ")] for line in lines[2:])
+    }
+    # decided alike on both texts and every reading: each text's mark and number, robust
+    assert rows["Same"] == ["✓ slope 0.93 / ✓ slope 0.95 ★", "? 7"]
     # a reading flips it: fragile, whatever the texts say
-    assert rows["Flips"][0] == "✗ 0.1 †"
-    # the texts differ: each text's mark, and the claim is unresolved (one leaves it undecided)
-    assert rows["Differ"][0] == "✓/? 2/1 ~"
+    assert rows["Flips"][0] == "✗ 0.1 / ✗ 0.1 †"
+    # the texts differ (one undecided): unresolved; a censored critical N is a lower bound
+    assert rows["Differ"] == ["✓ 2 / ? 1 ~", "✗ >= 3"]
+    # a bound check reads its count of violating units
+    assert rows["Bound"][0] == "✗ 1/72 heads / ✗ 2/72 heads ★"
     # not applicable on a model: the mark alone
     assert rows["N/A"][0] == "·"
     # a claim no model could decide: counted in the last row, not shown as a verdict
     assert "None decides" not in rows
-    assert lines[-1].startswith("| 1 checks no data here could decide")
-    assert len(lines) == 2 + 4 + 1
+    assert lines[-1].startswith("| 1 checks no model here could decide")
+    assert len(lines) == 2 + 5 + 1
+    # a run that compares no readings says so
+    plain = findings.glance_of_run(
+        score.drop("solo", "solo interval", "solo measured"),
+        {
+            "m": {"model": {"name": "m"}, "corpus": {"name": "book"}, "analysis": ALL_ROWS},
+            "m.docs": {"model": {"name": "m.docs"}, "corpus": {"name": "docs"}}
+            | {"analysis": ALL_ROWS},
+        },
+    )
+    assert "compares no readings" in plain.split("\n\n")[0]
+
+
+ALL_ROWS = {"all_rows": {"masked": "non_selected"}}

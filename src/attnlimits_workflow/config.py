@@ -196,8 +196,6 @@ def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = overlay(merged, {k: v for k, v in layer.items() if k in MODEL_SECTIONS})
-    if "corpus" in merged:
-        merged["corpus"] = named_corpus(merged["corpus"])
     return merged, errs
 
 
@@ -228,6 +226,17 @@ def model_runs(
         errs += problems
         cfg = overlay(shared, over, model_defaults)
         cfg["model"] = {**cfg["model"], "name": name}
+        # an entry's own text, without a name of its own, is named after the source it reads
+        if "corpus" in over:
+            own = over["corpus"] if isinstance(over["corpus"], dict) else {}
+            if (own.get("bundled") or own.get("url")) and "path" not in own:
+                if cfg["corpus"].get("path") not in (None, "null"):
+                    errs.append(
+                        f"models.{name}.corpus: sets {'bundled' if own.get('bundled') else 'url'}"
+                        f", but corpus.path {cfg['corpus']['path']} (from the shared corpus) is "
+                        "read first; add path: null to this entry's corpus"
+                    )
+            cfg["corpus"] = named_corpus(cfg["corpus"], over["corpus"])
         runs[name] = cfg
     default = config.get("default_model") or next(iter(entries))
     if default not in runs:
@@ -375,7 +384,7 @@ def corpus_name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[st
             texts = (
                 f" ({corpus['path']} and {first['path']} both land as "
                 f"{corpus_file(corpus['name'])})"
-                if corpus.get("path") and first.get("path")
+                if corpus.get("path") and first.get("path") and corpus["path"] != first["path"]
                 else ""
             )
             errs.append(
@@ -395,9 +404,9 @@ def resolve_runs(
     own config (typed the same way: --config 'models={a: {analysis: ...}}' arrives as strings,
     and the schema of models says only "a mapping") and the default model. Raises ConfigError on
     schema problems and bad models entries; each model's own rules are load_config's."""
-    if "corpus" in user:  # a text without a name is filed under its own (corpus_names)
-        user = {**user, "corpus": named_corpus(user["corpus"])}
     config = coerce_command_line_values(overlay(defaults, user), schema)
+    # a text the user names no name for is filed under its own (corpus_names), once typed
+    config["corpus"] = named_corpus(config.get("corpus"), user.get("corpus"))
     errs = non_finite_errors(config) + schema_errors(config, schema)
     if errs:
         raise ConfigError(one_line_each(errs))

@@ -21,22 +21,50 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def name_of_path(path: str) -> str:
-    """The corpus.name a local file gets: its file name without the extension, with anything
-    that cannot name a folder replaced by '_' (config.NAME_PATTERN), at most 64 characters."""
-    stem = _UNSAFE.sub("_", Path(str(path)).stem).lstrip(".-")
-    return (stem or "corpus")[:64]
+    """The corpus.name a local file (or a URL's last part) gets: its name without the extension,
+    spaces and other characters that cannot name a folder replaced by '_' (config.NAME_PATTERN),
+    at most 64 characters. A name that is not plain ASCII gets 8 hex digits of its hash, so that
+    two titles in another script never share a name."""
+    stem = Path(str(path)).stem
+    clean = _UNSAFE.sub("_", stem).lstrip(".-") or "corpus"
+    if not stem.isascii():
+        digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
+        return f"{clean[:55]}-{digest}"
+    return clean[:64]
 
 
-def named_corpus(section: Any) -> Any:
-    """A user's corpus section with its name filled in where it sets a text but no name: the
-    file's (name_of_path) for corpus.path, the bundled text's for corpus.bundled. Anything else
-    is returned as it is (the schema reports what is wrong with it)."""
-    if not isinstance(section, dict) or section.get("name") is not None:
+def _given(value: Any) -> bool:
+    """A value the user set: Snakemake passes nested --config values as strings, "null" too."""
+    return value is not None and value not in ("null", "None", "")
+
+
+def text_name(section: dict[str, Any]) -> str:
+    """The name of the text a corpus section reads, from the source the download job uses:
+    corpus.path first, then corpus.bundled, then the URL's file."""
+    if _given(section.get("path")):
+        return name_of_path(section["path"])
+    if _given(section.get("bundled")):
+        return str(section["bundled"])
+    if _given(section.get("url")):
+        from urllib.parse import urlparse
+
+        return name_of_path(urlparse(str(section["url"])).path or "corpus")
+    return "corpus"
+
+
+def named_corpus(section: Any, written: Any) -> Any:
+    """The merged corpus section ``section`` with its name filled in from its text (text_name)
+    where the user's own layer ``written`` sets a source (path, bundled or url) without a name,
+    or sets the name to null. A name the user gives is kept, and so is the defaults' name while
+    the user changes no source."""
+    if not isinstance(section, dict):
         return section
-    if section.get("path"):
-        return {**section, "name": name_of_path(section["path"])}
-    if section.get("bundled"):
-        return {**section, "name": str(section["bundled"])}
+    written = written if isinstance(written, dict) else {}
+    if "name" in written and _given(written["name"]):
+        return section
+    sets_source = any(key in written for key in ("path", "bundled", "url"))
+    if sets_source or ("name" in written and not _given(written["name"])):
+        return {**section, "name": text_name(section)}
     return section
 
 
@@ -68,33 +96,56 @@ def write_source_record(name: str, source: str, local_path: str | None, target: 
     tmp.replace(out)
 
 
+def expected_text(section: dict[str, Any]) -> str | None:
+    """The text the download job would write for ``section`` (a local file or the bundled text,
+    decoded, its Gutenberg licence stripped as the job does); None for a download, whose bytes
+    are known only once fetched (and pinned by corpus.sha256)."""
+    from attnlimits.corpus import strip_gutenberg
+
+    from .corpus_io import PYTHON_DOCS, decode, python_docs
+
+    if _given(section.get("path")):
+        data, where = Path(section["path"]).read_bytes(), section["path"]
+    elif section.get("bundled") == PYTHON_DOCS:
+        data, where = python_docs()
+    else:
+        return None
+    text = decode(data, section.get("encoding") or "utf-8", where)
+    return strip_gutenberg(text).text if section.get("strip_gutenberg") else text
+
+
 def clash_errors(corpora: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
-    """For each corpus.name -> (its key, its section) of the run: a local file that would land on
-    a copy another text made (resources/corpus/<name>.txt and its source record exist, and the
-    record's bytes differ from this file's), naming both files. Read in the working directory."""
+    """For each corpus.name -> (its key, its section) of the run: a text that would land on a
+    copy (resources/corpus/<name>.txt, in the working directory) holding another text, naming
+    both (the copy's source from its record, where it has one). A section whose file cannot be
+    read is its own error elsewhere; a download's bytes are not known before its job."""
     errs = []
     for name, (key, section) in corpora.items():
-        path = section.get("path")
-        record_file = source_record(name)
-        if not path or not corpus_file(name).exists() or not record_file.exists():
+        copy = corpus_file(name)
+        if not copy.exists():
             continue
         try:
-            record = json.loads(record_file.read_text())
-            sha = file_sha256(path)
-        except (OSError, ValueError):
-            continue  # an unreadable path is corpus.path's own error; a damaged record is none
-        if record.get("sha256") in (None, sha):
+            want = expected_text(section)
+            have = copy.read_text(encoding="utf-8")
+        except (OSError, ValueError, Exception):  # noqa: BLE001 (reported by the section's checks)
             continue
-        was = record.get("path") or record.get("source")
-        if was == str(Path(path).resolve()):
+        if want is None or want == have:
+            continue
+        try:
+            record = json.loads(source_record(name).read_text())
+        except (OSError, ValueError):
+            record = {}
+        was = record.get("path") or record.get("source") or "an earlier run's text"
+        this = section.get("path") or section.get("bundled")
+        if _given(section.get("path")) and was == str(Path(section["path"]).resolve()):
             errs.append(
-                f"{key}: {path} changed since {corpus_file(name)} was copied from it; delete "
-                f"{corpus_file(name)} to use the new text (and rerun what read the old one)"
+                f"{key}: {this} changed since {copy} was copied from it; delete {copy} (and "
+                f"{source_record(name).name}) to use the new text, and rerun what read the old one"
             )
         else:
             errs.append(
-                f"{key}: {path} would land as {corpus_file(name)}, which holds another text "
-                f"({was}); give this one its own corpus.name, or delete {corpus_file(name)} "
-                "to replace that text"
+                f"{key}: {this} would land as {copy}, which holds another text ({was}); give "
+                f"this one its own corpus.name, or delete {copy} (and "
+                f"{source_record(name).name}) to replace that text"
             )
     return errs

@@ -367,7 +367,9 @@ GLANCE_LEGEND = (
     "✓ reproduced, ✗ not reproduced, ? undecided, ∅ vacuous (no data could fail it), ≈ not "
     "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
-    "undecided); the number is the one the verdict reads."
+    "undecided), no mark: untested (fewer than two texts or readings decide it); each text's "
+    "mark comes with the number its verdict reads (a bound check: its violating units; >=: a "
+    "censored critical N, a lower bound)."
 )
 
 
@@ -377,35 +379,56 @@ def deciding_number(interval: str | None) -> str:
     return (interval or "").split(" [", 1)[0].strip()
 
 
+def glance_number(interval: str | None, measured: str | None) -> str:
+    """A cell's number: a bound check's count of violating units ("1/72 heads"), a censored
+    critical N as the lower bound it is (">= 0.9"), else deciding_number (see evidence)."""
+    measured = measured or ""
+    count = re.match(r"(\d+) of (\d+) (\w+) violate", measured)
+    if count:
+        return f"{count.group(1)}/{count.group(2)} {count.group(3)}"
+    number = deciding_number(interval)
+    if number and re.search(r"\d+/\d+ lengths censored", measured):
+        return f">= {number}"
+    return number
+
+
 def glance_cell(status: dict, score_row: dict, members: dict[str, str]) -> str:
-    """One claim on one model group: each text's verdict mark and deciding number (joined by
-    "/" where the texts differ), then the group's robustness mark."""
+    """One claim on one model group: each text's verdict mark and number, in the group's text
+    order (the column header names it), then the group's robustness mark."""
     verdicts = [score_row[e] for e in members.values()]
-    numbers = [deciding_number(score_row.get(f"{e} interval")) for e in members.values()]
-    marks = [VERDICT_MARKS.get(v, v) for v in verdicts]
-    mark = marks[0] if len(set(marks)) == 1 else "/".join(marks)
-    number = "/".join(n for n in numbers if n) if len(set(numbers)) > 1 else numbers[0]
+    if all(v == NOT_APPLICABLE for v in verdicts):
+        return VERDICT_MARKS[NOT_APPLICABLE]
+    parts = [
+        " ".join(
+            part
+            for part in (
+                VERDICT_MARKS.get(score_row[e], score_row[e]),
+                glance_number(score_row.get(f"{e} interval"), score_row.get(f"{e} measured")),
+            )
+            if part
+        )
+        for e in members.values()
+    ]
     if status["robust"]:
         tail = STATUS_MARKS[ROBUST]
     else:
-        found = (
-            {status["texts"], status["readings"]}
-            if status.get("texts_compared")
-            else {status["readings"]}
-        )
+        found = {status["readings"]}
+        if status.get("texts_compared"):
+            found.add(status["texts"])
         tail = next((STATUS_MARKS[s] for s in (FRAGILE, UNRESOLVED) if s in found), "")
-    if verdicts[0] == NOT_APPLICABLE and len(set(verdicts)) == 1:
-        return mark
-    return " ".join(part for part in (mark, number, tail) if part)
+    return " / ".join(parts) + (f" {tail}" if tail else "")
 
 
 def at_a_glance(
-    score: pl.DataFrame, status: pl.DataFrame, groups: dict[str, dict[str, str]]
+    score: pl.DataFrame,
+    status: pl.DataFrame,
+    groups: dict[str, dict[str, str]],
+    readings_compared: bool = True,
 ) -> str:
     """The verdicts at a glance: one row per claim a model could decide, one column per model
-    (its texts in one cell), each cell glance_cell; the checks that no model could decide
-    (vacuous, not testable, no verdict or not applicable everywhere) in one last row; the
-    legend line first."""
+    (its texts in one cell, in the order the header names), each cell glance_cell; the checks no
+    model could decide (vacuous, not testable, no verdict, not scored or not applicable
+    everywhere) counted in one last row; the legend line first."""
     cells = {(r["claim_id"], r["model"]): r for r in status.iter_rows(named=True)}
     rows, apart = [], 0
     for r in score.iter_rows(named=True):
@@ -418,10 +441,23 @@ def at_a_glance(
         )
     if apart:
         rows.append(
-            [f"{apart} checks no data here could decide (vacuous, not testable, no verdict)"]
+            [
+                f"{apart} checks no model here could decide (vacuous, not testable, no verdict, "
+                "not scored or not applicable everywhere)"
+            ]
             + ["in the full tables"] * len(groups)
         )
-    return GLANCE_LEGEND + "\n\n" + markdown_table(["claim", *groups], rows)
+    header = [
+        "claim",
+        *(g if len(texts) == 1 else f"{g} ({' / '.join(texts)})" for g, texts in groups.items()),
+    ]
+    legend = GLANCE_LEGEND
+    if not readings_compared:
+        legend += (
+            " This table compares no readings (analysis.readings): a robustness mark reads the "
+            "texts alone; docs/findings.md compares both."
+        )
+    return legend + "\n\n" + markdown_table(header, rows)
 
 
 def glance_of_run(
@@ -431,7 +467,7 @@ def glance_of_run(
     groups = text_groups(configs)
     masked = {m: configs[m]["analysis"]["all_rows"]["masked"] for m in configs}
     status = claim_status(score, groups, readings or {}, masked)
-    return at_a_glance(score, status, groups)
+    return at_a_glance(score, status, groups, readings_compared=readings is not None)
 
 
 def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:
