@@ -34,8 +34,9 @@ def name_of_path(path: str) -> str:
 
 
 def _given(value: Any) -> bool:
-    """A value the user set: Snakemake passes nested --config values as strings, "null" too."""
-    return value is not None and value not in ("null", "None", "")
+    """A value the user set: Snakemake passes nested --config values as strings, "null" too.
+    An empty string is set (an empty corpus.name is refused by the schema, not renamed)."""
+    return value is not None and value not in ("null", "None")
 
 
 def text_name(section: dict[str, Any]) -> str:
