@@ -3,7 +3,7 @@ repository, the README's install command, then its offline run command, with not
 produce the figures, Table 1 and the at-a-glance table.
 
 It installs a fresh virtual environment from the package registries (~1.5 min) and runs the
-whole quick start (~2 min on 2 cores), so it runs only when asked:
+whole quick start (~2 min on 2 cores), so it runs only when asked, as CI does (.ci/run):
 ATTNLIMITS_QUICKSTART=1 pytest tests/test_quickstart.py."""
 
 import os
