@@ -57,9 +57,25 @@ SMOLLM2 = {
     "vocab_size": 49152,
     "tie_word_embeddings": True,
 }
+# Llama-3-8B's architecture (issue 45's large model), for --random --architecture llama3-8b:
+# its layers' shapes, cut to --arch-layers layers (a layer's cost does not depend on the others)
+LLAMA3_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 32768,
+    "rope_theta": 500000.0,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+}
+ARCHITECTURES = {"smollm2": SMOLLM2, "llama3-8b": LLAMA3_8B}
 
 
-def load(model_dir: str | None):
+def load(model_dir: str | None, architecture: str = "smollm2", layers: int | None = None):
     import torch
     from transformers import AutoConfig, AutoModel
 
@@ -68,20 +84,30 @@ def load(model_dir: str | None):
     if model_dir:
         return AutoModel.from_pretrained(model_dir, attn_implementation=register_capture()).eval()
     torch.manual_seed(0)
-    config = AutoConfig.for_model(**SMOLLM2)
+    shape = dict(ARCHITECTURES[architecture])
+    if layers:
+        shape["num_hidden_layers"] = layers
+    config = AutoConfig.for_model(**shape)
     return AutoModel.from_config(config, attn_implementation=register_capture()).eval()
 
 
-def run_one(method: str, length: int, model_dir: str | None, device: str = "cpu") -> dict:
+def run_one(
+    method: str,
+    length: int,
+    model_dir: str | None,
+    device: str = "cpu",
+    architecture: str = "smollm2",
+    layers: int | None = None,
+) -> dict:
     import numpy as np
     import torch
 
     from attnlimits.extraction import extract_chunk
     from attnlimits.separability import min_pairwise_distance
 
-    model = load(model_dir).to(device)
+    model = load(model_dir, architecture, layers).to(device)
     ids = torch.as_tensor(np.random.default_rng(0).integers(0, 49152, length))
-    lengths = [L for L in (64, 256, 1024, 4096, 8192) if L <= length]
+    lengths = [L for L in (64, 256, 1024, 4096, 8192, 16384, 32768) if L <= length]
     if method == "floor":
         model.set_attn_implementation("sdpa")
 
@@ -429,6 +455,8 @@ def main() -> None:
     parser.add_argument("--model", default=str(REPO / "resources/models/smollm2-135m"))
     parser.add_argument("--random", action="store_true", help="random weights, no model folder")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 8192])
+    parser.add_argument("--architecture", choices=sorted(ARCHITECTURES), default="smollm2")
+    parser.add_argument("--arch-layers", type=int, help="--random: cut to this many layers")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--all-rows", metavar="CORPUS", help="the all-rows stages (docstring)")
     parser.add_argument("--layers", type=int, default=1, help="--all-rows: layers run")
@@ -461,18 +489,23 @@ def main() -> None:
         return
     model_dir = None if args.random else args.model
     if args.one:
-        print(json.dumps(run_one(args.one[0], int(args.one[1]), model_dir, args.device)))
+        one = run_one(
+            args.one[0], int(args.one[1]), model_dir, args.device, args.architecture, args.arch_layers
+        )
+        print(json.dumps(one))
         return
     if model_dir and not (Path(model_dir) / "config.json").exists():
         sys.exit(f"{model_dir}: no model folder; fetch it (config/smollm2.yaml) or pass --random")
-    print(f"model: {model_dir or 'SmolLM2-135M architecture, random weights'}")
+    cut = f", {args.arch_layers} layers" if args.arch_layers else ""
+    print(f"model: {model_dir or f'{args.architecture} architecture{cut}, random weights'}")
     print(f"{'L':>6} {'method':<8} {'seconds':>9} {'x floor':>8} {'peak MB':>8}")
     for length in args.lengths:
         floor = None
         for method in args.methods:
             cmd = [sys.executable, __file__, "--one", method, str(length)]
             cmd += ["--random"] if args.random else ["--model", model_dir]
-            cmd += ["--device", args.device]
+            cmd += ["--device", args.device, "--architecture", args.architecture]
+            cmd += ["--arch-layers", str(args.arch_layers)] if args.arch_layers else []
             out = subprocess.run(cmd, capture_output=True, text=True, check=True)
             result = json.loads(out.stdout.strip().splitlines()[-1])
             floor = floor or result["seconds"]

@@ -160,3 +160,85 @@ def nested_context_vectors(
             out[j, r, :] = acc
             j += 1
     return out
+
+
+@njit(cache=True)
+def separation_counts(
+    alpha: NDArray[np.float64],
+    x: NDArray[np.float64],
+    a_sq_x: NDArray[np.float64],
+    a_sq_x_floor: NDArray[np.float64],
+    s: NDArray[np.float64],
+    q_sq: NDArray[np.float64],
+    minus_twice_sx: NDArray[np.float64],
+    selected: NDArray[np.bool_],
+    counted: NDArray[np.bool_],
+    resolvable: NDArray[np.bool_],
+    visible: NDArray[np.int64],
+    n: int,
+) -> tuple[
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+]:
+    """Eq. (10) for each row t of a block, under two readings of its keys at once: r, the
+    smallest ||alpha_ti x_i - s_t|| over the counted keys the row does not select, and N_s,
+    how many selected and ``resolvable`` keys lie within r; (r over every counted key, N_s by
+    it, r over the keys i < visible_t, N_s by it, the selected weights in key order (R, n),
+    zero-padded). Each distance is :func:`attnlimits.protocol._norms`'s entry, by the same
+    operations (``q_sq`` is its |s_t|^2, passed in so that it is the same number), kept for
+    the row while r is found. r is inf where a row has no such key."""
+    rows, width = minus_twice_sx.shape
+    dims = x.shape[1]
+    radius_every = np.full(rows, np.inf)
+    radius_visible = np.full(rows, np.inf)
+    inside_every = np.zeros(rows)
+    inside_visible = np.zeros(rows)
+    alpha_selected = np.zeros((rows, n))
+    dist = np.empty(width)
+    for r in range(rows):
+        qs = q_sq[r]
+        floor = a_sq_x_floor[r] + CANCELLATION * qs
+        seen = visible[r]
+        every = np.inf
+        within = np.inf
+        slot = 0
+        for i in range(width):
+            a = alpha[r, i]
+            d2 = a * minus_twice_sx[r, i]
+            d2 += a_sq_x[r, i]
+            d2 += qs
+            if d2 <= floor:
+                if a_sq_x[r, i] > 0.0 and qs > 0.0:
+                    d2 = 0.0
+                    for k in range(dims):
+                        diff = a * x[i, k] - s[r, k]
+                        d2 += diff * diff
+                if d2 < 0.0:
+                    d2 = 0.0
+            d = np.sqrt(d2)
+            dist[i] = d
+            if selected[r, i]:
+                if slot < n:
+                    alpha_selected[r, slot] = a
+                slot += 1
+            elif counted[r, i]:
+                if d < every:
+                    every = d
+                if i < seen and d < within:
+                    within = d
+        count_every = 0
+        count_visible = 0
+        for i in range(width):
+            if selected[r, i] and resolvable[r, i]:
+                if dist[i] <= every:
+                    count_every += 1
+                if dist[i] <= within:
+                    count_visible += 1
+        radius_every[r] = every
+        radius_visible[r] = within
+        inside_every[r] = count_every
+        inside_visible[r] = count_visible
+    return radius_every, inside_every, radius_visible, inside_visible, alpha_selected

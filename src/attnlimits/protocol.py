@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -149,6 +150,8 @@ class RowBlock:
     _top_ranks: list[NDArray[np.int32]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
+    # sweeps, once per block: what every N's fused sweep reads (numpy blocks)
+    _sweeps: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def xp(self) -> Namespace:
@@ -263,6 +266,16 @@ class RowBlock:
             key = self.xp.where(self.counted, -self.alpha, 1.0)
             self._top_ranks.append(self.ranks(self.xp.argsort_rows(key, stable=True)))
         return self._top_ranks[0]
+
+    def sweeps(self) -> Any:
+        """The block's attnlimits.sweeps.BlockSweeps, prepared once (numpy blocks only)."""
+        if not self._sweeps:
+            from .sweeps import BlockSweeps
+
+            if self.xp is not NUMPY:
+                raise ValueError("the fused sweeps read numpy blocks")
+            self._sweeps.append(BlockSweeps(self))
+        return self._sweeps[0]
 
     def random_ranks(
         self, rng: np.random.Generator, rows: NDArray[np.intp] | None = None
@@ -492,8 +505,6 @@ def row_critical_statistics_readings(
     form (its c = N / (length - 1)) and the lengths that leave rows out.
 
     Plain reference: :func:`row_critical_statistics` on each reading's block."""
-    from . import fused
-
     if not block.counted.all():
         raise ValueError("the block must count every key (reading non_selected or both)")
     if list(ns) != sorted(set(ns)) or (
@@ -501,8 +512,7 @@ def row_critical_statistics_readings(
     ):
         # the nested context vectors are read off in one increasing walk of each row's keys
         raise ValueError(f"ns must increase within 1..L without repeats, got {list(ns)}")
-    alpha, x, x_sq = block.alpha, block.x, block.x_sq
-    rows, full = alpha.shape
+    rows, full = block.alpha.shape
     length = int(full)
     causal_rows = {}
     visible = {}
@@ -519,46 +529,11 @@ def row_critical_statistics_readings(
             causal_rows[reading] = block
             visible[reading] = np.full(rows, length, dtype=np.int64)
             selectable[reading] = block.selectable
-    weighted = np.nonzero(alpha.any(axis=0))[0]
-    width = int(weighted[-1]) + 1 if len(weighted) else 1
-    x_head = np.ascontiguousarray(x[:width])
-    a = np.ascontiguousarray(alpha[:, :width])
-    a_sq_x = a**2 * x_sq[None, :width]
-    a_sq_x_floor = _CANCELLATION * np.amax(a_sq_x, axis=1)
+    sweeps = block.sweeps()
+    sweep = sweeps.sweep
     top = block.top_ranks()
 
-    def sweep(s, ranks, n, at, selectable_at, visible_at):
-        """d~'s sums of the rows ``at`` (None: all) for the keys of rank < n that are
-        ``selectable_at`` (``s`` their context vectors): (visible keys, every key), the latter
-        with the keys past the block's width, each adding ||s||."""
-        pick = slice(None) if at is None else at
-        inside, beyond = fused.subset_norm_sums(
-            a[pick],
-            x_head,
-            a_sq_x[pick],
-            a_sq_x_floor[pick],
-            s,
-            (-2.0 * s) @ x_head.T,
-            ranks,
-            n,
-            selectable_at,
-            visible_at,
-        )
-        norm_s = np.sqrt(np.einsum("rd,rd->r", s, s))
-        keys = np.arange(width, full)[None, :]
-        unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
-        rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
-        every = inside + beyond + norm_s * unselected.sum(axis=1)
-        return inside + norm_s * rest_visible, every
-
-    lengths = {r: visible[r].astype(np.float64) for r in readings}
     out = {r: {"distance": np.empty((len(ns), rows))} for r in readings}
-    xbar = alpha @ x
-    u_sq = block.norms_to(alpha, xbar)
-    u_sq *= u_sq
-    u_sq_floor = _CANCELLATION * np.amax(u_sq, axis=1)
-    twice_u_dot_x = 2.0 * (alpha * x_sq[None, :] - xbar @ x.T)
-    x_sq_max = float(np.amax(x_sq, initial=0.0))
     random_ranks = random_ranks or {}
     drawn = np.arange(rows) if random_rows is None else np.asarray(random_rows)
     for reading in readings:
@@ -566,10 +541,9 @@ def row_critical_statistics_readings(
         if random_ranks.get(reading):
             out[reading]["monte_carlo"] = np.full((len(ns), rows), np.nan)
     # every N's context vectors in one visit of each row's keys (unselectable keys weigh 0)
-    grid = np.asarray(ns, dtype=np.int64)
-    top_s = fused.nested_context_vectors(a, x_head, top, grid)
+    top_s = sweeps.context_vectors(top, ns)
     random_s = {
-        reading: [fused.nested_context_vectors(a[drawn], x_head, rank, grid) for rank in draws]
+        reading: [sweeps.context_vectors(rank, ns, drawn) for rank in draws]
         for reading, draws in random_ranks.items()
     }
     for j, n in enumerate(ns):
@@ -585,11 +559,7 @@ def row_critical_statistics_readings(
         for reading in readings:
             got = out[reading]
             got["distance"][j] = on_visible if reading == "prefix" else on_every
-            c = n / np.maximum(lengths[reading] - 1.0, 1.0)
-            total = fused.closed_form_sums(
-                alpha, x, x_sq, xbar, u_sq, u_sq_floor, twice_u_dot_x, x_sq_max, c, visible[reading]
-            )
-            got["closed_form"][j] = (lengths[reading] - n) / lengths[reading] * total
+            got["closed_form"][j] = sweeps.closed_form(n, visible[reading])
             if random_ranks.get(reading):
                 sel = selectable[reading][drawn]
                 vis = visible[reading][drawn]

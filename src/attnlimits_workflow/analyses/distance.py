@@ -13,7 +13,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 from attnlimits import distance as dist
-from attnlimits.arrays import host, to_numpy
+from attnlimits.arrays import NUMPY, host, to_numpy
 from attnlimits.checks import (
     HOLDS,
     NOT_TESTABLE,
@@ -24,7 +24,13 @@ from attnlimits.checks import (
     head_outcomes,
     row_outcome_columns,
 )
-from attnlimits.protocol import row_epsilon_bound, row_monte_carlo, row_statistics
+from attnlimits.protocol import (
+    row_epsilon_bound,
+    row_fixed_set_bound,
+    row_monte_carlo,
+    row_statistics,
+)
+from attnlimits.sweeps import distance_rows, monte_carlo_ranks
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import (
@@ -120,18 +126,52 @@ def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
     # ways are the same)
     other_masked = other_reading(masked)
 
-    def per_row(block, logits, rows, sample):
+    def plain_statistics(block, rows, drawn, rng):
+        """The statistics by the plain kernels (any namespace, either reading): d~, the bound
+        and E's term, each reading of the masked keys apart, and the Monte-Carlo d~ per draw."""
         # the kernels compute in analysis.all_rows.device's namespace; the rest is numpy
         out = host(row_statistics(block, n=n))
-        out["epsilon_bound"] = to_numpy(row_epsilon_bound(block, n=n))
-        # the Monte-Carlo E on the drawn rows only (analysis.all_rows.mc_rows); NaN elsewhere
-        drawn = monte_carlo_drawn(rows, mc_rows)
         draws = np.full((mc_draws, len(rows)), np.nan)
         if drawn.size:
-            rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n, sample, rows[0])
             draws[:, drawn] = to_numpy(
                 row_monte_carlo(block.take(drawn), n=n, draws=mc_draws, rng=rng)
             )
+        if causal:
+            got = host(row_statistics(block.read_as(other_masked, rows, L), n=n, upper_bound=False))
+            out["distance_other_masked"] = got["distance"]
+            out["expectation_term_other_masked"] = got["expectation_term"]
+        else:
+            out["distance_other_masked"] = out["distance"]
+            out["expectation_term_other_masked"] = out["expectation_term"]
+        return out, draws
+
+    def fused_statistics(block, rows, drawn, rng):
+        """The same by the fused sweeps (numpy, a block that counts every key): one sweep of
+        the top-N set gives d~ under both readings, the Monte-Carlo subsets are the same
+        draws (attnlimits.sweeps)."""
+        ranks = monte_carlo_ranks(block.counted[drawn], n, mc_draws, rng) if drawn.size else []
+        got = distance_rows(block, n, positions=rows, causal=causal, mc_ranks=ranks, mc_rows=drawn)
+        out = {
+            "distance": got["distance"],
+            "expectation_term": got["expectation_term"],
+            "zero_weight_selected": block.zero_weight_in_top_n(n),
+            **row_fixed_set_bound(block, n=n, mask=block.top_n(n)),
+            "distance_other_masked": got["distance_prefix"],
+            "expectation_term_other_masked": got["expectation_term_prefix"],
+        }
+        draws = np.full((mc_draws, len(rows)), np.nan)
+        if drawn.size:
+            draws[:, drawn] = got["monte_carlo"]
+        return out, draws
+
+    def per_row(block, logits, rows, sample):
+        drawn = monte_carlo_drawn(rows, mc_rows)
+        rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n, sample, rows[0])
+        if block.xp is NUMPY and masked != "prefix":
+            out, draws = fused_statistics(block, rows, drawn, rng)
+        else:
+            out, draws = plain_statistics(block, rows, drawn, rng)
+        out["epsilon_bound"] = to_numpy(row_epsilon_bound(block, n=n))
         out["mc_expectation"] = draws.mean(axis=0)
         # Theorem 1.2's check compares E with the term and bound of the same rows, so the only
         # uncertainty is each drawn row's Monte-Carlo error (the variance within the row over
@@ -144,13 +184,6 @@ def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
         on_drawn[drawn] = 1.0
         out["expectation_term_mc_rows"] = out["expectation_term"] * on_drawn
         out["epsilon_bound_mc_rows"] = out["epsilon_bound"] * on_drawn
-        if causal:
-            got = host(row_statistics(block.read_as(other_masked, rows, L), n=n, upper_bound=False))
-            out["distance_other_masked"] = got["distance"]
-            out["expectation_term_other_masked"] = got["expectation_term"]
-        else:
-            out["distance_other_masked"] = out["distance"]
-            out["expectation_term_other_masked"] = out["expectation_term"]
         check = upper_bound_check(out["distance"], out["upper_bound"])
         return out | row_outcome_columns("upper_bound", check)
 

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.arrays import host
+from attnlimits.arrays import NUMPY, host
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
@@ -25,6 +25,7 @@ from attnlimits.separability import (
     project_to_sphere,
     separability,
 )
+from attnlimits.sweeps import separability_rows
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
@@ -132,8 +133,19 @@ def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKer
     mask_only_reading = causal and masked == "non_selected"
 
     def per_row(block: RowBlock, logits, rows, sample):
-        # the kernel computes in analysis.all_rows.device's namespace; the rest is numpy
-        out = host(row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius))
+        fused = block.xp is NUMPY and masked != "prefix"
+        if fused:  # both readings in one pass (attnlimits.sweeps)
+            out = separability_rows(
+                block,
+                n,
+                delta=float(delta[sample]),
+                radius_m=radius,
+                positions=rows,
+                causal=causal,
+            )
+            other = out.pop("ratio_prefix")
+        else:  # the kernel computes in analysis.all_rows.device's namespace; the rest is numpy
+            out = host(row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius))
         mask_only = (rows + 1 <= n) if mask_only_reading else np.zeros(len(rows), dtype=bool)
         out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
         for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
@@ -144,7 +156,9 @@ def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKer
             np.nan,
             np.isnan(out["lower_bound"]) & ~np.isnan(out["upper_bound"]),
         )
-        if causal:
+        if fused:
+            out["ratio_other_masked"] = other
+        elif causal:
             got = host(
                 row_separability(
                     block.read_as(other_masked, rows, length),

@@ -1,0 +1,244 @@
+"""One preparation per block of rows for every fused sweep over its keys (numpy blocks).
+
+The critical N, the distance analysis and their Monte-Carlo subsets all evaluate d~ (Eq. 7) and
+Theorem 1.2's closed-form E on the same block of rows, at many N. What does not depend on N is
+prepared here once per block (:class:`BlockSweeps`, kept by the block: RowBlock.sweeps) and read
+by every such evaluation: alpha_i^2 |x_i|^2 and its cancellation floor, the block's width (a
+causal block's later keys carry no weight and enter d~ as ||s|| each, counted rather than
+computed), and for the closed form u_i = alpha_i x_i - xbar. The sweeps themselves are the
+numba kernels of :mod:`attnlimits.fused`; their plain references are
+:func:`attnlimits.protocol.row_statistics` and :func:`attnlimits.protocol.row_monte_carlo`
+(tests/test_sweeps.py holds them together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import fused
+from .fused import CANCELLATION
+
+
+class BlockSweeps:
+    """A numpy RowBlock's arrays that every N's sweep reads (module docstring)."""
+
+    def __init__(self, block: Any):
+        alpha, x, x_sq = block.alpha, block.x, block.x_sq
+        self.block = block
+        self.full = int(alpha.shape[1])
+        weighted = np.nonzero(alpha.any(axis=0))[0]
+        self.width = int(weighted[-1]) + 1 if len(weighted) else 1
+        self.x_head = np.ascontiguousarray(x[: self.width])
+        self.a = np.ascontiguousarray(alpha[:, : self.width])
+        self.a_sq_x = self.a**2 * x_sq[None, : self.width]
+        self.a_sq_x_floor = CANCELLATION * np.amax(self.a_sq_x, axis=1)
+        self._closed_form: tuple | None = None
+
+    def context_vectors(
+        self, ranks: NDArray[np.int32], ns: Sequence[int], at: NDArray | None = None
+    ) -> NDArray[np.float64]:
+        """s(N) = sum over the keys of rank < N of alpha_i x_i for every N of the increasing
+        ``ns``, (len(ns), R', d), for the rows ``at`` (None: all); keys that are not selectable
+        weigh 0 in s, as their alpha does under the "not_selected" rule."""
+        a = self.a if at is None else self.a[at]
+        return fused.nested_context_vectors(a, self.x_head, ranks, np.asarray(ns, dtype=np.int64))
+
+    def sweep(
+        self,
+        s: NDArray[np.float64],
+        ranks: NDArray[np.int32],
+        n: int,
+        at: NDArray | None,
+        selectable_at: NDArray[np.bool_],
+        visible_at: NDArray[np.int64],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """d~'s sums of the rows ``at`` (None: all) for the keys of rank < n that are
+        ``selectable_at`` (``s`` their context vectors): (visible keys, every key), the latter
+        with the keys past the block's width, each adding ||s||."""
+        pick = slice(None) if at is None else at
+        width = self.width
+        inside, beyond = fused.subset_norm_sums(
+            self.a[pick],
+            self.x_head,
+            self.a_sq_x[pick],
+            self.a_sq_x_floor[pick],
+            s,
+            (-2.0 * s) @ self.x_head.T,
+            ranks,
+            n,
+            selectable_at,
+            visible_at,
+        )
+        norm_s = np.sqrt(np.einsum("rd,rd->r", s, s))
+        keys = np.arange(width, self.full)[None, :]
+        unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
+        rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
+        every = inside + beyond + norm_s * unselected.sum(axis=1)
+        return inside + norm_s * rest_visible, every
+
+    def closed_form(self, n: int, visible: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Theorem 1.2's closed-form E term per row over each row's first ``visible`` keys:
+        (len - N) / len * sum_i ||(alpha_i + c) x_i - xbar||, c = N / (len - 1), by
+        |u_i|^2 + c (2 u_i . x_i + c |x_i|^2) (:func:`attnlimits.fused.closed_form_sums`)."""
+        block = self.block
+        if self._closed_form is None:
+            alpha, x, x_sq = block.alpha, block.x, block.x_sq
+            xbar = alpha @ x
+            u_sq = block.norms_to(alpha, xbar)
+            u_sq *= u_sq
+            self._closed_form = (
+                xbar,
+                u_sq,
+                CANCELLATION * np.amax(u_sq, axis=1),
+                2.0 * (alpha * x_sq[None, :] - xbar @ x.T),
+                float(np.amax(x_sq, initial=0.0)),
+            )
+        xbar, u_sq, u_sq_floor, twice_u_dot_x, x_sq_max = self._closed_form
+        lengths = visible.astype(np.float64)
+        c = n / np.maximum(lengths - 1.0, 1.0)
+        total = fused.closed_form_sums(
+            block.alpha,
+            block.x,
+            block.x_sq,
+            xbar,
+            u_sq,
+            u_sq_floor,
+            twice_u_dot_x,
+            x_sq_max,
+            c,
+            visible,
+        )
+        return (lengths - n) / lengths * total
+
+
+def monte_carlo_ranks(
+    counted: NDArray[np.bool_], n: int, draws: int, rng: np.random.Generator
+) -> list[NDArray[np.int32]]:
+    """The uniform n-subsets of :func:`attnlimits.protocol.row_monte_carlo`, drawn from ``rng``
+    by the same calls, as ranks for the sweeps: the subset's keys ranked 0..n-1, every other
+    key n."""
+    rows, width = counted.shape
+    out = []
+    for _ in range(draws):
+        key = rng.random((rows, width))
+        key[~counted] = np.inf
+        ranks = np.full((rows, width), n, dtype=np.int32)
+        picked = np.argpartition(key, n - 1, axis=1)[:, :n]
+        np.put_along_axis(ranks, picked, np.arange(n, dtype=np.int32)[None, :], axis=1)
+        out.append(ranks)
+    return out
+
+
+def distance_rows(
+    block: Any,
+    n: int,
+    *,
+    positions: NDArray[np.intp],
+    causal: bool,
+    mc_ranks: Sequence[NDArray[np.int32]] = (),
+    mc_rows: NDArray[np.intp] | None = None,
+) -> dict[str, NDArray[np.float64]]:
+    """Per row of a numpy block that counts every key (reading "non_selected", or an encoder's
+    "both"): d~ of the top-n set and the closed-form E term under that reading
+    ("distance", "expectation_term") and under the "prefix" reading of a causal block's masked
+    keys ("distance_prefix", "expectation_term_prefix"; the same values in an encoder), NaN
+    where the reading's length <= n; and, given ``mc_ranks`` (:func:`monte_carlo_ranks` for the
+    rows ``mc_rows``), d~ of each Monte-Carlo subset under the block's reading ("monte_carlo",
+    (draws, len(mc_rows))). One sweep per set serves both readings: a visible key's rank is the
+    same under both, and the masked keys, of weight 0, add ||s|| each under "non_selected".
+
+    Plain reference: :func:`attnlimits.protocol.row_statistics` on each reading's block, and
+    :func:`attnlimits.protocol.row_monte_carlo`."""
+    from .protocol import visible_lengths
+
+    if not bool(block.counted.all()):
+        raise ValueError("the block must count every key (reading non_selected or both)")
+    sweeps = block.sweeps()
+    length = sweeps.full
+    rows = len(block.length)
+    every = np.full(rows, length, dtype=np.int64)
+    prefix = visible_lengths(positions, length, causal=causal, masked="prefix").astype(np.int64)
+    top = block.top_ranks()
+    s = sweeps.context_vectors(top, [n])[0]
+    on_visible, on_every = sweeps.sweep(s, top, n, None, block.selectable, prefix)
+    out = {
+        "distance": np.where(every > n, on_every, np.nan),
+        "expectation_term": np.where(every > n, sweeps.closed_form(n, every), np.nan),
+        "distance_prefix": np.where(prefix > n, on_visible, np.nan),
+        "expectation_term_prefix": np.where(prefix > n, sweeps.closed_form(n, prefix), np.nan),
+    }
+    if len(mc_ranks):
+        drawn = np.arange(rows) if mc_rows is None else np.asarray(mc_rows)
+        selectable = block.selectable[drawn]
+        visible = every[drawn]
+        values = np.empty((len(mc_ranks), len(drawn)))
+        for d, ranks in enumerate(mc_ranks):
+            s_drawn = sweeps.context_vectors(ranks, [n], drawn)[0]
+            values[d] = sweeps.sweep(s_drawn, ranks, n, drawn, selectable, visible)[1]
+        values[:, visible <= n] = np.nan
+        out["monte_carlo"] = values
+    return out
+
+
+def separability_rows(
+    block: Any,
+    n: int,
+    *,
+    delta: float,
+    radius_m: float,
+    positions: NDArray[np.intp],
+    causal: bool,
+) -> dict[str, NDArray[np.float64]]:
+    """:func:`attnlimits.protocol.row_separability` of a numpy block that counts every key, by
+    one fused pass (:func:`attnlimits.fused.separation_counts`) that also gives N_s/N under the
+    "prefix" reading of a causal block's masked keys ("ratio_prefix"; the same as "ratio" in an
+    encoder): the top-N set, s and every distance are the same under both readings on a row
+    the prefix reading keeps (t + 1 > N); only the keys r runs over differ.
+
+    Plain reference: row_separability on each reading's block."""
+    from .protocol import visible_lengths
+    from .selection import resolvable
+    from .separability import xi
+
+    if not bool(block.counted.all()):
+        raise ValueError("the block must count every key (reading non_selected or both)")
+    alpha, x = block.alpha, block.x
+    length = int(alpha.shape[1])
+    mask = block.top_n(n)
+    s = np.where(mask, alpha, 0.0) @ x
+    a_sq_x = alpha**2 * block.x_sq[None, :]
+    prefix = visible_lengths(positions, length, causal=causal, masked="prefix").astype(np.int64)
+    radius, n_s, radius_prefix, n_s_prefix, alpha_sel = fused.separation_counts(
+        alpha,
+        x,
+        a_sq_x,
+        CANCELLATION * np.amax(a_sq_x, axis=1, initial=0.0),
+        s,
+        np.einsum("rd,rd->r", s, s),
+        (-2.0 * s) @ x.T,
+        mask,
+        block.counted,
+        resolvable(alpha, block.zero_weight),
+        prefix,
+        n,
+    )
+    valid = block.length > n
+    xi_sel = xi(alpha_sel, np.full(len(radius), float(delta)), radius_m=radius_m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
+        upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
+    negative = np.isnan(xi_sel).any(axis=1)
+    bad = ~valid | negative
+    return {
+        "ratio": np.where(valid, n_s / n, np.nan),
+        "ratio_prefix": np.where(prefix > n, n_s_prefix / n, np.nan),
+        "zero_weight_selected": block.zero_weight_in_top_n(n),
+        "zero_radius": np.where(valid, (radius == 0).astype(np.float64), np.nan),
+        "negative_xi_square": np.where(valid, negative.astype(np.float64), np.nan),
+        "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
+        "upper_bound": np.where(bad, np.nan, upper),
+    }
