@@ -15,9 +15,19 @@ from test_fused import assert_close, causal_block
 
 from attnlimits import fused
 from attnlimits import reference as ref
-from attnlimits.protocol import row_monte_carlo, row_separability, row_statistics
+from attnlimits.protocol import (
+    row_epsilon_bound,
+    row_monte_carlo,
+    row_separability,
+    row_statistics,
+)
 from attnlimits.separability import project_to_sphere
-from attnlimits.sweeps import distance_rows, monte_carlo_ranks, separability_rows
+from attnlimits.sweeps import (
+    distance_rows,
+    epsilon_bound_rows,
+    monte_carlo_ranks,
+    separability_rows,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +48,9 @@ def check_distance(block, rows, length, n, causal, drawn, seed):
     assert_close(got["expectation_term_prefix"], prefix["expectation_term"], f"prefix E N={n}")
     plain = row_monte_carlo(block.take(drawn), n=n, draws=DRAWS, rng=np.random.default_rng(seed))
     assert_close(got["monte_carlo"], plain, f"Monte Carlo N={n}")
+    for reading in (block, block.read_as("prefix", rows, length)) if causal else (block,):
+        # every block, whichever keys it counts: its own epsilon bound
+        assert_close(epsilon_bound_rows(reading, n), row_epsilon_bound(reading, n=n), "epsilon")
     return got
 
 
@@ -171,6 +184,32 @@ def test_every_key_must_count():
         distance_rows(prefix, 2, positions=rows, causal=True)
     with pytest.raises(ValueError, match="count every key"):
         separability_rows(prefix, 2, delta=1.0, radius_m=1.0, positions=rows, causal=True)
+
+
+def test_a_drifting_epsilon_kernel_is_caught(monkeypatch):
+    """The comparison can fail: a sum that leaves out each row's first key is refused."""
+    original = fused.epsilon_ratio_sums.py_func
+
+    def drifted(alpha, x, x_sq, scale, point, q_sq, g, counted):
+        alpha = alpha.copy()
+        alpha[:, 0] = 0.0
+        return original(alpha, x, x_sq, scale, point, q_sq, g, counted)
+
+    monkeypatch.setattr(fused, "epsilon_ratio_sums", drifted)
+    length = 10
+    rows = np.arange(length)
+    block, _, _ = causal_block(
+        4,
+        length,
+        rows,
+        causal=True,
+        zero_weight="not_selected",
+        tied=False,
+        spiky=False,
+        repeated=False,
+    )
+    with pytest.raises(AssertionError):
+        assert_close(epsilon_bound_rows(block, 2), row_epsilon_bound(block, n=2), "epsilon")
 
 
 def test_a_drifting_separation_kernel_is_caught(monkeypatch):

@@ -242,3 +242,209 @@ def separation_counts(
         inside_every[r] = count_every
         inside_visible[r] = count_visible
     return radius_every, inside_every, radius_visible, inside_visible, alpha_selected
+
+
+# exp(z) below this is subnormal (attnlimits.gradient.softmax sets those weights to exactly 0)
+EXP_FLOOR = -708.0
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_row(z: NDArray[np.float64], out: NDArray[np.float64]) -> None:
+    """attnlimits.gradient.softmax of one row of z = l / T into ``out``: shifted by the row's
+    maximum, exp below EXP_FLOOR exactly 0 (masked keys, z = -inf, among them)."""
+    top = -np.inf
+    for i in range(len(z)):
+        if z[i] > top:
+            top = z[i]
+    total = 0.0
+    for i in range(len(z)):
+        shifted = z[i] - top
+        e = np.exp(shifted) if shifted >= EXP_FLOOR else 0.0
+        out[i] = e
+        total += e
+    for i in range(len(z)):
+        out[i] = out[i] / total
+
+
+@njit(cache=True, error_model="numpy")
+def _middle(lo: float, hi: float) -> float:
+    if lo > 0.0 and hi > 2.0 * lo:
+        return np.sqrt(lo) * np.sqrt(hi)
+    return 0.5 * (lo + hi)
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_jacobian_norm_row(a: NDArray[np.float64], iterations: int) -> float:
+    """attnlimits.gradient.softmax_jacobian_norm_from_weights of one row of weights: the
+    largest eigenvalue of diag(a) - a a^T by the same bracketed Newton iteration on the same
+    secular equation, step for step (its docstring says why each step is taken)."""
+    width = len(a)
+    top = 0
+    total = 0.0
+    for i in range(width):
+        total += a[i]
+        if a[i] > a[top]:
+            top = i
+    rest = 0.0
+    for i in range(width):
+        if i != top:
+            rest += a[i]
+    free_max = -np.inf
+    i1 = -1
+    d1 = -np.inf
+    for i in range(width):
+        if a[i] > 0.0:
+            if a[i] > d1:
+                d1 = a[i]
+                i1 = i
+        elif a[i] > free_max:
+            free_max = a[i]
+    if i1 < 0:
+        return free_max  # no weight at all: lam = -inf
+    others1 = rest if i1 == top else total - a[i1]
+    c1 = a[i1] * others1
+    d2 = -np.inf
+    gershgorin = -np.inf
+    for i in range(width):
+        if a[i] > 0.0:
+            others = rest if i == top else total - a[i]
+            bound = a[i] * others + a[i] * others
+            if bound > gershgorin:
+                gershgorin = bound
+            if i != i1 and a[i] > d2:
+                d2 = a[i]
+    lo = max(d2, c1) if np.isfinite(d2) else c1
+    hi = min(d1, max(gershgorin, lo))
+    live = np.isfinite(d2) and d2 < d1 and lo < hi
+    lam = lo if lo > d2 * (1.0 + 2.0**-10) else _middle(lo, hi)
+    for _ in range(iterations):
+        if not live:
+            break
+        x = lam
+        psi = 0.0
+        dpsi = 0.0
+        for i in range(width):
+            if a[i] > 0.0 and i != i1:
+                ratio = a[i] / (a[i] - x)
+                psi += a[i] * ratio
+                dpsi += ratio * ratio
+        gap = d1 - x
+        g = (c1 - x) - gap * psi
+        slope = -1.0 + psi - gap * dpsi
+        left = g > 0.0 or x <= d2
+        step = -g / slope if np.isfinite(g) and g != 0.0 else np.nan
+        lo_t = x if left else lo
+        hi_t = hi if left or g == 0.0 else x
+        # np.maximum / np.minimum: a NaN step stays NaN
+        from_left = x + (step if np.isnan(step) or step > 4e-16 * x else 4e-16 * x)
+        from_right = x + (step if np.isnan(step) or step < -4e-16 * x else -4e-16 * x)
+        if left and from_left < hi_t:
+            new = from_left
+        elif not left and from_right > lo_t:
+            new = from_right
+        else:
+            new = _middle(lo_t, hi_t)
+        done = g == 0.0 or hi_t - lo_t <= 8e-16 * hi_t
+        if g == 0.0:
+            new = x
+        elif done:
+            new = 0.5 * (lo_t + hi_t)
+        lo, hi, lam = lo_t, hi_t, new
+        if done:
+            live = False
+    if d2 == d1:
+        lam = d1
+    return max(lam, free_max)
+
+
+@njit(cache=True, error_model="numpy")
+def gradient_rows(
+    logits: NDArray[np.float64],
+    directions: NDArray[np.float64],
+    temperature: float,
+    epsilons: NDArray[np.float64],
+    iterations: int = 200,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Algorithm 5 and the exact Jacobian norm per row at T, in one visit of each row:
+    (||J|| = lambda_max(diag(a) - a a^T) / T at a = softmax(l / T), (R,); g = ||softmax((l + eps
+    v) / T) - a|| / eps per eps, (len(epsilons), R)), keys of logit -inf masked. The plain
+    references are attnlimits.gradient.softmax_jacobian_norm_from_weights and
+    attnlimits.protocol.row_sensitivity, which sum over keys in another order."""
+    rows, width = logits.shape
+    jacobian = np.empty(rows)
+    g = np.empty((len(epsilons), rows))
+    z = np.empty(width)
+    base = np.empty(width)
+    moved = np.empty(width)
+    for r in range(rows):
+        for i in range(width):
+            z[i] = logits[r, i] / temperature
+        _softmax_row(z, base)
+        jacobian[r] = _softmax_jacobian_norm_row(base, iterations) / temperature
+        for j in range(len(epsilons)):
+            eps = epsilons[j]
+            for i in range(width):
+                z[i] = (logits[r, i] + eps * directions[r, i]) / temperature
+            _softmax_row(z, moved)
+            total = 0.0
+            for i in range(width):
+                diff = moved[i] - base[i]
+                total += diff * diff
+            g[j, r] = np.sqrt(total) / eps
+    return jacobian, g
+
+
+@njit(cache=True, error_model="numpy")
+def epsilon_ratio_sums(
+    alpha: NDArray[np.float64],
+    x: NDArray[np.float64],
+    x_sq: NDArray[np.float64],
+    scale: NDArray[np.float64],
+    point: NDArray[np.float64],
+    q_sq: NDArray[np.float64],
+    minus_twice_px: NDArray[np.float64],
+    counted: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """For each row t, the sum over its first ``counted`` keys of sum_{j != i} alpha_j^2 |x_j|^2
+    / ||scale_t alpha_ti x_i - point_t|| (+inf where a denominator is 0 and its numerator is
+    not, 0 where both are): Theorem 1.2's epsilon bound before its factor, as
+    :func:`attnlimits.protocol.row_epsilon_bound` computes it, each denominator by
+    :func:`attnlimits.protocol._norms`'s operations (``q_sq`` its |point_t|^2 and
+    ``minus_twice_px`` (-2 point) @ x.T, from the caller)."""
+    rows, width = minus_twice_px.shape
+    dims = x.shape[1]
+    out = np.zeros(rows)
+    for r in range(rows):
+        total_sq = 0.0
+        largest = 0.0
+        for i in range(width):
+            total_sq += alpha[r, i] * alpha[r, i] * x_sq[i]
+            coef = scale[r] * alpha[r, i]
+            coef_sq_x = coef * coef * x_sq[i]
+            if coef_sq_x > largest:
+                largest = coef_sq_x
+        qs = q_sq[r]
+        floor = CANCELLATION * largest + CANCELLATION * qs
+        total = 0.0
+        for i in range(counted[r]):
+            coef = scale[r] * alpha[r, i]
+            coef_sq_x = coef * coef * x_sq[i]
+            d2 = coef * minus_twice_px[r, i]
+            d2 += coef_sq_x
+            d2 += qs
+            if d2 <= floor:
+                if coef_sq_x > 0.0 and qs > 0.0:
+                    d2 = 0.0
+                    for k in range(dims):
+                        diff = coef * x[i, k] - point[r, k]
+                        d2 += diff * diff
+                if d2 < 0.0:
+                    d2 = 0.0
+            denominator = np.sqrt(d2)
+            numerator = total_sq - alpha[r, i] * alpha[r, i] * x_sq[i]
+            if denominator > 0.0:
+                total += numerator / denominator
+            elif numerator > 0.0:
+                total += np.inf
+        out[r] = total
+    return out

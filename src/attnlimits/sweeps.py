@@ -242,3 +242,25 @@ def separability_rows(
         "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
         "upper_bound": np.where(bad, np.nan, upper),
     }
+
+
+def epsilon_bound_rows(block: Any, n: int) -> NDArray[np.float64]:
+    """:func:`attnlimits.protocol.row_epsilon_bound` of a numpy block in one fused pass
+    (:func:`attnlimits.fused.epsilon_ratio_sums`); its sums over keys run in another order.
+
+    Plain reference: row_epsilon_bound."""
+    alpha, x = block.alpha, block.x
+    length = block.length.astype(np.float64)
+    c = n / np.maximum(length - 1.0, 1.0)
+    point = c[:, None] * (alpha @ x)
+    total = fused.epsilon_ratio_sums(
+        alpha,
+        x,
+        block.x_sq,
+        1.0 + c,
+        point,
+        np.einsum("rd,rd->r", point, point),
+        (-2.0 * point) @ x.T,
+        block.length.astype(np.int64),
+    )
+    return np.where(block.length > n, 0.5 * (1.0 - n / length) * c * total, np.nan)

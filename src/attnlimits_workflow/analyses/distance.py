@@ -30,7 +30,7 @@ from attnlimits.protocol import (
     row_monte_carlo,
     row_statistics,
 )
-from attnlimits.sweeps import distance_rows, monte_carlo_ranks
+from attnlimits.sweeps import distance_rows, epsilon_bound_rows, monte_carlo_ranks
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import (
@@ -171,7 +171,11 @@ def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
             out, draws = fused_statistics(block, rows, drawn, rng)
         else:
             out, draws = plain_statistics(block, rows, drawn, rng)
-        out["epsilon_bound"] = to_numpy(row_epsilon_bound(block, n=n))
+        out["epsilon_bound"] = (
+            epsilon_bound_rows(block, n)
+            if block.xp is NUMPY
+            else to_numpy(row_epsilon_bound(block, n=n))
+        )
         out["mc_expectation"] = draws.mean(axis=0)
         # Theorem 1.2's check compares E with the term and bound of the same rows, so the only
         # uncertainty is each drawn row's Monte-Carlo error (the variance within the row over

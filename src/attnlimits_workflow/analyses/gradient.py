@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.arrays import DEFAULT_DEVICE, namespace, to_numpy
+from attnlimits import fused
+from attnlimits.arrays import DEFAULT_DEVICE, NUMPY, namespace, to_numpy
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.gradient import (
     COROLLARY3_WIDE_ROW_KEYS,
@@ -117,8 +118,17 @@ def row_kernel(pack: Pack, temperature: float, settings: Settings, directions=No
             v = unit_directions(rng, len(rows), visible, logits.shape[1])
         else:
             v = directions(sample, rows, visible, logits.shape[1])
-        base = softmax(logits, T, xp=xp)
-        jac = to_numpy(softmax_jacobian_norm_from_weights(base, xp=xp)) / T
+        epsilons = [float(e) for e in settings.epsilons]
+        if xp is NUMPY:  # every statistic of a row in one visit (attnlimits.fused)
+            jac, sensitivity = fused.gradient_rows(
+                np.asarray(logits, dtype=np.float64), v, T, np.asarray(epsilons)
+            )
+        else:
+            base = softmax(logits, T, xp=xp)
+            jac = to_numpy(softmax_jacobian_norm_from_weights(base, xp=xp)) / T
+            sensitivity = to_numpy(
+                row_sensitivity(logits, v, temperature=T, epsilons=epsilons, base=base, xp=xp)
+            )
         out = {"jacobian_norm": jac}
         for check_name, bound in (("jacobian_paper", paper), ("jacobian_gershgorin", gersh)):
             c = check_bound(jac, bound, upper=True, rtol=RTOL_FLOAT64, ceiling=gersh)
@@ -130,10 +140,6 @@ def row_kernel(pack: Pack, temperature: float, settings: Settings, directions=No
                 c = c.copy()
                 c[visible < COROLLARY3_WIDE_ROW_KEYS] = None
                 out |= row_outcome_columns("jacobian_paper_wide", c)
-        epsilons = [float(e) for e in settings.epsilons]
-        sensitivity = to_numpy(
-            row_sensitivity(logits, v, temperature=T, epsilons=epsilons, base=base, xp=xp)
-        )
         for eps, g in zip(settings.epsilons, sensitivity, strict=True):
             out[f"g_{eps}"] = g
             c = check_bound(g, paper, upper=True, rtol=RTOL_FLOAT64, ceiling=g_ceiling(T, eps))
