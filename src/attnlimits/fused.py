@@ -31,6 +31,31 @@ CANCELLATION = 1e-8
 
 
 @njit(cache=True)
+def _sum(values: NDArray[np.float64], start: int, stop: int) -> float:
+    """values[start:stop].sum() in four running sums: the adds overlap instead of waiting on
+    one another (another order than numpy's pairwise sum: rounding apart, the same)."""
+    a0 = a1 = a2 = a3 = 0.0
+    i = start
+    while i + 4 <= stop:
+        a0 += values[i]
+        a1 += values[i + 1]
+        a2 += values[i + 2]
+        a3 += values[i + 3]
+        i += 4
+    while i < stop:
+        a0 += values[i]
+        i += 1
+    return (a0 + a1) + (a2 + a3)
+
+
+@njit(cache=True)
+def _roots(values: NDArray[np.float64], stop: int) -> None:
+    """values[:stop] = sqrt(values[:stop]), in a loop the compiler vectorises."""
+    for i in range(stop):
+        values[i] = np.sqrt(values[i])
+
+
+@njit(cache=True)
 def subset_norm_sums(
     alpha: NDArray[np.float64],
     x: NDArray[np.float64],
@@ -47,40 +72,44 @@ def subset_norm_sums(
     block's width) that row t does not select (rank >= n, or not selectable), split at the row's
     visible length: (keys i < visible_t, keys visible_t <= i < W). ``minus_twice_sx`` is
     (-2 s) @ x.T (R, W) from BLAS, ``a_sq_x`` alpha^2 |x_i|^2 and ``a_sq_x_floor`` (R,) the
-    cancellation threshold's row term, as :func:`attnlimits.protocol._norms` takes them."""
+    cancellation threshold's row term, as :func:`attnlimits.protocol._norms` takes them.
+
+    Each row in passes the compiler vectorises (the squared distances, then their roots), with
+    the few entries at risk of cancellation recomputed between them; a selected key's entry is
+    0, which adds nothing."""
     rows, width = minus_twice_sx.shape
     dims = x.shape[1]
     inside = np.zeros(rows)
     beyond = np.zeros(rows)
+    d2 = np.empty(width)
     for r in range(rows):
         q_sq = 0.0
         for k in range(dims):
             q_sq += s[r, k] * s[r, k]
         floor = a_sq_x_floor[r] + CANCELLATION * q_sq
-        seen = visible[r]
-        first = 0.0
-        rest = 0.0
         for i in range(width):
-            if ranks[r, i] < n and selectable[r, i]:
-                continue
-            a = alpha[r, i]
-            d2 = a * minus_twice_sx[r, i]
-            d2 += a_sq_x[r, i]
-            d2 += q_sq
-            if d2 <= floor:
+            value = alpha[r, i] * minus_twice_sx[r, i]
+            value += a_sq_x[r, i]
+            value += q_sq
+            d2[i] = value
+        for i in range(width):
+            if d2[i] <= floor:
+                a = alpha[r, i]
                 if a_sq_x[r, i] > 0.0 and q_sq > 0.0:
-                    d2 = 0.0
+                    value = 0.0
                     for k in range(dims):
                         diff = a * x[i, k] - s[r, k]
-                        d2 += diff * diff
-                if d2 < 0.0:
-                    d2 = 0.0
-            if i < seen:
-                first += np.sqrt(d2)
-            else:
-                rest += np.sqrt(d2)
-        inside[r] = first
-        beyond[r] = rest
+                        value += diff * diff
+                    d2[i] = value
+                if d2[i] < 0.0:
+                    d2[i] = 0.0
+        for i in range(width):  # a select, not a branch: vectorised too
+            chosen = (ranks[r, i] < n) & selectable[r, i]
+            d2[i] = 0.0 if chosen else d2[i]
+        _roots(d2, width)
+        seen = min(visible[r], width)
+        inside[r] = _sum(d2, 0, seen)
+        beyond[r] = _sum(d2, seen, width)
     return inside, beyond
 
 
@@ -100,27 +129,32 @@ def closed_form_sums(
     """For each row t, sum over its first keys_t keys of ||(alpha_ti + c_t) x_i - xbar_t||, by
     |u_i|^2 + c (2 u_i . x_i + c |x_i|^2) with u_i = alpha_ti x_i - xbar_t, each entry at risk of
     cancellation recomputed directly: Theorem 1.2's closed-form E before its (L - N) / L, as
-    :func:`attnlimits.protocol.row_critical_statistics` computes it."""
+    :func:`attnlimits.protocol.row_critical_statistics` computes it (in vectorised passes, as
+    :func:`subset_norm_sums`)."""
     rows = u_sq.shape[0]
     dims = x.shape[1]
     out = np.zeros(rows)
+    d2 = np.empty(u_sq.shape[1])
     for r in range(rows):
         cr = c[r]
         risk = u_sq_floor[r] + CANCELLATION * x_sq_max * cr * cr
-        total = 0.0
-        for i in range(keys[r]):
-            d2 = x_sq[i] * cr
-            d2 += twice_u_dot_x[r, i]
-            d2 *= cr
-            d2 += u_sq[r, i]
-            if d2 <= risk:
+        count = keys[r]
+        for i in range(count):
+            value = x_sq[i] * cr
+            value += twice_u_dot_x[r, i]
+            value *= cr
+            value += u_sq[r, i]
+            d2[i] = value
+        for i in range(count):
+            if d2[i] <= risk:
                 coef = alpha[r, i] + cr
-                d2 = 0.0
+                value = 0.0
                 for k in range(dims):
                     diff = coef * x[i, k] - xbar[r, k]
-                    d2 += diff * diff
-            total += np.sqrt(d2)
-        out[r] = total
+                    value += diff * diff
+                d2[i] = value
+        _roots(d2, count)
+        out[r] = _sum(d2, 0, count)
     return out
 
 

@@ -267,6 +267,20 @@ class RowBlock:
             self._top_ranks.append(self.ranks(self.xp.argsort_rows(key, stable=True)))
         return self._top_ranks[0]
 
+    def share_ranks(self, twin: RowBlock) -> None:
+        """Take ``twin``'s ranking caches (top_ranks, literal_top_n), computed or not: a block of
+        the same weights, counted keys and zero-weight rule over other vectors ranks its keys
+        alike, so one sort serves both."""
+        if not (
+            twin.zero_weight == self.zero_weight
+            and twin.alpha.shape == self.alpha.shape
+            and bool((twin.length == self.length).all())
+            and bool((twin.alpha == self.alpha).all())
+        ):
+            raise ValueError("only a block of the same weights and lengths shares its ranks")
+        object.__setattr__(self, "_top_ranks", twin._top_ranks)
+        object.__setattr__(self, "_literal_top_n", twin._literal_top_n)
+
     def sweeps(self) -> Any:
         """The block's attnlimits.sweeps.BlockSweeps, prepared once (numpy blocks only)."""
         if not self._sweeps:

@@ -14,6 +14,7 @@ numba kernels of :mod:`attnlimits.fused`; their plain references are
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -28,15 +29,44 @@ class BlockSweeps:
 
     def __init__(self, block: Any):
         alpha, x, x_sq = block.alpha, block.x, block.x_sq
-        self.block = block
+        # the arrays, not the block: the block keeps this object, and a cycle would keep every
+        # block of a pass alive until the garbage collector's next full run
+        self.alpha, self.x, self.x_sq = alpha, x, x_sq
+        self.zero_weight = block.zero_weight
         self.full = int(alpha.shape[1])
-        weighted = np.nonzero(alpha.any(axis=0))[0]
-        self.width = int(weighted[-1]) + 1 if len(weighted) else 1
-        self.x_head = np.ascontiguousarray(x[: self.width])
-        self.a = np.ascontiguousarray(alpha[:, : self.width])
-        self.a_sq_x = self.a**2 * x_sq[None, : self.width]
-        self.a_sq_x_floor = CANCELLATION * np.amax(self.a_sq_x, axis=1)
         self._closed_form: tuple | None = None
+
+    @cached_property
+    def width(self) -> int:
+        """Keys up to the last one any row weights (a causal block's later keys weigh 0)."""
+        weighted = np.nonzero(self.alpha.any(axis=0))[0]
+        return int(weighted[-1]) + 1 if len(weighted) else 1
+
+    @cached_property
+    def x_head(self) -> NDArray[np.float64]:
+        return np.ascontiguousarray(self.x[: self.width])
+
+    @cached_property
+    def a(self) -> NDArray[np.float64]:
+        return np.ascontiguousarray(self.alpha[:, : self.width])
+
+    @cached_property
+    def a_sq_x(self) -> NDArray[np.float64]:
+        return self.a**2 * self.x_sq[None, : self.width]
+
+    @cached_property
+    def a_sq_x_floor(self) -> NDArray[np.float64]:
+        return CANCELLATION * np.amax(self.a_sq_x, axis=1)
+
+    @cached_property
+    def separation_terms(self) -> tuple[NDArray, NDArray, NDArray]:
+        """What Eq. 10's pass reads at every N, over every key: alpha^2 |x_i|^2, its
+        cancellation floor, and the weights that may count in N_s (selection.resolvable)."""
+        from .selection import resolvable
+
+        a_sq_x = self.alpha**2 * self.x_sq[None, :]
+        floor = CANCELLATION * np.amax(a_sq_x, axis=1, initial=0.0)
+        return a_sq_x, floor, resolvable(self.alpha, self.zero_weight)
 
     def context_vectors(
         self, ranks: NDArray[np.int32], ns: Sequence[int], at: NDArray | None = None
@@ -84,11 +114,12 @@ class BlockSweeps:
         """Theorem 1.2's closed-form E term per row over each row's first ``visible`` keys:
         (len - N) / len * sum_i ||(alpha_i + c) x_i - xbar||, c = N / (len - 1), by
         |u_i|^2 + c (2 u_i . x_i + c |x_i|^2) (:func:`attnlimits.fused.closed_form_sums`)."""
-        block = self.block
+        from .protocol import _norms
+
+        alpha, x, x_sq = self.alpha, self.x, self.x_sq
         if self._closed_form is None:
-            alpha, x, x_sq = block.alpha, block.x, block.x_sq
             xbar = alpha @ x
-            u_sq = block.norms_to(alpha, xbar)
+            u_sq = _norms(alpha, xbar, x, alpha**2 * x_sq[None, :])  # RowBlock.norms_to
             u_sq *= u_sq
             self._closed_form = (
                 xbar,
@@ -101,9 +132,9 @@ class BlockSweeps:
         lengths = visible.astype(np.float64)
         c = n / np.maximum(lengths - 1.0, 1.0)
         total = fused.closed_form_sums(
-            block.alpha,
-            block.x,
-            block.x_sq,
+            alpha,
+            x,
+            x_sq,
             xbar,
             u_sq,
             u_sq_floor,
@@ -201,7 +232,6 @@ def separability_rows(
 
     Plain reference: row_separability on each reading's block."""
     from .protocol import visible_lengths
-    from .selection import resolvable
     from .separability import xi
 
     if not bool(block.counted.all()):
@@ -210,19 +240,19 @@ def separability_rows(
     length = int(alpha.shape[1])
     mask = block.top_n(n)
     s = np.where(mask, alpha, 0.0) @ x
-    a_sq_x = alpha**2 * block.x_sq[None, :]
+    a_sq_x, floor, resolvable = block.sweeps().separation_terms
     prefix = visible_lengths(positions, length, causal=causal, masked="prefix").astype(np.int64)
     radius, n_s, radius_prefix, n_s_prefix, alpha_sel = fused.separation_counts(
         alpha,
         x,
         a_sq_x,
-        CANCELLATION * np.amax(a_sq_x, axis=1, initial=0.0),
+        floor,
         s,
         np.einsum("rd,rd->r", s, s),
         (-2.0 * s) @ x.T,
         mask,
         block.counted,
-        resolvable(alpha, block.zero_weight),
+        resolvable,
         prefix,
         n,
     )

@@ -173,6 +173,11 @@ def row_means_of(
                             visible_lengths(rows, length, causal=causal, masked=kernel.masked),
                             zero_weight=zero_weight,
                         )
+                        # a block of the same weights and reading over other vectors (the
+                        # sphere's) ranks its keys alike: one sort serves both
+                        twin = next((b for (_, m), b in blocks.items() if m == kernel.masked), None)
+                        if twin is not blocks[key]:
+                            blocks[key].share_ranks(twin)
                     block, seen = blocks[key], logits
                 sums[name].add(i, rows, kernel.stats(block, seen, rows, s))
         if progress:
