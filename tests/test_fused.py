@@ -160,8 +160,10 @@ def test_a_drifting_kernel_is_caught(monkeypatch):
     """The comparison above can fail: a sweep that drops one key of each row is refused."""
     original = fused.subset_norm_sums.py_func
 
-    def drifted(alpha, x, a_sq_x, floor, s, g, ranks, n, selectable, visible):
-        inside, beyond = original(alpha, x, a_sq_x, floor, s, g, ranks, n, selectable, visible)
+    def drifted(alpha, x, a_sq_x, floor, s, q_sq, g, ranks, n, selectable, visible):
+        inside, beyond = original(
+            alpha, x, a_sq_x, floor, s, q_sq, g, ranks, n, selectable, visible
+        )
         return inside * (1 + 1e-9), beyond
 
     monkeypatch.setattr(fused, "subset_norm_sums", drifted)

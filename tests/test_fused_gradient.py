@@ -112,3 +112,27 @@ def test_a_drifting_kernel_is_caught(monkeypatch, part):
     logits, directions = rows_of(1, 6, 12, causal=True, tied=False, scale=1.0)
     with pytest.raises(AssertionError):
         assert_rows_match(logits, directions, 0.1)
+
+
+def test_rows_the_reference_makes_nan_are_nan():
+    """A NaN or +inf logit, an overflowing l / T, or a row with no visible key: the reference's
+    weights are NaN there, and so are the fused row's statistics (never a number, never -inf
+    passing a check)."""
+    minus = -np.inf
+    logits = np.array(
+        [
+            [1.0, np.nan, 0.5],
+            [1.0, np.inf, 0.5],
+            [1e308, -1e308, 0.0],
+            [minus, minus, minus],
+            [1.0, 0.0, minus],
+        ]
+    )
+    directions = np.zeros_like(logits)
+    directions[:, 0] = 1.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        want_jac, want_g = plain(logits, directions, 1e-3)
+    got_jac, got_g = fused.gradient_rows(logits, directions, 1e-3, EPSILONS)
+    assert np.isnan(want_jac[:4]).all() and np.isnan(got_jac[:4]).all()
+    assert np.isnan(got_g[:, :4]).all()
+    assert np.isfinite(got_jac[4]) and got_jac[4] == pytest.approx(want_jac[4], rel=RTOL)

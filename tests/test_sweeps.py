@@ -237,3 +237,60 @@ def test_a_drifting_separation_kernel_is_caught(monkeypatch):
     with pytest.raises(AssertionError):
         for n in (1, 2, 3):
             check_separability(block, rows, length, n, True)
+
+
+@pytest.mark.parametrize("dims", [3, 64])
+@pytest.mark.parametrize("n_from_end", [1, 2, 40])
+def test_near_cancelling_vectors(dims, n_from_end):
+    """Keys that nearly coincide (x = v + 1e-4 noise) put many entries just above the
+    cancellation floor, where the expansion loses digits: each fused entry is still the
+    reference's number (the same |s|^2 and the same expansion), so d~ and E agree to 1e-12."""
+    length = 100
+    rng = np.random.default_rng(dims + n_from_end)
+    x = np.linspace(1.0, 2.0, dims) + 1e-4 * rng.standard_normal((length, dims))
+    rows = np.arange(length - 4, length)
+    alpha = np.full((len(rows), length), 1.0 / length)
+    block = type(causal_block(0, 4, np.arange(4), **EDGE)[0]).of(
+        alpha, x, np.full(len(rows), length)
+    )
+    n = length - n_from_end
+    check_distance(block, rows, length, n, False, np.arange(len(rows)), seed=1)
+    check_separability(block, rows, length, n, False)
+
+
+EDGE = {
+    "causal": True,
+    "zero_weight": "not_selected",
+    "tied": False,
+    "spiky": False,
+    "repeated": False,
+}
+
+
+def test_n_outside_one_to_l_minus_one_is_refused():
+    """The sweeps read the top-N set of a row of L keys: N = 0 or N >= L is refused (the plain
+    reference, which returns NaN there, serves such N)."""
+    length = 6
+    rows = np.arange(length)
+    block, _, _ = causal_block(2, length, rows, **EDGE)
+    for n in (0, length, length + 3):
+        with pytest.raises(ValueError, match="within 1..L-1"):
+            distance_rows(block, n, positions=rows, causal=True)
+        with pytest.raises(ValueError, match="within 1..L-1"):
+            separability_rows(block, n, delta=1.0, radius_m=1.0, positions=rows, causal=True)
+
+
+def test_nan_weights_share_their_ranking():
+    """Two blocks of the same NaN-holding weights (NaN scores) share one ranking, as equal
+    weights do; other weights are refused."""
+    from attnlimits.protocol import RowBlock
+
+    alpha = np.array([[0.5, np.nan, 0.5], [0.2, 0.3, 0.5]])
+    x = np.eye(3)
+    one = RowBlock.of(alpha, x, np.array([3, 3]))
+    two = RowBlock.of(alpha, 2 * x, np.array([3, 3]))
+    two.share_ranks(one)
+    assert two.top_ranks() is one.top_ranks()
+    other = RowBlock.of(alpha[::-1], x, np.array([3, 3]))
+    with pytest.raises(ValueError, match="same weights"):
+        other.share_ranks(one)

@@ -62,6 +62,7 @@ def subset_norm_sums(
     a_sq_x: NDArray[np.float64],
     a_sq_x_floor: NDArray[np.float64],
     s: NDArray[np.float64],
+    q_sq: NDArray[np.float64],
     minus_twice_sx: NDArray[np.float64],
     ranks: NDArray[np.int32],
     n: int,
@@ -72,7 +73,8 @@ def subset_norm_sums(
     block's width) that row t does not select (rank >= n, or not selectable), split at the row's
     visible length: (keys i < visible_t, keys visible_t <= i < W). ``minus_twice_sx`` is
     (-2 s) @ x.T (R, W) from BLAS, ``a_sq_x`` alpha^2 |x_i|^2 and ``a_sq_x_floor`` (R,) the
-    cancellation threshold's row term, as :func:`attnlimits.protocol._norms` takes them.
+    cancellation threshold's row term, as :func:`attnlimits.protocol._norms` takes them, and
+    ``q_sq`` its |s_t|^2 (numpy's, so that every entry is the reference's number).
 
     Each row in passes the compiler vectorises (the squared distances, then their roots), with
     the few entries at risk of cancellation recomputed between them; a selected key's entry is
@@ -83,19 +85,17 @@ def subset_norm_sums(
     beyond = np.zeros(rows)
     d2 = np.empty(width)
     for r in range(rows):
-        q_sq = 0.0
-        for k in range(dims):
-            q_sq += s[r, k] * s[r, k]
-        floor = a_sq_x_floor[r] + CANCELLATION * q_sq
+        qs = q_sq[r]
+        floor = a_sq_x_floor[r] + CANCELLATION * qs
         for i in range(width):
             value = alpha[r, i] * minus_twice_sx[r, i]
             value += a_sq_x[r, i]
-            value += q_sq
+            value += qs
             d2[i] = value
         for i in range(width):
             if d2[i] <= floor:
                 a = alpha[r, i]
-                if a_sq_x[r, i] > 0.0 and q_sq > 0.0:
+                if a_sq_x[r, i] > 0.0 and qs > 0.0:
                     value = 0.0
                     for k in range(dims):
                         diff = a * x[i, k] - s[r, k]
@@ -153,6 +153,58 @@ def closed_form_sums(
                     diff = coef * x[i, k] - xbar[r, k]
                     value += diff * diff
                 d2[i] = value
+        _roots(d2, count)
+        out[r] = _sum(d2, 0, count)
+    return out
+
+
+@njit(cache=True)
+def shifted_norm_sums(
+    alpha: NDArray[np.float64],
+    x: NDArray[np.float64],
+    x_sq: NDArray[np.float64],
+    c: NDArray[np.float64],
+    point: NDArray[np.float64],
+    q_sq: NDArray[np.float64],
+    minus_twice_px: NDArray[np.float64],
+    keys: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """For each row t, sum over its first keys_t keys of ||(alpha_ti + c_t) x_i - point_t||,
+    each entry as :func:`attnlimits.protocol._norms` computes it for coef = alpha + c (its
+    cancellation floor over the row's every key): :func:`attnlimits.protocol.row_statistics`'s
+    expectation term before its (L - N) / L, by its own expansion (``q_sq`` and
+    ``minus_twice_px``, (-2 point) @ x.T, from numpy)."""
+    rows, width = minus_twice_px.shape
+    dims = x.shape[1]
+    out = np.zeros(rows)
+    d2 = np.empty(width)
+    for r in range(rows):
+        cr = c[r]
+        qs = q_sq[r]
+        largest = 0.0
+        for i in range(width):
+            coef = alpha[r, i] + cr
+            value = coef * coef * x_sq[i]
+            largest = value if value > largest else largest
+        floor = CANCELLATION * largest + CANCELLATION * qs
+        count = keys[r]
+        for i in range(count):
+            coef = alpha[r, i] + cr
+            value = coef * minus_twice_px[r, i]
+            value += coef * coef * x_sq[i]
+            value += qs
+            d2[i] = value
+        for i in range(count):
+            if d2[i] <= floor:
+                coef = alpha[r, i] + cr
+                if coef * coef * x_sq[i] > 0.0 and qs > 0.0:
+                    value = 0.0
+                    for k in range(dims):
+                        diff = coef * x[i, k] - point[r, k]
+                        value += diff * diff
+                    d2[i] = value
+                if d2[i] < 0.0:
+                    d2[i] = 0.0
         _roots(d2, count)
         out[r] = _sum(d2, 0, count)
     return out
@@ -283,13 +335,20 @@ EXP_FLOOR = -708.0
 
 
 @njit(cache=True, error_model="numpy")
-def _softmax_row(z: NDArray[np.float64], out: NDArray[np.float64]) -> None:
+def _softmax_row(z: NDArray[np.float64], out: NDArray[np.float64]) -> bool:
     """attnlimits.gradient.softmax of one row of z = l / T into ``out``: shifted by the row's
-    maximum, exp below EXP_FLOOR exactly 0 (masked keys, z = -inf, among them)."""
+    maximum, exp below EXP_FLOOR exactly 0 (masked keys, z = -inf, among them). False, and
+    ``out`` NaN, where the reference's weights are NaN: a NaN or +inf z, or no finite one."""
     top = -np.inf
     for i in range(len(z)):
+        if np.isnan(z[i]):
+            top = np.nan
+            break
         if z[i] > top:
             top = z[i]
+    if not np.isfinite(top):
+        out[:] = np.nan
+        return False
     total = 0.0
     for i in range(len(z)):
         shifted = z[i] - top
@@ -298,6 +357,7 @@ def _softmax_row(z: NDArray[np.float64], out: NDArray[np.float64]) -> None:
         total += e
     for i in range(len(z)):
         out[i] = out[i] / total
+    return True
 
 
 @njit(cache=True, error_model="numpy")
@@ -413,7 +473,10 @@ def gradient_rows(
     for r in range(rows):
         for i in range(width):
             z[i] = logits[r, i] / temperature
-        _softmax_row(z, base)
+        if not _softmax_row(z, base):
+            jacobian[r] = np.nan
+            g[:, r] = np.nan
+            continue
         jacobian[r] = _softmax_jacobian_norm_row(base, iterations) / temperature
         for j in range(len(epsilons)):
             eps = epsilons[j]

@@ -275,7 +275,13 @@ class RowBlock:
             twin.zero_weight == self.zero_weight
             and twin.alpha.shape == self.alpha.shape
             and bool((twin.length == self.length).all())
-            and bool((twin.alpha == self.alpha).all())
+            # NaN weights (from NaN scores) rank alike too
+            and bool(
+                (
+                    (twin.alpha == self.alpha)
+                    | ((twin.alpha != twin.alpha) & (self.alpha != self.alpha))
+                ).all()
+            )
         ):
             raise ValueError("only a block of the same weights and lengths shares its ranks")
         object.__setattr__(self, "_top_ranks", twin._top_ranks)

@@ -91,24 +91,47 @@ class BlockSweeps:
         with the keys past the block's width, each adding ||s||."""
         pick = slice(None) if at is None else at
         width = self.width
+        q_sq = np.einsum("rd,rd->r", s, s)
         inside, beyond = fused.subset_norm_sums(
             self.a[pick],
             self.x_head,
             self.a_sq_x[pick],
             self.a_sq_x_floor[pick],
             s,
+            q_sq,
             (-2.0 * s) @ self.x_head.T,
             ranks,
             n,
             selectable_at,
             visible_at,
         )
-        norm_s = np.sqrt(np.einsum("rd,rd->r", s, s))
+        norm_s = np.sqrt(q_sq)
         keys = np.arange(width, self.full)[None, :]
         unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
         rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
         every = inside + beyond + norm_s * unselected.sum(axis=1)
         return inside + norm_s * rest_visible, every
+
+    @cached_property
+    def mean_point(self) -> tuple[NDArray, NDArray, NDArray]:
+        """xbar = alpha @ x per row, |xbar|^2 and (-2 xbar) @ x.T: every N's expectation term
+        is a distance to xbar."""
+        xbar = self.alpha @ self.x
+        return xbar, np.einsum("rd,rd->r", xbar, xbar), (-2.0 * xbar) @ self.x.T
+
+    def expectation_term(self, n: int, visible: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Theorem 1.2's closed-form E term per row over each row's first ``visible`` keys,
+        (len - N) / len * sum_i ||(alpha_i + c) x_i - xbar||, c = N / (len - 1), as
+        :func:`attnlimits.protocol.row_statistics` computes it, entry for entry
+        (:func:`attnlimits.fused.shifted_norm_sums`); :meth:`closed_form` is the same term by
+        another expansion, the critical N's."""
+        xbar, xbar_sq, minus_twice = self.mean_point
+        lengths = visible.astype(np.float64)
+        c = n / np.maximum(lengths - 1.0, 1.0)
+        total = fused.shifted_norm_sums(
+            self.alpha, self.x, self.x_sq, c, xbar, xbar_sq, minus_twice, visible
+        )
+        return (lengths - n) / lengths * total
 
     def closed_form(self, n: int, visible: NDArray[np.int64]) -> NDArray[np.float64]:
         """Theorem 1.2's closed-form E term per row over each row's first ``visible`` keys:
@@ -174,7 +197,7 @@ def distance_rows(
     mc_rows: NDArray[np.intp] | None = None,
 ) -> dict[str, NDArray[np.float64]]:
     """Per row of a numpy block that counts every key (reading "non_selected", or an encoder's
-    "both"): d~ of the top-n set and the closed-form E term under that reading
+    "both"), 1 <= n < L: d~ of the top-n set and the closed-form E term under that reading
     ("distance", "expectation_term") and under the "prefix" reading of a causal block's masked
     keys ("distance_prefix", "expectation_term_prefix"; the same values in an encoder), NaN
     where the reading's length <= n; and, given ``mc_ranks`` (:func:`monte_carlo_ranks` for the
@@ -190,6 +213,8 @@ def distance_rows(
         raise ValueError("the block must count every key (reading non_selected or both)")
     sweeps = block.sweeps()
     length = sweeps.full
+    if not 1 <= n < length:
+        raise ValueError(f"n must be within 1..L-1 = {length - 1}, got {n}")
     rows = len(block.length)
     every = np.full(rows, length, dtype=np.int64)
     prefix = visible_lengths(positions, length, causal=causal, masked="prefix").astype(np.int64)
@@ -198,9 +223,9 @@ def distance_rows(
     on_visible, on_every = sweeps.sweep(s, top, n, None, block.selectable, prefix)
     out = {
         "distance": np.where(every > n, on_every, np.nan),
-        "expectation_term": np.where(every > n, sweeps.closed_form(n, every), np.nan),
+        "expectation_term": np.where(every > n, sweeps.expectation_term(n, every), np.nan),
         "distance_prefix": np.where(prefix > n, on_visible, np.nan),
-        "expectation_term_prefix": np.where(prefix > n, sweeps.closed_form(n, prefix), np.nan),
+        "expectation_term_prefix": np.where(prefix > n, sweeps.expectation_term(n, prefix), np.nan),
     }
     if len(mc_ranks):
         drawn = np.arange(rows) if mc_rows is None else np.asarray(mc_rows)
@@ -228,7 +253,10 @@ def separability_rows(
     one fused pass (:func:`attnlimits.fused.separation_counts`) that also gives N_s/N under the
     "prefix" reading of a causal block's masked keys ("ratio_prefix"; the same as "ratio" in an
     encoder): the top-N set, s and every distance are the same under both readings on a row
-    the prefix reading keeps (t + 1 > N); only the keys r runs over differ.
+    the prefix reading keeps (t + 1 > N); only the keys r runs over differ. Every distance is
+    the reference's number, but for an entry recomputed for cancellation, whose sum over the
+    d coordinates runs in another order: N_s can then differ from the reference's at an exact
+    tie between two such entries, a tie the rounding decides either way.
 
     Plain reference: row_separability on each reading's block."""
     from .protocol import visible_lengths
@@ -238,6 +266,8 @@ def separability_rows(
         raise ValueError("the block must count every key (reading non_selected or both)")
     alpha, x = block.alpha, block.x
     length = int(alpha.shape[1])
+    if not 1 <= n < length:
+        raise ValueError(f"n must be within 1..L-1 = {length - 1}, got {n}")
     mask = block.top_n(n)
     s = np.where(mask, alpha, 0.0) @ x
     a_sq_x, floor, resolvable = block.sweeps().separation_terms

@@ -167,7 +167,7 @@ def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
     def per_row(block, logits, rows, sample):
         drawn = monte_carlo_drawn(rows, mc_rows)
         rng = stream_rng(settings.seed, Stream.DISTANCE_MONTE_CARLO, L, n, sample, rows[0])
-        if block.xp is NUMPY and masked != "prefix":
+        if block.xp is NUMPY and masked != "prefix" and 1 <= n < L:
             out, draws = fused_statistics(block, rows, drawn, rng)
         else:
             out, draws = plain_statistics(block, rows, drawn, rng)

@@ -133,7 +133,7 @@ def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKer
     mask_only_reading = causal and masked == "non_selected"
 
     def per_row(block: RowBlock, logits, rows, sample):
-        fused = block.xp is NUMPY and masked != "prefix"
+        fused = block.xp is NUMPY and masked != "prefix" and 1 <= n < length
         if fused:  # both readings in one pass (attnlimits.sweeps)
             out = separability_rows(
                 block,
