@@ -490,7 +490,12 @@ def main() -> None:
     model_dir = None if args.random else args.model
     if args.one:
         one = run_one(
-            args.one[0], int(args.one[1]), model_dir, args.device, args.architecture, args.arch_layers
+            args.one[0],
+            int(args.one[1]),
+            model_dir,
+            args.device,
+            args.architecture,
+            args.arch_layers,
         )
         print(json.dumps(one))
         return
