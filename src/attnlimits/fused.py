@@ -26,8 +26,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-# attnlimits.protocol._CANCELLATION, repeated: protocol imports this module
-CANCELLATION = 1e-8
+from .expansion import CANCELLATION
 
 
 @njit(cache=True)
@@ -73,7 +72,7 @@ def subset_norm_sums(
     block's width) that row t does not select (rank >= n, or not selectable), split at the row's
     visible length: (keys i < visible_t, keys visible_t <= i < W). ``minus_twice_sx`` is
     (-2 s) @ x.T (R, W) from BLAS, ``a_sq_x`` alpha^2 |x_i|^2 and ``a_sq_x_floor`` (R,) the
-    cancellation threshold's row term, as :func:`attnlimits.protocol._norms` takes them, and
+    cancellation threshold's row term, as :func:`attnlimits.expansion.norms_by_expansion` takes them, and
     ``q_sq`` its |s_t|^2 (numpy's, so that every entry is the reference's number).
 
     Each row in passes the compiler vectorises (the squared distances, then their roots), with
@@ -170,7 +169,7 @@ def shifted_norm_sums(
     keys: NDArray[np.int64],
 ) -> NDArray[np.float64]:
     """For each row t, sum over its first keys_t keys of ||(alpha_ti + c_t) x_i - point_t||,
-    each entry as :func:`attnlimits.protocol._norms` computes it for coef = alpha + c (its
+    each entry as :func:`attnlimits.expansion.norms_by_expansion` computes it for coef = alpha + c (its
     cancellation floor over the row's every key): :func:`attnlimits.protocol.row_statistics`'s
     expectation term before its (L - N) / L, by its own expansion (``q_sq`` and
     ``minus_twice_px``, (-2 point) @ x.T, from numpy)."""
@@ -273,7 +272,7 @@ def separation_counts(
     smallest ||alpha_ti x_i - s_t|| over the counted keys the row does not select, and N_s,
     how many selected and ``resolvable`` keys lie within r; (r over every counted key, N_s by
     it, r over the keys i < visible_t, N_s by it, the selected weights in key order (R, n),
-    zero-padded). Each distance is :func:`attnlimits.protocol._norms`'s entry, by the same
+    zero-padded). Each distance is :func:`attnlimits.expansion.norms_by_expansion`'s entry, by the same
     operations (``q_sq`` is its |s_t|^2, passed in so that it is the same number), kept for
     the row while r is found. r is inf where a row has no such key."""
     rows, width = minus_twice_sx.shape
@@ -506,7 +505,7 @@ def epsilon_ratio_sums(
     / ||scale_t alpha_ti x_i - point_t|| (+inf where a denominator is 0 and its numerator is
     not, 0 where both are): Theorem 1.2's epsilon bound before its factor, as
     :func:`attnlimits.protocol.row_epsilon_bound` computes it, each denominator by
-    :func:`attnlimits.protocol._norms`'s operations (``q_sq`` its |point_t|^2 and
+    :func:`attnlimits.expansion.norms_by_expansion`'s operations (``q_sq`` its |point_t|^2 and
     ``minus_twice_px`` (-2 point) @ x.T, from the caller)."""
     rows, width = minus_twice_px.shape
     dims = x.shape[1]

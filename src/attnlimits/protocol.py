@@ -29,12 +29,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from .arrays import NUMPY, NumpyNamespace, TorchNamespace
 from .critical import ks_test
+from .expansion import CANCELLATION as _CANCELLATION
+from .expansion import norms_by_expansion as _norms
+from .expansion import visible_lengths
 from .selection import DEFAULT_ZERO_WEIGHT, check_zero_weight, resolvable
 
 FloatArray = NDArray[np.floating]
 Namespace = NumpyNamespace | TorchNamespace
-MASKED_MODES = ("non_selected", "prefix")
-_CANCELLATION = 1e-8
 
 
 def attention_rows(
@@ -70,16 +71,6 @@ def attention_rows(
     alpha = xp.exp(logits - top)
     alpha /= alpha.sum(axis=1, keepdims=True)
     return logits, alpha
-
-
-def visible_lengths(rows: NDArray[np.intp], length: int, *, causal: bool, masked: str) -> NDArray:
-    """Tokens that row t's statistics run over: L, or t + 1 for a causal row under ``prefix``."""
-    if masked not in MASKED_MODES:
-        raise ValueError(f"masked must be one of {MASKED_MODES}, got {masked!r}")
-    rows = np.asarray(rows)
-    if causal and masked == "prefix":
-        return rows + 1
-    return np.full(rows.shape, length)
 
 
 class HeadVectors:
@@ -594,33 +585,6 @@ def row_critical_statistics_readings(
             for values in got.values():
                 values[j, visible[reading] <= n] = np.nan
     return out
-
-
-def _norms(
-    coef, point, x, coef_sq_x, coef_sq_x_floor=None, *, xp: Namespace = NUMPY
-) -> NDArray[np.float64]:
-    """||coef_ti x_i - point_t|| (R, L) for keys x (L, d), by expansion.
-
-    Entries whose square is small beside the row's largest |coef_ti x_i|^2 + |point_t|^2 (a
-    superset of those where two nonzero, nearly equal points lose digits to cancellation) are
-    recomputed directly; when either side is exactly zero (a masked key's 0 x_i, an empty
-    selection's s = 0) the expansion is exact and non-negative. ``coef_sq_x_floor`` is
-    _CANCELLATION * the row maxima of coef_sq_x (R, 1), for callers that share it."""
-    q_sq = xp.einsum("rd,rd->r", point, point)[:, None]
-    d2 = coef * ((-2.0 * point) @ x.T)
-    d2 += coef_sq_x
-    d2 += q_sq
-    if coef_sq_x_floor is None:
-        coef_sq_x_floor = _CANCELLATION * xp.amax(coef_sq_x, axis=1, keepdims=True, initial=0.0)
-    risky = d2 <= coef_sq_x_floor + _CANCELLATION * q_sq
-    if bool(risky.any()):
-        ri, li = xp.nonzero(risky)
-        keep = (coef_sq_x[ri, li] > 0) & (q_sq[ri, 0] > 0)
-        ri, li = ri[keep], li[keep]
-        diff = coef[ri, li, None] * x[li] - point[ri]
-        d2[ri, li] = xp.einsum("nd,nd->n", diff, diff)
-        xp.clip_below(d2, 0.0)  # an exact zero side may have rounded below 0
-    return xp.sqrt(d2, out=d2)
 
 
 def row_epsilon_bound(block: RowBlock, *, n: int) -> NDArray[np.float64]:

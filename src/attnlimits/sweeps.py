@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import fused
-from .fused import CANCELLATION
+from .expansion import CANCELLATION, norms_by_expansion, visible_lengths
 
 
 class BlockSweeps:
@@ -137,12 +137,10 @@ class BlockSweeps:
         """Theorem 1.2's closed-form E term per row over each row's first ``visible`` keys:
         (len - N) / len * sum_i ||(alpha_i + c) x_i - xbar||, c = N / (len - 1), by
         |u_i|^2 + c (2 u_i . x_i + c |x_i|^2) (:func:`attnlimits.fused.closed_form_sums`)."""
-        from .protocol import _norms
-
         alpha, x, x_sq = self.alpha, self.x, self.x_sq
         if self._closed_form is None:
             xbar = alpha @ x
-            u_sq = _norms(alpha, xbar, x, alpha**2 * x_sq[None, :])  # RowBlock.norms_to
+            u_sq = norms_by_expansion(alpha, xbar, x, alpha**2 * x_sq[None, :])  # RowBlock.norms_to
             u_sq *= u_sq
             self._closed_form = (
                 xbar,
@@ -207,8 +205,6 @@ def distance_rows(
 
     Plain reference: :func:`attnlimits.protocol.row_statistics` on each reading's block, and
     :func:`attnlimits.protocol.row_monte_carlo`."""
-    from .protocol import visible_lengths
-
     if not bool(block.counted.all()):
         raise ValueError("the block must count every key (reading non_selected or both)")
     sweeps = block.sweeps()
@@ -259,7 +255,6 @@ def separability_rows(
     tie between two such entries, a tie the rounding decides either way.
 
     Plain reference: row_separability on each reading's block."""
-    from .protocol import visible_lengths
     from .separability import xi
 
     if not bool(block.counted.all()):
