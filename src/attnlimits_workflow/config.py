@@ -20,6 +20,7 @@ import yaml
 from attnlimits.families import UnsupportedModelError, family, sliding_windows
 from attnlimits.families import max_positions as model_positions
 
+from .corpus_io import MAX_CONTROL_FRACTION, control_fraction
 from .corpus_names import clash_errors, corpus_file, named_corpus
 
 
@@ -792,10 +793,6 @@ MAX_MODEL_LAYERS = 100_000
 # minutes. The whole of War and Peace is 834 chunks of 1024 GPT-2 tokens.
 MAX_BATCHES = 2000
 
-# A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
-# the bytes are other control characters (or NULs) is not text.
-MAX_CONTROL_FRACTION = 0.01
-
 
 def is_file(path: str | Path) -> bool:
     """Path.is_file, False also for a name the system refuses (over 255 bytes: "File name too
@@ -804,14 +801,6 @@ def is_file(path: str | Path) -> bool:
         return Path(path).is_file()
     except (OSError, ValueError):
         return False
-
-
-def control_fraction(data: bytes) -> float:
-    """Share of NULs and C0 control bytes other than tab, newline, carriage return, form feed."""
-    if not data:
-        return 0.0
-    control = [i for i in range(32) if i not in (9, 10, 12, 13)] + [127]
-    return sum(data.count(bytes([i])) for i in control) / len(data)
 
 
 def temperature_name(t: float) -> str:
@@ -907,7 +896,8 @@ def beyond_errors(config: dict[str, Any]) -> list[str]:
     errs = []
     if b["n"] not in n_grid:
         errs.append(f"beyond.n: N={b['n']} is not in analysis.separability.n_grid {sorted(n_grid)}")
-    from attnlimits.normalizers import KINDS, parameters
+    from attnlimits.rules import RULES as KINDS
+    from attnlimits.rules import parameters
 
     for name, entry in b["normalizers"].items():
         errs += periodic_name_error("beyond.normalizers", name)

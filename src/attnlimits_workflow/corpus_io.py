@@ -138,7 +138,6 @@ def obtain_corpus(cfg: dict, log=print) -> tuple[str, str]:
     """The corpus section's text (corpus.path, else corpus.bundled, else the pinned download) and
     where it came from: the download_corpus job's reading, checked to be text in its encoding
     (CorpusError naming the file otherwise)."""
-    from .config import MAX_CONTROL_FRACTION, control_fraction
 
     if cfg.get("path"):
         log(f"reading local corpus {cfg['path']} (corpus.path overrides the download)")
@@ -156,3 +155,16 @@ def obtain_corpus(cfg: dict, log=print) -> tuple[str, str]:
             f"{where}: not text: {100 * share:.0f}% of its first bytes are NULs or control characters"
         )
     return decode(data, cfg["encoding"], where), where
+
+
+# A text corpus has tabs, newlines and the odd form feed; a file where more than this share of
+# the bytes are other control characters (or NULs) is not text.
+MAX_CONTROL_FRACTION = 0.01
+
+
+def control_fraction(data: bytes) -> float:
+    """Share of NULs and C0 control bytes other than tab, newline, carriage return, form feed."""
+    if not data:
+        return 0.0
+    control = [i for i in range(32) if i not in (9, 10, 12, 13)] + [127]
+    return sum(data.count(bytes([i])) for i in control) / len(data)
