@@ -78,7 +78,7 @@ def floor_seconds(workdir: Path, n_chunks: int, threads: int) -> float:
     import pyarrow.parquet as pq
     import torch
 
-    from attnlimits_workflow.models import load_model
+    from attnlimits_workflow.loading import load_model
 
     torch.set_num_threads(threads)
     model = load_model(next((workdir / "resources/models").iterdir()))

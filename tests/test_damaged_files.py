@@ -214,7 +214,7 @@ def read_samples(root: Path):
 
 def load_trained_model(root: Path):
     from attnlimits.extraction import register_rule_attention
-    from attnlimits_workflow.models import load_model
+    from attnlimits_workflow.loading import load_model
     from attnlimits_workflow.training import load_trained, read_learned
 
     read_learned(root / "trained")

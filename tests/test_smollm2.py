@@ -57,7 +57,8 @@ def test_rows_equal_eager_attention_and_the_weights_are_trained(smollm2):
     from transformers import AutoModel
 
     from attnlimits.extraction import extract_chunk
-    from attnlimits_workflow.models import CorpusTokenizer, load_model
+    from attnlimits_workflow.loading import load_model
+    from attnlimits_workflow.models import CorpusTokenizer
 
     out, _ = smollm2
     ids = torch.tensor(CorpusTokenizer(out).encode(PROSE))
@@ -87,7 +88,8 @@ def test_attention_input_is_what_q_proj_reads_after_input_layernorm(smollm2):
     """On the trained Llama: the capture's attention_input (the paper's x_i) is the q_proj input,
     input_layernorm of the stored hidden (the residual stream), and far from that hidden."""
     from attnlimits.extraction import extract_chunk
-    from attnlimits_workflow.models import CorpusTokenizer, load_model
+    from attnlimits_workflow.loading import load_model
+    from attnlimits_workflow.models import CorpusTokenizer
 
     out, _ = smollm2
     ids = torch.tensor(CorpusTokenizer(out).encode(PROSE))

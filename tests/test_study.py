@@ -23,7 +23,7 @@ from attnlimits import normalizers as nz
 from attnlimits.extraction import register_rule_attention
 from attnlimits_workflow import study, training
 from attnlimits_workflow.dumps.write import write_batch
-from attnlimits_workflow.models import load_model
+from attnlimits_workflow.loading import load_model
 
 TOL = 1e-5
 RULES = {
@@ -373,7 +373,7 @@ def test_trained_models_dump_equals_their_own_attention(name, corpus_ids, tmp_pa
             for c, t in chunks.items()
         }
     kind = RULES[name]["kind"]
-    entry = nz.get(kind)
+    entry = rules.get(kind)
     for L in lengths:
         s = load_samples([out], L, embedding="value", with_logits=True)
         assert len(s.head) == 2 * ARCH["layers"] * ARCH["heads"]
@@ -732,7 +732,7 @@ def test_jacobian_bounds_hold_against_autograd(rule, seed, n, spread, temperatur
     largest = np.max(bound(rule, temperature, n, **learned))
     assert norm <= largest * (1 + 1e-9), (norm, largest)
     # and the normalizers' exact norm, as the workflow computes it, is the autograd one
-    entry = nz.get(rule["kind"])
+    entry = rules.get(rule["kind"])
     params = {**{k: v for k, v in rule.items() if k != "kind"}, **learned}
     ours = entry.jacobian_norm(z[None] / temperature, n, **params)[0] / temperature
     assert ours == pytest.approx(norm, rel=1e-7, abs=1e-12)

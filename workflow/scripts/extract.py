@@ -7,7 +7,8 @@ from attnlimits.extraction import model_shape
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.jobs import job_logger, job_threads, read_tokens, tokens_metadata
-from attnlimits_workflow.models import load_model, read_manifest
+from attnlimits_workflow.loading import load_model
+from attnlimits_workflow.models import read_manifest
 
 log = job_logger(snakemake, "extract")
 cfg = snakemake.params.extraction
