@@ -165,7 +165,7 @@ def test_the_weights_are_softmax_on_the_same_logits(seed, n, spread):
     gated = attention_rules.normalize(scores, visible, GATED)
     assert torch.equal(gated, attention_rules.normalize(scores, visible, {"kind": "softmax"}))
     z = scores[:, -1].numpy()
-    rule = nz.get("gated_softmax")
+    rule = rules.get("gated_softmax")
     assert np.array_equal(rule.weights(z, n), nz.softmax_weights(z, n))
     assert np.array_equal(rule.jacobian_norm(z, n), nz.softmax_normalizer_jacobian_norm(z, n))
     assert rules.jacobian_bound("gated_softmax", 2.0, n, {}) == rules.jacobian_bound(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attnlimits import normalizers as nz
+from attnlimits import rules
 from attnlimits.gradient import softmax
 
 pytestmark = pytest.mark.unit
@@ -65,7 +66,7 @@ def test_self_adjust_softmax_hand_case():
     # rows sum to at most one; an all-zero row has weights 0 and Jacobian norm 0
     assert nz.self_adjust_softmax_weights(np.zeros((1, 3)), 3).sum() == 0.0
     assert nz.self_adjust_softmax_jacobian_norm(np.zeros((1, 3)), 3)[0] == 0.0
-    assert not nz.get("self_adjust_softmax").sums_to_one
+    assert not rules.get("self_adjust_softmax").sums_to_one
 
 
 def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[float, np.ndarray]:
@@ -114,7 +115,7 @@ def _torch_reference(kind: str, z: np.ndarray, length: int, **params) -> tuple[f
 
 @settings(max_examples=40, deadline=None)
 @given(
-    kind=st.sampled_from(sorted(nz.KINDS)),
+    kind=st.sampled_from(sorted(rules.RULES)),
     z=arrays(np.float64, st.integers(2, 12), elements=st.floats(-4, 4, width=32)),
     temperature=st.sampled_from([0.3, 1.0, 3.0]),
 )
@@ -127,9 +128,9 @@ def test_weights_and_jacobian_norm_match_autograd(kind, z, temperature):
     if kind == "self_adjust_softmax" and (z.min() == 0.0 or z.max() == 0.0):
         return
     length = len(z)
-    params = {"temperature": temperature} if "temperature" in nz.get(kind).settings else {}
+    params = {"temperature": temperature} if "temperature" in rules.get(kind).settings else {}
     norm_ref, w_ref = _torch_reference(kind, z, length, **params)
-    norm = nz.get(kind)
+    norm = rules.get(kind)
     np.testing.assert_allclose(norm.weights(z[None], length, **params)[0], w_ref, atol=1e-9)
     got = norm.jacobian_norm(z[None], length, **params)[0]
     assert got == pytest.approx(norm_ref, rel=1e-6, abs=1e-9)
@@ -170,4 +171,4 @@ def test_entropy_and_effective_temperature():
 
 def test_unknown_kind_is_named():
     with pytest.raises(ValueError, match="unknown normalizer kind 'softermax'"):
-        nz.get("softermax")
+        rules.get("softermax")

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlimits import attention_rules, rules
-from attnlimits import normalizers as nz
 from attnlimits_workflow.study import LIMITS
 
 KINDS = sorted(rules.RULES)
@@ -32,8 +31,7 @@ def test_every_rule_has_both_sides_with_the_same_settings():
         assert set(rule.targets) <= set(LIMITS), kind
         for p in rule.learned:
             assert p.name in rule.settings and p.init_setting not in rule.settings, kind
-        assert nz.get(kind) is rule
-    assert set(nz.KINDS) == set(rules.RULES)
+        assert rules.get(kind) is rule
 
 
 @pytest.mark.unit
@@ -115,7 +113,7 @@ def attention_case(draw):
 )
 def test_what_if_weights_equal_the_trained_forward(kind, case, temperature, learned_values):
     """For every rule of the table: the torch forward (attention_rules.normalize, what a trained
-    model attends with) on a masked row equals the numpy weights (normalizers.get, the what-if) of
+    model attends with) on a masked row equals the numpy weights (rules.get, the what-if) of
     its visible keys, with the row's own length, and is 0 on the masked keys."""
     scores, visible = case
     heads = scores.shape[0]
@@ -137,7 +135,7 @@ def test_what_if_weights_equal_the_trained_forward(kind, case, temperature, lear
             keys = np.flatnonzero(visible[t])
             row = scores[h, t, keys][None]
             arguments = {**what_if, **{p: float(v[h]) for p, v in learned.items()}}
-            want = nz.get(kind).weights(row, keys.size, **arguments)[0]
+            want = rules.get(kind).weights(row, keys.size, **arguments)[0]
             np.testing.assert_allclose(got[h, t, keys], want, rtol=1e-9, atol=1e-12)
             assert np.all(got[h, t, ~visible[t]] == 0.0)
 
@@ -154,7 +152,7 @@ def test_what_if_equals_the_forward_on_a_hand_row():
         {"s": torch.tensor([0.5], dtype=torch.float64)},
     )[0, 0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-14)
-    np.testing.assert_allclose(nz.get("scalable_softmax").weights(z[None], 3, s=0.5)[0], want)
+    np.testing.assert_allclose(rules.get("scalable_softmax").weights(z[None], 3, s=0.5)[0], want)
     with pytest.raises(ValueError, match="needs the learned s"):
         attention_rules.normalize(
             torch.tensor(z).view(1, 1, 3),

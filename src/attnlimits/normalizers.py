@@ -13,16 +13,11 @@ built on torch: only their functions import it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from numpy.typing import NDArray
 
 from . import gradient
 from .gradient import largest_eigenvalue_diag_minus_rank_one, softmax, sum_of_others
-
-if TYPE_CHECKING:
-    from .rules import Rule
 
 FloatArray = NDArray[np.floating]
 
@@ -398,27 +393,6 @@ def stick_breaking_jacobian_norm(
         return diag * u - beta * (np.cumsum(wu, axis=1) - wu)
 
     return _largest_singular_value(jv, jtu, z.shape, iterations, rtol)
-
-
-# attnlimits.rules imports this module's functions for its table, hence the lookups at call time.
-def get(kind: str) -> Rule:
-    """The rule ``kind`` of the table (attnlimits.rules): its weights, jacobian_norm, settings."""
-    from .rules import get as get_rule
-
-    return get_rule(kind)
-
-
-def parameters(kind: str) -> list[str]:
-    """The keyword parameters a kind takes (besides logits and length), for config checks."""
-    return list(get(kind).settings)
-
-
-def __getattr__(name: str):
-    if name == "KINDS":  # the table's rules by name, as config checks and tests list them
-        from .rules import RULES
-
-        return RULES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def entropy(weights: FloatArray) -> NDArray[np.float64]:

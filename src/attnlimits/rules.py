@@ -307,10 +307,16 @@ RULES: dict[str, Rule] = {
 
 
 def get(kind: str) -> Rule:
+    """The rule ``kind`` of the table: its weights, jacobian_norm, settings."""
     try:
         return RULES[kind]
     except KeyError:
         raise ValueError(f"unknown normalizer kind {kind!r}; known: {sorted(RULES)}") from None
+
+
+def parameters(kind: str) -> list[str]:
+    """The keyword parameters a kind takes (besides logits and length), for config checks."""
+    return list(get(kind).settings)
 
 
 def trained_settings(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 (attnlimits_workflow.analyses.normalizer); input ``model``: a model the study trained with this
 rule, whose learned per-head parameters it uses."""
 
-from attnlimits import normalizers as nz
+from attnlimits import rules
 from attnlimits_workflow.analyses import normalizer
 from attnlimits_workflow.analyses.common import settings_from
 from attnlimits_workflow.jobs import Timer, job_logger, write_table
@@ -17,7 +17,9 @@ entry = dict(settings.entry)
 log.info("normalizer %s = %s(%s)", name, entry.pop("kind"), entry)
 trained = snakemake.input.get("model")
 learned = read_learned(trained if isinstance(trained, str) else (trained[0] if trained else None))
-for learned_name in (q.name for q in nz.get(settings.entry["kind"]).learned if q.name in learned):
+for learned_name in (
+    q.name for q in rules.get(settings.entry["kind"]).learned if q.name in learned
+):
     log.info(
         "%s: the trained model's learned per-head values %s", learned_name, learned[learned_name]
     )

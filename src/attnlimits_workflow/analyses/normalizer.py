@@ -16,6 +16,7 @@ import polars as pl
 
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
+from attnlimits import rules
 from attnlimits.critical import critical_n_against_expectation
 from attnlimits.selection import resolvable
 from attnlimits.separability import distinguishable, project_to_sphere
@@ -75,7 +76,7 @@ def analyse(
     p = settings
     entry = dict(p.entry)
     kind = entry.pop("kind")
-    normalizer = nz.get(kind)
+    normalizer = rules.get(kind)
     sample_frames, critical_rows, separability_frames = [], [], []
     for pack in packs:
         L = pack.length

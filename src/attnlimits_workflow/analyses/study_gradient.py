@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from attnlimits import normalizers as nz
+from attnlimits import rules
 from attnlimits.checks import NOT_TESTABLE, RTOL_FLOAT64, VIOLATED, check_bound
 from attnlimits.rules import jacobian_bound
 from attnlimits_workflow.jobs import Timer, sample_keys
@@ -49,7 +49,7 @@ def analyse(
     model's per-head parameters (read from ``source``)."""
     timer = Timer()
     rule, entry = dict(settings.rule), dict(settings.entry)
-    normalizer = nz.get(entry["kind"])
+    normalizer = rules.get(entry["kind"])
     L = pack.length
     keep = kept_samples(pack, settings.seed, settings.max_samples)
     keys = {k: v[keep] for k, v in sample_keys(pack).items()}
