@@ -697,7 +697,7 @@ def row_separability(
     are the same under both rules; "zero_weight_selected" counts those keys per row.
 
     Plain reference: attnlimits.reference.separability."""
-    from .separability import xi
+    from .separability import theorem2_row_outcomes
 
     xp = block.xp
     mask = block.top_n(n)
@@ -714,20 +714,10 @@ def row_separability(
     filled = xp.cumsum(mask, axis=1) - 1
     ri, li = xp.nonzero(mask)
     alpha_sel[ri, filled[ri, li]] = block.alpha[ri, li]
-    xi_sel = xi(alpha_sel, xp.full(len(radius), float(delta)), radius_m=radius_m, xp=xp)
-    with xp.errstate(divide="ignore", invalid="ignore"):
-        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
-        upper = xp.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
-    negative = xp.isnan(xi_sel).any(axis=1)
-    bad = ~valid | negative
-    return {
-        "ratio": xp.where(valid, n_s / n, xp.nan),
-        "zero_weight_selected": block.zero_weight_in_top_n(n),
-        "zero_radius": xp.where(valid, xp.astype(radius == 0, xp.float64), xp.nan),
-        "negative_xi_square": xp.where(valid, xp.astype(negative, xp.float64), xp.nan),
-        "lower_bound": xp.where(bad | (radius == 0), xp.nan, lower),
-        "upper_bound": xp.where(bad, xp.nan, upper),
-    }
+    out = theorem2_row_outcomes(
+        radius, n_s, alpha_sel, valid, n=n, delta=delta, radius_m=radius_m, xp=xp
+    )
+    return out | {"zero_weight_selected": block.zero_weight_in_top_n(n)}
 
 
 def row_sensitivity(

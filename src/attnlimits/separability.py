@@ -126,6 +126,30 @@ def xi(
         return xp.where(xi2 >= 0, xp.sqrt(xp.maximum(xi2, 0.0)), xp.nan)
 
 
+def theorem2_row_outcomes(
+    radius, n_s, alpha_selected, valid, *, n: int, delta: float, radius_m: float, xp: Any = None
+) -> dict[str, Any]:
+    """Per row, from r, N_s and the selected weights in key order (R, n, zero-padded): N_s/N
+    and Theorem 2's lower and upper bounds, NaN where the row is not ``valid`` (bounds NaN also
+    where some xi^2 < 0, the lower one where r = 0), with the counts of those rows' causes.
+    Arrays of ``xp`` (attnlimits.arrays, default numpy); the plain and the fused Eq. 10 passes
+    (attnlimits.protocol.row_separability, attnlimits.sweeps.separability_rows) share it."""
+    xp = NUMPY if xp is None else xp
+    xi_sel = xi(alpha_selected, xp.full(len(radius), float(delta)), radius_m=radius_m, xp=xp)
+    with xp.errstate(divide="ignore", invalid="ignore"):
+        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
+        upper = xp.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
+    negative = xp.isnan(xi_sel).any(axis=1)
+    bad = ~valid | negative
+    return {
+        "ratio": xp.where(valid, n_s / n, xp.nan),
+        "zero_radius": xp.where(valid, xp.astype(radius == 0, xp.float64), xp.nan),
+        "negative_xi_square": xp.where(valid, xp.astype(negative, xp.float64), xp.nan),
+        "lower_bound": xp.where(bad | (radius == 0), xp.nan, lower),
+        "upper_bound": xp.where(bad, xp.nan, upper),
+    }
+
+
 def distinguishable(
     alpha, x_sphere: FloatArray | None, *, n: int, zero_weight: str = DEFAULT_ZERO_WEIGHT
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64]]:

@@ -255,7 +255,7 @@ def separability_rows(
     tie between two such entries, a tie the rounding decides either way.
 
     Plain reference: row_separability on each reading's block."""
-    from .separability import xi
+    from .separability import theorem2_row_outcomes
 
     if not bool(block.counted.all()):
         raise ValueError("the block must count every key (reading non_selected or both)")
@@ -282,20 +282,10 @@ def separability_rows(
         n,
     )
     valid = block.length > n
-    xi_sel = xi(alpha_sel, np.full(len(radius), float(delta)), radius_m=radius_m)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = 1.0 - xi_sel.sum(axis=1) / (radius * n)
-        upper = np.exp(-((radius[:, None] - xi_sel) ** 2) / (16.0 * radius_m**2)).mean(axis=1)
-    negative = np.isnan(xi_sel).any(axis=1)
-    bad = ~valid | negative
-    return {
-        "ratio": np.where(valid, n_s / n, np.nan),
+    out = theorem2_row_outcomes(radius, n_s, alpha_sel, valid, n=n, delta=delta, radius_m=radius_m)
+    return out | {
         "ratio_prefix": np.where(prefix > n, n_s_prefix / n, np.nan),
         "zero_weight_selected": block.zero_weight_in_top_n(n),
-        "zero_radius": np.where(valid, (radius == 0).astype(np.float64), np.nan),
-        "negative_xi_square": np.where(valid, negative.astype(np.float64), np.nan),
-        "lower_bound": np.where(bad | (radius == 0), np.nan, lower),
-        "upper_bound": np.where(bad, np.nan, upper),
     }
 
 
