@@ -49,6 +49,7 @@ include: "workflow/rules/extract.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/beyond.smk"
+include: "workflow/rules/effective_set.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/study.smk"
 

@@ -104,7 +104,7 @@ def test_dry_run_imports_no_torch(tmp_path, config, target):
 
 
 # The jobs that run a model: they need torch (workflow/envs/model.yaml).
-MODEL_SCRIPTS = {"extract.py", "train_model.py", "evaluate_model.py"}
+MODEL_SCRIPTS = {"extract.py", "train_model.py", "evaluate_model.py", "effective_set.py"}
 
 
 def test_every_other_script_imports_no_torch(tmp_path):

@@ -472,15 +472,24 @@ def rule_attention(
     if dropout and module.training:
         weights = nn.functional.dropout(weights, p=dropout)
     output = (weights @ values).transpose(1, 2).contiguous()
-    if rules.get(rule["kind"]).output_gate:  # after the weights: they stay the rule's own
-        x = module.__dict__.pop(_GATE_INPUT, None)
-        if x is None or not hasattr(module, rules.OUTPUT_GATE):
-            raise RuntimeError(
-                f"{rule['kind']} needs the attention module's output gate "
-                "(attnlimits.extraction.add_output_gates)"
-            )
-        output = attention_rules.gated_output(output, getattr(module, rules.OUTPUT_GATE)(x))
-    return output, weights
+    return gated_rule_output(module, output, rule), weights
+
+
+def gated_rule_output(
+    module: nn.Module, output: torch.Tensor, rule: dict[str, Any]
+) -> torch.Tensor:
+    """The attention output (batch, queries, heads, head_dim) gated by the module's output gate
+    for a rule that has one (rules.Rule.output_gate), as is otherwise. After the weights: they
+    stay the rule's own."""
+    if not rules.get(rule["kind"]).output_gate:
+        return output
+    x = module.__dict__.pop(_GATE_INPUT, None)
+    if x is None or not hasattr(module, rules.OUTPUT_GATE):
+        raise RuntimeError(
+            f"{rule['kind']} needs the attention module's output gate "
+            "(attnlimits.extraction.add_output_gates)"
+        )
+    return attention_rules.gated_output(output, getattr(module, rules.OUTPUT_GATE)(x))
 
 
 def capture_attention(

@@ -108,3 +108,36 @@ def min_pairwise(x_row):
     return min(
         float(np.linalg.norm(x_row[i] - x_row[j])) for i in range(L) for j in range(L) if i != j
     )
+
+
+def top_n_attention(scores, visible, values, n, selection="attention", mode="delete", uniform=None):
+    """One head's attention under the effective-set intervention (attnlimits.effective_set), row
+    by row in plain numpy: softmax over each query's visible keys, keep the n of highest weight
+    (``"attention"``), of highest weight x ||v_i|| (``"contribution"``) or of highest
+    ``uniform`` draw (``"random"``; (queries, keys) numbers), the lower index first among equal
+    scores; every visible key where a row sees at most n. ``"delete"`` keeps the kept weights,
+    ``"renormalise"`` scales them back to the row's mass. scores, visible: (queries, keys);
+    values: (keys, head_dim). Returns (queries, head_dim)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros((scores.shape[0], values.shape[1]))
+    for q in range(scores.shape[0]):
+        seen = [i for i in range(scores.shape[1]) if visible[q][i]]
+        top = max(scores[q][i] for i in seen)
+        e = {i: np.exp(scores[q][i] - top) for i in seen}
+        total = sum(e.values())
+        w = {i: e[i] / total for i in seen}
+        if selection == "attention":
+            rank = {i: w[i] for i in seen}
+        elif selection == "contribution":
+            rank = {i: w[i] * np.linalg.norm(values[i]) for i in seen}
+        else:
+            rank = {i: uniform[q][i] for i in seen}
+        chosen = sorted(seen, key=lambda i: (-rank[i], i))[:n]
+        kept = {i: w[i] for i in chosen}
+        if mode == "renormalise":
+            mass = sum(kept.values())
+            kept = {i: v * sum(w.values()) / mass for i, v in kept.items()}
+        for i, v in kept.items():
+            out[q] += v * values[i]
+    return out

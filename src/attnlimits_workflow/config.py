@@ -132,7 +132,15 @@ MODEL_SOURCES = ("gguf_file", "package", "path", "hf_id")
 
 # What a `models:` entry may set; the seed and the figure style are shared by the run. An entry's
 # own corpus makes the same model on another text one more entry (config/findings.yaml).
-MODEL_SECTIONS = ("model", "corpus", "chunking", "extraction", "analysis", "beyond")
+MODEL_SECTIONS = (
+    "model",
+    "corpus",
+    "chunking",
+    "extraction",
+    "analysis",
+    "beyond",
+    "effective_set",
+)
 
 
 def overlay(
@@ -1063,6 +1071,13 @@ def analysis_module_errors(config: dict[str, Any]) -> list[str]:
     return errs
 
 
+def effective_set_errors(config: dict[str, Any]) -> list[str]:
+    """effective_set: its variants, targets and lengths (attnlimits_workflow.effective_set)."""
+    from .effective_set import config_errors
+
+    return config_errors(config["effective_set"], config["chunking"]["chunk_length"])
+
+
 # The cross-key rules of one model's config, by section, in the order their problems are listed.
 SECTION_CHECKS = (
     extraction_errors,
@@ -1071,6 +1086,7 @@ SECTION_CHECKS = (
     separability_errors,
     gradient_errors,
     beyond_errors,
+    effective_set_errors,
     protocol_errors,
     corpus_errors,
     figures_errors,

@@ -482,6 +482,25 @@ def analysis_settings(wildcards):
     }
 
 
+def effective_set_tables(wildcards):
+    """Every (L, variant) job of a model's N* search (effective_set.smk)."""
+    section = MODELS[wildcards.model]["effective_set"]
+    return [
+        results(wildcards.model, "effective_set", f"L{length}", f"{variant}.parquet")
+        for length in sorted(section["lengths"])
+        for variant in section["variants"]
+    ]
+
+
+def effective_set_outputs(model):
+    """A model's N* table and figure, when effective_set.enabled asks `all` for them."""
+    if not MODELS[model]["effective_set"]["enabled"]:
+        return []
+    return [f"tables/{model}/effective_set.{ext}" for ext in ("csv", "md")] + [
+        f"figures/{model}/effective_set.{ext}" for ext in ("pdf", "png")
+    ]
+
+
 def model_outputs(model):
     figs = [
         f"figures/{model}/{f}.{ext}" for f in MODEL_FIGURES for ext in ("pdf", "png")
@@ -491,6 +510,7 @@ def model_outputs(model):
     ]
     if MODELS[model]["analysis"]["readings"]:
         tabs += [f"tables/{model}/robustness.{ext}" for ext in ("csv", "md")]
+    tabs += effective_set_outputs(model)
     return figs + tabs + [results(model, "summary", "config.yaml")]
 
 

@@ -1,0 +1,161 @@
+"""N*, the effective attention set size, beside the paper's critical N: the table, the figure of
+N*/L and N_crit/L against L, and whether the two move together (a rank correlation across L)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+from ..plotting import log_axis
+
+NOTE = (
+    "N*: the least N for which keeping only the N keys of each query (every head and layer) raises "
+    "the next-token loss of the same final targets by at most tau; bars: paired-chunk bootstrap "
+    "intervals (their ends on the evaluated N); open markers: censored (a lower bound). "
+    "N_crit: the paper's critical N (KS test), from the model's critical-N summary."
+)
+# rank correlations need at least this many lengths in common to say anything
+MIN_LENGTHS_FOR_CORRELATION = 3
+
+
+def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
+    """N_crit/L per (L, expectation) under the model's reading of the masked keys (all rows of
+    an encoder or a last-row run, which have one)."""
+    frame = critical
+    if "masked" in frame.columns and masked in frame["masked"].to_list():
+        frame = frame.filter(pl.col("masked") == masked)
+    return frame.select(
+        pl.col("L").cast(pl.Int64).alias("length"),
+        "expectation",
+        pl.col("N_crit").cast(pl.Float64),
+        pl.col("censored").cast(pl.Boolean).alias("N_crit_censored"),
+    ).with_columns((pl.col("N_crit") / pl.col("length")).alias("N_crit_over_length"))
+
+
+def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
+    """Spearman's rho between N* and N_crit across the lengths both have (uncensored), per
+    (variant, expectation); rho is null where fewer than MIN_LENGTHS_FOR_CORRELATION lengths are
+    shared (then it is not defined, not zero)."""
+    from scipy.stats import spearmanr
+
+    rows = []
+    for (variant,), part in summary.group_by(["variant"], maintain_order=True):
+        for (expectation,), crit in critical.group_by(["expectation"], maintain_order=True):
+            both = part.join(crit, on="length").filter(
+                pl.col("n_star").is_not_null() & ~pl.col("N_crit_censored")
+            )
+            rho = None
+            if both.height >= MIN_LENGTHS_FOR_CORRELATION:
+                value = spearmanr(both["n_star"].to_numpy(), both["N_crit"].to_numpy()).statistic
+                rho = None if math.isnan(value) else float(value)
+            rows.append(
+                {
+                    "variant": variant,
+                    "expectation": expectation,
+                    "lengths": both.height,
+                    "spearman_rho": rho,
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "variant": pl.String,
+            "expectation": pl.String,
+            "lengths": pl.Int64,
+            "spearman_rho": pl.Float64,
+        },
+    )
+
+
+def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-delete") -> str:
+    """One sentence: do N* and the critical N move together across L?"""
+    rows = correlations.filter(pl.col("variant") == variant)
+    if rows.is_empty():
+        return f"No {variant} N* to compare with the critical N."
+    parts = []
+    for r in rows.iter_rows(named=True):
+        if r["spearman_rho"] is None:
+            parts.append(
+                f"against N_crit ({r['expectation']}) not defined: {r['lengths']} lengths with both "
+                f"uncensored, {MIN_LENGTHS_FOR_CORRELATION} needed"
+            )
+        else:
+            parts.append(
+                f"Spearman rho {r['spearman_rho']:+.2f} against N_crit ({r['expectation']}) over "
+                f"{r['lengths']} lengths"
+            )
+    return f"N* ({variant}) across L: " + "; ".join(parts) + "."
+
+
+def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
+    """One row per (variant, L): N* with its interval and N*/L, beside N_crit/L per expectation."""
+    wide = critical.select("length", "expectation", "N_crit_over_length").pivot(
+        on="expectation", index="length", values="N_crit_over_length"
+    )
+    wide = wide.rename({c: f"N_crit_over_L_{c}" for c in wide.columns if c != "length"})
+    return summary.join(wide, on="length", how="left").sort(["variant", "length"])
+
+
+def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: float) -> Figure:
+    """N*/L (each variant, bootstrap bars, censored open) and N_crit/L (dashed) against L."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    groups = list(summary.sort("length").group_by(["variant"], maintain_order=True))
+    for i, ((variant,), part) in enumerate(groups):
+        # each variant a little apart along L, so that the intervals do not hide each other
+        shift = 1.0 + 0.025 * (i - (len(groups) - 1) / 2)
+        length = part["length"].to_numpy().astype(float)
+        found = part["n_star"].is_not_null().to_numpy()
+        value = (
+            np.where(
+                found,
+                part["n_star"].fill_null(0).to_numpy().astype(float),
+                part["lower_bound"].fill_null(0).to_numpy().astype(float),
+            )
+            / length
+        )
+        (line,) = ax.plot(length * shift, value, marker="o", label=f"N*/L, {variant}")
+        low = part["n_star_low"].to_numpy().astype(float) / length
+        high = part["n_star_high"].to_numpy().astype(float) / length
+        bars = found & np.isfinite(low) & np.isfinite(high)
+        if bars.any():
+            ax.errorbar(
+                length[bars] * shift,
+                value[bars],
+                yerr=[value[bars] - low[bars], high[bars] - value[bars]],
+                fmt="none",
+                ecolor=line.get_color(),
+                capsize=3,
+            )
+        if (~found).any():
+            ax.plot(
+                length[~found] * shift,
+                value[~found],
+                ls="none",
+                marker="^",
+                mfc="white",
+                color=line.get_color(),
+            )
+    lengths = summary["length"]
+    shown = critical.filter(pl.col("length").is_between(lengths.min(), lengths.max()))
+    for (expectation,), part in shown.sort("length").group_by(["expectation"], maintain_order=True):
+        ax.plot(
+            part["length"].to_numpy(),
+            part["N_crit_over_length"].to_numpy(),
+            ls="--",
+            marker="s",
+            ms=3,
+            color="0.4" if expectation == "closed_form" else "0.65",
+            label=f"N_crit/L, {expectation}",
+        )
+    log_axis(ax, "x", sorted(set(summary["length"].to_list())))
+    ax.set_yscale("log")
+    ax.set_xlabel("context length L (tokens)")
+    ax.set_ylabel("fraction of the context")
+    ax.set_title(f"Effective attention set N*_{tau:g} and the critical N, per L")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
