@@ -59,10 +59,10 @@ def causal_visible(n):
 @pytest.mark.parametrize("mode", ["delete", "renormalise"])
 @pytest.mark.parametrize("n", [1, 3, 10])
 def test_one_call_equals_the_numpy_reference_on_every_row(selection, mode, n):
-    q, k, v = qkv(kv_heads=1 if selection == "contribution" else 3)
+    q, k, v = qkv(heads=4, kv_heads=2)  # grouped: query heads 0, 1 read KV head 0
     heads, rows = q.shape[1], q.shape[2]
     uniform = torch.rand(
-        (1, heads, rows, rows), generator=torch.Generator().manual_seed(5), dtype=torch.float64
+        (1, heads, rows, rows), generator=torch.Generator().manual_seed(5), dtype=torch.float32
     )
     with intervene(Intervention(n, selection, mode, seed=5)):
         out, _ = intervened_attention(Module(), q, k, v, None, scaling=0.5, is_causal=True)
@@ -241,16 +241,27 @@ def test_every_family_equals_a_dense_numpy_deletion(model_type, n):
     assert not torch.allclose(got, plain, atol=1e-3)  # the intervention did something
 
 
-def test_differential_attention_intervenes_on_each_softmax():
-    """DiffLlama's two softmaxes per head each go through the attention function, so each keeps
-    its own top N; N >= L leaves the model as it is (above), and N = 1 changes it."""
+def test_differential_attention_keeps_one_set_per_head_or_refuses():
+    """DiffLlama calls the attention twice per head, with the same q and k and each half of the
+    values: the attention selection keeps the same keys in both calls (the calls' weights are
+    the same), and equals a dense deletion; the others, whose ranks would differ between the
+    calls, are refused."""
+    name = "test_numpy_top_2"
+    AttentionInterface.register(name, numpy_deletion_attention(2))
+    AttentionMaskInterface.register(name, sdpa_mask)
     model = causal_lm("diffllama", register_intervention())
+    dense = causal_lm("diffllama", name, model.state_dict())
     ids = tokens()
     with torch.inference_mode():
         plain = model(input_ids=ids).logits
-        with intervene(Intervention(1)):
+        want = dense(input_ids=ids).logits
+        with intervene(Intervention(2)):
             got = model(input_ids=ids).logits
-    assert torch.isfinite(got).all() and not torch.allclose(got, plain, atol=1e-3)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert not torch.allclose(got, plain, atol=1e-3)
+        for selection in ("contribution", "random"):
+            with intervene(Intervention(2, selection)), pytest.raises(NotImplementedError):
+                model(input_ids=ids)
 
 
 # --- the search and the bootstrap -----------------------------------------------------------
@@ -314,3 +325,19 @@ def test_the_bootstrap_by_hand():
     np.testing.assert_array_equal(first, [2, 2, 2])
     first, _ = bootstrap_n_star(nll, base, 0.25, 3, Fixed())
     np.testing.assert_array_equal(first, [1, 2, 2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([-np.inf, 0.0, 0.25, 0.5, 1.0, 2.0]), min_size=2, max_size=12),
+    st.data(),
+)
+def test_the_top_n_mask_is_a_stable_sorts_first_n(values, data):
+    from attnlimits.effective_set import top_n_mask
+
+    n = data.draw(st.integers(1, len(values) - 1))
+    score = torch.tensor([values], dtype=torch.float64)
+    order = torch.sort(score, dim=-1, descending=True, stable=True).indices[0, :n]
+    want = torch.zeros(len(values), dtype=torch.bool)
+    want[order] = True
+    assert torch.equal(top_n_mask(score, n)[0], want)

@@ -70,26 +70,62 @@ def test_chunk_nll_is_the_cross_entropy_of_the_last_targets(tmp_path):
 
 def test_a_search_and_its_summary(tmp_path):
     model = load_causal_lm(fetched(tmp_path, "tiny-llama"))
-    tokens = np.random.default_rng(1).integers(1, 200, size=(4, 48))
-    section = {**SECTION, "tau": 1e-4}
+    tokens = np.random.default_rng(1).integers(1, 200, size=(8, 48))
+    # on this tiny random model dNLL_rel at L = 48 falls below 2e-4 only past N = 16
+    section = {**SECTION, "tau": 2e-4}
     tables = [
         run_variant(model, tokens, length, "attention-delete", section, 0, logging.getLogger("t"))
         for length in (32, 48)
     ]
     for table in tables:
-        assert table.height == table["n"].n_unique() * 4
+        assert table.height == table["n"].n_unique() * 8
         assert (table["targets"] == 8).all()
-    summary = summarise(tables, 1e-4, 50, 0.95, 0)
+    summary = summarise(tables, 2e-4, 200, 0.95, 0)
     assert summary.height == 2
+    interior = summary.filter(pl.col("length") == 48).row(0, named=True)
+    assert 16 < interior["n_star"] < 48
     for row in summary.iter_rows(named=True):
         part = pl.concat(tables).filter(pl.col("length") == row["length"])
         curve = part.group_by("n").agg(
             ((pl.col("nll").sum() - pl.col("base_nll").sum()) / pl.col("base_nll").sum()).alias("d")
         )
-        passing = curve.filter(pl.col("d") <= 1e-4)["n"]
-        assert row["n_star"] == (passing.min() if passing.len() else None)
-        if row["n_star"] is not None and row["n_star_low"] is not None:
-            assert row["n_star_low"] <= row["n_star_high"] <= row["length"]
+        # every evaluated N below N* fails, N* passes
+        assert curve.filter(pl.col("n") == row["n_star"])["d"][0] <= 2e-4
+        assert (curve.filter(pl.col("n") < row["n_star"])["d"] > 2e-4).all()
+        assert row["n_star_low"] <= row["n_star"] <= row["n_star_high"] <= row["length"]
+
+
+def synthetic(curve, chunks=8, length=64):
+    """A job's table whose pooled dNLL_rel at each N is curve[N] (every chunk the same)."""
+    base = np.full(chunks, 10.0)
+    ns = sorted(curve)
+    return pl.DataFrame(
+        {
+            "length": [length] * (len(ns) * chunks),
+            "variant": ["attention-delete"] * (len(ns) * chunks),
+            "n": np.repeat(ns, chunks),
+            "chunk": np.tile(np.arange(chunks), len(ns)),
+            "nll": np.concatenate([base * (1 + curve[n]) for n in ns]),
+            "base_nll": np.tile(base, len(ns)),
+            "targets": [16] * (len(ns) * chunks),
+        }
+    )
+
+
+def test_a_capped_search_that_never_passes_is_a_lower_bound():
+    table = synthetic({1: 0.5, 2: 0.4, 4: 0.3, 8: 0.2})
+    row = summarise([table], 0.05, 100, 0.95, 0, max_n=8).row(0, named=True)
+    assert row["censored"] and row["n_star"] is None and row["lower_bound"] == 9
+    assert row["n_star_low"] is None and row["n_star_high"] is None
+
+
+def test_few_chunks_get_no_interval():
+    table = synthetic({1: 0.5, 2: 0.01}, chunks=4)
+    row = summarise([table], 0.05, 100, 0.95, 0).row(0, named=True)
+    assert row["n_star"] == 2 and row["n_star_low"] is None
+    row = summarise([synthetic({1: 0.5, 2: 0.01})], 0.05, 100, 0.95, 0).row(0, named=True)
+    # identical chunks: every resample is the curve itself
+    assert (row["n_star_low"], row["n_star_high"]) == (2, 2)
 
 
 def test_encoders_are_refused(tmp_path):
@@ -119,3 +155,35 @@ def test_bad_sections_are_refused_by_name():
     assert any("targets" in e for e in errs)
     assert any("chunk_length" in e for e in config_errors({**SECTION, "lengths": [64]}, 48))
     assert config_errors({**SECTION, "enabled": False, "lengths": [64]}, 48) == []
+
+
+def test_the_rank_correlation_needs_four_lengths_and_reads_fractions_of_l():
+    from attnlimits_workflow.assemble.effective_set_report import (
+        correlation_sentence,
+        rank_correlations,
+    )
+
+    lengths = [128, 256, 512, 1024]
+    summary = pl.DataFrame(
+        {
+            "length": lengths,
+            "variant": ["attention-delete"] * 4,
+            "n_star": [64, 96, 128, 160],  # counts rise, fractions fall
+            "n_star_over_length": [0.5, 0.375, 0.25, 0.15625],
+        }
+    )
+    critical = pl.DataFrame(
+        {
+            "length": lengths,
+            "expectation": ["closed_form"] * 4,
+            "N_crit": [8.0, 32.0, 128.0, 512.0],  # fractions rise
+            "N_crit_censored": [False] * 4,
+            "N_crit_over_length": [8 / 128, 32 / 256, 128 / 512, 512 / 1024],
+        }
+    )
+    got = rank_correlations(summary, critical).row(0, named=True)
+    # the counts would correlate at +1; the fractions move oppositely
+    assert got["lengths"] == 4 and got["spearman_rho"] == pytest.approx(-1.0)
+    assert "-1.00" in correlation_sentence(rank_correlations(summary, critical))
+    short = rank_correlations(summary.head(3), critical).row(0, named=True)
+    assert short["spearman_rho"] is None and short["lengths"] == 3

@@ -42,6 +42,7 @@ from .effective_search import MODES, SELECTIONS
 from .extraction import (
     _UNREPRODUCED,
     ATTENTION_BLOCK,
+    _is_differential,
     capture_attention,
     gated_rule_output,
     model_rule,
@@ -55,8 +56,9 @@ INTERVENTION = "attnlimits_top_n"
 @dataclass(frozen=True)
 class Intervention:
     """Keep ``n`` keys per query row, chosen by ``selection``, their weights kept or scaled back
-    (``mode``); ``seed`` seeds the random selection (one generator per forward pass, drawn in the
-    order the layers run); ``block`` query rows are scored at a time."""
+    (``mode``); ``seed`` seeds the random selection (one generator per :func:`intervene` context
+    and device, drawn in the order the layers and blocks run: callers open one context per
+    forward pass); ``block`` query rows are scored at a time."""
 
     n: int
     selection: str = "attention"
@@ -78,7 +80,16 @@ class Intervention:
 @dataclass
 class _Active:
     intervention: Intervention
-    generator: torch.Generator
+    generators: dict[str, torch.Generator]
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        """The random selection's generator on ``device`` (draws stay on the device)."""
+        key = str(device)
+        if key not in self.generators:
+            self.generators[key] = torch.Generator(device=device).manual_seed(
+                self.intervention.seed
+            )
+        return self.generators[key]
 
 
 _ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar(
@@ -90,11 +101,8 @@ _ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar(
 def intervene(intervention: Intervention | None) -> Iterator[None]:
     """Every forward pass run inside goes through ``intervention`` (None: the plain model) in a
     model loaded with ``attn_implementation=register_intervention()``; the random selection's
-    generator starts from ``intervention.seed`` here."""
-    active = None
-    if intervention is not None:
-        generator = torch.Generator().manual_seed(intervention.seed)
-        active = _Active(intervention, generator)
+    generators start from ``intervention.seed`` here."""
+    active = None if intervention is None else _Active(intervention, {})
     token = _ACTIVE.set(active)
     try:
         yield
@@ -112,7 +120,7 @@ def kept_keys(
 ) -> torch.Tensor:
     """(..., queries, keys) bool: the ``n`` visible keys each query keeps (all of them where it
     sees at most n). ``value_norms`` (..., keys): ||v_i|| per key, for ``"contribution"``;
-    ``generator`` draws ``"random"``'s uniform scores (on the CPU, then moved)."""
+    ``generator`` (on the weights' device) draws ``"random"``'s uniform scores, float32."""
     if selection == "attention":
         score = weights
     elif selection == "contribution":
@@ -120,19 +128,27 @@ def kept_keys(
             raise ValueError("the contribution selection needs the values' norms")
         score = weights * value_norms[..., None, :]
     elif selection == "random":
-        score = torch.rand(weights.shape, generator=generator, dtype=torch.float64)
-        score = score.to(weights.device)
+        score = torch.rand(
+            weights.shape, generator=generator, dtype=torch.float32, device=weights.device
+        )
     else:
         raise ValueError(f"selection {selection!r} is not one of {SELECTIONS}")
     visible = visible.expand(weights.shape)
     if n >= weights.shape[-1]:
         return visible
-    # invisible keys rank last; among equal scores the lower index first (stable)
-    score = score.to(torch.float64).masked_fill(~visible, -math.inf)
-    order = torch.sort(score, dim=-1, descending=True, stable=True).indices[..., :n]
-    keep = torch.zeros(weights.shape, dtype=torch.bool, device=weights.device)
-    keep.scatter_(-1, order, True)
-    return keep & visible
+    return top_n_mask(score.masked_fill(~visible, -math.inf), n) & visible
+
+
+def top_n_mask(score: torch.Tensor, n: int) -> torch.Tensor:
+    """(..., keys) bool: the ``n`` largest scores of each row, the lower index first among equal
+    scores (what a stable descending sort's first n are), 0 < n < keys. By the n-th largest
+    value (topk) rather than a sort: O(keys) passes per row instead of a sort per row."""
+    kth = torch.topk(score, n, dim=-1, sorted=False).values.amin(dim=-1, keepdim=True)
+    above = score > kth
+    tied = score == kth
+    # the tied keys fill what the larger ones leave of n, by index
+    room = n - above.sum(dim=-1, keepdim=True)
+    return above | (tied & (tied.cumsum(dim=-1) <= room))
 
 
 def kept_weights(weights: torch.Tensor, keep: torch.Tensor, mode: str) -> torch.Tensor:
@@ -212,6 +228,14 @@ def intervened_attention(
     unreproduced = [k for k in _UNREPRODUCED if kwargs.get(k) is not None]
     if unreproduced:
         raise NotImplementedError(f"the intervention does not reproduce {unreproduced}")
+    if _is_differential(module) and spec.selection != "attention":
+        # DiffLlama calls the attention twice per head, with the same q and k and each half of
+        # the values: weight ranks agree across the calls, but ||v|| and fresh draws would not,
+        # and a head would keep up to 2N keys
+        raise NotImplementedError(
+            f"the {spec.selection} selection on differential attention (a head's two calls would "
+            "keep different keys); use the attention selection"
+        )
     rule = model_rule(module)
     _, heads, n_q, _ = query.shape
     group = heads // key.shape[1]
@@ -224,7 +248,8 @@ def intervened_attention(
         scores = query[:, :, start:stop] @ keys.transpose(-1, -2) * scaling
         visible = _visible_rows(attention_mask, is_causal, start, stop, n_q, n_keys, query.device)
         weights = _block_weights(module, scores, visible, rule, softcap, sinks)
-        keep = kept_keys(weights, visible, spec.n, spec.selection, value_norms, active.generator)
+        generator = active.generator(query.device) if spec.selection == "random" else None
+        keep = kept_keys(weights, visible, spec.n, spec.selection, value_norms, generator)
         out[:, :, start:stop] = kept_weights(weights, keep, spec.mode).to(values.dtype) @ values
     output = out.transpose(1, 2).contiguous()
     if rule is not None:

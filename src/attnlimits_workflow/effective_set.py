@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     import polars as pl
 
 VARIANT_SEPARATOR = "-"
+# A bootstrap over fewer chunks has too few distinct resamples (35 for 4 chunks) for a 95 %
+# interval to mean much: below this the interval is withheld.
+MIN_CHUNKS_FOR_INTERVAL = 8
 
 
 def parse_variant(variant: str) -> tuple[str, str]:
@@ -106,18 +109,31 @@ def load_causal_lm(model_dir: str | Path, device: str = "cpu"):
     return model.to(device).eval()
 
 
+def chunk_seed(seed: int, length: int, chunk: int) -> int:
+    """The random selection's seed of one chunk's forward at L: its own stream, the same at every
+    N (so that N's curve is not also a curve of fresh draws) and whatever ran before it."""
+    return int(np.random.SeedSequence([seed, length, chunk]).generate_state(1)[0])
+
+
 def chunk_nll(model, ids: np.ndarray, targets: int, intervention=None) -> np.ndarray:
     """Per chunk (row of ``ids``), the total next-token NLL (nats, float64) of its last
     ``targets`` tokens, each predicted from the tokens before it in the row, under
-    ``intervention`` (an attnlimits.effective_set.Intervention; None: the plain model)."""
+    ``intervention`` (an attnlimits.effective_set.Intervention; None: the plain model), its
+    random selection seeded per chunk by :func:`chunk_seed` from ``intervention.seed``."""
+    import dataclasses
+
     import torch
 
     from attnlimits.effective_set import intervene
 
+    device = next(model.parameters()).device
     out = np.empty(ids.shape[0])
-    with torch.inference_mode(), intervene(intervention):
-        for c in range(ids.shape[0]):
-            row = torch.from_numpy(np.array(ids[c], dtype=np.int64))[None]
+    for c in range(ids.shape[0]):
+        spec = intervention
+        if spec is not None:
+            spec = dataclasses.replace(spec, seed=chunk_seed(spec.seed, ids.shape[1], c))
+        with torch.inference_mode(), intervene(spec):
+            row = torch.from_numpy(np.array(ids[c], dtype=np.int64))[None].to(device)
             # the last targets + 1 positions' logits: the first targets of them predict the
             # scored tokens
             logits = model(input_ids=row, use_cache=False, logits_to_keep=targets + 1).logits
@@ -219,7 +235,9 @@ def summarise(
     lower_bound the largest evaluated N + 1.
 
     The interval's ends lie on the evaluated N: a resample's N* is its least evaluated N that
-    passes. Where the search may reach L (``max_n`` None or >= L), N = L is in every resample's
+    passes, i.e. its crossing rounded up to the next evaluated N (outside the search's refined
+    bracket, the next power of two), so the ends are conservative upwards. Withheld (null)
+    below MIN_CHUNKS_FOR_INTERVAL chunks. Where the search may reach L (``max_n`` None or >= L), N = L is in every resample's
     curve at dNLL_rel 0 (the model keeps every key there: the plain forward, bit for bit), so a
     resample that passes at no evaluated N below has N* at most L."""
     import polars as pl
@@ -244,10 +262,15 @@ def summarise(
             finite = first[np.isfinite(first)]
             censored_share = 1.0 - finite.size / max(first.size, 1)
             lo = hi = None
-            if n_star is not None and censored_share <= tail:
+            if (
+                n_star is not None
+                and censored_share <= tail
+                and len(base) >= MIN_CHUNKS_FOR_INTERVAL
+            ):
                 # a resample with no passing N has N* above every evaluated N: +inf
                 draws = np.where(np.isfinite(first), first, np.inf)
-                lo, hi = (float(v) for v in np.quantile(draws, [tail, 1.0 - tail], method="lower"))
+                lo = float(np.quantile(draws, tail, method="lower"))
+                hi = float(np.quantile(draws, 1.0 - tail, method="higher"))
             rows.append(
                 {
                     "length": int(length),

@@ -14,6 +14,12 @@ torch.set_num_threads(job_threads(snakemake.threads, log))
 table = read_tokens(snakemake.input.tokens)
 chunks = np.unique(table["chunk"].to_numpy())
 tokens = table["token_id"].to_numpy().reshape(chunks.size, -1)
+if section["device"].startswith("cuda") and not torch.cuda.is_available():
+    log.error(
+        "effective_set.device=%s but torch sees no CUDA device; set effective_set.device: cpu",
+        section["device"],
+    )
+    raise SystemExit(1)
 model = load_causal_lm(snakemake.input.model, section["device"])
 result = run_variant(
     model,

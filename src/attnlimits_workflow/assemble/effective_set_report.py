@@ -18,8 +18,9 @@ NOTE = (
     "intervals (their ends on the evaluated N); open markers: censored (a lower bound). "
     "N_crit: the paper's critical N (KS test), from the model's critical-N summary."
 )
-# rank correlations need at least this many lengths in common to say anything
-MIN_LENGTHS_FOR_CORRELATION = 3
+# Spearman's rho over 3 lengths can only be +-0.5 or +-1 (smallest two-sided p 0.33): at least
+# this many lengths in common, or no correlation is reported
+MIN_LENGTHS_FOR_CORRELATION = 4
 
 
 def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
@@ -37,9 +38,10 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
 
 
 def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
-    """Spearman's rho between N* and N_crit across the lengths both have (uncensored), per
-    (variant, expectation); rho is null where fewer than MIN_LENGTHS_FOR_CORRELATION lengths are
-    shared (then it is not defined, not zero)."""
+    """Spearman's rho between N*/L and N_crit/L across the lengths both have (uncensored), per
+    (variant, expectation), with its two-sided p; null where fewer than
+    MIN_LENGTHS_FOR_CORRELATION lengths are shared (then it is not defined, not zero). Fractions
+    of L, not counts: both counts grow with L, which alone would correlate them."""
     from scipy.stats import spearmanr
 
     rows = []
@@ -48,16 +50,20 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             both = part.join(crit, on="length").filter(
                 pl.col("n_star").is_not_null() & ~pl.col("N_crit_censored")
             )
-            rho = None
+            rho = p_value = None
             if both.height >= MIN_LENGTHS_FOR_CORRELATION:
-                value = spearmanr(both["n_star"].to_numpy(), both["N_crit"].to_numpy()).statistic
-                rho = None if math.isnan(value) else float(value)
+                result = spearmanr(
+                    both["n_star_over_length"].to_numpy(), both["N_crit_over_length"].to_numpy()
+                )
+                if not math.isnan(result.statistic):
+                    rho, p_value = float(result.statistic), float(result.pvalue)
             rows.append(
                 {
                     "variant": variant,
                     "expectation": expectation,
                     "lengths": both.height,
                     "spearman_rho": rho,
+                    "p_value": p_value,
                 }
             )
     return pl.DataFrame(
@@ -67,6 +73,7 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             "expectation": pl.String,
             "lengths": pl.Int64,
             "spearman_rho": pl.Float64,
+            "p_value": pl.Float64,
         },
     )
 
@@ -85,10 +92,10 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
             )
         else:
             parts.append(
-                f"Spearman rho {r['spearman_rho']:+.2f} against N_crit ({r['expectation']}) over "
-                f"{r['lengths']} lengths"
+                f"Spearman rho {r['spearman_rho']:+.2f} (p = {r['p_value']:.2g}) against N_crit/L "
+                f"({r['expectation']}) over {r['lengths']} lengths"
             )
-    return f"N* ({variant}) across L: " + "; ".join(parts) + "."
+    return f"N*/L ({variant}) across L: " + "; ".join(parts) + "."
 
 
 def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
