@@ -141,3 +141,30 @@ def top_n_attention(scores, visible, values, n, selection="attention", mode="del
         for i, v in kept.items():
             out[q] += v * values[i]
     return out
+
+
+def set_geometry(weights_row, values, selected, visible, metric="euclidean"):
+    """P_N, R_N, F_N of one row (attnlimits.set_geometry), by plain loops: y_i = alpha_i v_i,
+    s the sum of the selected y_i, D_i = ||y_i - s|| or 1 - cos(y_i, s) (cos 0 where a vector
+    is 0), rho_max the largest selected D, rho_min the smallest unselected visible D."""
+    keys = range(len(weights_row))
+    y = [[float(weights_row[i]) * float(c) for c in values[i]] for i in keys]
+    chosen = [i for i in keys if selected[i]]
+    others = [j for j in keys if visible[j] and not selected[j]]
+    s = [sum(y[i][k] for i in chosen) for k in range(len(y[0]))]
+
+    def dist(i):
+        if metric == "euclidean":
+            return math.sqrt(sum((a - b) ** 2 for a, b in zip(y[i], s, strict=True)))
+        ny = math.sqrt(sum(a * a for a in y[i]))
+        ns = math.sqrt(sum(b * b for b in s))
+        cos = sum(a * b for a, b in zip(y[i], s, strict=True)) / (ny * ns) if ny * ns > 0 else 0.0
+        return 1.0 - max(-1.0, min(1.0, cos))
+
+    n = len(chosen)
+    rho_max = max(dist(i) for i in chosen)
+    rho_min = min((dist(j) for j in others), default=math.inf)
+    p = n / (n + sum(1 for j in others if dist(j) <= rho_max))
+    r = sum(1 for i in chosen if dist(i) < rho_min) / n
+    f = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return p, r, f
