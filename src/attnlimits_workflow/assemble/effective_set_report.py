@@ -15,7 +15,8 @@ from ..plotting import log_axis
 NOTE = (
     "N*: the least N for which keeping only the N keys of each query (every head and layer) raises "
     "the next-token loss of the same final targets by at most tau; bars: paired-chunk bootstrap "
-    "intervals (their ends on the evaluated N); open markers: censored (a lower bound). "
+    "intervals (their ends on the evaluated N; withheld below 8 chunks); open markers: censored "
+    "(a lower bound). "
     "N_crit: the paper's critical N (KS test), from the model's critical-N summary."
 )
 # Spearman's rho over 3 lengths can only be +-0.5 or +-1 (smallest two-sided p 0.33): at least
@@ -109,7 +110,7 @@ def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.Dat
 
 def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: float) -> Figure:
     """N*/L (each variant, bootstrap bars, censored open) and N_crit/L (dashed) against L."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     groups = list(summary.sort("length").group_by(["variant"], maintain_order=True))
     for i, ((variant,), part) in enumerate(groups):
         # each variant a little apart along L, so that the intervals do not hide each other
@@ -149,20 +150,27 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
     lengths = summary["length"]
     shown = critical.filter(pl.col("length").is_between(lengths.min(), lengths.max()))
     for (expectation,), part in shown.sort("length").group_by(["expectation"], maintain_order=True):
+        found = part.filter(pl.col("N_crit_over_length").is_not_nan())
+        label = f"N_crit/L, {expectation}"
+        if found.is_empty():
+            label += ": censored at every L"
         ax.plot(
-            part["length"].to_numpy(),
-            part["N_crit_over_length"].to_numpy(),
+            found["length"].to_numpy(),
+            found["N_crit_over_length"].to_numpy(),
             ls="--",
             marker="s",
             ms=3,
             color="0.4" if expectation == "closed_form" else "0.65",
-            label=f"N_crit/L, {expectation}",
+            label=label,
         )
     log_axis(ax, "x", sorted(set(summary["length"].to_list())))
-    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    steps = [m * 10.0**e for e in range(-5, 1) for m in (1, 2, 5) if m * 10.0**e <= 1.0]
+    log_axis(ax, "y", [t for t in steps if low <= t <= high] or None)
+    ax.set_ylim(low, high)
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel("fraction of the context")
     ax.set_title(f"Effective attention set N*_{tau:g} and the critical N, per L")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
