@@ -278,7 +278,7 @@ def full_scan(curve, tau):
     return min(passing) if passing else None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.floats(0.0, 2.0), min_size=1, max_size=300), st.floats(0.0, 1.0))
 def test_the_search_is_the_full_scan_on_a_non_increasing_curve(steps, tau):
     curve = np.sort(np.asarray(steps))[::-1]
@@ -294,7 +294,7 @@ def test_the_search_is_the_full_scan_on_a_non_increasing_curve(steps, tau):
     assert len(calls) <= 2 * len(curve).bit_length() + 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.floats(0.0, 2.0), min_size=2, max_size=100), st.floats(0.0, 1.0))
 def test_on_any_curve_the_search_finds_a_crossing(values, tau):
     curve = np.asarray(values)
@@ -327,7 +327,7 @@ def test_the_bootstrap_by_hand():
     np.testing.assert_array_equal(first, [1, 2, 2])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.sampled_from([-np.inf, 0.0, 0.25, 0.5, 1.0, 2.0]), min_size=2, max_size=12),
     st.data(),

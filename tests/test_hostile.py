@@ -127,7 +127,10 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
     # a reading of the longest name: its derived run <model>~<reading> reads that model's dumps
     readings = {"analysis": {"readings": {"r..1": {"embedding": "key"}}}}
     # one model under the paper's protocol, so the row engine's rules are planned too
-    models = {"_": None, "a..b": {"analysis": {"protocol": "all_rows"}}, long_name: readings}
+    # ... and N*'s search
+    n_star = {"enabled": True, "lengths": [64], "targets": 16}
+    all_rows = {"analysis": {"protocol": "all_rows"}, "effective_set": n_star}
+    models = {"_": None, "a..b": all_rows, long_name: readings}
     normalizers = {"n..1": {"kind": "softmax"}, "_x": {"kind": "sparsemax"}}
     study = {"s..1": {"kind": "softmax"}, "s" + "0123456789" * 4 + "abcdefg": {"kind": "sparsemax"}}
     user = {

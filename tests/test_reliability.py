@@ -344,6 +344,7 @@ def test_only_model_jobs_get_the_torch_environment():
         "evaluate_model",
         "normalizer",  # sparsemax and 1.5-entmax come from the torch-based entmax package
         "study_gradient",
+        "effective_set",  # N*'s intervened forward passes
     }
     # The light environment has none of the model packages; the model one has every dependency
     # pyproject.toml declares (snakemake runs the jobs, it is not in them).

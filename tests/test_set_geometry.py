@@ -83,7 +83,7 @@ def rows(draw):
     return w, v, vis, n
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(rows(), st.sampled_from(["euclidean", "cosine"]))
 def test_against_the_plain_reference(row, metric):
     w, v, vis, n = row
