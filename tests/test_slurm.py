@@ -1,10 +1,12 @@
 """The workflow through a real SLURM scheduler: a single-node cluster on 127.0.0.1
 (tests/slurm_cluster.py), the repository's profile, and snakemake-executor-plugin-slurm."""
 
+import os
 import re
 import subprocess
 import time
 
+import polars as pl
 import pytest
 from project import REPO, assert_same_outputs, tiny_config, write_config
 from slurm_cluster import Cluster, _alive, missing_requirements
@@ -61,6 +63,11 @@ def _squeue(cluster, *fields):
     return [line.split("|") for line in out.stdout.splitlines()]
 
 
+@pytest.mark.skipif(
+    os.environ.get("ATTNLIMITS_SLURM_FULL") != "1",
+    reason="the whole tiny run through SLURM takes ~7 min: set ATTNLIMITS_SLURM_FULL=1 (the "
+    "quick test below sends one L's analyses through SLURM and compares them)",
+)
 def test_workflow_runs_through_slurm_and_equals_the_local_run(cluster, done_run, tmp_path):
     local, _ = done_run
     cfg = write_config(tmp_path, tiny_config(tmp_path))
@@ -91,7 +98,7 @@ def test_workflow_runs_through_slurm_and_equals_the_local_run(cluster, done_run,
     assert_same_outputs(local, tmp_path)
 
 
-def test_cancelled_job_is_reported_and_a_rerun_completes(cluster, tmp_path):
+def test_cancelled_job_is_reported_a_rerun_completes_and_equals_local(cluster, done_run, tmp_path):
     cfg = write_config(tmp_path, tiny_config(tmp_path))
     target = "results/tiny-gpt2/dumps/batch000"
     proc = _snakemake(cluster, tmp_path, cfg, target)
@@ -116,3 +123,16 @@ def test_cancelled_job_is_reported_and_a_rerun_completes(cluster, tmp_path):
         "layer00.parquet",
         "layer01.parquet",
     ]
+
+    # One L's analyses group on top of those dumps, through SLURM: the same tables as the local
+    # run's (the whole run's comparison above is the long version of this check).
+    targets = [
+        f"results/tiny-gpt2/analysis/{name}/L16.parquet" for name in ("critical_n", "vanishing")
+    ]
+    proc = _snakemake(cluster, tmp_path, cfg, *targets)
+    log, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, log[-4000:]
+    assert re.search(r"submitted with SLURM jobid \d+", log), log[-4000:]
+    local, _ = done_run
+    for target in targets:
+        assert pl.read_parquet(tmp_path / target).equals(pl.read_parquet(local / target)), target
