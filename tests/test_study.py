@@ -760,6 +760,7 @@ def study_config(tmp, **normalizers):
         "architecture": {**ARCH},
         "training": {**TRAIN, "steps": 6, "log_every": 3, "threads": 1},
         "evaluation": {"contexts": [32, 64], "max_windows": 4, "tail_fraction": 0.25},
+        "effective_set": {"windows": 2, "targets": 16, "variants": ["attention-delete"]},
         "diagnostics": {
             "chunking": {"chunk_length": 64, "n_chunks": 2},
             "extraction": {"chunks_per_batch": 2},
@@ -930,6 +931,23 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert "## Which rule to use when" in page and "- **When the attention sink must go**" in page
     assert "Gated attention forms its weights with softmax's rule** (gated)" in page
     assert (tmp_path / "docs" / "study" / "normalizer_limits.png").stat().st_size > 10_000
+    # N* of every rule and seed at both contexts, over the seeds with paired ratios to softmax
+    n_star = pl.read_csv(tmp_path / "tables" / "study" / "effective_set.csv")
+    assert n_star.height == len(rules) * 2 and set(n_star["length"]) == {32, 64}
+    assert set(n_star["seeds"]) == {2}
+    assert set(n_star.filter(pl.col("normalizer") == "softmax")["verdict"]) == {"baseline"}
+    assert set(n_star.filter(pl.col("normalizer") != "softmax")["verdict"]) <= {
+        "fewer keys",
+        "more keys",
+        study.NO_DIFFERENCE,
+    }
+    assert ((n_star["n_star_mean"] >= 1) & (n_star["n_star_mean"] <= n_star["length"])).all()
+    per_seed = pl.read_csv(tmp_path / "tables" / "study" / "effective_set_per_seed.csv")
+    assert per_seed.height == len(rules) * 2 * 2 and not per_seed["censored"].any()
+    windows = pl.read_parquet(tmp_path / "results/study-softmax-seed0/effective_set/tokens.parquet")
+    assert windows["chunk"].n_unique() == 2 and windows.height == 2 * 64
+    assert "## How many keys each model needs: N*" in page and "| sparsemax | " in page
+    assert re.search(r"softmax needs N\* = [\d.]+ of L = 32 keys", page)
     assert "## The gradient against temperature" in page and "## Heads and multi-head" in page
     # the Jacobian sweep: every T, the bound checked where one is known, ssmax's per row
     sweep = {

@@ -272,6 +272,19 @@ def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
     return what_if_entry(rule)
 
 
+def study_effective_set(section: dict[str, Any], study: dict[str, Any]) -> dict[str, Any]:
+    """A study model's effective_set section: N* at every evaluation context, on the study's
+    held-out windows (rule study_effective_windows), with study.effective_set's targets and
+    variants. Not `enabled`: the study report, not `all`, asks for its jobs."""
+    n_star = study.get("effective_set") or {}
+    return {
+        **section,
+        "enabled": False,
+        "lengths": sorted(study["evaluation"]["contexts"]),
+        **{k: n_star[k] for k in ("targets", "variants") if k in n_star},
+    }
+
+
 def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict]:
     """One run per study normaliser, named study-<normaliser>: the run's shared keys (corpus,
     seed, figures), the *default* chunking, extraction, analysis and beyond sections with
@@ -299,6 +312,7 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
                 "study_seed": int(seed),
             }
             cfg["beyond"] = {**cfg["beyond"], "normalizers": {name: study_normalizer(rule)}}
+            cfg["effective_set"] = study_effective_set(cfg["effective_set"], study)
             runs[label] = cfg
     return runs
 
@@ -340,6 +354,19 @@ def study_errors(config: dict[str, Any]) -> list[str]:
             f"study.training.context: {study['training']['context']} exceeds "
             f"study.architecture.max_positions={positions}"
         )
+    n_star = study.get("effective_set") or {}
+    if contexts and n_star.get("targets", 0) >= contexts[0]:
+        errs.append(
+            f"study.effective_set.targets: {n_star['targets']} scored tokens need every context "
+            f"above it; the smallest of study.evaluation.contexts is {contexts[0]}"
+        )
+    from .effective_set import parse_variant
+
+    for variant in n_star.get("variants") or []:
+        try:
+            parse_variant(variant)
+        except ValueError as exc:
+            errs.append(f"study.effective_set.variants: {exc}")
     arch = study["architecture"]
     if arch["heads"] % arch["kv_heads"] or arch["hidden_size"] % arch["heads"]:
         errs.append(

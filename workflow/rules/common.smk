@@ -482,14 +482,26 @@ def analysis_settings(wildcards):
     }
 
 
-def effective_set_tables(wildcards):
+def effective_set_tables_of(model):
     """Every (L, variant) job of a model's N* search (effective_set.smk)."""
-    section = MODELS[wildcards.model]["effective_set"]
+    section = MODELS[model]["effective_set"]
     return [
-        results(wildcards.model, "effective_set", f"L{length}", f"{variant}.parquet")
+        results(model, "effective_set", f"L{length}", f"{variant}.parquet")
         for length in sorted(section["lengths"])
         for variant in section["variants"]
     ]
+
+
+def effective_set_tables(wildcards):
+    return effective_set_tables_of(wildcards.model)
+
+
+def effective_set_tokens(wildcards):
+    """The chunks N* scores: a study model's held-out windows of the longest evaluation context
+    (study_effective_windows), any other model's own chunks."""
+    if wildcards.model in STUDY_MODELS:
+        return results(wildcards.model, "effective_set", "tokens.parquet")
+    return source_tokens(wildcards)
 
 
 def effective_set_outputs(model):

@@ -9,7 +9,7 @@ wildcard_constraints:
 
 rule effective_set:
     input:
-        tokens=source_tokens,
+        tokens=effective_set_tokens,
         model=source_model_dir,
     output:
         results("{model}", "effective_set", "L{length}", "{variant}.parquet"),

@@ -67,6 +67,31 @@ rule evaluate_model:
         "../scripts/evaluate_model.py"
 
 
+rule study_effective_windows:
+    input:
+        corpus=corpus_file(CORPUS),
+        model=model_dir(),
+    output:
+        tokens=results("{model}", "effective_set", "tokens.parquet"),
+        text=results("{model}", "effective_set", "windows.txt"),
+    log:
+        "logs/{model}/study/effective_windows.log",
+    wildcard_constraints:
+        model=name_pattern(STUDY_MODELS),
+    conda:
+        "../envs/model.yaml"
+    params:
+        # the held-out text's first windows of the longest context (N*'s L are their suffixes)
+        chunking=lambda wildcards: {
+            "chunk_length": max(config["study"]["evaluation"]["contexts"]),
+            "n_chunks": config["study"]["effective_set"]["windows"],
+            "first_chunk": 0,
+            "special_tokens": "none",
+        },
+    script:
+        "../scripts/chunk_corpus.py"
+
+
 rule study_gradient:
     input:
         pack=pack_at("gradient"),
@@ -107,6 +132,7 @@ rule study_report:
         gradient=[results(m, "study", "gradient.parquet") for m in STUDY_MODELS],
         coverage=[results(m, "beyond", "coverage.parquet") for m in STUDY_MODELS],
         heads=[results(m, "beyond", "heads.parquet") for m in STUDY_MODELS],
+        effective_set=[t for m in STUDY_MODELS for t in effective_set_tables_of(m)],
     output:
         csv="tables/study/normalizer_limits.csv",
         md="tables/study/normalizer_limits.md",
@@ -114,6 +140,8 @@ rule study_report:
         per_seed_csv="tables/study/normalizer_limits_per_seed.csv",
         pdf="figures/study/normalizer_limits.pdf",
         png="figures/study/normalizer_limits.png",
+        effective_set="tables/study/effective_set.csv",
+        effective_set_per_seed="tables/study/effective_set_per_seed.csv",
         page="docs/study.md",
         figures=directory("docs/study"),
     log:
@@ -132,6 +160,8 @@ rule study_report:
             m: MODELS[m]["beyond"]["ns_ratio_threshold"] for m in STUDY_MODELS
         },
         command="snakemake --cores 2 study",
+        effective_set={m: MODELS[m]["effective_set"] for m in STUDY_MODELS},
+        bootstrap={m: MODELS[m]["analysis"]["bootstrap"] for m in STUDY_MODELS},
     script:
         "../scripts/make_study.py"
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import polars as pl
 
 from attnlimits import rules as rule_table
+from attnlimits_workflow.assemble import study_effective_set as n_star
 from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.effective_set import summarise
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
 from attnlimits_workflow.study import (
@@ -89,11 +91,58 @@ table, table_md = report.limits_table(study)
 write_csv(table, out.csv)
 with atomic_path(out.md) as tmp:
     Path(tmp).write_text(report.limits_markdown(study, table_md))
+
+# N* of every model (its (L, variant) jobs, in effective_set_tables_of's order), over the seeds
+n_star_settings = p.study["effective_set"]
+error = n_star.held_out_error(
+    n_star_settings["windows"],
+    max(p.study["evaluation"]["contexts"]),
+    min(read_json(e)["held_out_tokens"] for e in inp.evaluations),
+)
+if error:
+    raise SystemExit(error)
+summaries, paths = {}, list(inp.effective_set)
+for m in models:
+    section, boot = p.effective_set[m], p.bootstrap[m]
+    count = len(section["lengths"]) * len(section["variants"])
+    jobs, paths = paths[:count], paths[count:]
+    summaries[(trained[m], seed_of[m])] = summarise(
+        [pl.read_parquet(j) for j in jobs],
+        section["tau"],
+        boot["resamples"],
+        boot["level"],
+        p.seed,
+        section["max_n"],
+    )
+n_star_per_seed = n_star.seeds_frame(summaries)
+write_csv(n_star_per_seed, out.effective_set_per_seed)
+n_star_table = n_star.over_seeds(
+    n_star_per_seed,
+    study.baseline,
+    p.study["interval_level"],
+    study.ratio,
+    n_star_settings["variants"][0],
+)
+write_csv(n_star_table, out.effective_set)
+tau = p.effective_set[models[0]]["tau"]
+n_star_fields = {
+    "n_star_tau": f"{tau:g}",
+    "n_star_level": f"{p.study['interval_level']:.0%}",
+    "n_star_windows": str(n_star_settings["windows"]),
+    "n_star_longest": str(max(p.study["evaluation"]["contexts"])),
+    "n_star_targets": str(n_star_settings["targets"]),
+    "n_star_variant": n_star_settings["variants"][0],
+    "n_star_table": n_star.markdown(n_star_table),
+    "n_star_answer": n_star.answer(n_star_table, study.baseline),
+}
+
 use_style(inp.style)
 fig, caption = report.study_figure(study)
 save(fig, out.pdf, out.png, caption)
 try:
-    page = fill_template(Path(inp.template).read_text(), report.page_fields(study, table_md))
+    page = fill_template(
+        Path(inp.template).read_text(), report.page_fields(study, table_md) | n_star_fields
+    )
 except KeyError as missing:
     raise SystemExit(missing.args[0]) from None
 with atomic_path(Path(out.figures)) as tmp:

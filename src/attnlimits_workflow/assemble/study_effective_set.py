@@ -1,0 +1,189 @@
+"""N*, the effective attention set size, of the study's trained models over their seeds: per rule
+and context L, the geometric mean of the seeds' N* with its t-interval, the paired ratio to the
+baseline's N* of the same seed, and its reading (docs/study.md, "How many keys each model needs").
+
+Each seed's N* comes from attnlimits_workflow.effective_set.summarise of that model's jobs. The
+statistics are the study's own (attnlimits_workflow.study): N* is a positive count, compared by
+ratio, so its mean and interval are on the log scale, and the ratio's interval decides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from ..study import NO_DIFFERENCE, ONE_SEED, log_t_interval, paired_ratio
+
+FEWER, MORE = "fewer keys", "more keys"
+CENSORED = "no verdict: a seed's N* is censored (above every N searched)"
+
+
+def seeds_frame(summaries: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
+    """One table of every model's N* summary (effective_set.summarise), keyed by its rule
+    (``normalizer``) and training ``seed``, in the summaries' order (the rules' order is the
+    study's, which the page's table keeps): the per-seed table the study writes."""
+    frames = [
+        s.with_columns(pl.lit(name).alias("normalizer"), pl.lit(seed, pl.Int64).alias("seed"))
+        for (name, seed), s in summaries.items()
+    ]
+    if not frames:
+        raise ValueError("no N* summaries: the study has no trained model")
+    front = ["normalizer", "seed", "variant", "length"]
+    table = pl.concat(frames, how="vertical_relaxed")
+    return table.select(front + [c for c in table.columns if c not in front])
+
+
+def over_seeds(
+    per_seed: pl.DataFrame, baseline: str, level: float, ratio: float, variant: str
+) -> pl.DataFrame:
+    """Per rule (in first-appearance order) and L, ``variant``'s N* over the seeds: the
+    geometric mean and its t-interval (log scale), every seed's N*, the paired ratio to
+    ``baseline``'s N* of the same seed with its t-interval, and the reading: ``fewer keys``
+    where the ratio's interval lies wholly at or below 1 / ``ratio``, ``more keys`` at or above
+    ``ratio``, else ``no difference shown``. A censored seed (its N* only a lower bound) leaves
+    no ratio and no verdict; one seed leaves no interval."""
+    part = per_seed.filter(pl.col("variant") == variant)
+    if part.is_empty():
+        raise ValueError(f"no N* of variant {variant!r} in the study's tables")
+    if baseline not in set(part["normalizer"]):
+        raise ValueError(f"the baseline {baseline!r} has no N* of variant {variant!r}")
+    rows = []
+    names = list(dict.fromkeys(part["normalizer"].to_list()))
+    for length in sorted(set(part["length"].to_list())):
+        at = part.filter(pl.col("length") == length).sort("seed", maintain_order=True)
+        base = at.filter(pl.col("normalizer") == baseline)
+        for name in names:
+            own = at.filter(pl.col("normalizer") == name)
+            if own["seed"].to_list() != base["seed"].to_list():
+                raise ValueError(
+                    f"N* at L = {length}: {name} has seeds {own['seed'].to_list()}, "
+                    f"{baseline} {base['seed'].to_list()}; the ratio pairs them seed by seed"
+                )
+            censored = bool(own["censored"].any())
+            # a censored seed's N* is known from below: its lower bound stands in the mean
+            values = [
+                float(lb if c else n)
+                for n, c, lb in own.select("n_star", "censored", "lower_bound").iter_rows()
+            ]
+            mean, low, high = log_t_interval(values, level)
+            r = r_low = r_high = math.nan
+            if name == baseline:
+                verdict = "baseline"
+            elif censored or bool(base["censored"].any()):
+                verdict = CENSORED
+            elif len(values) < 2:
+                verdict = ONE_SEED
+            else:
+                r, r_low, r_high = paired_ratio(
+                    tuple(values), tuple(float(v) for v in base["n_star"]), level
+                )
+                verdict = (
+                    FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
+                )
+            rows.append(
+                {
+                    "normalizer": name,
+                    "variant": variant,
+                    "length": int(length),
+                    "seeds": len(values),
+                    "n_star_mean": mean,
+                    "n_star_low": low,
+                    "n_star_high": high,
+                    "n_star_values": " ".join(f"{v:g}" for v in values),
+                    "censored": censored,
+                    "ratio": r,
+                    "ratio_low": r_low,
+                    "ratio_high": r_high,
+                    "verdict": verdict,
+                }
+            )
+    order = {n: i for i, n in enumerate(names)}
+    return pl.DataFrame(rows).sort(
+        pl.col("normalizer").replace_strict(order, return_dtype=pl.Int64), "length"
+    )
+
+
+def cell(row: Mapping) -> str:
+    """One (rule, L) cell: 'reading: mean [low, high]; paired ratio xr [low, high]', the mean a
+    lower bound ('>= ') where a seed is censored."""
+    mean = (">= " if row["censored"] else "") + f"{row['n_star_mean']:.3g}"
+    if not math.isnan(row["n_star_low"]):
+        mean += f" [{row['n_star_low']:.3g}, {row['n_star_high']:.3g}]"
+    if not math.isnan(row["ratio"]):
+        mean += (
+            f"; paired ratio x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
+        )
+    return f"{row['verdict']}: {mean}"
+
+
+def markdown(table: pl.DataFrame) -> str:
+    """The page's table: a row per rule, a column per L."""
+    lengths = sorted(set(table["length"].to_list()))
+    header = "| normaliser | " + " | ".join(f"N* at L = {length}" for length in lengths) + " |"
+    lines = [header, "|---|" + "---|" * len(lengths)]
+    for name in dict.fromkeys(table["normalizer"].to_list()):
+        own = {
+            r["length"]: r for r in table.filter(pl.col("normalizer") == name).iter_rows(named=True)
+        }
+        lines.append(f"| {name} | " + " | ".join(cell(own[length]) for length in lengths) + " |")
+    return "\n".join(lines)
+
+
+def answer(table: pl.DataFrame, baseline: str) -> str:
+    """The section's answer in words: the baseline's N* and N*/L at the shortest and longest L,
+    then, per reading, the rules that read it at every L and those that read it at some."""
+    lengths = sorted(set(table["length"].to_list()))
+    base = {
+        r["length"]: r for r in table.filter(pl.col("normalizer") == baseline).iter_rows(named=True)
+    }
+    first, last = base[lengths[0]], base[lengths[-1]]
+    parts = [
+        f"{baseline} needs N* = {first['n_star_mean']:.3g} of L = {lengths[0]} keys "
+        f"(N*/L = {first['n_star_mean'] / lengths[0]:.2g}) and {last['n_star_mean']:.3g} of "
+        f"L = {lengths[-1]} (N*/L = {last['n_star_mean'] / lengths[-1]:.2g}), geometric means "
+        "over the seeds."
+    ]
+    others = table.filter(pl.col("normalizer") != baseline)
+    for reading in (FEWER, MORE):
+        every, some = [], []
+        for name in dict.fromkeys(others["normalizer"].to_list()):
+            found = others.filter(pl.col("normalizer") == name)["verdict"].to_list()
+            if all(v == reading for v in found):
+                every.append(name)
+            elif reading in found:
+                at = others.filter((pl.col("normalizer") == name) & (pl.col("verdict") == reading))
+                some.append(f"{name} (L = {', '.join(map(str, at['length'].to_list()))})")
+        said = [f"at every L: {', '.join(every)}"] if every else []
+        said += [f"at some: {', '.join(some)}"] if some else []
+        parts.append(
+            f"{reading[0].upper()}{reading[1:]} than {baseline} "
+            + ("; ".join(said) if said else "at no L")
+            + "."
+        )
+    withheld = sorted({v for v in others["verdict"].to_list() if v.startswith("no verdict")})
+    if withheld:
+        parts.append(" ".join(f"Withheld: {v}." for v in withheld))
+    return " ".join(parts)
+
+
+def held_out_error(windows: int, longest: int, held_out_tokens: int) -> str | None:
+    """The windows N* reads are the corpus's first ``windows`` x ``longest`` tokens; they must lie
+    in the ``held_out_tokens`` the models never trained on."""
+    need = int(windows) * int(longest)
+    if need <= held_out_tokens:
+        return None
+    return (
+        f"study.effective_set: {windows} windows of {longest} tokens ({need}) exceed the "
+        f"{held_out_tokens} held-out tokens (study.training.validation_fraction): N* would read "
+        "training text; lower study.effective_set.windows"
+    )
+
+
+def n_star_values(table: pl.DataFrame, name: str, length: int) -> Sequence[float]:
+    """Every seed's N* of one rule at one L (the per-seed values behind a cell)."""
+    row = table.filter((pl.col("normalizer") == name) & (pl.col("length") == length)).row(
+        0, named=True
+    )
+    return [float(v) for v in row["n_star_values"].split()] if row["n_star_values"] else []
