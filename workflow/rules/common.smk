@@ -70,6 +70,8 @@ READING_RUNS = {
 MODELS.update({name: cfg for name, (_, _, cfg) in _readings.items()})
 # The configured models scored under readings: their robustness tables feed the findings page.
 READ_MODELS = [m for m in PAPER_MODELS if MODELS[m]["analysis"]["readings"]]
+# The entries whose N* the run measures (effective_set.enabled): docs/findings.md reads them.
+N_STAR_MODELS = [m for m in PAPER_MODELS if MODELS[m]["effective_set"]["enabled"]]
 
 # A file rewritten inside a dump batch or a sample pack (directory outputs) moves neither's
 # time, so Snakemake would see nothing to do: such a folder is made newer than its readers here,

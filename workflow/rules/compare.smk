@@ -67,6 +67,13 @@ rule findings:
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
         configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
         readings=[f"tables/{model}/robustness.csv" for model in READ_MODELS],
+        effective_set=[f"tables/{model}/effective_set.csv" for model in N_STAR_MODELS],
+        effective_set_correlations=[
+            f"tables/{model}/effective_set_correlations.csv" for model in N_STAR_MODELS
+        ],
+        effective_set_figures=[
+            f"figures/{model}/effective_set.png" for model in N_STAR_MODELS
+        ],
     output:
         page="docs/findings.md",
         figures=directory("docs/findings"),
@@ -77,6 +84,8 @@ rule findings:
     params:
         models=PAPER_MODELS,
         read_models=READ_MODELS,
+        n_star_models=N_STAR_MODELS,
+        tau={model: MODELS[model]["effective_set"]["tau"] for model in N_STAR_MODELS},
         command="snakemake --cores 2 docs/findings.md --configfile config/findings.yaml",
     script:
         "../scripts/write_findings.py"

@@ -9,6 +9,7 @@ import polars as pl
 import yaml
 
 from attnlimits_workflow.assemble.findings import MissingCell, findings_page
+from attnlimits_workflow.assemble.findings_functional import functional_section
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
 
@@ -26,9 +27,23 @@ figures = Path(out.figures)
 figures.mkdir(parents=True, exist_ok=True)
 for png in inp.figures:
     shutil.copyfile(png, figures / Path(png).name)
+n_star_models = list(snakemake.params.n_star_models)
+for m, png in zip(n_star_models, inp.effective_set_figures, strict=True):
+    shutil.copyfile(png, figures / f"{m}.effective_set.png")
+functional = functional_section(
+    {m: pl.read_csv(t) for m, t in zip(n_star_models, inp.effective_set, strict=True)},
+    {m: pl.read_csv(t) for m, t in zip(n_star_models, inp.effective_set_correlations, strict=True)},
+    dict(snakemake.params.tau),
+)
 try:
     page = findings_page(
-        Path(inp.template).read_text(), score, runs, configs, snakemake.params.command, readings
+        Path(inp.template).read_text(),
+        score,
+        runs,
+        configs,
+        snakemake.params.command,
+        readings,
+        functional,
     )
 except MissingCell as missing:
     raise SystemExit(str(missing)) from None

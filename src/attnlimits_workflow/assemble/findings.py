@@ -497,12 +497,14 @@ def findings_page(
     configs: dict[str, dict],
     command: str,
     readings: dict[str, pl.DataFrame] | None = None,
+    functional: str = "",
 ) -> str:
     """The page: the template's fields, then its {blocks} (the command, the models, what we can
     say, the fragile claims, the verdicts per model and text, the untestable checks apart, and
     each claim's measured values per model and text). ``runs`` and ``configs`` per model entry,
     in the scorecard's column order; ``readings``: each entry's robustness table, where it has
-    one (tables/<entry>/robustness.csv)."""
+    one (tables/<entry>/robustness.csv); ``functional``: the N* section's generated part
+    (findings_functional.functional_section)."""
     models = list(runs)
     groups = text_groups(configs)
     masked = {m: configs[m]["analysis"]["all_rows"]["masked"] for m in models}
@@ -541,6 +543,7 @@ def findings_page(
         "summary_table": markdown_table(header, tested),
         "apart_table": markdown_table(header, apart),
         "measured": "\n\n".join(measured),
+        "functional": functional,
     }
     for name, text in blocks.items():
         page = page.replace("{" + name + "}", text)

@@ -1,0 +1,117 @@
+"""docs/findings.md's functional section: N*, the effective attention set size, of every model
+entry whose run has effective_set.enabled, beside the paper's critical N, read from the entries'
+own N* tables (tables/<entry>/effective_set.csv and ..._correlations.csv, rule
+effective_set_report)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from ..tables import markdown_table
+
+PRIMARY = "attention-delete"
+
+
+def _n_star(row: Mapping) -> str:
+    if row["censored"]:
+        return f"> {int(row['lower_bound']) - 1} (censored)"
+    text = f"{int(row['n_star'])}"
+    if row["n_star_low"] is not None:
+        text += f" [{row['n_star_low']:g}, {row['n_star_high']:g}]"
+    return text
+
+
+def _share(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
+    """Does N* grow with L, and does N*/L fall (the follow-up paper's two observations)? Read off
+    the uncensored N* of ``variant``, step by step along L."""
+    part = table.filter((pl.col("variant") == variant) & ~pl.col("censored")).sort("length")
+    if part.height < 2:
+        return f"Fewer than two lengths with an uncensored {variant} N*: no shape to read."
+    n, share = part["n_star"].to_list(), part["n_star_over_length"].to_list()
+    lengths = part["length"].to_list()
+    grows = sum(b > a for a, b in zip(n, n[1:], strict=False))
+    falls = sum(b < a for a, b in zip(share, share[1:], strict=False))
+    steps = len(n) - 1
+
+    def count(k: int) -> str:
+        return "at every step" if k == steps else f"at {k} of {steps} steps"
+
+    return (
+        f"Over L = {', '.join(map(str, lengths))}, N* ({variant}) grows {count(grows)} "
+        f"({' -> '.join(map(str, n))}) and N*/L falls {count(falls)} "
+        f"({' -> '.join(f'{s:.3f}' for s in share)}). Point values; the intervals above say "
+        "which steps the chunks resolve."
+    )
+
+
+def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> str:
+    """Whether N*/L and N_crit/L move together across L (Spearman, from the entry's table)."""
+    rows = correlations.filter(pl.col("variant") == variant)
+    parts = []
+    for r in rows.iter_rows(named=True):
+        if r["spearman_rho"] is None:
+            parts.append(
+                f"against N_crit/L ({r['expectation']}): not defined ({r['lengths']} lengths "
+                "with both uncensored; at least 4 are needed)"
+            )
+        else:
+            parts.append(
+                f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f}, "
+                f"p = {r['p_value']:.2g}, over {r['lengths']} lengths"
+            )
+    if not parts:
+        return f"No {variant} N* to set against the critical N."
+    return f"Does the geometric limit predict the functional one? N*/L ({variant}) " + (
+        "; ".join(parts) + "."
+    )
+
+
+def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau: float) -> str:
+    """One entry's table (variant, L, N* with its interval, N*/L, N_crit/L per expectation), its
+    figure, the shape and the correlation."""
+    crit = sorted(c for c in table.columns if c.startswith("N_crit_over_L_"))
+    header = ["variant", "L", f"N*_{tau:g} [interval]", "N*/L", "dNLL_rel at N*", "chunks"]
+    header += [f"N_crit/L ({c.removeprefix('N_crit_over_L_')})" for c in crit]
+    rows = [
+        [
+            r["variant"],
+            str(r["length"]),
+            _n_star(r),
+            _share(r["n_star_over_length"]),
+            _share(r["dnll_at_n_star"]),
+            str(r["chunks"]),
+            *[_share(r[c]) for c in crit],
+        ]
+        for r in table.sort("variant", "length").iter_rows(named=True)
+    ]
+    return "\n\n".join(
+        [
+            f"### {name}",
+            markdown_table(header, rows),
+            f"![N* of {name}](findings/{name}.effective_set.png)",
+            shape_sentence(table),
+            correlation_sentence(correlations),
+        ]
+    )
+
+
+def functional_section(
+    tables: Mapping[str, pl.DataFrame],
+    correlations: Mapping[str, pl.DataFrame],
+    taus: Mapping[str, float],
+) -> str:
+    """The section's generated part: a block per entry with N*, or the line saying none has."""
+    if not tables:
+        return (
+            "No model entry of this run has `effective_set.enabled: true`, so this run measured "
+            "no N*."
+        )
+    return "\n\n".join(
+        entry_block(name, tables[name], correlations[name], taus[name]) for name in tables
+    )

@@ -1,0 +1,95 @@
+"""docs/findings.md's N* section (attnlimits_workflow.assemble.findings_functional) on hand-made
+N* tables: the shape of N* against L, the correlation with the critical N, and the page block."""
+
+import polars as pl
+import pytest
+
+from attnlimits_workflow.assemble import findings_functional
+
+pytestmark = pytest.mark.unit
+
+
+def n_star_table(n_stars, variant="attention-delete", lengths=(256, 512, 1024), censored=()):
+    rows = []
+    for length, n in zip(lengths, n_stars, strict=True):
+        cut = length in censored
+        rows.append(
+            {
+                "length": length,
+                "variant": variant,
+                "n_star": None if cut else n,
+                "censored": cut,
+                "lower_bound": n + 1 if cut else None,
+                "n_star_low": None if cut else n - 1.0,
+                "n_star_high": None if cut else n + 2.0,
+                "n_star_over_length": None if cut else n / length,
+                "dnll_at_n_star": None if cut else 0.049,
+                "chunks": 8,
+                "N_crit_over_L_monte_carlo": 0.88,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema_overrides={
+            "n_star": pl.Int64,
+            "lower_bound": pl.Int64,
+            "n_star_low": pl.Float64,
+            "n_star_high": pl.Float64,
+            "n_star_over_length": pl.Float64,
+            "dnll_at_n_star": pl.Float64,
+        },
+    )
+
+
+def test_the_shape_counts_the_steps_where_n_star_grows_and_its_share_falls():
+    said = findings_functional.shape_sentence(n_star_table([61, 116, 215]))
+    assert "N* (attention-delete) grows at every step (61 -> 116 -> 215)" in said
+    assert "N*/L falls at every step (0.238 -> 0.227 -> 0.210)" in said
+    # 100 -> 300 doubles L but triples N*: N*/L rises on that step
+    said = findings_functional.shape_sentence(n_star_table([100, 90, 300]))
+    assert "grows at 1 of 2 steps" in said and "N*/L falls at 1 of 2 steps" in said
+    one = findings_functional.shape_sentence(n_star_table([61, 116, 215], censored=(256, 512)))
+    assert one.startswith("Fewer than two lengths")
+
+
+def test_the_correlation_sentence_says_when_it_is_not_defined():
+    correlations = pl.DataFrame(
+        {
+            "variant": ["attention-delete", "attention-delete"],
+            "expectation": ["monte_carlo", "closed_form"],
+            "lengths": [3, 4],
+            "spearman_rho": [None, -0.8],
+            "p_value": [None, 0.2],
+        }
+    )
+    said = findings_functional.correlation_sentence(correlations)
+    assert "(monte_carlo): not defined (3 lengths with both uncensored; at least 4" in said
+    assert "(closed_form): Spearman rho -0.80, p = 0.2, over 4 lengths" in said
+    assert "No random-delete N*" in findings_functional.correlation_sentence(
+        correlations, "random-delete"
+    )
+
+
+def test_the_page_block_and_the_run_without_n_star():
+    table = pl.concat(
+        [
+            n_star_table([61, 116, 215]),
+            n_star_table([198, 427, 902], "random-delete", censored=(1024,)),
+        ]
+    )
+    correlations = pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["monte_carlo"], "lengths": [3]},
+        schema_overrides={"lengths": pl.Int64},
+    ).with_columns(spearman_rho=pl.lit(None, pl.Float64), p_value=pl.lit(None, pl.Float64))
+    block = findings_functional.functional_section(
+        {"smol": table}, {"smol": correlations}, {"smol": 0.05}
+    )
+    lines = block.splitlines()
+    assert lines[0] == "### smol"
+    assert lines[2] == (
+        "| variant | L | N*_0.05 [interval] | N*/L | dNLL_rel at N* | chunks | N_crit/L (monte_carlo) |"
+    )
+    assert "| attention-delete | 256 | 61 [60, 63] | 0.238 | 0.049 | 8 | 0.880 |" in lines
+    assert "| random-delete | 1024 | > 902 (censored) | n/a | n/a | 8 | 0.880 |" in lines
+    assert "![N* of smol](findings/smol.effective_set.png)" in lines
+    assert findings_functional.functional_section({}, {}, {}).startswith("No model entry")
