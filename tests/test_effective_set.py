@@ -30,7 +30,7 @@ from attnlimits.effective_set import (
     kept_weights,
     register_intervention,
 )
-from attnlimits.extraction import register_capture
+from attnlimits.extraction import RULE_KEY, register_capture
 from attnlimits.families import FAMILIES
 
 pytestmark = pytest.mark.unit
@@ -102,6 +102,28 @@ def test_ties_keep_the_lower_index():
     weights = torch.tensor([[0.25, 0.25, 0.25, 0.25]])
     keep = kept_keys(weights, torch.ones(1, 4, dtype=torch.bool), 2, "attention")
     assert keep.tolist() == [[True, True, False, False]]
+
+
+def test_signed_weights_keep_the_largest_magnitudes():
+    weights = torch.tensor([[0.5, -0.9, 0.1, 0.3]])
+    visible = torch.ones(1, 4, dtype=torch.bool)
+    assert kept_keys(weights, visible, 1, "attention").tolist() == [[True, False, False, False]]
+    assert kept_keys(weights, visible, 2, "attention", signed=True).tolist() == [
+        [True, True, False, False]
+    ]
+    norms = torch.tensor([1.0, 0.1, 10.0, 1.0])  # |w| ||v||: 0.5, 0.09, 1.0, 0.3
+    assert kept_keys(weights, visible, 2, "contribution", norms, signed=True).tolist() == [
+        [True, False, True, False]
+    ]
+
+
+def test_a_signed_rule_refuses_renormalising():
+    q, k, v = qkv(heads=2, kv_heads=2, n=5)
+    module = Module()
+    module.config = type("Config", (), {RULE_KEY: {"kind": "self_adjust_softmax_raw"}})()
+    with intervene(Intervention(2, "attention", "renormalise")):
+        with pytest.raises(NotImplementedError, match="either sign; use delete"):
+            intervened_attention(module, q, k, v, None, scaling=0.4, is_causal=True)
 
 
 def test_invisible_keys_are_never_kept():

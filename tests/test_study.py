@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from project import REPO, planned_rules, snakemake, synthetic_text, tiny_config, write_config
 
-from attnlimits import attention_rules, rules
+from attnlimits import attention_rules, intervals, rules
 from attnlimits import normalizers as nz
 from attnlimits.extraction import register_rule_attention
 from attnlimits_workflow import study, training
+from attnlimits_workflow.assemble import study_prose
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.loading import load_model
 
@@ -402,7 +403,9 @@ def test_verdicts():
     assert study.verdict(0.0, 1.0, 1.5, "smaller") == "relaxes"
     assert study.verdict(0.0, (0.0, 0.1), 1.5) == "undecided (censored)"
     assert study.verdict(-0.1, 1.0, 1.5) == "not measured"
-    assert study.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(-1)
+    assert intervals.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(
+        -1
+    )
 
 
 @pytest.mark.unit
@@ -442,8 +445,8 @@ def test_shares_are_compared_on_their_odds():
     # a share of 1 has infinite odds; a censored share up to 1 leaves the comparison open
     assert study.verdict(1.0, 0.7, 1.5, share=True) == "relaxes"
     assert study.verdict((0.7, 1.0), 0.7, 1.5, share=True) == "undecided (censored)"
-    assert study.odds(0.75) == pytest.approx(3.0) and study.odds(1.2) == math.inf
-    assert study.odds(-0.1) == 0.0
+    assert intervals.odds(0.75) == pytest.approx(3.0) and intervals.odds(1.2) == math.inf
+    assert intervals.odds(-0.1) == 0.0
     assert study.LIMITS["distance"].share and study.LIMITS["separability"].share
     assert not study.LIMITS["vanishing"].share
 
@@ -533,8 +536,8 @@ def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
     assert censored["distance_censored"] == 2 and censored["distance_lengths"] == 2
     assert softmax["distance"] == pytest.approx(0.25) and softmax["distance_censored"] == 0
     assert softmax["distance_upper"] == pytest.approx(0.25)
-    assert study.shown(censored, "distance") == ">= 0.906; 2 of 2 L censored"
-    assert study.shown(softmax, "distance") == "0.25; 0 of 2 L censored"
+    assert study_prose.shown(censored, "distance") == ">= 0.906; 2 of 2 L censored"
+    assert study_prose.shown(softmax, "distance") == "0.25; 0 of 2 L censored"
     found = study.verdicts({"softmax": softmax, "censored": censored}, "softmax", 1.5)
     assert found["censored"]["distance"] == "relaxes"  # 0.906 >= 1.5 x 0.25, whatever the rest
     # a censored baseline: the comparison is open
@@ -637,28 +640,28 @@ def test_the_page_states_orientations_censoring_and_no_verdicts():
     )
     measures = {"softmax": softmax, "sharp": sharp}
     found = study.verdicts(measures, "softmax", 1.5)
-    table = study.orientation_table()
+    table = study_prose.orientation_table()
     for limit in study.LIMITS.values():
         assert limit.title in table and limit.quotes[0].section in table
     assert "both readings defensible: no verdict" in table
-    gradient = study.answer_line("gradient", "G", measures, found, "softmax")
+    gradient = study_prose.answer_line("gradient", "G", measures, found, "softmax")
     assert gradient.startswith("**G** -- softmax: 0.02.")
     assert "No verdict, both readings defensible" in gradient and "sharp (1.5)" in gradient
     assert "Relaxes" not in gradient
-    low_t = study.answer_line("gradient_low_t", "C", measures, found, "softmax")
+    low_t = study_prose.answer_line("gradient_low_t", "C", measures, found, "softmax")
     assert (
         "Tightens: sharp (3)." in low_t
     )  # means 3 and 0.3 of (10, 50) x 0.01 and (100, 500) x 0.01
-    distance = study.answer_line("distance", "D", measures, found, "softmax")
+    distance = study_prose.answer_line("distance", "D", measures, found, "softmax")
     assert "softmax: 0.25; 0 of 2 L censored." in distance
     assert "Relaxes: sharp (>= 0.906; 2 of 2 L censored)." in distance
     template = (REPO / "workflow" / "resources" / "study_template.md").read_text()
     names = set(re.findall(r"\[\[([a-z_]+)\]\]", template))
     assert {"orientation_table", "censored_lengths", "low_temperature"} <= names
-    page = study.fill_template(template, {n: f"<{n}>" for n in names})
+    page = study_prose.fill_template(template, {n: f"<{n}>" for n in names})
     assert "[[" not in page
     with pytest.raises(KeyError, match="unknown field"):
-        study.fill_template("[[nothing]]", {})
+        study_prose.fill_template("[[nothing]]", {})
 
 
 # ------------------------------------------------------------------------- Jacobian bounds
@@ -940,7 +943,10 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         "fewer keys",
         "more keys",
         study.NO_DIFFERENCE,
+        "no difference shown (the windows' intervals overlap in a seed)",
+        "no verdict: no window-bootstrap interval (too few windows)",
     }
+    assert (n_star["base_nll_per_target"] > 0).all()
     assert ((n_star["n_star_mean"] >= 1) & (n_star["n_star_mean"] <= n_star["length"])).all()
     per_seed = pl.read_csv(tmp_path / "tables" / "study" / "effective_set_per_seed.csv")
     assert per_seed.height == len(rules) * 2 * 2 and not per_seed["censored"].any()
@@ -1015,18 +1021,18 @@ def test_separability_of_a_rule_whose_support_is_below_n_gets_no_verdict():
 @pytest.mark.unit
 def test_t_interval_by_hand():
     # values 1, 2, 3: mean 2, sd 1, t_{0.975, 2} = 4.302653: 2 +- 4.302653 / sqrt(3)
-    mean, low, high = study.t_interval([1.0, 2.0, 3.0], 0.95)
+    mean, low, high = intervals.t_interval([1.0, 2.0, 3.0], 0.95)
     assert mean == 2.0
     assert high - mean == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-9)
     assert mean - low == pytest.approx(high - mean)
-    one = study.t_interval([5.0], 0.95)
+    one = intervals.t_interval([5.0], 0.95)
     assert one[0] == 5.0 and math.isnan(one[1]) and math.isnan(one[2])
 
 
 @pytest.mark.unit
 def test_log_t_interval_by_hand():
     # logs 0, ln 10, ln 100: mean ln 10, sd ln 10; back-transformed, a geometric interval
-    mean, low, high = study.log_t_interval([1.0, 10.0, 100.0], 0.95)
+    mean, low, high = intervals.log_t_interval([1.0, 10.0, 100.0], 0.95)
     assert mean == pytest.approx(10.0)
     half = 4.302652729911275 * math.log(10.0) / math.sqrt(3)
     assert low == pytest.approx(10.0 * math.exp(-half)) and high == pytest.approx(
@@ -1041,16 +1047,16 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
     below = study.SeedMeasure(0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2))
     mixed = study.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
     # the side is read off the data: 2 / C(6, 3) = 0.1
-    assert study.seed_order(below, base, "softmax") == (
+    assert study_prose.seed_order(below, base, "softmax") == (
         "every seed below softmax's, permutation p = 0.1"
     )
-    assert study.seed_order(mixed, base, "softmax") == ""
+    assert study_prose.seed_order(mixed, base, "softmax") == ""
 
 
 @pytest.mark.unit
 def test_paired_ratio_by_hand_and_its_verdict():
     # ratios 4, 5, 6.25 seed by seed: logs ln 4 + (0, ln 1.25, 2 ln 1.25); geometric mean 5
-    r, low, high = study.paired_ratio((0.4, 0.5, 0.625), (0.1, 0.1, 0.1), 0.95)
+    r, low, high = intervals.paired_ratio((0.4, 0.5, 0.625), (0.1, 0.1, 0.1), 0.95)
     assert r == pytest.approx(5.0)
     half = 4.302652729911275 * math.log(1.25) / math.sqrt(3)
     assert (low, high) == (pytest.approx(5 * math.exp(-half)), pytest.approx(5 * math.exp(half)))
@@ -1058,11 +1064,11 @@ def test_paired_ratio_by_hand_and_its_verdict():
     assert study.ratio_verdict(low, high, 1.5, "smaller") == study.TIGHTENS
     assert study.ratio_verdict(0.8, 1.6, 1.5, "larger") == study.NO_DIFFERENCE
     # shares compare odds; a share at 0 or 1, one pair, or a non-positive value: no ratio
-    r, _, _ = study.paired_ratio((0.5, 0.5), (0.2, 0.2), 0.95, share=True)
+    r, _, _ = intervals.paired_ratio((0.5, 0.5), (0.2, 0.2), 0.95, share=True)
     assert r == pytest.approx(4.0)
-    assert math.isnan(study.paired_ratio((1.0, 0.5), (0.2, 0.2), 0.95, share=True)[0])
-    assert math.isnan(study.paired_ratio((0.5,), (0.2,), 0.95)[0])
-    assert math.isnan(study.paired_ratio((0.5, 0.0), (0.2, 0.2), 0.95)[0])
+    assert math.isnan(intervals.paired_ratio((1.0, 0.5), (0.2, 0.2), 0.95, share=True)[0])
+    assert math.isnan(intervals.paired_ratio((0.5,), (0.2,), 0.95)[0])
+    assert math.isnan(intervals.paired_ratio((0.5, 0.0), (0.2, 0.2), 0.95)[0])
 
 
 @pytest.mark.unit
@@ -1077,13 +1083,13 @@ def test_paired_seeds_find_a_shift_their_unpaired_intervals_miss():
     got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["rule"]["vanishing"]
     unpaired = study.verdict(
         (got.low, got.high),
-        study.log_t_interval(base, 0.95)[1:],
+        intervals.log_t_interval(base, 0.95)[1:],
         1.5,
         "larger",
     )
     assert unpaired != study.RELAXES and got.verdict == study.RELAXES
     assert got.ratio == pytest.approx(5.0, rel=1e-3) and got.ratio_low > 4
-    assert "paired ratio x5" in study.shown_over_seeds(got)
+    assert "paired ratio x5" in study_prose.shown_over_seeds(got)
 
 
 @pytest.mark.unit
@@ -1114,8 +1120,8 @@ def test_verdicts_over_seeds_need_intervals_apart():
     assert got["far"]["length"].verdict == study.NOT_MEASURED
     single = study.seed_measures({"softmax": seeds(0.1), "far": seeds(0.5)}, "softmax", 1.5, 0.95)
     assert single["far"]["vanishing"].verdict == study.ONE_SEED
-    assert study.shown_over_seeds(single["far"]["vanishing"]) == "0.5"
-    assert study.shown_over_seeds(far).startswith("0.52 [")
+    assert study_prose.shown_over_seeds(single["far"]["vanishing"]) == "0.5"
+    assert study_prose.shown_over_seeds(far).startswith("0.52 [")
 
 
 @pytest.mark.unit

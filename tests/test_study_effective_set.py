@@ -9,15 +9,16 @@ import pytest
 from hypothesis import given, settings
 
 from attnlimits_workflow.assemble import study_effective_set as n_star
-from attnlimits_workflow.study import NO_DIFFERENCE, ONE_SEED
+from attnlimits_workflow.study_limits import NO_DIFFERENCE, ONE_SEED
 
 pytestmark = pytest.mark.unit
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5 % quantile, 2 degrees of freedom
 
 
-def summary(values, length=64, variant="attention-delete", censored=None):
-    """effective_set.summarise's columns the study reads, one row per seed (in seed order)."""
+def summary(values, length=64, variant="attention-delete", censored=None, spread=0.1, nll=3.0):
+    """effective_set.summarise's columns the study reads, one row per seed (in seed order); the
+    window-bootstrap interval of each N* is N* (1 -+ ``spread``) (None: withheld)."""
     censored = censored or [False] * len(values)
     return [
         pl.DataFrame(
@@ -27,8 +28,16 @@ def summary(values, length=64, variant="attention-delete", censored=None):
                 "n_star": [None if c else v],
                 "censored": [c],
                 "lower_bound": [v if c else None],
+                "n_star_low": [None if c or spread is None else v * (1 - spread)],
+                "n_star_high": [None if c or spread is None else v * (1 + spread)],
+                "base_nll_per_target": [nll],
             },
-            schema_overrides={"n_star": pl.Int64, "lower_bound": pl.Int64},
+            schema_overrides={
+                "n_star": pl.Int64,
+                "lower_bound": pl.Int64,
+                "n_star_low": pl.Float64,
+                "n_star_high": pl.Float64,
+            },
         )
         for v, c in zip(values, censored, strict=True)
     ]
@@ -60,6 +69,29 @@ def test_a_rule_at_half_the_baseline_in_every_seed_needs_fewer_keys():
     assert rule["ratio_low"] == pytest.approx(0.5) and rule["ratio_high"] == pytest.approx(0.5)
     assert rule["verdict"] == n_star.FEWER and rule["n_star_values"] == "5 10 20"
     assert math.isnan(base["ratio"])
+    assert n_star.cell(rule).endswith("[0.5, 0.5]; NLL 3.00")
+
+
+def test_a_reading_needs_the_windows_intervals_apart_in_every_seed():
+    """The same ratio x1/2 in every seed: a point interval over the seeds, but the text's own
+    spread (the window bootstrap) decides whether the two models differ."""
+
+    def verdict(spread):
+        table = n_star.over_seeds(
+            frame(
+                softmax=summary([10, 20, 40], spread=spread),
+                other=summary([5, 10, 20], spread=spread),
+            ),
+            "softmax",
+            0.95,
+            1.5,
+            "attention-delete",
+        )
+        return table["verdict"][1]
+
+    assert verdict(0.3) == n_star.FEWER  # [3.5, 6.5] below [7, 13] in every seed
+    assert verdict(0.4) == n_star.WINDOWS_OVERLAP  # [3, 7] meets [6, 14]
+    assert verdict(None) == n_star.NO_WINDOW_INTERVAL
 
 
 def test_more_keys_no_difference_one_seed_and_censored():
@@ -107,6 +139,9 @@ def test_markdown_and_answer_read_the_table():
     assert said.startswith("softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and 40 of L = 128")
     assert "Fewer keys than softmax at some: sparsemax (L = 64)." in said
     assert "More keys than softmax at no L." in said
+    marked = n_star.answer(table, "softmax", {"sparsemax"})
+    assert "at some: sparsemax (zero weights) (L = 64)." in marked
+    assert "its N* is at most the largest number of nonzero weights" in marked
 
 
 def test_the_windows_must_be_held_out():
@@ -142,6 +177,11 @@ def test_over_seeds_against_a_plain_reference(pairs, ratio):
         if math.exp(mean - half) >= ratio
         else NO_DIFFERENCE
     )
+    # the windows' intervals (N* -+ 10 %) must lie apart in every seed
+    if expected == n_star.FEWER and not all(r * 1.1 < b * 0.9 for b, r in pairs):
+        expected = n_star.WINDOWS_OVERLAP
+    if expected == n_star.MORE and not all(r * 0.9 > b * 1.1 for b, r in pairs):
+        expected = n_star.WINDOWS_OVERLAP
     if abs(math.exp(mean + half) - 1 / ratio) > 1e-9 and abs(math.exp(mean - half) - ratio) > 1e-9:
         assert row["verdict"] == expected
     geo = math.exp(sum(math.log(r) for r in rule) / len(rule))

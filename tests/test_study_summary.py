@@ -12,6 +12,7 @@ import pytest
 
 from attnlimits_workflow import study
 from attnlimits_workflow.analyses import normalizer
+from attnlimits_workflow.assemble import study_prose
 
 pytestmark = pytest.mark.unit
 
@@ -45,11 +46,11 @@ def test_a_baseline_without_a_sink_names_no_rule_for_removing_it():
             "perplexity_cost_verdict": study.NO_DIFFERENCE,
         },
     ]
-    text = study.which_rule_when(pl.DataFrame(rows), "softmax")
+    text = study_prose.which_rule_when(pl.DataFrame(rows), "softmax")
     sink = next(t for t in text.splitlines() if "sink must go" in t)
     assert "softmax's models show no sink to remove" in sink and "stick" not in sink
     rows[0]["sink_low"] = 1.5  # a sink shown: the lower rule is named
-    text = study.which_rule_when(pl.DataFrame(rows), "softmax")
+    text = study_prose.which_rule_when(pl.DataFrame(rows), "softmax")
     assert "lower than softmax's: stick" in next(
         t for t in text.splitlines() if "sink must go" in t
     )
@@ -150,8 +151,8 @@ def test_paired_differences_by_hand():
         {"softmax": seeds(10.0), "a": seeds(12.0)}, "softmax", "perplexity", 0.95
     )
     assert one["a"].verdict == study.ONE_SEED and one["a"].mean == 2.0
-    assert study.shown_difference(one["a"]) == "+2"
-    assert study.shown_difference(got["cheaper"]) == "-1 [-1, -1]"
+    assert study_prose.shown_difference(one["a"]) == "+2"
+    assert study_prose.shown_difference(got["cheaper"]) == "-1 [-1, -1]"
     with pytest.raises(ValueError, match="seeds' measures"):
         study.paired_differences(
             {"softmax": seeds(1.0, 2.0), "a": seeds(1.0)}, "softmax", "perplexity", 0.95
@@ -210,7 +211,7 @@ def test_a_censored_seed_mean_reads_as_a_lower_bound():
     }
     over = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert over["rule"]["distance"].lower_bound and not over["softmax"]["distance"].lower_bound
-    assert study.shown_over_seeds(over["rule"]["distance"]).startswith(">= 0.55 [")
+    assert study_prose.shown_over_seeds(over["rule"]["distance"]).startswith(">= 0.55 [")
 
 
 # ------------------------------------------------------------------ which rule to use when
@@ -270,7 +271,7 @@ def test_which_rule_when_lists_the_helpers_cheapest_first_with_their_cost():
             study.HIGHER,
         ),
     )
-    text = study.which_rule_when(t, "softmax")
+    text = study_prose.which_rule_when(t, "softmax")
     vanishing = line(text, "a few tokens")
     assert vanishing == (
         "- **When a few tokens must keep large weights at long contexts** (Vanishing attention "
@@ -306,7 +307,7 @@ def test_which_rule_when_says_so_when_no_rule_helps():
         ),
         ("c", {"separability": study.SUPPORT_LIMITED}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), ""),
     )
-    text = study.which_rule_when(t, "softmax")
+    text = study_prose.which_rule_when(t, "softmax")
     for key, limit in study.LIMITS.items():
         if limit.relaxes != "either":
             # no shown difference is not equivalence: how many rules were compared, and which not
@@ -328,7 +329,7 @@ def test_which_rule_when_says_so_when_no_rule_helps():
 def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
     one = {k: study.ONE_SEED for k in study.LIMITS if study.LIMITS[k].relaxes != "either"}
     t = table(BASE, ("a", one, (1.0, math.nan, math.nan, study.ONE_SEED), study.ONE_SEED))
-    text = study.which_rule_when(t, "softmax")
+    text = study_prose.which_rule_when(t, "softmax")
     assert "one seed: no interval, so no difference from softmax is shown." in line(
         text, "a few tokens"
     )
@@ -342,7 +343,7 @@ def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
         ),
     )
     assert "a (perplexity cost not measured)." in line(
-        study.which_rule_when(helped, "softmax"), "a few tokens"
+        study_prose.which_rule_when(helped, "softmax"), "a few tokens"
     )
     single = table(
         BASE,
@@ -354,7 +355,7 @@ def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
         ),
     )
     assert "a (perplexity +3, one seed: no interval)." in line(
-        study.which_rule_when(single, "softmax"), "a few tokens"
+        study_prose.which_rule_when(single, "softmax"), "a few tokens"
     )
 
 
@@ -447,7 +448,7 @@ def test_negligible_top_n_weights_withhold_the_critical_n_and_a_local_rule_is_na
         {"normalizer": "softmax", "vanishing_verdict": "baseline"},
         {"normalizer": "stick", "vanishing_verdict": study.RELAXES},
     ]
-    text = study.which_rule_when(pl.DataFrame(rows), "softmax", {"stick": "a local window"})
+    text = study_prose.which_rule_when(pl.DataFrame(rows), "softmax", {"stick": "a local window"})
     assert "stick, a local window (" in text
     from attnlimits import rules
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import attention_rules
+from . import attention_rules, rules
 from .effective_search import MODES, SELECTIONS
 from .extraction import (
     _UNREPRODUCED,
@@ -117,16 +117,21 @@ def kept_keys(
     selection: str,
     value_norms: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    signed: bool = False,
 ) -> torch.Tensor:
     """(..., queries, keys) bool: the ``n`` visible keys each query keeps (all of them where it
     sees at most n). ``value_norms`` (..., keys): ||v_i|| per key, for ``"contribution"``;
-    ``generator`` (on the weights' device) draws ``"random"``'s uniform scores, float32."""
+    ``generator`` (on the weights' device) draws ``"random"``'s uniform scores, float32.
+    ``signed``: the rule's weights take either sign (raw Self-Adjust Softmax), and the N of
+    largest |weight| are kept (the largest weights alone would delete the most negative
+    first, however large their part in the output)."""
+    magnitude = weights.abs() if signed else weights
     if selection == "attention":
-        score = weights
+        score = magnitude
     elif selection == "contribution":
         if value_norms is None:
             raise ValueError("the contribution selection needs the values' norms")
-        score = weights * value_norms[..., None, :]
+        score = magnitude * value_norms[..., None, :]
     elif selection == "random":
         score = torch.rand(
             weights.shape, generator=generator, dtype=torch.float32, device=weights.device
@@ -237,6 +242,12 @@ def intervened_attention(
             "keep different keys); use the attention selection"
         )
     rule = model_rule(module)
+    signed = rule is not None and rules.get(rule["kind"]).signed
+    if signed and spec.mode == "renormalise":
+        # a row of either sign can have a kept mass near 0, or of the other sign than its own
+        raise NotImplementedError(
+            f"the renormalise mode on {rule['kind']}, whose weights take either sign; use delete"
+        )
     _, heads, n_q, _ = query.shape
     group = heads // key.shape[1]
     keys = key.repeat_interleave(group, dim=1) if group > 1 else key
@@ -249,7 +260,7 @@ def intervened_attention(
         visible = _visible_rows(attention_mask, is_causal, start, stop, n_q, n_keys, query.device)
         weights = _block_weights(module, scores, visible, rule, softcap, sinks)
         generator = active.generator(query.device) if spec.selection == "random" else None
-        keep = kept_keys(weights, visible, spec.n, spec.selection, value_norms, generator)
+        keep = kept_keys(weights, visible, spec.n, spec.selection, value_norms, generator, signed)
         out[:, :, start:stop] = kept_weights(weights, keep, spec.mode).to(values.dtype) @ values
     output = out.transpose(1, 2).contiguous()
     if rule is not None:

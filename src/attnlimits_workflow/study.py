@@ -1,9 +1,10 @@
 """The normaliser study's verdicts: one measure per limit of the paper, computed on a trained
 model's own attention (its normalizer job), compared with the baseline model's.
 
-Which way each measure "relaxes" its limit is data, stated once in :data:`LIMITS` with the
-paper's own sentence and section; the verdicts (:func:`verdict`) and the page
-(docs/study.md, :func:`orientation_rows`) both read it from there.
+Which way each measure "relaxes" its limit is data, stated once in
+attnlimits_workflow.study_limits.LIMITS with the paper's own sentence and section; the verdicts
+here (:func:`verdict`) and the page (docs/study.md, attnlimits_workflow.assemble.study_prose)
+both read it from there. The intervals over the seeds are attnlimits.intervals'.
 
 - vanishing attention (Lemma 1): the median largest weight of a row at the largest L; larger
   relaxes;
@@ -32,211 +33,82 @@ the models of one seed share initial weights and batches.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import polars as pl
 
+from attnlimits.intervals import log_t_interval, loglog_slope, odds, paired_ratio, t_interval
 from attnlimits.rules import jacobian_bound as jacobian_bound  # the rules' bounds (table's)
 
-from .tables import markdown_table
-
-RELAXES, TIGHTENS, NO_CHANGE = "relaxes", "tightens", "no change"
-NOT_MEASURED = "not measured"
-UNDECIDED = "undecided (censored)"
-NO_VERDICT = "no verdict: both readings defensible"
-# A sparse rule's rows with fewer nonzero weights than N: its top-N weight-0 tokens are never
-# distinguishable, so N_s/N <= support / N measures the support, not separability.
-SUPPORT_LIMITED = "no verdict: support < N"
-# A rule whose rows hold exact zero weights: the critical N then depends on how a zero-weight
-# token counts (analysis.zero_weight). Under "not_selected" a random set that draws one adds
-# ||s|| to the expectation, a top-N set at N < support never does, so N_crit moves with the
-# reading, not the model (sa_softmax: 2 evaluations to "censored" at every L; "literal": the
-# baseline's N_crit). The share of rows with a zero weight above which no verdict is given.
-ZERO_WEIGHT_ROWS_SHARE = 0.05
-ZERO_WEIGHT_DISTANCE = (
-    "no verdict: weights <= 0 or negligible (the zero-weight reading decides N_crit)"
+# the limits and the verdict words, defined in study_limits; here too, as this module's verdicts
+from .study_limits import (
+    BESIDE as BESIDE,
 )
-# A fixed temperature T0 is a rescaling of W_q that training absorbs: the low-temperature
-# sensitivity taken with respect to the raw scores then reports T0, not the rule.
-FIXED_TEMPERATURE = "no verdict: a fixed temperature (training absorbs it into W_q)"
-# Each rule's T ||J|| has its own ceiling at a tie (softmax 1/2, sparsemax and the entmaxes 1):
-# a low-T verdict in the direction the ceilings differ could come from the ceiling alone.
-CEILING = "no verdict: its T ||J|| ceiling differs from the baseline's"
-VERDICTS = (
-    RELAXES,
-    TIGHTENS,
-    NO_CHANGE,
-    UNDECIDED,
-    NO_VERDICT,
-    SUPPORT_LIMITED,
-    ZERO_WEIGHT_DISTANCE,
-    FIXED_TEMPERATURE,
-    CEILING,
-    NOT_MEASURED,
+from .study_limits import (
+    CEILING as CEILING,
 )
-# The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.
-SUPPORT_LIMITED_SHARE = 0.05
-
-# Section 5 of the paper: "it's better to avoid using the T <= 0.1"; Section 3.3: below 0.1 the
-# curves follow the 1/T law. The sweep's temperatures at or below it are the low-T region.
-LOW_TEMPERATURE = 0.1
-
-
-@dataclass(frozen=True)
-class Quote:
-    """A sentence of the paper, verbatim (tests check it against the text), and its section."""
-
-    text: str
-    section: str
-
-
-@dataclass(frozen=True)
-class Limit:
-    """One limit of the paper, the study's measure of it, and which way the measure relaxes it:
-    "larger", "smaller", or "either" (both readings defensible: shown, no verdict, ``reason``);
-    ``when``: the use that needs it relaxed (:func:`which_rule_when`)."""
-
-    title: str
-    header: str  # the table column: format fields l_max, n_max, c_max, t_low
-    measure: str
-    relaxes: Literal["larger", "smaller", "either"]
-    quotes: tuple[Quote, ...]
-    reason: str = ""
-    # the "which rule to use when" summary's lead: the use that needs this limit relaxed
-    when: str = ""
-    # measured on the attention weights (False: on the model's predictions, the length limit)
-    of_weights: bool = True
-    # a share in [0, 1]: compared on the odds x / (1 - x), so that a baseline above 1 / ratio
-    # still leaves room to relax it (on the shares, 0.7 could only "relax" to 1.05)
-    share: bool = False
-
-
-LIMITS: dict[str, Limit] = {
-    "vanishing": Limit(
-        "Vanishing attention (Lemma 1)",
-        "Vanishing attention (Lemma 1): median max weight at L = {l_max}",
-        "median largest weight of a row at the largest L",
-        "larger",
-        (
-            Quote(
-                "This lemma implies that for any normalization of function independent of "
-                "token count, the attention weights inevitably become uniformly small (on the "
-                "order of $1/L$) as the context size grows.",
-                "2 (Lemma 1)",
-            ),
-        ),
-        when="a few tokens must keep large weights at long contexts",
-    ),
-    "distance": Limit(
-        "Distance collapse (Theorem 1, critical N)",
-        "Distance collapse (Thm 1): mean N_crit / L",
-        "mean over L of N_crit / L; a censored L counts as the largest N tried (mean >= x)",
-        "larger",
-        (
-            Quote(
-                "The critical- N curve grows sub-linearly ($\\approx 0.06L$), confirming that "
-                "only a small subset of tokens can be separated before attention behaves as if "
-                "weights were uniform.",
-                "3.1",
-            ),
-        ),
-        when="the selected tokens must stay distinguishable over a larger share of the context",
-        share=True,
-    ),
-    "separability": Limit(
-        "Separability (Theorem 2)",
-        "Separability (Thm 2): mean N_s/N at N = {n_max}",
-        "mean N_s / N at the largest N of the separability grid",
-        "larger",
-        (
-            Quote(
-                "Thus—even with idealised spherical embeddings—softmax attention cannot cleanly "
-                "separate more than about four-fifths of the tokens it selects; adding further "
-                "tokens mainly dilutes the representation without improving geometric "
-                "resolution.",
-                "3.2",
-            ),
-        ),
-        when="many selected tokens must stay geometrically separable",
-        share=True,
-    ),
-    "gradient": Limit(
-        "Gradient at the trained temperature (Lemma 2)",
-        "Gradient at trained T (Lemma 2): median ||J|| at L = {l_max}",
-        "median ||d weights / d logits||_2 at the largest L, the model as trained",
-        "either",
-        (
-            Quote(
-                "Its limitations, however, are now well established: it produces dense "
-                "distributions, its peak value drops as the context grows (*vanishing-attention* "
-                "effect), and its Jacobian explodes when the temperature is driven low, yielding "
-                "unstable gradients.",
-                "4",
-            ),
-            Quote(
-                "The resulting gradients are too small for effective learning, especially in "
-                "long-context settings [4, 19].",
-                "1",
-            ),
-            Quote(
-                "*Gradient-controlled variants* (e.g. Self-Adjusted Softmax) re-weight logits "
-                "according to the layer-wise dynamic range, keeping the Jacobian spectrum in a "
-                "healthy band [20].",
-                "4",
-            ),
-        ),
-        reason=(
-            "a larger ||J|| is nearer the low-temperature instability (Section 4), a smaller one "
-            "nearer the too-small gradients of vanishing attention (Section 1); the paper asks "
-            "for a healthy band, and one norm at one temperature cannot say which side of it a "
-            "rule is on. The low-temperature sensitivity has its own column."
-        ),
-        when="gradients must stay in a healthy band at the trained temperature",
-    ),
-    "gradient_low_t": Limit(
-        "Gradient sensitivity at low temperature (Corollary 3)",
-        "Gradient sensitivity (Cor. 3): mean T ||J|| over T <= {t_low:g}",
-        f"mean T x ||d rule(z / T) / d z||_2 over the sweep's rows at T <= {LOW_TEMPERATURE:g}"
-        " (led by the largest such T: rows with a clear top turn one-hot and their T ||J|| falls;"
-        " the largest reaches each rule's own ceiling, the median vanishes with the one-hot rows)",
-        "smaller",
-        (
-            Quote(
-                "A smaller temperature T sharpens the softmax but simultaneously inflates the "
-                "Jacobian norm (scaling as $1/T$), making the attention distribution highly "
-                "sensitive to even tiny logit perturbations and thus harder to train stably.",
-                "2.3 (Corollary 3)",
-            ),
-            Quote(
-                "The teoretical and practical analysis shows that it’s better to avoid using "
-                "the $T \\leq 0.1$.",
-                "5",
-            ),
-        ),
-        when="attention must be sharp (a low temperature) and still train stably",
-    ),
-    "length": Limit(
-        "Length generalisation (Scalable-Softmax's claim)",
-        "Length generalisation: ppl(C) / ppl({c_max}), last positions",
-        "held-out perplexity at the training context over that at the longest context, last "
-        "positions of each window",
-        "larger",
-        (
-            Quote(
-                "Our GPT-2 experiment (Fig. 2, middle) confirms the predicted plateau and "
-                "justifies why sparse or length-aware rules can improve long-context "
-                "performance.",
-                "4",
-            ),
-        ),
-        when="the model must read contexts longer than it was trained on",
-        of_weights=False,
-    ),
-}
+from .study_limits import (
+    FIXED_TEMPERATURE as FIXED_TEMPERATURE,
+)
+from .study_limits import (
+    HIGHER as HIGHER,
+)
+from .study_limits import (
+    LIMITS as LIMITS,
+)
+from .study_limits import (
+    LOW_TEMPERATURE as LOW_TEMPERATURE,
+)
+from .study_limits import (
+    LOWER as LOWER,
+)
+from .study_limits import (
+    NO_CHANGE as NO_CHANGE,
+)
+from .study_limits import (
+    NO_DIFFERENCE as NO_DIFFERENCE,
+)
+from .study_limits import (
+    NO_VERDICT as NO_VERDICT,
+)
+from .study_limits import (
+    NOT_MEASURED as NOT_MEASURED,
+)
+from .study_limits import (
+    ONE_SEED as ONE_SEED,
+)
+from .study_limits import (
+    RELAXES as RELAXES,
+)
+from .study_limits import (
+    SUPPORT_LIMITED as SUPPORT_LIMITED,
+)
+from .study_limits import (
+    SUPPORT_LIMITED_SHARE as SUPPORT_LIMITED_SHARE,
+)
+from .study_limits import (
+    TIGHTENS as TIGHTENS,
+)
+from .study_limits import (
+    UNDECIDED as UNDECIDED,
+)
+from .study_limits import (
+    VERDICTS as VERDICTS,
+)
+from .study_limits import (
+    ZERO_WEIGHT_DISTANCE as ZERO_WEIGHT_DISTANCE,
+)
+from .study_limits import (
+    ZERO_WEIGHT_ROWS_SHARE as ZERO_WEIGHT_ROWS_SHARE,
+)
+from .study_limits import (
+    Limit as Limit,
+)
+from .study_limits import (
+    Quote as Quote,
+)
 
 Measure = float | tuple[float, float] | None
 
@@ -251,13 +123,6 @@ def _interval(x: Measure) -> tuple[float, float] | None:
     if lo is None or not math.isfinite(lo) or lo < 0 or math.isnan(hi) or hi < lo:
         return None
     return float(lo), float(hi)
-
-
-def odds(x: float) -> float:
-    """x / (1 - x) of a share, clipped to [0, 1] first (a t-interval's end may leave it); 1 is
-    +inf."""
-    x = min(max(x, 0.0), 1.0)
-    return math.inf if x == 1.0 else x / (1.0 - x)
 
 
 def _at_least_ratio_above(high_side: float, low_side: float, ratio: float) -> bool:
@@ -298,15 +163,6 @@ def verdict(
     if v_lo * ratio > b_hi and v_hi < ratio * b_lo:
         return NO_CHANGE
     return UNDECIDED
-
-
-def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of log y on log x over the points with y > 0 (NaN if under two)."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
 
 
 def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
@@ -454,19 +310,6 @@ def measure_of(measures: Mapping[str, Any], key: str) -> Measure:
     return (value, upper)
 
 
-def shown(measures: Mapping[str, Any], key: str) -> str:
-    """The measure as the page shows it: '>= x' for a lower bound, and for the critical N how
-    many lengths were censored."""
-    value = measures.get(key)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    text = f"{value:.3g}"
-    if f"{key}_censored" in measures:
-        censored, lengths = measures[f"{key}_censored"], measures[f"{key}_lengths"]
-        text = (">= " if censored else "") + text + f"; {censored} of {lengths} L censored"
-    return text
-
-
 def same_weights_as_baseline(entries: Mapping[str, Mapping[str, Any]], baseline: str) -> set[str]:
     """The study's names (``entries``: study.normalizers) whose rule forms the baseline's weights
     by construction: a rule with an output gate (attnlimits.rules.Rule.output_gate, which acts
@@ -585,78 +428,6 @@ def verdicts(
     }
 
 
-def answer_line(
-    key: str,
-    header: str,
-    measures: Mapping[str, Mapping[str, Any]],
-    found: Mapping[str, Mapping[str, str]],
-    baseline: str,
-) -> str:
-    """One limit's answer on the page: the baseline's measure, then the other normalisers grouped
-    by verdict (with the reason where no verdict is given)."""
-    limit = LIMITS[key]
-    parts = [f"**{header}** -- {baseline}: {shown(measures[baseline], key)}."]
-    if limit.relaxes == "either":
-        others = [f"{n} ({shown(m, key)})" for n, m in measures.items() if n != baseline]
-        parts.append(f"No verdict, both readings defensible: {limit.reason}")
-        if others:
-            parts.append(f"Measured: {', '.join(others)}.")
-        return " ".join(parts)
-    for v in VERDICTS:
-        names = [
-            f"{n} ({shown(m, key)})"
-            for n, m in measures.items()
-            if n != baseline and found[n][key] == v
-        ]
-        if names:
-            parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
-    return " ".join(parts)
-
-
-RELAXES_WHEN = {
-    "larger": "larger",
-    "smaller": "smaller",
-    "either": "both readings defensible: no verdict",
-}
-
-
-def orientation_table() -> str:
-    """The orientation of every measure with the paper's sentences, as a Markdown table."""
-    rows = [
-        [
-            limit.title,
-            limit.measure,
-            RELAXES_WHEN[limit.relaxes],
-            " / ".join(f'"{q.text}"' for q in limit.quotes),
-            "; ".join(q.section for q in limit.quotes),
-        ]
-        for limit in LIMITS.values()
-    ]
-    return markdown_table(
-        ["limit", "measure", "relaxes the limit when", "the paper", "section"], rows
-    )
-
-
-def fill_template(template: str, fields: Mapping[str, str]) -> str:
-    """Every [[name]] of the template replaced by its field; an unknown name is an error."""
-
-    def fill(match: re.Match[str]) -> str:
-        key = match.group(1)
-        if key not in fields:
-            raise KeyError(f"study template: unknown field [[{key}]]")
-        return fields[key]
-
-    return re.sub(r"\[\[([a-z_]+)\]\]", fill, template)
-
-
-# ------------------------------------------------------------------------------ over the seeds
-NO_DIFFERENCE = "no difference shown"
-ONE_SEED = "no interval (one seed)"
-HIGHER, LOWER = "higher", "lower"
-# The measures shown beside the limits, with no orientation of the paper's: the cost and the sink.
-BESIDE = ("perplexity", "sink")
-
-
 @dataclass(frozen=True)
 class SeedMeasure:
     """A limit's measure over the seeds: the mean of the per-seed values (of their lower ends,
@@ -680,52 +451,6 @@ class SeedMeasure:
     ratio: float = math.nan
     ratio_low: float = math.nan
     ratio_high: float = math.nan
-
-
-def t_interval(values, level: float) -> tuple[float, float, float]:
-    """(mean, low, high): mean +- t_{(1 + level)/2, n - 1} sd / sqrt(n), Student's t with n - 1
-    degrees of freedom over n seeds. Chosen over the bootstrap: with 3 seeds a percentile
-    bootstrap of the mean can only return about the seeds' range (which covers the median with
-    probability 1 - 2 / 2^3 = 75%, whatever level it is labelled), while the t-interval has its
-    level when the seeds' values spread normally. NaN ends with fewer than two values."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean()) if x.size else math.nan
-    if x.size < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf((1.0 + level) / 2.0, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
-
-
-def log_t_interval(values, level: float) -> tuple[float, float, float]:
-    """(geometric mean, low, high): t_interval of log(values), mapped back. For positive
-    measures compared by a ratio: the interval is one of ratios, never reaches below 0, and a
-    seed 100x off moves it by a factor, not by its raw size (sigmoid's length ratio: 0.0015,
-    0.10 and 0.21 over three seeds)."""
-    mean, low, high = t_interval(np.log(np.asarray(values, dtype=np.float64)), level)
-    return math.exp(mean), math.exp(low), math.exp(high)
-
-
-def paired_ratio(
-    values: tuple[float, ...], base: tuple[float, ...], level: float, share: bool = False
-) -> tuple[float, float, float]:
-    """(ratio, low, high): seed by seed value / baseline value (odds / odds for a ``share``),
-    their geometric mean and its t-interval on the log scale. The models of one seed share
-    initial weights and batches, so the pairs remove the spread the seeds have in common; two
-    unpaired intervals of three seeds each would need the seeds' whole spread on both sides.
-    NaN where under two pairs or any value is not positive (a share not inside (0, 1))."""
-    v, b = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
-    if v.size < 2 or v.size != b.size:
-        return math.nan, math.nan, math.nan
-    if share:
-        if not (((v > 0) & (v < 1)).all() and ((b > 0) & (b < 1)).all()):
-            return math.nan, math.nan, math.nan
-        v, b = v / (1 - v), b / (1 - b)
-    if not ((v > 0).all() and (b > 0).all()):
-        return math.nan, math.nan, math.nan
-    mean, low, high = t_interval(np.log(v / b), level)
-    return math.exp(mean), math.exp(low), math.exp(high)
 
 
 def ratio_verdict(low: float, high: float, ratio: float, relaxes: str) -> str:
@@ -860,190 +585,3 @@ def paired_differences(
             found = NO_DIFFERENCE
         out[name] = SeedMeasure(mean, low, high, len(ms), found)
     return out
-
-
-def shown_difference(m: SeedMeasure) -> str:
-    """A paired difference as '+x [+low, +high]', or '+x' where there is no interval."""
-    if math.isnan(m.mean):
-        return "n/a"
-    if math.isnan(m.low):
-        return f"{m.mean:+.3g}"
-    return f"{m.mean:+.3g} [{m.low:+.3g}, {m.high:+.3g}]"
-
-
-def shown_over_seeds(m: SeedMeasure) -> str:
-    """'mean [low, high]', or the mean alone where there is no interval; '>= mean' where the
-    mean is of lower ends (a censored seed)."""
-    if math.isnan(m.mean):
-        return "n/a"
-    mean = (">= " if m.lower_bound else "") + f"{m.mean:.3g}"
-    if math.isnan(m.low):
-        return mean
-    paired = (
-        ""
-        if math.isnan(m.ratio_low)
-        else f"; paired ratio x{m.ratio:.3g} [{m.ratio_low:.3g}, {m.ratio_high:.3g}]"
-    )
-    return f"{mean} [{m.low:.3g}, {m.high:.3g}]{paired}"
-
-
-def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
-    """'every seed below <baseline>'s (permutation p = 1/10)' where all of a rule's seeds lie on
-    one side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by
-    orders of magnitude; the order alone has the exact p of all n rule values falling on one
-    side or the other of m baseline values by chance, 2 / C(n + m, n) (the side is read off the
-    data, so both count)."""
-    if len(m.values) < 2 or len(base.values) < 2:
-        return ""
-    if max(m.values) < min(base.values):
-        side = "below"
-    elif min(m.values) > max(base.values):
-        side = "above"
-    else:
-        return ""
-    p = 2 / math.comb(len(m.values) + len(base.values), len(m.values))
-    return f"every seed {side} {baseline}'s, permutation p = {p:.2g}"
-
-
-def answer_line_over_seeds(
-    key: str, header: str, over: Mapping[str, Mapping[str, SeedMeasure]], baseline: str
-) -> str:
-    """One limit's answer on the page from the verdicts over the seeds: the baseline's mean and
-    interval, then the other normalisers grouped by verdict."""
-    limit = LIMITS[key]
-    parts = [f"**{header}** -- {baseline}: {shown_over_seeds(over[baseline][key])}."]
-    others = {n: m[key] for n, m in over.items() if n != baseline}
-    if limit.relaxes == "either":
-        parts.append(f"No verdict, both readings defensible: {limit.reason}")
-        shown_ = [f"{n} ({shown_over_seeds(m)})" for n, m in others.items()]
-        if shown_:
-            parts.append(f"Measured: {', '.join(shown_)}.")
-        return " ".join(parts)
-    for v in dict.fromkeys(m.verdict for m in others.values()):
-
-        def named(n: str, m: SeedMeasure, v=v) -> str:
-            order = seed_order(m, over[baseline][key], baseline) if v == NO_DIFFERENCE else ""
-            return f"{n} ({shown_over_seeds(m)}{'; ' + order if order else ''})"
-
-        names = [named(n, m) for n, m in others.items() if m.verdict == v]
-        parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
-    return " ".join(parts)
-
-
-# ------------------------------------------------------------------ which rule to use when
-RATIO_WORD = "the configured ratio"
-
-
-def _difference(row: Mapping[str, Any], label: str) -> SeedMeasure:
-    """A paired difference (``<label>_mean`` / ``_low`` / ``_high`` / ``_verdict``) of a row of
-    the seeds table; a missing or null number is NaN."""
-
-    def number(key: str) -> float:
-        value = row.get(f"{label}_{key}")
-        return math.nan if value is None else float(value)
-
-    verdict_ = row.get(f"{label}_verdict") or NOT_MEASURED
-    return SeedMeasure(number("mean"), number("low"), number("high"), row.get("seeds", 0), verdict_)
-
-
-def _cost_text(row: Mapping[str, Any]) -> str:
-    """A rule's held-out perplexity cost (its paired difference to the baseline's), in words."""
-    m = _difference(row, "perplexity_cost")
-    if m.verdict == HIGHER:
-        return f"costs {shown_difference(m)} held-out perplexity"
-    if m.verdict == LOWER:
-        return f"and lowers held-out perplexity, {shown_difference(m)}"
-    if m.verdict == NO_DIFFERENCE:
-        return f"perplexity cost unresolved, {shown_difference(m)}"
-    if m.verdict == ONE_SEED:
-        return f"perplexity {shown_difference(m)}, one seed: no interval"
-    return "perplexity cost not measured"
-
-
-def _named(rows: list[Mapping[str, Any]], notes: Mapping[str, str] | None = None) -> str:
-    """'a (its cost); b (its cost)', the cheapest first (an unmeasured cost last); ``notes``:
-    a caveat to print beside a rule's name."""
-
-    def cost(row):
-        c = _difference(row, "perplexity_cost").mean
-        return math.inf if math.isnan(c) else c
-
-    def name(row):
-        note = (notes or {}).get(row["normalizer"])
-        return row["normalizer"] + (f", {note}" if note else "")
-
-    return "; ".join(f"{name(r)} ({_cost_text(r)})" for r in sorted(rows, key=cost))
-
-
-def which_rule_when(
-    table: pl.DataFrame, baseline: str, notes: Mapping[str, str] | None = None
-) -> str:
-    """The "which rule to use when" summary, generated from the table over the seeds (the seeds
-    CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
-    ``perplexity_cost_*`` and ``sink_change_*``). One Markdown item per limit: the rules whose
-    interval is apart from the baseline's in the paper's direction ('relaxes'), cheapest first
-    with their perplexity cost, and those that tighten it; 'no difference shown' where none
-    relaxes it; no verdict for the orientation-free limit. Then the sink and the perplexity."""
-    rows = [r for r in table.to_dicts() if r["normalizer"] != baseline]
-    lines = []
-    for key, limit in LIMITS.items():
-        lead = f"- **When {limit.when}** ({limit.title}):"
-        if limit.relaxes == "either":
-            lines.append(
-                f"{lead} no verdict, both readings defensible; the table shows each measure."
-            )
-            continue
-        relax = [r for r in rows if r.get(f"{key}_verdict") == RELAXES]
-        tighten = [r["normalizer"] for r in rows if r.get(f"{key}_verdict") == TIGHTENS]
-        compared = [r for r in rows if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)]
-        apart = sorted(
-            {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in rows}
-            - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
-        )
-        if relax:
-            text = f"{lead} {_named(relax, notes)}."
-        elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
-            text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
-        else:
-            # no shown difference is not a shown equivalence: say how many rules were compared
-            text = (
-                f"{lead} no rule is shown to relax it: of {len(compared)} rules compared with "
-                f"{baseline}, none has a paired ratio {RATIO_WORD} beyond it in the paper's "
-                "direction."
-            )
-            if apart:
-                text += f" Not compared: {'; '.join(apart)}."
-        if tighten:
-            text += f" Tightens it: {', '.join(tighten)}."
-        lines.append(text)
-    sink = [r for r in rows if r.get("sink_change_verdict") == LOWER]
-    more = [r["normalizer"] for r in rows if r.get("sink_change_verdict") == HIGHER]
-    lead = "- **When the attention sink must go** (first-token weight x L, 1: uniform):"
-    base = next((r for r in table.to_dicts() if r["normalizer"] == baseline), {})
-    base_low = base.get("sink_low")
-    if base_low is not None and math.isfinite(base_low) and base_low <= 1.0:
-        # nothing shown to remove: "lower" than a baseline not shown above uniform cures no sink
-        text = (
-            f"{lead} {baseline}'s models show no sink to remove: their first token's weight is "
-            f"{base.get('sink_mean', math.nan):.3g} [{base_low:.3g}, "
-            f"{base.get('sink_high', math.nan):.3g}] times a uniform row's, not shown above it, "
-            "so no rule is named for removing one."
-        )
-    elif sink:
-        text = f"{lead} lower than {baseline}'s: {_named(sink, notes)}."
-    else:
-        text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
-    if more:
-        text += f" Higher than {baseline}'s: {', '.join(more)}."
-    lines.append(text)
-    cheaper = [r for r in rows if r.get("perplexity_cost_verdict") == LOWER]
-    costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]
-    lead = "- **When held-out perplexity comes first**:"
-    if cheaper:
-        text = f"{lead} lower than {baseline}'s: {_named(cheaper, notes)}."
-    else:
-        text = f"{lead} no rule's held-out perplexity is shown lower than {baseline}'s."
-    if costly:
-        text += f" Higher: {', '.join(costly)}."
-    lines.append(text)
-    return "\n".join(lines)

@@ -11,16 +11,13 @@ import polars as pl
 from attnlimits import rules as rule_table
 from attnlimits_workflow.assemble import study_effective_set as n_star
 from attnlimits_workflow.assemble import study_report as report
+from attnlimits_workflow.assemble.study_prose import fill_template
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.effective_set import summarise
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
-from attnlimits_workflow.study import (
-    ceiling_withheld,
-    fill_template,
-    limit_measures,
-    seed_measures,
-)
+from attnlimits_workflow.study import ceiling_withheld, limit_measures, seed_measures
+from attnlimits_workflow.study_limits import ZERO_WEIGHT_ROWS_SHARE
 from attnlimits_workflow.tables import write_csv
 
 log = job_logger(snakemake, "study_report")
@@ -133,7 +130,15 @@ n_star_fields = {
     "n_star_targets": str(n_star_settings["targets"]),
     "n_star_variant": n_star_settings["variants"][0],
     "n_star_table": n_star.markdown(n_star_table),
-    "n_star_answer": n_star.answer(n_star_table, study.baseline),
+    "n_star_answer": n_star.answer(
+        n_star_table,
+        study.baseline,
+        {
+            n
+            for n, ms in per_seed.items()
+            if any(m.get("zero_weight_rows", 0.0) > ZERO_WEIGHT_ROWS_SHARE for m in ms)
+        },
+    ),
 }
 
 use_style(inp.style)

@@ -45,8 +45,8 @@ def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
     return (
         f"Over L = {', '.join(map(str, lengths))}, N* ({variant}) grows {count(grows)} "
         f"({' -> '.join(map(str, n))}) and N*/L falls {count(falls)} "
-        f"({' -> '.join(f'{s:.3f}' for s in share)}). Point values; the intervals above say "
-        "which steps the chunks resolve."
+        f"({' -> '.join(f'{s:.3f}' for s in share)}); uncensored lengths only, point "
+        "values: the intervals above say which steps the chunks resolve."
     )
 
 

@@ -14,10 +14,16 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from ..study import NO_DIFFERENCE, ONE_SEED, log_t_interval, paired_ratio
+from attnlimits.intervals import log_t_interval, paired_ratio
+
+from ..study_limits import NO_DIFFERENCE, ONE_SEED
 
 FEWER, MORE = "fewer keys", "more keys"
 CENSORED = "no verdict: a seed's N* is censored (above every N searched)"
+# Every model of the study reads the same windows, so the seeds' spread leaves out the text's:
+# a reading also needs, in every seed, the two models' window-bootstrap intervals apart.
+NO_WINDOW_INTERVAL = "no verdict: no window-bootstrap interval (too few windows)"
+WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
 
 
 def seeds_frame(summaries: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
@@ -62,6 +68,7 @@ def over_seeds(
                     f"{baseline} {base['seed'].to_list()}; the ratio pairs them seed by seed"
                 )
             censored = bool(own["censored"].any())
+            base_nll = float(own["base_nll_per_target"].mean())
             # a censored seed's N* is known from below: its lower bound stands in the mean
             values = [
                 float(lb if c else n)
@@ -82,6 +89,8 @@ def over_seeds(
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
+                if verdict in (FEWER, MORE):
+                    verdict = windows_apart(own, base, verdict)
             rows.append(
                 {
                     "normalizer": name,
@@ -93,6 +102,7 @@ def over_seeds(
                     "n_star_high": high,
                     "n_star_values": " ".join(f"{v:g}" for v in values),
                     "censored": censored,
+                    "base_nll_per_target": base_nll,
                     "ratio": r,
                     "ratio_low": r_low,
                     "ratio_high": r_high,
@@ -105,6 +115,20 @@ def over_seeds(
     )
 
 
+def windows_apart(own: pl.DataFrame, base: pl.DataFrame, verdict: str) -> str:
+    """``verdict`` (fewer or more keys) where, in every seed, the rule's window-bootstrap interval
+    of N* lies wholly on that side of the baseline's; else why not. Both tables hold one row per
+    seed, in the same seed order."""
+    bounds = ("n_star_low", "n_star_high")
+    if any(own[c].null_count() or base[c].null_count() for c in bounds):
+        return NO_WINDOW_INTERVAL
+    if verdict == FEWER:
+        apart = (own["n_star_high"] < base["n_star_low"]).all()
+    else:
+        apart = (own["n_star_low"] > base["n_star_high"]).all()
+    return verdict if apart else WINDOWS_OVERLAP
+
+
 def cell(row: Mapping) -> str:
     """One (rule, L) cell: 'reading: mean [low, high]; paired ratio xr [low, high]', the mean a
     lower bound ('>= ') where a seed is censored."""
@@ -115,7 +139,7 @@ def cell(row: Mapping) -> str:
         mean += (
             f"; paired ratio x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
         )
-    return f"{row['verdict']}: {mean}"
+    return f"{row['verdict']}: {mean}; NLL {row['base_nll_per_target']:.2f}"
 
 
 def markdown(table: pl.DataFrame) -> str:
@@ -131,17 +155,27 @@ def markdown(table: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def answer(table: pl.DataFrame, baseline: str) -> str:
+def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = None) -> str:
     """The section's answer in words: the baseline's N* and N*/L at the shortest and longest L,
-    then, per reading, the rules that read it at every L and those that read it at some."""
+    then, per reading, the rules that read it at every L and those that read it at some; a rule
+    of ``zero_weights`` (rows with exact zeros) is marked, as its N* is capped by its support."""
+    zero_weights = zero_weights or set()
+
+    def named(name: str) -> str:
+        return f"{name} (zero weights)" if name in zero_weights else name
+
     lengths = sorted(set(table["length"].to_list()))
     base = {
         r["length"]: r for r in table.filter(pl.col("normalizer") == baseline).iter_rows(named=True)
     }
     first, last = base[lengths[0]], base[lengths[-1]]
+
+    def at_least(row: Mapping) -> str:
+        return ">= " if row["censored"] else ""
+
     parts = [
-        f"{baseline} needs N* = {first['n_star_mean']:.3g} of L = {lengths[0]} keys "
-        f"(N*/L = {first['n_star_mean'] / lengths[0]:.2g}) and {last['n_star_mean']:.3g} of "
+        f"{baseline} needs N* = {at_least(first)}{first['n_star_mean']:.3g} of L = {lengths[0]} keys "
+        f"(N*/L = {first['n_star_mean'] / lengths[0]:.2g}) and {at_least(last)}{last['n_star_mean']:.3g} of "
         f"L = {lengths[-1]} (N*/L = {last['n_star_mean'] / lengths[-1]:.2g}), geometric means "
         "over the seeds."
     ]
@@ -151,16 +185,21 @@ def answer(table: pl.DataFrame, baseline: str) -> str:
         for name in dict.fromkeys(others["normalizer"].to_list()):
             found = others.filter(pl.col("normalizer") == name)["verdict"].to_list()
             if all(v == reading for v in found):
-                every.append(name)
+                every.append(named(name))
             elif reading in found:
                 at = others.filter((pl.col("normalizer") == name) & (pl.col("verdict") == reading))
-                some.append(f"{name} (L = {', '.join(map(str, at['length'].to_list()))})")
+                some.append(f"{named(name)} (L = {', '.join(map(str, at['length'].to_list()))})")
         said = [f"at every L: {', '.join(every)}"] if every else []
         said += [f"at some: {', '.join(some)}"] if some else []
         parts.append(
             f"{reading[0].upper()}{reading[1:]} than {baseline} "
             + ("; ".join(said) if said else "at no L")
             + "."
+        )
+    if any("(zero weights)" in part for part in parts):
+        parts.append(
+            "A rule marked (zero weights) puts exact zeros on keys: deleting them changes "
+            "nothing, so its N* is at most the largest number of nonzero weights of any row."
         )
     withheld = sorted({v for v in others["verdict"].to_list() if v.startswith("no verdict")})
     if withheld:

@@ -13,23 +13,23 @@ from attnlimits import rules as rule_table
 
 from ..plotting import log_axis
 from ..study import (
-    FIXED_TEMPERATURE,
-    LIMITS,
-    LOW_TEMPERATURE,
-    answer_line,
-    answer_line_over_seeds,
     censored_critical_n,
     fixed_temperature_rules,
     limit_measures,
-    orientation_table,
     same_weights_as_baseline,
+    verdicts,
+)
+from ..study_limits import FIXED_TEMPERATURE, LIMITS, LOW_TEMPERATURE
+from ..tables import markdown_table
+from .study_prose import (
+    answer_line,
+    answer_line_over_seeds,
+    orientation_table,
     shown,
     shown_difference,
     shown_over_seeds,
-    verdicts,
     which_rule_when,
 )
-from ..tables import markdown_table
 
 # Panel (d)'s y range: at small T softmax's norm underflows towards 1e-200 and the Self-Adjust
 # rules' grows without bound; the bounds live in this range, and the table has the extremes.

@@ -1,0 +1,289 @@
+"""The normaliser study's page in words: each measure as the page shows it, the answers limit by
+limit (one seed, and over the seeds), the orientation table, "which rule to use when", and the
+template's fields (docs/study.md; the numbers and verdicts are attnlimits_workflow.study's)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from ..study import SeedMeasure
+from ..study_limits import (
+    HIGHER,
+    LIMITS,
+    LOWER,
+    NO_DIFFERENCE,
+    NOT_MEASURED,
+    ONE_SEED,
+    RELAXES,
+    TIGHTENS,
+    VERDICTS,
+)
+from ..tables import markdown_table
+
+
+def shown(measures: Mapping[str, Any], key: str) -> str:
+    """The measure as the page shows it: '>= x' for a lower bound, and for the critical N how
+    many lengths were censored."""
+    value = measures.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    text = f"{value:.3g}"
+    if f"{key}_censored" in measures:
+        censored, lengths = measures[f"{key}_censored"], measures[f"{key}_lengths"]
+        text = (">= " if censored else "") + text + f"; {censored} of {lengths} L censored"
+    return text
+
+
+def answer_line(
+    key: str,
+    header: str,
+    measures: Mapping[str, Mapping[str, Any]],
+    found: Mapping[str, Mapping[str, str]],
+    baseline: str,
+) -> str:
+    """One limit's answer on the page: the baseline's measure, then the other normalisers grouped
+    by verdict (with the reason where no verdict is given)."""
+    limit = LIMITS[key]
+    parts = [f"**{header}** -- {baseline}: {shown(measures[baseline], key)}."]
+    if limit.relaxes == "either":
+        others = [f"{n} ({shown(m, key)})" for n, m in measures.items() if n != baseline]
+        parts.append(f"No verdict, both readings defensible: {limit.reason}")
+        if others:
+            parts.append(f"Measured: {', '.join(others)}.")
+        return " ".join(parts)
+    for v in VERDICTS:
+        names = [
+            f"{n} ({shown(m, key)})"
+            for n, m in measures.items()
+            if n != baseline and found[n][key] == v
+        ]
+        if names:
+            parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
+    return " ".join(parts)
+
+
+RELAXES_WHEN = {
+    "larger": "larger",
+    "smaller": "smaller",
+    "either": "both readings defensible: no verdict",
+}
+
+
+def orientation_table() -> str:
+    """The orientation of every measure with the paper's sentences, as a Markdown table."""
+    rows = [
+        [
+            limit.title,
+            limit.measure,
+            RELAXES_WHEN[limit.relaxes],
+            " / ".join(f'"{q.text}"' for q in limit.quotes),
+            "; ".join(q.section for q in limit.quotes),
+        ]
+        for limit in LIMITS.values()
+    ]
+    return markdown_table(
+        ["limit", "measure", "relaxes the limit when", "the paper", "section"], rows
+    )
+
+
+def fill_template(template: str, fields: Mapping[str, str]) -> str:
+    """Every [[name]] of the template replaced by its field; an unknown name is an error."""
+
+    def fill(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in fields:
+            raise KeyError(f"study template: unknown field [[{key}]]")
+        return fields[key]
+
+    return re.sub(r"\[\[([a-z_]+)\]\]", fill, template)
+
+
+def shown_difference(m: SeedMeasure) -> str:
+    """A paired difference as '+x [+low, +high]', or '+x' where there is no interval."""
+    if math.isnan(m.mean):
+        return "n/a"
+    if math.isnan(m.low):
+        return f"{m.mean:+.3g}"
+    return f"{m.mean:+.3g} [{m.low:+.3g}, {m.high:+.3g}]"
+
+
+def shown_over_seeds(m: SeedMeasure) -> str:
+    """'mean [low, high]', or the mean alone where there is no interval; '>= mean' where the
+    mean is of lower ends (a censored seed)."""
+    if math.isnan(m.mean):
+        return "n/a"
+    mean = (">= " if m.lower_bound else "") + f"{m.mean:.3g}"
+    if math.isnan(m.low):
+        return mean
+    paired = (
+        ""
+        if math.isnan(m.ratio_low)
+        else f"; paired ratio x{m.ratio:.3g} [{m.ratio_low:.3g}, {m.ratio_high:.3g}]"
+    )
+    return f"{mean} [{m.low:.3g}, {m.high:.3g}]{paired}"
+
+
+def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
+    """'every seed below <baseline>'s (permutation p = 1/10)' where all of a rule's seeds lie on
+    one side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by
+    orders of magnitude; the order alone has the exact p of all n rule values falling on one
+    side or the other of m baseline values by chance, 2 / C(n + m, n) (the side is read off the
+    data, so both count)."""
+    if len(m.values) < 2 or len(base.values) < 2:
+        return ""
+    if max(m.values) < min(base.values):
+        side = "below"
+    elif min(m.values) > max(base.values):
+        side = "above"
+    else:
+        return ""
+    p = 2 / math.comb(len(m.values) + len(base.values), len(m.values))
+    return f"every seed {side} {baseline}'s, permutation p = {p:.2g}"
+
+
+def answer_line_over_seeds(
+    key: str, header: str, over: Mapping[str, Mapping[str, SeedMeasure]], baseline: str
+) -> str:
+    """One limit's answer on the page from the verdicts over the seeds: the baseline's mean and
+    interval, then the other normalisers grouped by verdict."""
+    limit = LIMITS[key]
+    parts = [f"**{header}** -- {baseline}: {shown_over_seeds(over[baseline][key])}."]
+    others = {n: m[key] for n, m in over.items() if n != baseline}
+    if limit.relaxes == "either":
+        parts.append(f"No verdict, both readings defensible: {limit.reason}")
+        shown_ = [f"{n} ({shown_over_seeds(m)})" for n, m in others.items()]
+        if shown_:
+            parts.append(f"Measured: {', '.join(shown_)}.")
+        return " ".join(parts)
+    for v in dict.fromkeys(m.verdict for m in others.values()):
+
+        def named(n: str, m: SeedMeasure, v=v) -> str:
+            order = seed_order(m, over[baseline][key], baseline) if v == NO_DIFFERENCE else ""
+            return f"{n} ({shown_over_seeds(m)}{'; ' + order if order else ''})"
+
+        names = [named(n, m) for n, m in others.items() if m.verdict == v]
+        parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
+    return " ".join(parts)
+
+
+RATIO_WORD = "the configured ratio"
+
+
+def _difference(row: Mapping[str, Any], label: str) -> SeedMeasure:
+    """A paired difference (``<label>_mean`` / ``_low`` / ``_high`` / ``_verdict``) of a row of
+    the seeds table; a missing or null number is NaN."""
+
+    def number(key: str) -> float:
+        value = row.get(f"{label}_{key}")
+        return math.nan if value is None else float(value)
+
+    verdict_ = row.get(f"{label}_verdict") or NOT_MEASURED
+    return SeedMeasure(number("mean"), number("low"), number("high"), row.get("seeds", 0), verdict_)
+
+
+def _cost_text(row: Mapping[str, Any]) -> str:
+    """A rule's held-out perplexity cost (its paired difference to the baseline's), in words."""
+    m = _difference(row, "perplexity_cost")
+    if m.verdict == HIGHER:
+        return f"costs {shown_difference(m)} held-out perplexity"
+    if m.verdict == LOWER:
+        return f"and lowers held-out perplexity, {shown_difference(m)}"
+    if m.verdict == NO_DIFFERENCE:
+        return f"perplexity cost unresolved, {shown_difference(m)}"
+    if m.verdict == ONE_SEED:
+        return f"perplexity {shown_difference(m)}, one seed: no interval"
+    return "perplexity cost not measured"
+
+
+def _named(rows: list[Mapping[str, Any]], notes: Mapping[str, str] | None = None) -> str:
+    """'a (its cost); b (its cost)', the cheapest first (an unmeasured cost last); ``notes``:
+    a caveat to print beside a rule's name."""
+
+    def cost(row):
+        c = _difference(row, "perplexity_cost").mean
+        return math.inf if math.isnan(c) else c
+
+    def name(row):
+        note = (notes or {}).get(row["normalizer"])
+        return row["normalizer"] + (f", {note}" if note else "")
+
+    return "; ".join(f"{name(r)} ({_cost_text(r)})" for r in sorted(rows, key=cost))
+
+
+def which_rule_when(
+    table: pl.DataFrame, baseline: str, notes: Mapping[str, str] | None = None
+) -> str:
+    """The "which rule to use when" summary, generated from the table over the seeds (the seeds
+    CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
+    ``perplexity_cost_*`` and ``sink_change_*``). One Markdown item per limit: the rules whose
+    interval is apart from the baseline's in the paper's direction ('relaxes'), cheapest first
+    with their perplexity cost, and those that tighten it; 'no difference shown' where none
+    relaxes it; no verdict for the orientation-free limit. Then the sink and the perplexity."""
+    rows = [r for r in table.to_dicts() if r["normalizer"] != baseline]
+    lines = []
+    for key, limit in LIMITS.items():
+        lead = f"- **When {limit.when}** ({limit.title}):"
+        if limit.relaxes == "either":
+            lines.append(
+                f"{lead} no verdict, both readings defensible; the table shows each measure."
+            )
+            continue
+        relax = [r for r in rows if r.get(f"{key}_verdict") == RELAXES]
+        tighten = [r["normalizer"] for r in rows if r.get(f"{key}_verdict") == TIGHTENS]
+        compared = [r for r in rows if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)]
+        apart = sorted(
+            {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in rows}
+            - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
+        )
+        if relax:
+            text = f"{lead} {_named(relax, notes)}."
+        elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
+            text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
+        else:
+            # no shown difference is not a shown equivalence: say how many rules were compared
+            text = (
+                f"{lead} no rule is shown to relax it: of {len(compared)} rules compared with "
+                f"{baseline}, none has a paired ratio {RATIO_WORD} beyond it in the paper's "
+                "direction."
+            )
+            if apart:
+                text += f" Not compared: {'; '.join(apart)}."
+        if tighten:
+            text += f" Tightens it: {', '.join(tighten)}."
+        lines.append(text)
+    sink = [r for r in rows if r.get("sink_change_verdict") == LOWER]
+    more = [r["normalizer"] for r in rows if r.get("sink_change_verdict") == HIGHER]
+    lead = "- **When the attention sink must go** (first-token weight x L, 1: uniform):"
+    base = next((r for r in table.to_dicts() if r["normalizer"] == baseline), {})
+    base_low = base.get("sink_low")
+    if base_low is not None and math.isfinite(base_low) and base_low <= 1.0:
+        # nothing shown to remove: "lower" than a baseline not shown above uniform cures no sink
+        text = (
+            f"{lead} {baseline}'s models show no sink to remove: their first token's weight is "
+            f"{base.get('sink_mean', math.nan):.3g} [{base_low:.3g}, "
+            f"{base.get('sink_high', math.nan):.3g}] times a uniform row's, not shown above it, "
+            "so no rule is named for removing one."
+        )
+    elif sink:
+        text = f"{lead} lower than {baseline}'s: {_named(sink, notes)}."
+    else:
+        text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
+    if more:
+        text += f" Higher than {baseline}'s: {', '.join(more)}."
+    lines.append(text)
+    cheaper = [r for r in rows if r.get("perplexity_cost_verdict") == LOWER]
+    costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]
+    lead = "- **When held-out perplexity comes first**:"
+    if cheaper:
+        text = f"{lead} lower than {baseline}'s: {_named(cheaper, notes)}."
+    else:
+        text = f"{lead} no rule's held-out perplexity is shown lower than {baseline}'s."
+    if costly:
+        text += f" Higher: {', '.join(costly)}."
+    lines.append(text)
+    return "\n".join(lines)
