@@ -26,6 +26,7 @@ def n_star_table(n_stars, variant="attention-delete", lengths=(256, 512, 1024), 
                 "dnll_at_n_star": None if cut else 0.049,
                 "chunks": 8,
                 "N_crit_over_L_monte_carlo": 0.88,
+                "N_crit_censored_monte_carlo": length == 1024,
             }
         )
     return pl.DataFrame(
@@ -90,6 +91,24 @@ def test_the_page_block_and_the_run_without_n_star():
         "| variant | L | N*_0.05 [interval] | N*/L | dNLL_rel at N* | chunks | N_crit/L (monte_carlo) |"
     )
     assert "| attention-delete | 256 | 61 [60, 63] | 0.238 | 0.049 | 8 | 0.880 |" in lines
-    assert "| random-delete | 1024 | > 902 (censored) | n/a | n/a | 8 | 0.880 |" in lines
+    assert "| random-delete | 1024 | > 902 (censored) | n/a | n/a | 8 | >= 0.880 |" in lines
     assert "![N* of smol](findings/smol.effective_set.png)" in lines
     assert findings_functional.functional_section({}, {}, {}).startswith("No model entry")
+
+
+def test_the_entry_table_carries_the_critical_n_and_whether_it_is_censored():
+    from attnlimits_workflow.assemble.effective_set_report import effective_set_table
+
+    summary = pl.DataFrame({"length": [256, 512], "variant": ["attention-delete"] * 2})
+    critical = pl.DataFrame(
+        {
+            "length": [256, 512, 256],
+            "expectation": ["monte_carlo", "monte_carlo", "closed_form"],
+            "N_crit_over_length": [0.5, 0.75, 0.25],
+            "N_crit_censored": [False, True, False],
+        }
+    )
+    table = effective_set_table(summary, critical)
+    assert table["N_crit_over_L_monte_carlo"].to_list() == [0.5, 0.75]
+    assert table["N_crit_censored_monte_carlo"].to_list() == [False, True]
+    assert table["N_crit_over_L_closed_form"].to_list() == [0.25, None]

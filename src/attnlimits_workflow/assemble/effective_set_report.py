@@ -100,12 +100,19 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
 
 
 def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
-    """One row per (variant, L): N* with its interval and N*/L, beside N_crit/L per expectation."""
-    wide = critical.select("length", "expectation", "N_crit_over_length").pivot(
-        on="expectation", index="length", values="N_crit_over_length"
-    )
-    wide = wide.rename({c: f"N_crit_over_L_{c}" for c in wide.columns if c != "length"})
-    return summary.join(wide, on="length", how="left").sort(["variant", "length"])
+    """One row per (variant, L): N* with its interval and N*/L, beside N_crit/L per expectation
+    and whether that N_crit is censored (a lower bound)."""
+    out = summary
+    for column, name in (
+        ("N_crit_over_length", "N_crit_over_L"),
+        ("N_crit_censored", "N_crit_censored"),
+    ):
+        wide = critical.select("length", "expectation", column).pivot(
+            on="expectation", index="length", values=column
+        )
+        wide = wide.rename({c: f"{name}_{c}" for c in wide.columns if c != "length"})
+        out = out.join(wide, on="length", how="left")
+    return out.sort(["variant", "length"])
 
 
 def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: float) -> Figure:

@@ -86,7 +86,10 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
             _share(r["n_star_over_length"]),
             _share(r["dnll_at_n_star"]),
             str(r["chunks"]),
-            *[_share(r[c]) for c in crit],
+            *[
+                (">= " if r.get(c.replace("_over_L_", "_censored_")) else "") + _share(r[c])
+                for c in crit
+            ],
         ]
         for r in table.sort("variant", "length").iter_rows(named=True)
     ]
