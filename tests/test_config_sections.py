@@ -8,7 +8,8 @@ import pytest
 import yaml
 from project import REPO
 
-from attnlimits_workflow import config as checks
+from attnlimits_workflow import config, config_schema
+from attnlimits_workflow import config_sections as checks
 
 pytestmark = pytest.mark.unit
 
@@ -254,7 +255,7 @@ def test_names_the_paths_are_made_of_are_checked_once_per_run():
     cfg = changed(corpus__name="x" * 20)
     cfg["study"]["normalizers"] = {"ab" * 20: {"kind": "softmax"}}
     runs = {"compare": {"model": {"trained": None}}, "gpt2": {"model": {"trained": "softmax"}}}
-    assert checks.name_errors(cfg, runs) == [
+    assert config.name_errors(cfg, runs) == [
         "model.name: 'compare' is a folder the workflow's shared outputs use; choose another "
         "name (reserved: compare, study, default_model, figures, download_corpus)",
         "corpus.name: 'xxxxxxxxxxxxxxxxxxxx' ends in 'x' repeated 20 times, which Snakemake "
@@ -265,19 +266,19 @@ def test_names_the_paths_are_made_of_are_checked_once_per_run():
         "train is an entry of study.normalizers)",
     ]
     cfg["models"] = {"compare": None}
-    assert checks.name_errors(cfg, runs)[0].startswith("models: 'compare' is a folder")
-    assert checks.name_errors(cfg, runs)[-1].startswith("models.gpt2 -> model.trained: set by")
+    assert config.name_errors(cfg, runs)[0].startswith("models: 'compare' is a folder")
+    assert config.name_errors(cfg, runs)[-1].startswith("models.gpt2 -> model.trained: set by")
 
 
 def test_corpus_bundled_names_a_text_python_ships():
-    schema = checks.read_schema(REPO / "workflow/schemas/config.schema.yaml")
-    assert checks.schema_errors(changed(corpus__bundled="python_docs"), schema) == []
-    (line,) = checks.schema_errors(changed(corpus__bundled="gutenberg"), schema)
+    schema = config_schema.read_schema(REPO / "workflow/schemas/config.schema.yaml")
+    assert config_schema.schema_errors(changed(corpus__bundled="python_docs"), schema) == []
+    (line,) = config_schema.schema_errors(changed(corpus__bundled="gutenberg"), schema)
     assert line.startswith("corpus.bundled:") and "python_docs" in line
 
 
 def test_all_rows_needs_two_draws_to_know_the_error_of_e():
-    schema = checks.read_schema(REPO / "workflow/schemas/config.schema.yaml")
-    assert checks.schema_errors(changed(analysis__all_rows__mc_draws=2), schema) == []
-    (line,) = checks.schema_errors(changed(analysis__all_rows__mc_draws=1), schema)
+    schema = config_schema.read_schema(REPO / "workflow/schemas/config.schema.yaml")
+    assert config_schema.schema_errors(changed(analysis__all_rows__mc_draws=2), schema) == []
+    (line,) = config_schema.schema_errors(changed(analysis__all_rows__mc_draws=1), schema)
     assert line.startswith("analysis.all_rows.mc_draws:")

@@ -188,7 +188,7 @@ def test_an_analysis_modules_own_config_rule_is_checked(tmp_path, monkeypatch):
 
     import yaml
 
-    from attnlimits_workflow import config as checks
+    from attnlimits_workflow import config_sections as checks
 
     (tmp_path / "toy.py").write_text("\ndef config_errors(config):\n    ...\n")
     toy = types.ModuleType("attnlimits_workflow.analyses.toy")

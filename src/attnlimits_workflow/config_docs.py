@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from .config import StrictValidator
-from .config import resolve_ref as resolve
+from .config_schema import StrictValidator
+from .config_schema import resolve_ref as resolve
 
 DEFAULTS = Path("config/config.yaml")
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
