@@ -363,3 +363,57 @@ def test_the_top_n_mask_is_a_stable_sorts_first_n(values, data):
     want = torch.zeros(len(values), dtype=torch.bool)
     want[order] = True
     assert torch.equal(top_n_mask(score, n)[0], want)
+
+
+# --- the study's trained rules under the intervention ----------------------------------------
+
+STUDY_RULES = {
+    "sparsemax": {"kind": "sparsemax"},
+    "ssmax": {"kind": "scalable_softmax"},
+    "sigmoid": {"kind": "sigmoid_attention"},
+    "sink": {"kind": "softmax_sink"},
+    "stick_breaking": {"kind": "stick_breaking"},
+    "gated": {"kind": "gated_softmax"},
+    "sa_raw": {"kind": "self_adjust_softmax_raw"},
+}
+STUDY_ARCH = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "layers": 2,
+    "heads": 4,
+    "kv_heads": 2,
+    "max_positions": 64,
+    "rope_theta": 10000.0,
+}
+
+
+def study_model(rule):
+    """A tiny model of the study with ``rule``, its attention the intervention's."""
+    from attnlimits_workflow.training import build_model
+
+    model = build_model(STUDY_ARCH, rule, 50, 0, 16).eval()
+    model.config._attn_implementation = register_intervention()
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(STUDY_RULES))
+def test_a_trained_rule_under_the_intervention(name):
+    """Every study rule: N >= L is the rule's own forward bit for bit; the intervened path with
+    every key kept (N = L - 1 on rows that see fewer) equals it to float32 rounding; N = 1
+    changes the loss."""
+    from attnlimits.extraction import register_rule_attention
+
+    model = study_model(STUDY_RULES[name])
+    ids = torch.randint(0, 50, (1, 24), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        model.config._attn_implementation = register_rule_attention()
+        plain = model(input_ids=ids).logits
+        model.config._attn_implementation = register_intervention()
+        with intervene(Intervention(24)):
+            assert torch.equal(model(input_ids=ids).logits, plain)
+        # only the last row sees 24 keys; N = 23 drops its least key, every other row keeps all
+        with intervene(Intervention(23)):
+            near = model(input_ids=ids).logits
+        torch.testing.assert_close(near[0, :-1], plain[0, :-1], rtol=1e-5, atol=1e-5)
+        with intervene(Intervention(1)):
+            assert not torch.allclose(model(input_ids=ids).logits[0, 2:], plain[0, 2:])
