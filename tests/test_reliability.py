@@ -339,6 +339,7 @@ def test_only_model_jobs_get_the_torch_environment():
     assert model_jobs == {
         "fetch_model",
         "chunk_corpus",
+        "study_effective_windows",  # chunk_corpus's script on the study's held-out windows
         "extract_batch",
         "train_model",
         "evaluate_model",
