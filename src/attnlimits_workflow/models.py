@@ -57,21 +57,69 @@ def gguf_path(model_cfg: dict[str, Any]) -> Path | None:
     return Path(name)
 
 
+def gguf_probe_cache_dir() -> Path:
+    """Where the GGUF probes' results are kept between runs: $ATTNLIMITS_CACHE, else
+    $XDG_CACHE_HOME/attnlimits, else ~/.cache/attnlimits (each under gguf-probe/)."""
+    root = os.environ.get("ATTNLIMITS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "attnlimits"
+    )
+    return Path(root) / "gguf-probe"
+
+
+def cached_gguf_probe(kind: str, path: Path, probe: Callable[[Path], Any]) -> Any:
+    """``probe(path)``, remembered on disk by the file's resolved path, size and modification
+    time: reading a GGUF file's metadata parses its whole vocabulary (about half a minute for
+    SmolLM2's 49,152 tokens on 2 cores), and every plan of a run checks the file. A changed,
+    re-downloaded or truncated file has another key, so it is probed again. A cache that cannot
+    be read or written is skipped."""
+    stat = Path(path).stat()
+    key = hashlib.sha256(
+        json.dumps([kind, str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]).encode()
+    ).hexdigest()
+    entry = gguf_probe_cache_dir() / f"{key}.json"
+    try:
+        return json.loads(entry.read_text())["value"]
+    except (OSError, ValueError, KeyError):
+        pass
+    value = probe(path)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"value": value}))
+        os.replace(tmp, entry)  # atomic: a reader sees the whole entry or none
+    except (OSError, TypeError, ValueError):
+        pass
+    return value
+
+
 def gguf_config(path: Path) -> dict[str, Any]:
-    """The transformers config a GGUF file's metadata describes (reads the header, not weights)."""
+    """The transformers config a GGUF file's metadata describes (reads the header, not weights;
+    remembered per file by :func:`cached_gguf_probe`)."""
+    found = cached_gguf_probe("config", path, _gguf_config_or_error)
+    if "error" in found:
+        raise ModelSourceError(
+            f"model.gguf_file: {path} is not a GGUF file transformers reads ({found['error']})"
+        )
+    return found["config"]
+
+
+def _gguf_config_or_error(path: Path) -> dict[str, Any]:
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     try:
-        return dict(load_gguf_checkpoint(str(path), return_tensors=False)["config"])
+        return {"config": dict(load_gguf_checkpoint(str(path), return_tensors=False)["config"])}
     except Exception as exc:  # the gguf reader raises ValueError, KeyError, OSError, ...
-        raise ModelSourceError(
-            f"model.gguf_file: {path} is not a GGUF file transformers reads ({exc})"
-        ) from exc
+        return {"error": str(exc)}
 
 
 def gguf_problem(path: Path) -> str | None:
-    """Why a GGUF file cannot be read whole (truncated, damaged header), or None. GGUF carries no
-    checksum: a flipped bit inside a tensor's data is not seen (the manifest's hash records it)."""
+    """Why a GGUF file cannot be read whole (truncated, damaged header), or None (remembered per
+    file by :func:`cached_gguf_probe`). GGUF carries no checksum: a flipped bit inside a
+    tensor's data is not seen (the manifest's hash records it)."""
+    return cached_gguf_probe("problem", path, _gguf_problem)
+
+
+def _gguf_problem(path: Path) -> str | None:
     try:
         from gguf import GGUFReader
     except ImportError:  # the fetch job names the missing package
