@@ -22,6 +22,7 @@ from attnlimits_workflow.assemble import (
     fig5,
     findings,
     heads_report,
+    normalizer_summary,
     scorecard,
     study_report,
     summaries,
@@ -122,7 +123,7 @@ def test_normalizer_summary_by_hand():
             "ratio_of_selected": [0.5, 1.0],
         }
     )
-    out = summaries.summarise_normalizers(
+    out = normalizer_summary.summarise_normalizers(
         samples, critical, sep, {"soft": "softmax", "sparse": "sparsemax"}
     )
     b = out["by_length"]

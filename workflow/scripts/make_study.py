@@ -11,6 +11,7 @@ import polars as pl
 from attnlimits import rules as rule_table
 from attnlimits_workflow.assemble import study_effective_set as n_star
 from attnlimits_workflow.assemble import study_report as report
+from attnlimits_workflow.assemble.study_figure import study_figure
 from attnlimits_workflow.assemble.study_prose import fill_template
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.effective_set import summarise
@@ -142,7 +143,7 @@ n_star_fields = {
 }
 
 use_style(inp.style)
-fig, caption = report.study_figure(study)
+fig, caption = study_figure(study)
 save(fig, out.pdf, out.png, caption)
 try:
     page = fill_template(

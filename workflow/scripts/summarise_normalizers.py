@@ -1,9 +1,9 @@
 """Per (normalizer, L) aggregates of the normalizer diagnostics, and N_s/N per (normalizer, N)
-(attnlimits_workflow.assemble.summaries.summarise_normalizers)."""
+(attnlimits_workflow.assemble.normalizer_summary.summarise_normalizers)."""
 
 import polars as pl
 
-from attnlimits_workflow.assemble.summaries import summarise_normalizers
+from attnlimits_workflow.assemble.normalizer_summary import summarise_normalizers
 from attnlimits_workflow.jobs import job_logger, write_table
 
 log = job_logger(snakemake, "summarise_normalizers")

@@ -20,7 +20,7 @@ def normalizer_lines(ax, frame: pl.DataFrame, x: str, y: str, names: list[str], 
 
 def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
     """The figure and its caption's note, from the normalizer summaries
-    (summaries.summarise_normalizers)."""
+    (normalizer_summary.summarise_normalizers)."""
     names = by_length["normalizer"].unique(maintain_order=True).to_list()
     colors = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
     # Rules that give nearly the same curve (softmax and the normalised Self-Adjust softmax) stay

@@ -1,5 +1,5 @@
 """Table 2: normalizer x diagnostic at the largest L (and N_s/N at beyond.n), from the summaries
-of the what-if normalizers (summaries.summarise_normalizers)."""
+of the what-if normalizers (normalizer_summary.summarise_normalizers)."""
 
 import polars as pl
 

@@ -1,0 +1,54 @@
+"""The what-if normalizers' diagnostics summarised per (normalizer, L) and per (normalizer, L, N):
+Table 2 and Fig. 5 read them (rule summarise_normalizers)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def summarise_normalizers(
+    samples: pl.DataFrame,
+    critical_n: pl.DataFrame,
+    separability: pl.DataFrame,
+    kinds: dict[str, str],
+) -> dict[str, pl.DataFrame]:
+    """The normalizer diagnostics per (normalizer, L) ("by_length", with each normalizer's
+    ``kinds`` entry and its critical N / L) and N_s/N per (normalizer, L, N) ("separability")."""
+    critical = critical_n
+    by_length = (
+        samples.group_by("normalizer", "L")
+        .agg(
+            pl.len().alias("samples"),
+            pl.col("max_weight").median().alias("max_weight_median"),
+            pl.col("max_weight").quantile(0.25).alias("max_weight_q25"),
+            pl.col("max_weight").quantile(0.75).alias("max_weight_q75"),
+            pl.col("jacobian_norm").median().alias("jacobian_norm_median"),
+            pl.col("jacobian_norm").quantile(0.25).alias("jacobian_norm_q25"),
+            pl.col("jacobian_norm").quantile(0.75).alias("jacobian_norm_q75"),
+            pl.col("jacobian_norm").max().alias("jacobian_norm_max"),
+            pl.col("entropy").median().alias("entropy_median"),
+            (pl.col("support") / pl.col("L")).median().alias("support_fraction_median"),
+            pl.col("row_sum").mean().alias("row_sum_mean"),
+            pl.col("row_sum").min().alias("row_sum_min"),
+            pl.col("N").first().alias("N"),
+            (pl.col("distance") / pl.col("mc_expectation")).median().alias("distance_ratio_median"),
+        )
+        .join(critical.select("normalizer", "L", "N_crit"), on=["normalizer", "L"], how="left")
+        .with_columns(
+            (pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"),
+            pl.col("normalizer").replace_strict(kinds, return_dtype=pl.String).alias("kind"),
+        )
+        .sort("normalizer", "L")
+    )
+    by_n = (
+        separability.group_by("normalizer", "L", "N")
+        .agg(
+            pl.col("ratio").mean().alias("ratio_mean"),
+            pl.col("ratio").quantile(0.25).alias("ratio_q25"),
+            pl.col("ratio").quantile(0.75).alias("ratio_q75"),
+            pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
+            pl.col("ratio_of_selected").mean().alias("ratio_of_selected_mean"),
+        )
+        .sort("normalizer", "N")
+    )
+    return {"by_length": by_length, "separability": by_n}
