@@ -46,3 +46,12 @@ def test_an_unwritable_or_damaged_cache_is_skipped(tmp_path, monkeypatch):
     for entry in (tmp_path / "cache" / "gguf-probe").iterdir():
         entry.write_text("{not json")
     assert models.cached_gguf_probe("problem", gguf, lambda p: "again") == "again"
+
+
+def test_a_missing_file_is_probed_and_nothing_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIMITS_CACHE", str(tmp_path / "cache"))
+    missing = tmp_path / "absent.gguf"
+    assert models.cached_gguf_probe("config", missing, lambda p: {"error": "none"}) == {
+        "error": "none"
+    }
+    assert not (tmp_path / "cache").exists()

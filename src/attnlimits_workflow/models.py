@@ -72,7 +72,10 @@ def cached_gguf_probe(kind: str, path: Path, probe: Callable[[Path], Any]) -> An
     SmolLM2's 49,152 tokens on 2 cores), and every plan of a run checks the file. A changed,
     re-downloaded or truncated file has another key, so it is probed again. A cache that cannot
     be read or written is skipped."""
-    stat = Path(path).stat()
+    try:
+        stat = Path(path).stat()
+    except OSError:  # no file (yet): the probe says what is wrong, and nothing is kept
+        return probe(path)
     key = hashlib.sha256(
         json.dumps([kind, str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]).encode()
     ).hexdigest()
