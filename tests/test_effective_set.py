@@ -17,6 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_families import COMMON, TINY
+from test_study import ARCH as STUDY_ARCH
 from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -375,15 +376,6 @@ STUDY_RULES = {
     "stick_breaking": {"kind": "stick_breaking"},
     "gated": {"kind": "gated_softmax"},
     "sa_raw": {"kind": "self_adjust_softmax_raw"},
-}
-STUDY_ARCH = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "layers": 2,
-    "heads": 4,
-    "kv_heads": 2,
-    "max_positions": 64,
-    "rope_theta": 10000.0,
 }
 
 
