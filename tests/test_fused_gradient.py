@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlimits import fused
+from attnlimits.fused import EXP_FLOOR
 from attnlimits.gradient import softmax, softmax_jacobian_norm_from_weights
 from attnlimits.protocol import row_sensitivity, unit_directions
 
@@ -136,3 +137,62 @@ def test_rows_the_reference_makes_nan_are_nan():
     assert np.isnan(want_jac[:4]).all() and np.isnan(got_jac[:4]).all()
     assert np.isnan(got_g[:, :4]).all()
     assert np.isfinite(got_jac[4]) and got_jac[4] == pytest.approx(want_jac[4], rel=RTOL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 8),
+    width=st.integers(1, 60),
+    causal=st.booleans(),
+    tied=st.booleans(),
+    holes=st.booleans(),
+    scale=st.sampled_from([0.0, 0.5, 3.0, 40.0, 400.0, 4000.0]),
+    temperature=st.sampled_from([*TEMPERATURES, 0.0316, 0.316, 3.16, 31.6]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_keys_the_kernel_passes_over_weigh_nothing(
+    rows, width, causal, tied, holes, scale, temperature, seed
+):
+    """The kernel visits only the keys that can weigh something under some eps: masked tails,
+    masked keys inside a row, and rows whose weights underflow at small T under one eps and
+    not another give the plain references' numbers."""
+    logits, directions = rows_of(seed, rows, width, causal=causal, tied=tied, scale=scale)
+    if holes:
+        logits[:, 1::3] = -np.inf
+        directions[:, 1::3] = 0.0
+        logits[:, 0] = np.maximum(logits[:, 0], 0.0)  # a visible key in every row
+    assert_rows_match(logits, directions, temperature)
+
+
+def test_the_kernel_keeps_the_keys_a_large_eps_lifts():
+    """At T = 0.001 a key 0.3 below the maximum weighs 0 (exp(-300)) in the base row, and
+    eps = 10 along a direction that favours it lifts it to the top: g sees it, as the plain
+    reference does."""
+    logits = np.array([[1.0, 0.7, -5.0, 0.9]])
+    directions = np.array([[-0.5, 0.5, 0.5, -0.5]])
+    _, g = fused.gradient_rows(logits, directions, 0.001, EPSILONS)
+    assert g[2, 0] > 0.1  # the moved row's weight went to another key
+    assert_rows_match(logits, directions, 0.001)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(-720.0, 0.0),
+            st.floats(-1e-6, 0.0),
+            st.sampled_from([0.0, -0.0, EXP_FLOOR, np.nextafter(EXP_FLOOR, 0.0), -709.0, -np.inf]),
+        ),
+        min_size=1,
+        max_size=70,
+    )
+)
+def test_exp_nonpositive_is_within_one_ulp_of_numpy(values):
+    """The vectorised exp against np.exp: within 1 ulp above EXP_FLOOR, exactly 0 below."""
+    x = np.array(values)
+    out = np.empty_like(x)
+    fused.exp_nonpositive(x, out, len(x))
+    want = np.where(x >= EXP_FLOOR, np.exp(np.maximum(x, EXP_FLOOR)), 0.0)
+    assert (out[x < EXP_FLOOR] == 0.0).all()
+    kept = x >= EXP_FLOOR
+    assert (np.abs(out[kept] - want[kept]) <= np.spacing(want[kept])).all()
