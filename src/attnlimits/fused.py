@@ -86,12 +86,14 @@ def subset_norm_sums(
     for r in range(rows):
         qs = q_sq[r]
         floor = a_sq_x_floor[r] + CANCELLATION * qs
+        risky = False
         for i in range(width):
             value = alpha[r, i] * minus_twice_sx[r, i]
             value += a_sq_x[r, i]
             value += qs
             d2[i] = value
-        for i in range(width):
+            risky |= value <= floor
+        for i in range(width if risky else 0):  # an entry at risk of cancellation
             if d2[i] <= floor:
                 a = alpha[r, i]
                 if a_sq_x[r, i] > 0.0 and qs > 0.0:
@@ -138,13 +140,15 @@ def closed_form_sums(
         cr = c[r]
         risk = u_sq_floor[r] + CANCELLATION * x_sq_max * cr * cr
         count = keys[r]
+        risky = False
         for i in range(count):
             value = x_sq[i] * cr
             value += twice_u_dot_x[r, i]
             value *= cr
             value += u_sq[r, i]
             d2[i] = value
-        for i in range(count):
+            risky |= value <= risk
+        for i in range(count if risky else 0):  # an entry at risk of cancellation
             if d2[i] <= risk:
                 coef = alpha[r, i] + cr
                 value = 0.0
@@ -187,13 +191,15 @@ def shifted_norm_sums(
             largest = value if value > largest else largest
         floor = CANCELLATION * largest + CANCELLATION * qs
         count = keys[r]
+        risky = False
         for i in range(count):
             coef = alpha[r, i] + cr
             value = coef * minus_twice_px[r, i]
             value += coef * coef * x_sq[i]
             value += qs
             d2[i] = value
-        for i in range(count):
+            risky |= value <= floor
+        for i in range(count if risky else 0):  # an entry at risk of cancellation
             if d2[i] <= floor:
                 coef = alpha[r, i] + cr
                 if coef * coef * x_sq[i] > 0.0 and qs > 0.0:

@@ -76,12 +76,15 @@ def attention_rows(
 class HeadVectors:
     """One head's token vectors x (L, d) in float64, arrays of ``xp`` (attnlimits.arrays), with
     what every block of its rows shares: |x_i|^2, and per key its farthest keys (computed once,
-    on first use)."""
+    on first use). ``farthest_keys``: the most farthest keys any caller will ask for, so that the
+    first call finds them all (each later call with a larger k would search the L x L distances
+    again: a distance kernel per N asks for N + 1)."""
 
     FARTHEST_BLOCK = 256  # keys per block of the farthest-key search: (block, L) temporaries
 
-    def __init__(self, x: FloatArray, xp: Namespace = NUMPY):
+    def __init__(self, x: FloatArray, xp: Namespace = NUMPY, farthest_keys: int = 0):
         self.xp = xp
+        self.farthest_keys = farthest_keys
         self.x = xp.asarray(x, dtype=xp.float64)
         self.x_sq = xp.einsum("ld,ld->l", self.x, self.x)
         self._farthest: tuple[int, NDArray[np.intp], NDArray[np.float64]] | None = None
@@ -95,7 +98,8 @@ class HeadVectors:
         xp = self.xp
         if self._farthest is None or self._farthest[0] < k:
             length = len(self.x)
-            k = min(k, length)
+            # more keys than asked: the first k of them are the same distances
+            k = min(max(k, self.farthest_keys), length)
             index = xp.empty((length, k), dtype=xp.intp)
             dist2 = xp.empty((length, k))
             for j0 in range(0, length, self.FARTHEST_BLOCK):

@@ -106,10 +106,18 @@ class BlockSweeps:
             visible_at,
         )
         norm_s = np.sqrt(q_sq)
-        keys = np.arange(width, self.full)[None, :]
-        unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
-        rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
-        every = inside + beyond + norm_s * unselected.sum(axis=1)
+        if not selectable_at[:, width:].any():
+            # no key past the width may be selected (the usual case: they weigh 0, and the
+            # zero-weight rule leaves them out): each adds ||s||, counted without their ranks
+            tail = self.full - width
+            unselected_count = np.full(len(q_sq), tail)
+            rest_visible = np.clip(visible_at - width, 0, tail)
+        else:
+            keys = np.arange(width, self.full)[None, :]
+            unselected = ~((ranks[:, width:] < n) & selectable_at[:, width:])
+            rest_visible = (unselected & (keys < visible_at[:, None])).sum(axis=1)
+            unselected_count = unselected.sum(axis=1)
+        every = inside + beyond + norm_s * unselected_count
         return inside + norm_s * rest_visible, every
 
     @cached_property
@@ -297,7 +305,7 @@ def epsilon_bound_rows(block: Any, n: int) -> NDArray[np.float64]:
     alpha, x = block.alpha, block.x
     length = block.length.astype(np.float64)
     c = n / np.maximum(length - 1.0, 1.0)
-    point = c[:, None] * (alpha @ x)
+    point = c[:, None] * block.sweeps().mean_point[0]  # alpha @ x, once per block
     total = fused.epsilon_ratio_sums(
         alpha,
         x,

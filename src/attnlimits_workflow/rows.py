@@ -48,13 +48,16 @@ class RowKernel:
     ``masked``: the block's reading of a causal row's masked keys (attnlimits.protocol).
     ``vectors``: a map of each sample's x (L, d) before use (e.g. onto the sphere), named by
     ``vectors_name`` so that kernels mapping x alike share one copy. ``logits_only``: ``block``
-    is None and, in a causal model, the logits stop after the block's last row."""
+    is None and, in a causal model, the logits stop after the block's last row.
+    ``farthest_keys``: the most farthest keys per key it asks of the head (HeadVectors), found
+    once per head for every kernel that shares the vectors."""
 
     stats: StatsFn
     masked: str = "non_selected"
     vectors: Callable[[NDArray], NDArray] | None = None
     vectors_name: str = "x"
     logits_only: bool = False
+    farthest_keys: int = 0
 
 
 def row_means(
@@ -140,7 +143,13 @@ def row_means_of(
             if not kernel.logits_only and kernel.vectors_name not in heads:
                 x = pack.x[s]
                 heads[kernel.vectors_name] = HeadVectors(
-                    kernel.vectors(x) if kernel.vectors else x, xp
+                    kernel.vectors(x) if kernel.vectors else x,
+                    xp,
+                    farthest_keys=max(
+                        k.farthest_keys
+                        for k in kernels.values()
+                        if k.vectors_name == kernel.vectors_name
+                    ),
                 )
         # float64 on the device once per head, not once per block
         q, k = (xp.asarray(v, dtype=xp.float64) for v in pack.rows(s))

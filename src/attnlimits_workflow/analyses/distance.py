@@ -191,7 +191,8 @@ def row_kernel(pack: Pack, n: int, settings: Settings) -> RowKernel:
         check = upper_bound_check(out["distance"], out["upper_bound"])
         return out | row_outcome_columns("upper_bound", check)
 
-    return RowKernel(per_row, masked=masked)
+    # Theorem 1.1's bound reads each selected key's N + 1 farthest keys
+    return RowKernel(per_row, masked=masked, farthest_keys=n + 1)
 
 
 def table(
