@@ -216,10 +216,10 @@ def test_a_drifting_separation_kernel_is_caught(monkeypatch):
     """The comparison can fail: a kernel whose radius runs over one key too few is refused."""
     original = fused.separation_counts.py_func
 
-    def drifted(alpha, x, a_sq_x, floor, s, q_sq, g, selected, counted, res, visible, n):
+    def drifted(alpha, x, a_sq_x, floor, s, q_sq, g, selected, counted, res, visible, *rest):
         counted = counted.copy()
         counted[:, 0] = False
-        return original(alpha, x, a_sq_x, floor, s, q_sq, g, selected, counted, res, visible, n)
+        return original(alpha, x, a_sq_x, floor, s, q_sq, g, selected, counted, res, visible, *rest)
 
     monkeypatch.setattr(fused, "separation_counts", drifted)
     length = 10
@@ -294,3 +294,41 @@ def test_nan_weights_share_their_ranking():
     other = RowBlock.of(alpha[::-1], x, np.array([3, 3]))
     with pytest.raises(ValueError, match="same weights"):
         other.share_ranks(one)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    width=st.integers(1, 30),
+    tail=st.integers(0, 30),
+    tied=st.booleans(),
+    zeros=st.booleans(),
+    nan=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_ranks_that_skip_a_causal_tail_are_the_full_sorts(
+    rows, width, tail, tied, zeros, nan, seed
+):
+    """The ranks sorted over the keys before a block's unweighted tail against one stable
+    sort of the whole row: ties, zero weights before the tail, uncounted keys (sort key 1.0)
+    inside it, and NaN weights, which send the block to the full sort."""
+    from attnlimits.arrays import NUMPY
+    from attnlimits.protocol import _ranks, _sorted_ranks
+
+    rng = np.random.default_rng(seed)
+    alpha = rng.random((rows, width + tail))
+    alpha[:, width:] = 0.0
+    if tied:
+        alpha[:, :width:2] = alpha[:, :1]
+    if zeros:
+        alpha[:, 1:width:3] = 0.0
+    if nan:
+        alpha[0, 0] = np.nan
+    counted = np.ones_like(alpha, dtype=bool)
+    if seed % 2:
+        counted[:, width:] = False  # the prefix reading: the tail is uncounted, sort key 1.0
+    else:
+        counted[:, -1] = tail == 0  # an uncounted key where the tail is empty
+    key = np.where(counted, -alpha, 1.0)
+    want = _ranks(np.argsort(key, axis=1, kind="stable"), NUMPY)
+    assert np.array_equal(_sorted_ranks(key, alpha, NUMPY), want)

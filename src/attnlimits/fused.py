@@ -267,6 +267,8 @@ def separation_counts(
     resolvable: NDArray[np.bool_],
     visible: NDArray[np.int64],
     n: int,
+    every_from: NDArray[np.float64],
+    within_from: NDArray[np.float64],
 ) -> tuple[
     NDArray[np.float64],
     NDArray[np.float64],
@@ -280,7 +282,10 @@ def separation_counts(
     it, r over the keys i < visible_t, N_s by it, the selected weights in key order (R, n),
     zero-padded). Each distance is :func:`attnlimits.expansion.norms_by_expansion`'s entry, by the same
     operations (``q_sq`` is its |s_t|^2, passed in so that it is the same number), kept for
-    the row while r is found. r is inf where a row has no such key."""
+    the row while r is found. r is inf where a row has no such key. ``every_from`` and
+    ``within_from`` (R,): the smallest distance of the counted keys past x's width, under each
+    reading (inf: none), which the caller counted without computing (r is a minimum: the
+    same number whichever keys are visited first)."""
     rows, width = minus_twice_sx.shape
     dims = x.shape[1]
     radius_every = np.full(rows, np.inf)
@@ -293,8 +298,8 @@ def separation_counts(
         qs = q_sq[r]
         floor = a_sq_x_floor[r] + CANCELLATION * qs
         seen = visible[r]
-        every = np.inf
-        within = np.inf
+        every = every_from[r]
+        within = within_from[r]
         slot = 0
         for i in range(width):
             a = alpha[r, i]
@@ -595,7 +600,9 @@ def epsilon_ratio_sums(
     not, 0 where both are): Theorem 1.2's epsilon bound before its factor, as
     :func:`attnlimits.protocol.row_epsilon_bound` computes it, each denominator by
     :func:`attnlimits.expansion.norms_by_expansion`'s operations (``q_sq`` its |point_t|^2 and
-    ``minus_twice_px`` (-2 point) @ x.T, from the caller)."""
+    ``minus_twice_px`` (-2 point) @ x.T, from the caller). ``minus_twice_px`` may stop at a
+    width short of ``counted``: every key past it must weigh 0 (a causal block's future keys),
+    and each adds the same term, without a product."""
     rows, width = minus_twice_px.shape
     dims = x.shape[1]
     out = np.zeros(rows)
@@ -611,7 +618,7 @@ def epsilon_ratio_sums(
         qs = q_sq[r]
         floor = CANCELLATION * largest + CANCELLATION * qs
         total = 0.0
-        for i in range(counted[r]):
+        for i in range(min(counted[r], width)):
             coef = scale[r] * alpha[r, i]
             coef_sq_x = coef * coef * x_sq[i]
             d2 = coef * minus_twice_px[r, i]
@@ -630,6 +637,13 @@ def epsilon_ratio_sums(
             if denominator > 0.0:
                 total += numerator / denominator
             elif numerator > 0.0:
+                total += np.inf
+        # the keys past the width weigh 0: coef 0, so each term is the same, |point| apart
+        tail = np.sqrt(qs)
+        for _ in range(width, counted[r]):
+            if tail > 0.0:
+                total += total_sq / tail
+            elif total_sq > 0.0:
                 total += np.inf
         out[r] = total
     return out

@@ -259,7 +259,7 @@ class RowBlock:
         per block (callers must not write into it)."""
         if not self._top_ranks:
             key = self.xp.where(self.counted, -self.alpha, 1.0)
-            self._top_ranks.append(self.ranks(self.xp.argsort_rows(key, stable=True)))
+            self._top_ranks.append(_sorted_ranks(key, self.alpha, self.xp))
         return self._top_ranks[0]
 
     def share_ranks(self, twin: RowBlock) -> None:
@@ -312,6 +312,26 @@ class RowBlock:
             key[~counted] = 2.0
             ranks = _ranks(np.argsort(key, axis=1), NUMPY)
         return self.xp.asarray(ranks)
+
+
+def _sorted_ranks(key, alpha, xp: Namespace):
+    """Each entry's rank in its row's stable ascending sort of ``key`` (R, L), int32. A causal
+    block's keys past its last weighted one (its tail, often half the row) share one sort key
+    that no earlier key exceeds: a stable sort puts them last, in index order, so each ranks at
+    its own index, and only the keys before the tail are sorted (numpy; the same ranks)."""
+    weighted = xp.nonzero(xp.any(alpha != 0, axis=0))[0] if xp is NUMPY else None
+    width = int(weighted[-1]) + 1 if weighted is not None and len(weighted) else 0
+    full = key.shape[1]
+    if xp is NUMPY and 0 < width < full:
+        tail = key[:, width:]
+        common = tail[0, 0]
+        # NaN compares false: a NaN key (NaN weights) takes the full sort
+        if (tail == common).all() and (key[:, :width] <= common).all():
+            out = np.empty(key.shape, dtype=np.int32)
+            out[:, :width] = _ranks(np.argsort(key[:, :width], axis=1, kind="stable"), xp)
+            out[:, width:] = np.arange(width, full, dtype=np.int32)[None, :]
+            return out
+    return _ranks(xp.argsort_rows(key, stable=True), xp)
 
 
 def _ranks(order, xp: Namespace):

@@ -273,21 +273,31 @@ def separability_rows(
         raise ValueError(f"n must be within 1..L-1 = {length - 1}, got {n}")
     mask = block.top_n(n)
     s = np.where(mask, alpha, 0.0) @ x
-    a_sq_x, floor, resolvable = block.sweeps().separation_terms
+    sweeps = block.sweeps()
+    a_sq_x, floor, resolvable = sweeps.separation_terms
     prefix = visible_lengths(positions, length, causal=causal, masked="prefix").astype(np.int64)
+    q_sq = np.einsum("rd,rd->r", s, s)
+    width = sweeps.width
+    if mask[:, width:].any():
+        width = length  # a key of weight 0 past the width is selected: every key in the pass
+    # every key past the width weighs 0, is counted (every key is) and not selected: each lies
+    # ||s|| from s (the kernel's own number: sqrt of its |s|^2), which enters r and no count
+    tail = np.sqrt(q_sq) if width < length else np.full(len(q_sq), np.inf)
     radius, n_s, radius_prefix, n_s_prefix, alpha_sel = fused.separation_counts(
         alpha,
         x,
         a_sq_x,
         floor,
         s,
-        np.einsum("rd,rd->r", s, s),
-        (-2.0 * s) @ x.T,
+        q_sq,
+        (-2.0 * s) @ x[:width].T,
         mask,
         block.counted,
         resolvable,
         prefix,
         n,
+        tail,
+        np.where(prefix > width, tail, np.inf),
     )
     valid = block.length > n
     out = theorem2_row_outcomes(radius, n_s, alpha_sel, valid, n=n, delta=delta, radius_m=radius_m)
@@ -302,18 +312,19 @@ def epsilon_bound_rows(block: Any, n: int) -> NDArray[np.float64]:
     (:func:`attnlimits.fused.epsilon_ratio_sums`); its sums over keys run in another order.
 
     Plain reference: row_epsilon_bound."""
-    alpha, x = block.alpha, block.x
+    sweeps = block.sweeps()
     length = block.length.astype(np.float64)
     c = n / np.maximum(length - 1.0, 1.0)
-    point = c[:, None] * block.sweeps().mean_point[0]  # alpha @ x, once per block
+    point = c[:, None] * sweeps.mean_point[0]  # alpha @ x, once per block
     total = fused.epsilon_ratio_sums(
-        alpha,
-        x,
+        block.alpha,
+        sweeps.x_head,
         block.x_sq,
         1.0 + c,
         point,
         np.einsum("rd,rd->r", point, point),
-        (-2.0 * point) @ x.T,
+        # the keys past the block's width weigh 0: the kernel counts them without products
+        (-2.0 * point) @ sweeps.x_head.T,
         block.length.astype(np.int64),
     )
     return np.where(block.length > n, 0.5 * (1.0 - n / length) * c * total, np.nan)
