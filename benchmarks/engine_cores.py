@@ -6,8 +6,9 @@ as many side by side as ``--cores`` allows; the parts split a length's layers
 is, so the whole model's analysis time at L is (the wall time of ``--side-by-side`` passes over
 one layer's pack, run at once) x (the model's layers / ``--side-by-side``). This measures that
 for every L of a run's packs, then the bare forward pass of the whole model at the largest L
-(benchmarks/long_context.py's "floor", both cores, the same invocation), and prints each L's
-seconds and their ratio to the forward.
+(benchmarks/long_context.py's "floor", both cores, the same invocation; the best of
+``--forward-runs``, each in a fresh process), and prints each L's seconds and the whole model's
+ratio to the forward.
 
   python benchmarks/engine_cores.py --packs RUN --settings JSON --layers 30 --model DIR
 
@@ -65,24 +66,17 @@ def side_by_side(pack: Path, separation: Path, settings: str, copies: int, out: 
     return {"wall": time.perf_counter() - started, "passes": timings}
 
 
-def forward_seconds(model: str, length: int) -> float:
+def forward_seconds(model: str, length: int, runs: int) -> list[float]:
     """The bare forward pass of the whole model at ``length`` (long_context.py's floor, on
-    every core), in its own process."""
-    got = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "long_context.py"),
-            "--model",
-            model,
-            "--one",
-            "floor",
-            str(length),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return float(json.loads(got.stdout.strip().splitlines()[-1])["seconds"])
+    every core), each run in its own process."""
+    out = []
+    for _ in range(runs):
+        command = [sys.executable, str(HERE / "long_context.py"), "--model", model]
+        got = subprocess.run(
+            [*command, "--one", "floor", str(length)], check=True, capture_output=True, text=True
+        )
+        out.append(float(json.loads(got.stdout.strip().splitlines()[-1])["seconds"]))
+    return out
 
 
 def main() -> None:
@@ -94,6 +88,8 @@ def main() -> None:
     parser.add_argument("--side-by-side", type=int, default=2, help="cores: passes at once")
     parser.add_argument("--lengths", type=int, nargs="+", help="default: every pack")
     parser.add_argument("--out", default="engine-cores")
+    parser.add_argument("--forward-runs", type=int, default=3, help="the forward's best of")
+    parser.add_argument("--forward-only", action="store_true", help="no passes: the forward")
     args = parser.parse_args()
     run, out = Path(args.packs), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +97,7 @@ def main() -> None:
         int(p.name[1:]) for p in (run / "samples").glob("L*") if p.is_dir()
     )
     rows = []
-    for length in sorted(lengths, reverse=True):
+    for length in [] if args.forward_only else sorted(lengths, reverse=True):
         got = side_by_side(
             run / "samples" / f"L{length}",
             run / "analysis" / "separation" / f"L{length}.parquet",
@@ -124,8 +120,8 @@ def main() -> None:
     total = sum(r["model_s"] for r in rows)
     summary = {"model_s": total, "layers": args.layers, "side_by_side": args.side_by_side}
     if args.model:
-        forward = forward_seconds(args.model, max(lengths))
-        summary |= {"forward_s": forward, "ratio": total / forward}
+        forwards = forward_seconds(args.model, max(lengths), args.forward_runs)
+        summary |= {"forward_runs_s": forwards, "ratio": total / min(forwards)}
     print(json.dumps(summary), flush=True)
     (out / "engine_cores.json").write_text(json.dumps({"lengths": rows, **summary}, indent=1))
 

@@ -1,6 +1,6 @@
-"""The fused gradient rows (attnlimits.fused.gradient_rows) against their plain references:
-the exact Jacobian norm (attnlimits.gradient.softmax_jacobian_norm_from_weights, itself held
-to dense eigvalsh in tests/test_gradient.py) and Algorithm 5's finite differences
+"""The fused gradient rows (attnlimits.fused_gradient.gradient_rows) against their plain
+references: the exact Jacobian norm (attnlimits.gradient.softmax_jacobian_norm_from_weights,
+itself held to dense eigvalsh in tests/test_gradient.py) and Algorithm 5's finite differences
 (attnlimits.protocol.row_sensitivity), on rows with masked keys, ties, near one-hot rows whose
 weights underflow, one visible key, and temperatures from 0.001 to 100."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlimits import fused
-from attnlimits.fused import EXP_FLOOR
+from attnlimits import fused_gradient as fused
+from attnlimits.fused_gradient import EXP_FLOOR
 from attnlimits.gradient import softmax, softmax_jacobian_norm_from_weights
 from attnlimits.protocol import row_sensitivity, unit_directions
 

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits import fused
+from attnlimits import fused_gradient
 from attnlimits.arrays import DEFAULT_DEVICE, NUMPY, namespace, to_numpy
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.gradient import (
@@ -119,8 +119,8 @@ def row_kernel(pack: Pack, temperature: float, settings: Settings, directions=No
         else:
             v = directions(sample, rows, visible, logits.shape[1])
         epsilons = [float(e) for e in settings.epsilons]
-        if xp is NUMPY:  # every statistic of a row in one visit (attnlimits.fused)
-            jac, sensitivity = fused.gradient_rows(
+        if xp is NUMPY:  # every statistic of a row in one visit (attnlimits.fused_gradient)
+            jac, sensitivity = fused_gradient.gradient_rows(
                 np.asarray(logits, dtype=np.float64), v, T, np.asarray(epsilons)
             )
         else:
