@@ -196,3 +196,32 @@ def test_exp_nonpositive_is_within_one_ulp_of_numpy(values):
     assert (out[x < EXP_FLOOR] == 0.0).all()
     kept = x >= EXP_FLOOR
     assert (np.abs(out[kept] - want[kept]) <= np.spacing(want[kept])).all()
+
+
+def test_a_direction_that_is_not_finite_gives_nan_g():
+    """A NaN or infinite entry in a row's direction, on a visible or a masked key: the
+    reference's moved logits (or its softmax) are NaN there, and the kernel's g is NaN; the
+    Jacobian norm does not read the direction and stays the reference's."""
+    minus = -np.inf
+    logits = np.array([[1.0, 0.5, 0.2, minus]] * 4)
+    directions = np.array(
+        [
+            [0.5, np.nan, 0.5, 0.0],
+            [0.5, 0.5, 0.5, np.nan],
+            [0.5, np.inf, 0.5, 0.0],
+            [0.5, 0.5, -0.5, 0.5],
+        ]
+    )
+    jac, g = fused.gradient_rows(logits, directions, 1.0, EPSILONS)
+    assert np.isnan(g[:, :3]).all() and np.isfinite(g[:, 3]).all()
+    with np.errstate(invalid="ignore"):
+        want_jac, _ = plain(logits, directions, 1.0)
+    np.testing.assert_allclose(jac, want_jac, rtol=RTOL)
+
+
+def test_exp_nonpositive_keeps_nan():
+    x = np.array([np.nan, -1.0, np.nan, -800.0])
+    out = np.empty_like(x)
+    fused.exp_nonpositive(x, out, len(x))
+    assert np.isnan(out[[0, 2]]).all() and out[3] == 0.0
+    assert out[1] == pytest.approx(np.exp(-1.0), rel=3e-16)

@@ -332,3 +332,19 @@ def test_ranks_that_skip_a_causal_tail_are_the_full_sorts(
     key = np.where(counted, -alpha, 1.0)
     want = _ranks(np.argsort(key, axis=1, kind="stable"), NUMPY)
     assert np.array_equal(_sorted_ranks(key, alpha, NUMPY), want)
+
+
+@pytest.mark.parametrize("hint", [0, 3, 40])
+def test_farthest_keys_of_near_duplicates_are_the_brute_force_ones(hint):
+    """Near-duplicate keys, whose expanded squared distances lose every digit: the k farthest
+    are the brute force's, in the shape asked for, however many the head searched for."""
+    from attnlimits.protocol import HeadVectors
+
+    rng = np.random.default_rng(3)
+    x = np.tile(rng.standard_normal(16) * 10, (40, 1)) + 1e-7 * rng.standard_normal((40, 16))
+    index, dist2 = HeadVectors(x, farthest_keys=hint).farthest(3)
+    assert index.shape == dist2.shape == (40, 3)
+    brute = ((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=2)
+    want = -np.sort(-brute, axis=1)[:, :3]
+    np.testing.assert_allclose(dist2, want, rtol=1e-12)
+    np.testing.assert_allclose(np.take_along_axis(brute, index, axis=1), dist2, rtol=1e-12)

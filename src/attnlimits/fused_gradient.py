@@ -24,12 +24,13 @@ _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 # adding 1.5 * 2^52 rounds z log2(e) to an integer k, left in the low bits of the sum's bits
 _SHIFTER = 6755399441055744.0
+_NAN_BITS = 0x7FF8000000000000
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def exp_nonpositive(values: NDArray[np.float64], out: NDArray[np.float64], count: int) -> None:
     """out[:count] = exp(values[:count]) for values <= 0, exactly 0 below EXP_FLOOR (the
-    softmax's rule), within 1 ulp of np.exp (tests/test_fused_gradient.py): loops the compiler
+    softmax's rule), NaN for NaN, within 1 ulp of np.exp (tests/test_fused_gradient.py): loops the compiler
     vectorises, where numba's scalar exp costs 5-6 ns per entry here (no vector math library
     with the pip build of llvmlite). Above EXP_FLOOR, 2^k is a normal number, so the result is
     the polynomial's value with k added to its exponent bits."""
@@ -61,7 +62,8 @@ def exp_nonpositive(values: NDArray[np.float64], out: NDArray[np.float64], count
     for i in range(count):
         # t's low bits hold k in two's complement: shifted to the exponent field, it scales by 2^k
         scaled = bits[i] + (k_bits[i] << 52)
-        bits[i] = scaled if values[i] >= EXP_FLOOR else 0
+        below = 0 if values[i] < EXP_FLOOR else _NAN_BITS  # NaN compares false both ways
+        bits[i] = scaled if values[i] >= EXP_FLOOR else below
 
 
 @njit(cache=True, error_model="numpy")
@@ -213,6 +215,13 @@ def gradient_rows(
             jacobian[r] = np.nan
             g[:, r] = np.nan
             continue
+        # a NaN or infinite direction entry, on any key: the reference's moved logits are NaN
+        # (or its softmax is), and so is g; unit directions never have one
+        steered = np.isfinite(spread)
+        for i in range(stop, width):
+            steered &= np.isfinite(directions[r, i])
+        for i in range(stop):
+            steered &= not np.isnan(directions[r, i])
         # the exponents' rounding is within ~1e-15 |top| of exact: far inside this margin
         margin = 1.0 + 1e-9 * (abs(top) + 2.0 * largest_eps * spread / temperature)
         cutoff = EXP_FLOOR - 2.0 * largest_eps * spread / temperature - margin
@@ -237,6 +246,9 @@ def gradient_rows(
             _softmax_jacobian_norm_row(weights, positive, positive < width, iterations)
             / temperature
         )
+        if not steered:
+            g[:, r] = np.nan
+            continue
         for j in range(len(epsilons)):
             eps = epsilons[j]
             own = EXP_FLOOR - 2.0 * abs(eps) * spread / temperature - margin

@@ -91,33 +91,40 @@ class HeadVectors:
 
     def farthest(self, k: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """Per key j, its k farthest keys (indices (L, k)) and their squared distances, farthest
-        first; a call with a larger k than before recomputes. The distances come from the
-        expansion |x_i|^2 + |x_j|^2 - 2 x_i.x_j, recomputed directly where it could have lost
-        digits (a square small beside |x_i|^2 + |x_j|^2). Keys at equal distance may come in
-        either order (the partition's): a caller reads distances, which do not depend on it."""
+        first; a call with a larger k than before (and than ``farthest_keys``) recomputes. The
+        distances come from the expansion |x_i|^2 + |x_j|^2 - 2 x_i.x_j, recomputed directly
+        where it could have lost digits (a square small beside |x_i|^2 + |x_j|^2) before the
+        farthest are chosen. Keys at equal distance may come in either order (the partition's): a
+        caller reads distances, which do not depend on it, nor on how many were searched."""
         xp = self.xp
+        asked = k
         if self._farthest is None or self._farthest[0] < k:
             length = len(self.x)
-            # more keys than asked: the first k of them are the same distances
+            # more keys than asked: every distance is repaired before the search, so the
+            # first k of the K farthest are the k farthest, whatever K
             k = min(max(k, self.farthest_keys), length)
             index = xp.empty((length, k), dtype=xp.intp)
             dist2 = xp.empty((length, k))
             for j0 in range(0, length, self.FARTHEST_BLOCK):
                 j1 = min(j0 + self.FARTHEST_BLOCK, length)
                 d2 = self.x_sq[j0:j1, None] + self.x_sq[None, :] - 2.0 * (self.x[j0:j1] @ self.x.T)
+                # near-duplicate keys: an expansion that lost its digits could rank a key among
+                # the farthest (or out of them) wrongly, so it is recomputed before the search
+                ri, ci = xp.nonzero(
+                    d2 <= _CANCELLATION * (self.x_sq[j0:j1, None] + self.x_sq[None, :])
+                )
+                if len(ri):
+                    diff = self.x[ci] - self.x[ri + j0]
+                    d2[ri, ci] = xp.einsum("nd,nd->n", diff, diff)
+                xp.clip_below(d2, 0.0)
                 part = xp.smallest_k(-d2, k)
                 index[j0:j1] = part
                 dist2[j0:j1] = xp.take_along_axis(d2, part, axis=1)
-            ri, ci = xp.nonzero(dist2 <= _CANCELLATION * (self.x_sq[:, None] + self.x_sq[index]))
-            if len(ri):
-                diff = self.x[index[ri, ci]] - self.x[ri]
-                dist2[ri, ci] = xp.einsum("nd,nd->n", diff, diff)
-            xp.clip_below(dist2, 0.0)
             order = xp.argsort_rows(-dist2, stable=True)
             index = xp.take_along_axis(index, order, axis=1)
             self._farthest = (k, index, xp.take_along_axis(dist2, order, axis=1))
         _, index, dist2 = self._farthest
-        return index[:, :k], dist2[:, :k]
+        return index[:, :asked], dist2[:, :asked]
 
 
 @dataclass(frozen=True)
