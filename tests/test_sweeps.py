@@ -313,7 +313,7 @@ def test_ranks_that_skip_a_causal_tail_are_the_full_sorts(
     sort of the whole row: ties, zero weights before the tail, uncounted keys (sort key 1.0)
     inside it, and NaN weights, which send the block to the full sort."""
     from attnlimits.arrays import NUMPY
-    from attnlimits.protocol import _ranks, _sorted_ranks
+    from attnlimits.row_blocks import _ranks, _sorted_ranks
 
     rng = np.random.default_rng(seed)
     alpha = rng.random((rows, width + tail))

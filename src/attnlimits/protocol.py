@@ -41,9 +41,6 @@ from .expansion import norms_by_expansion as _norms
 from .expansion import visible_lengths as visible_lengths
 from .row_blocks import HeadVectors as HeadVectors
 from .row_blocks import RowBlock as RowBlock
-from .row_blocks import _ranks as _ranks
-from .row_blocks import _sorted_ranks as _sorted_ranks
-from .row_blocks import _stable_order as _stable_order
 from .row_blocks import attention_rows as attention_rows
 from .selection import resolvable
 
