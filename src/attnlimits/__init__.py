@@ -5,8 +5,10 @@ Mudarisov et al., "Limitations of Normalization in Attention Mechanism" (NeurIPS
 Arrays follow one convention: a leading sample axis S (one sample = one chunk x layer x head x L),
 then the key axis L, then the embedding axis d.
 
-Model-facing code (torch) lives in :mod:`attnlimits.extraction`, which is imported explicitly so
-that analysis jobs never pay for importing torch.
+Model-facing code (torch) lives in :mod:`attnlimits.extraction` and the modules it draws on
+(:mod:`attnlimits.attention_capture`, :mod:`attnlimits.rule_attention`,
+:mod:`attnlimits.model_structure`), which are imported explicitly so that analysis jobs never pay
+for importing torch.
 """
 
 __version__ = "0.1.0"

@@ -17,9 +17,9 @@ Competition" (2026), the follow-up of the paper this workflow reproduces:
 The intervention is an attention function registered with transformers' AttentionInterface
 (:func:`register_intervention`), as the capture is. Without an active intervention, or where N is
 at least the number of keys (then every query keeps every key it sees), it is the capture's own
-attention (attnlimits.extraction.capture_attention: SDPA, soft-caps, sinks, a trained model's
-normaliser), so the plain forward is unchanged bit for bit. Otherwise it scores ``block`` query
-rows at a time: memory per layer is heads x block x keys, never keys x keys.
+attention (attnlimits.attention_capture.capture_attention: SDPA, soft-caps, sinks, a trained
+model's normaliser), so the plain forward is unchanged bit for bit. Otherwise it scores ``block``
+query rows at a time: memory per layer is heads x block x keys, never keys x keys.
 
 Ties: among keys of equal score the lower index is kept (a stable sort), so the selection is a
 function of the scores alone. The plain reference of one attention call is
@@ -38,17 +38,10 @@ import torch
 from torch import nn
 
 from . import attention_rules, rules
+from .attention_capture import _UNREPRODUCED, ATTENTION_BLOCK, capture_attention, soft_capped
 from .effective_search import MODES, SELECTIONS
-from .extraction import (
-    _UNREPRODUCED,
-    ATTENTION_BLOCK,
-    _is_differential,
-    capture_attention,
-    gated_rule_output,
-    model_rule,
-    rule_learned,
-    soft_capped,
-)
+from .model_structure import _is_differential
+from .rule_attention import gated_rule_output, model_rule, rule_learned
 
 INTERVENTION = "attnlimits_top_n"
 

@@ -19,7 +19,7 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
     import torch
     from transformers import AutoModel
 
-    from attnlimits.extraction import register_capture
+    from attnlimits.attention_capture import register_capture
     from attnlimits.families import family
 
     # A folder damaged after its fetch (disk, a copy by hand) is named here, file by file.

@@ -55,7 +55,7 @@ def build_model(
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from attnlimits import rules
-    from attnlimits.extraction import RULE_KEY, add_output_gates, register_rule_attention
+    from attnlimits.rule_attention import RULE_KEY, add_output_gates, register_rule_attention
 
     params = rules.trained_settings(rule)
     config = LlamaConfig(
@@ -92,7 +92,7 @@ def build_model(
 def learned_parameters(model) -> dict[str, Any]:
     """Per layer and head, the rule's learned parameters by name (Scalable-Softmax's s), else {}."""
     from attnlimits import rules
-    from attnlimits.extraction import RULE_KEY
+    from attnlimits.rule_attention import RULE_KEY
 
     rule = getattr(model.config, RULE_KEY, None)
     found = {}
@@ -301,7 +301,7 @@ def load_trained(model_dir: str | Path, attn_implementation: str, causal_lm: boo
     from transformers import AutoConfig, LlamaForCausalLM
 
     from attnlimits import rules
-    from attnlimits.extraction import RULE_KEY, add_output_gates
+    from attnlimits.rule_attention import RULE_KEY, add_output_gates
 
     from .models import ModelSourceError, check_model_folder, one_line
 

@@ -189,7 +189,8 @@ def write_batch(
 
     import torch
 
-    from attnlimits.extraction import differential_pairs, extract_chunk, model_shape
+    from attnlimits.extraction import extract_chunk
+    from attnlimits.model_structure import differential_pairs, model_shape
 
     shape = model_shape(model)
     unknown = sorted(set(vectors) - set(VECTOR_COLUMNS))
@@ -321,7 +322,7 @@ def _query_temperature(
     order of ``lengths``; None for a layer that does not scale its queries."""
     if tuning is None:
         return None
-    from attnlimits.extraction import analysed_position
+    from attnlimits.attention_capture import analysed_position
     from attnlimits.families import query_temperature
 
     return {
