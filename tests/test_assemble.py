@@ -11,6 +11,10 @@ import polars as pl
 import pytest
 
 from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits_workflow.analyses import critical_n as critical_n_analysis
+from attnlimits_workflow.analyses import distance as distance_analysis
+from attnlimits_workflow.analyses import gradient as gradient_analysis
+from attnlimits_workflow.analyses import separability as separability_analysis
 from attnlimits_workflow.analyses import vanishing
 from attnlimits_workflow.assemble import (
     compare_figure,
@@ -157,14 +161,14 @@ def test_table1_vanishing_verdict_by_hand():
     card = table1.Scorecard(CLAIMS)
     # max weight 1/L: log-log slope -1 <= -0.5
     van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
-    table1.vanishing_claims(card, van)
+    vanishing.claims(card, van)
     flat = pl.DataFrame({"L": [10, 100], "max_weight_median": [0.1, 0.1]})
-    table1.vanishing_claims(card, flat)
+    vanishing.claims(card, flat)
     assert [r["claim_id"] for r in card.rows] == ["vanishing", "vanishing"]
     assert card.rows[0]["measured"] == "log-log slope of median max weight -1.00"
     assert card.rows[0]["verdict_rule"] == "slope <= -0.5"
     assert [r["verdict"] for r in card.rows] == ["reproduced", "not reproduced"]
-    table1.vanishing_claims(card, flat.head(1))  # one length: no row
+    vanishing.claims(card, flat.head(1))  # one length: no row
     assert len(card.rows) == 2
     # the configured claim is a band around Lemma 1's -1: 1/sqrt(L) and 1/L^3 are no 1/L
     import yaml
@@ -174,7 +178,7 @@ def test_table1_vanishing_verdict_by_hand():
     for k, want in ((1.0, "reproduced"), (0.5, "not reproduced"), (3.0, "not reproduced")):
         lengths = [10, 100, 1000]
         van = pl.DataFrame({"L": lengths, "max_weight_median": [L**-k for L in lengths]})
-        table1.vanishing_claims(banded, van)
+        vanishing.claims(banded, van)
         assert banded.rows[-1]["verdict"] == want, k
     assert banded.rows[-1]["verdict_rule"] == "-1.25 <= slope <= -0.8"
 
@@ -182,8 +186,9 @@ def test_table1_vanishing_verdict_by_hand():
 def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protocol(monkeypatch):
     """Lemma 1 is measured on the last rows whatever analysis.protocol (analyses.vanishing):
     under all_rows, whose Table 1 is headed "paper's protocol", its row says so."""
-    for other in ("distance", "critical_n", "separability", "gradient", "bound"):
-        monkeypatch.setattr(table1, f"{other}_claims", lambda *args, **kwargs: None)
+    for other in (distance_analysis, critical_n_analysis, separability_analysis, gradient_analysis):
+        monkeypatch.setattr(other, "score", lambda *args, **kwargs: None)
+    monkeypatch.setattr(table1, "bound_claims", lambda *args, **kwargs: None)
     van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
     measured = {}
     for protocol in ("all_rows", "last_row"):
@@ -194,11 +199,13 @@ def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protoc
             "critical_n": {"ks_alpha": 0.05},
         }
         table = table1.table1(
-            distance=pl.DataFrame(),
-            critical_n=pl.DataFrame(),
-            separability=pl.DataFrame(schema={"N": pl.Int64}),
-            gradient=pl.DataFrame(schema={"eps": pl.Float64, "T": pl.Float64}),
-            vanishing=van,
+            summaries={
+                "distance": pl.DataFrame(),
+                "critical_n": pl.DataFrame(),
+                "separability": pl.DataFrame(schema={"N": pl.Int64}),
+                "gradient": pl.DataFrame(schema={"eps": pl.Float64, "T": pl.Float64}),
+                "vanishing": van,
+            },
             violations=pl.DataFrame(),
             claims=CLAIMS,
             run={"causal": True, "protocol": protocol},
@@ -344,7 +351,7 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         summary = pl.DataFrame({"L": lengths, "max_weight_median": weights(-point)})
         card = table1.Scorecard(CLAIMS, level=0.95)
         reps = _replicates([weights(-s) for s in slopes], "max_weight_median", "L", lengths)
-        table1.vanishing_claims(card, summary, reps)
+        vanishing.claims(card, summary, reps)
         (row,) = card.rows
         assert row["verdict"] == expected, (expected, row)
         ordered = sorted(slopes)
@@ -393,7 +400,7 @@ def test_table1_saturation_box_by_hand():
         reps = [frame([1.0, lo[r % 2], hi[r % 2]]) for r in range(20)]
         card = table1.Scorecard(claims, level=0.9)
         point = frame([1.0, sum(lo) / 2, sum(hi) / 2])  # each value amid its replicates
-        table1.separability_claims(card, point, [(None, "")], reps)
+        separability_analysis.claims(card, point, [(None, "")], reps)
         outcomes[name] = card.rows[0]["verdict"]
         assert card.rows[1]["verdict"] == "vacuous"  # every max N_s/N >= 0.9: cannot fail
     assert outcomes == {
@@ -1227,7 +1234,7 @@ def critical_n_rows(lengths, n_crit, **columns) -> dict[str, dict]:
         schema_overrides={"N_crit": pl.Int64},
     )
     card = table1.Scorecard(paper_claims())
-    table1.critical_n_claims(card, crit, 0.01)
+    critical_n_analysis.claims(card, crit, 0.01)
     return {r["claim_id"]: r for r in card.rows}
 
 
@@ -1281,18 +1288,18 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     # both ends above the band: N_crit = 1 at L = 4 and 5 already exceeds 0.12 L
     # (floor refit 9 / 41 = 0.22, measured (2 * 4 + 3 * 5) / 41 = 0.56)
     assert (
-        table1.floor_outcome(
+        critical_n_analysis.floor_outcome(
             "not reproduced",
-            table1.CensoredSlope(0.22, 0.22, 0),
-            table1.CensoredSlope(0.56, 0.56, 0),
+            critical_n_analysis.CensoredSlope(0.22, 0.22, 0),
+            critical_n_analysis.CensoredSlope(0.56, 0.56, 0),
             0.03,
             0.12,
         )
         == "not reproduced"
     )
-    assert table1.floor_outcome("no verdict", *[table1.CensoredSlope(0.5, 0.5, 0)] * 2, 0, 1) == (
-        "no verdict"
-    )
+    assert critical_n_analysis.floor_outcome(
+        "no verdict", *[critical_n_analysis.CensoredSlope(0.5, 0.5, 0)] * 2, 0, 1
+    ) == ("no verdict")
 
 
 def test_bound_counts_name_their_heads_and_proofs():
@@ -1374,7 +1381,7 @@ def test_linear_growth_in_length_needs_an_exponent_near_one():
     for name, d in (("linear", 3.0 * (lengths - 5)), ("sqrt", 10.0 * np.sqrt(lengths))):
         card = table1.Scorecard(claims)
         dist = pl.DataFrame({"L": lengths, "N": [5] * 5, "distance_median": d})
-        table1.distance_claims(card, dist, analysis, [(None, "")])
+        distance_analysis.claims(card, dist, analysis, [(None, "")])
         row = next(r for r in card.rows if r["claim_id"] == "linear_in_length")
         verdicts[name] = row["verdict"]
         assert "log-log slope = " in row["measured"]
@@ -1409,7 +1416,7 @@ def test_linear_growth_under_the_l_by_l_reading_is_scored_not_vacuous():
         }
     )
     card = table1.Scorecard(claims)
-    table1.distance_claims(
+    distance_analysis.claims(
         card, dist, analysis, [("non_selected", ""), ("prefix", "_other_masked")]
     )
     rows = {r["claim_id"]: r for r in card.rows if r["claim_id"].startswith("linear_in_length")}
@@ -1543,7 +1550,7 @@ def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
     }
     for sampled, want in ((False, "reproduced"), (True, "not testable")):
         card = table1.Scorecard(claims)
-        table1.gradient_claims(card, grad, None, sampled)
+        gradient_analysis.claims(card, grad, None, sampled)
         assert [r["verdict"] for r in card.rows] == [want, want]
         assert ("sampled rows" in card.rows[0]["measured"]) == sampled
 

@@ -4,10 +4,10 @@ or caption file of its own."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,56 +108,156 @@ def test_vanishing_through_the_generic_adapter_is_its_last_row_table(tmp_path, m
     assert generic.run_analysis(snakemake).equals(vanishing.last_row(pack))
 
 
-TOY_MODULE = '''
-"""A toy analysis registered the generic way (test_generic_analysis)."""
-from dataclasses import dataclass
+# docs/extending.md's recipe for a scored analysis, applied to a toy one: attention entropy per
+# head against L. Each entry is one file the recipe writes or edits (path -> new text, or for the
+# registry the record appended to REGISTRY).
+TOY_CORE = """\
+\"\"\"Attention entropy of a row (a toy analysis of tests/test_generic_analysis.py).\"\"\"
 
+import numpy as np
+
+
+def row_entropy(weights: np.ndarray) -> np.ndarray:
+    \"\"\"Shannon entropy (nats) of each row of ``weights``; 0 log 0 = 0.\"\"\"
+    w = np.asarray(weights, dtype=np.float64)
+    logs = np.log(np.where(w > 0, w, 1.0))
+    return -(w * logs).sum(axis=1)
+
+
+def row_entropy_reference(weights) -> list[float]:
+    \"\"\"The same, one row and one weight at a time.\"\"\"
+    import math
+
+    return [-sum(x * math.log(x) for x in row if x > 0) for row in weights]
+"""
+
+TOY_MODULE = """\
+\"\"\"Attention entropy per sample against L: a toy scored analysis.\"\"\"
+
+import numpy as np
 import polars as pl
 
-CAPTION = "The toy's figure."
+from attnlimits.bootstrap import Band, joint_verdict
+from attnlimits.toy_entropy import row_entropy
+from attnlimits_workflow.assemble.summaries import violation_table
+from attnlimits_workflow.assemble.table1 import interval_text, measure, partitions
 
-
-@dataclass(frozen=True)
-class Settings:
-    seed: int
+CLAIMS = {
+    "entropy_grows": {
+        "claim": "entropy grows with L",
+        "paper": "not in the paper",
+        "rule": "slope > 0",
+    }
+}
+REPLICATED = (("L",), {"entropy_mean": ("entropy", "mean")})
 
 
 def run(job):
-    return pl.DataFrame({"L": [job.pack.length]})
+    w = job.pack.weights
+    return pl.DataFrame({"L": np.full(w.shape[0], w.shape[1]), "entropy": row_entropy(w)})
 
 
 def summarise(table):
-    return {"summary": table, "violations": table}
+    summary = table.group_by("L").agg(entropy_mean=pl.col("entropy").mean()).sort("L")
+    return {"summary": summary, "violations": violation_table([])}
+
+
+def score(card, summary, replicates, scoring):
+    def slope(frame):
+        g = frame.sort("L")
+        return (float(np.polyfit(np.log(g["L"]), g["entropy_mean"], 1)[0]),)
+
+    (s,) = measure(slope, summary, partitions(replicates), card.level)
+    claim_id, claim, paper, rule = card.texts("entropy_grows")
+    verdict = joint_verdict((s,), (Band(low=1e-12),))
+    card.add_measured(claim_id, claim, paper, f"slope {interval_text(s)}", rule, verdict, s)
 
 
 def figure(summary, run):
-    raise NotImplementedError
-'''
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot(summary["L"], summary["entropy_mean"])
+    return fig, ""
+"""
+
+TOY_TEST = """\
+import numpy as np
+import pytest
+
+from attnlimits.toy_entropy import row_entropy, row_entropy_reference
 
 
-@pytest.mark.workflow
-def test_a_registered_module_is_planned_end_to_end(tmp_path):
-    """A copy of the repository plus one module and one registration line: `snakemake -n all`
-    plans its table at every L, its summary, its figure (under `all`) and its checks in table1."""
-    copy = tmp_path / "repo"
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
+@pytest.mark.unit
+def test_row_entropy_by_hand_and_against_its_reference():
+    w = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    assert row_entropy(w) == pytest.approx([np.log(2), 0.0])
+    assert row_entropy(w) == pytest.approx(row_entropy_reference(w.tolist()))
+"""
+
+TOY_RECORD = """\
+    Analysis(
+        "toy_entropy",
+        claims=("entropy_grows",),
+        figure="toy_entropy",
+        caption="Mean attention entropy per sample against L.",
+    ),
+"""
+
+
+def apply_toy_recipe(root: Path) -> None:
+    """docs/extending.md's recipe for a scored analysis without settings, in ``root``."""
+    (root / "src/attnlimits/toy_entropy.py").write_text(TOY_CORE)
+    (root / "src/attnlimits_workflow/analyses/toy_entropy.py").write_text(TOY_MODULE)
+    (root / "tests/test_toy_entropy.py").write_text(TOY_TEST)
+    registry = root / "src/attnlimits_workflow/registry.py"
+    text = registry.read_text()
+    anchor = "\n)\n\nANALYSES: dict[str, Analysis]"
+    assert text.count(anchor) == 1
+    registry.write_text(
+        text.replace(anchor, "\n" + TOY_RECORD + ")\n\nANALYSES: dict[str, Analysis]")
+    )
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split("\0")
-    for name in filter(None, files):
+    ).stdout
+
+
+def copy_of_repository(tmp_path: Path) -> Path:
+    """This checkout's tracked and unignored files, committed in a fresh repository."""
+    copy = tmp_path / "repo"
+    files = git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, files.split("\0")):
         if (REPO / name).is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, copy / name)
-    (copy / "src/attnlimits_workflow/analyses/toy.py").write_text(textwrap.dedent(TOY_MODULE))
-    rules = copy / "workflow/rules/analysis.smk"
-    anchor = 'register_analysis("vanishing")'
-    assert anchor in rules.read_text()
-    rules.write_text(
-        rules.read_text().replace(anchor, f'{anchor}\nregister_analysis("toy", figure="toy")')
-    )
+    git(copy, "init", "-q")
+    git(copy, "add", "-A")
+    git(copy, "commit", "-q", "-m", "copy")
+    return copy
+
+
+@pytest.mark.workflow
+def test_the_scored_analysis_recipe_is_four_files_and_plans_end_to_end(tmp_path):
+    """docs/extending.md's recipe in a copy of the repository: a scored analysis without settings
+    touches four files (its core function beside its reference, its module, its test, its
+    record), and `snakemake -n all` then plans its table at every L, its summary, its figure
+    (under `all`), and its summary and checks in table1's inputs."""
+    copy = copy_of_repository(tmp_path)
+    apply_toy_recipe(copy)
+    touched = sorted(line[3:] for line in git(copy, "status", "--porcelain", "-uall").splitlines())
+    assert touched == [
+        "src/attnlimits/toy_entropy.py",
+        "src/attnlimits_workflow/analyses/toy_entropy.py",
+        "src/attnlimits_workflow/registry.py",
+        "tests/test_toy_entropy.py",
+    ]
     cmd = snakemake_command(
         copy / "Snakefile",
         copy / ".test",
@@ -166,31 +266,79 @@ def test_a_registered_module_is_planned_end_to_end(tmp_path):
         "all",
         "--forceall",
     )
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     lengths = [8, 16, 32, 64]  # .test's analysis.lengths
     for L in lengths:
-        assert f"results/tiny-gpt2/analysis/toy/L{L}.parquet" in out
+        assert f"results/tiny-gpt2/analysis/toy_entropy/L{L}.parquet" in out
     for path in (
-        "results/tiny-gpt2/summary/toy.csv",
-        "results/tiny-gpt2/summary/violations_toy.csv",  # only table1 asks for it
-        "figures/tiny-gpt2/toy.pdf",
-        "figures/toy.png",  # the default model's copy
+        "results/tiny-gpt2/summary/toy_entropy.csv",
+        "results/tiny-gpt2/summary/toy_entropy_replicates.parquet",
+        "results/tiny-gpt2/summary/violations_toy_entropy.csv",  # only table1 asks for it
+        "figures/tiny-gpt2/toy_entropy.pdf",
+        "figures/toy_entropy.png",  # the default model's copy
+        "figures/compare/vanishing.pdf",  # not compared: the toy's record says so
     ):
         assert path in out, path
+    assert "figures/compare/toy_entropy.pdf" not in out
+    # the copy's own test of the toy passes, and Table 1 scores the toy's claim from its summary
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_toy_entropy.py",
+        ],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    proc = subprocess.run(
+        [sys.executable, "-c", SCORE_THE_TOY], cwd=copy, capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["entropy_grows", "reproduced"]
+
+
+# Table 1 of empty summaries for the other analyses plus the toy's (run in the copy).
+SCORE_THE_TOY = """
+import polars as pl
+from attnlimits_workflow.assemble import table1
+from attnlimits_workflow.analyses import critical_n, distance, gradient, separability, vanishing
+
+for module in (critical_n, distance, gradient, separability, vanishing):
+    module.score = lambda *args: None
+summary = pl.DataFrame({"L": [8, 16, 32], "entropy_mean": [1.0, 1.5, 2.0]})
+table = table1.table1(
+    summaries={"toy_entropy": summary, **dict.fromkeys(table1.registry.SCORED[:-1])},
+    violations=pl.DataFrame(),
+    claims={},
+    run={"causal": False},
+    analysis={"bootstrap": {"level": 0.95}, "all_rows": {"masked": "non_selected"}},
+)
+row = table.row(0, named=True)
+print(row["claim_id"], row["verdict"])
+"""
 
 
 @pytest.mark.unit
-def test_an_analysis_modules_own_config_rule_is_checked(tmp_path, monkeypatch):
-    """analysis.<name>'s cross-key rule sits in its module (config_errors), not in config.py."""
+def test_an_analysis_modules_own_config_rule_is_checked(monkeypatch):
+    """analysis.<name>'s cross-key rule sits in its module (config_errors), which the config
+    check calls for each analysis whose record says so, not in config.py."""
     import copy
 
     import yaml
 
     from attnlimits_workflow import config_sections as checks
+    from attnlimits_workflow import registry
 
-    (tmp_path / "toy.py").write_text("\ndef config_errors(config):\n    ...\n")
     toy = types.ModuleType("attnlimits_workflow.analyses.toy")
 
     def config_errors(config):
@@ -199,12 +347,11 @@ def test_an_analysis_modules_own_config_rule_is_checked(tmp_path, monkeypatch):
 
     toy.config_errors = config_errors
     monkeypatch.setitem(sys.modules, toy.__name__, toy)
-    monkeypatch.setattr(checks, "ANALYSES_DIR", tmp_path)
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())  # lengths from 32 up
+    cfg["analysis"]["toy"] = {"n": 32}
+    # a module whose record does not say config_checks is not asked
+    assert checks.semantic_errors(copy.deepcopy(cfg)) == []
+    monkeypatch.setattr(registry, "CONFIG_CHECKED", [*registry.CONFIG_CHECKED, "toy"])
     for n, errors in ((8, []), (32, ["analysis.toy.n: 32 must be below every L"])):
         cfg["analysis"]["toy"] = {"n": n}
         assert checks.semantic_errors(copy.deepcopy(cfg)) == errors
-    # a section without a module, or whose module states no rule, adds nothing
-    cfg["analysis"]["toy"] = {"n": 32}
-    (tmp_path / "toy.py").write_text("CAPTION = 'no rules'\n")
-    assert checks.semantic_errors(cfg) == []

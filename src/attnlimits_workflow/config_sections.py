@@ -15,6 +15,7 @@ import yaml
 from attnlimits.families import UnsupportedModelError, family, sliding_windows
 from attnlimits.families import max_positions as model_positions
 
+from . import registry
 from .config_schema import (
     MODEL_SOURCES,
     ConfigError,
@@ -275,22 +276,15 @@ def model_config_errors(config: dict[str, Any]) -> list[str]:
         ]
 
 
-# The analysis modules (attnlimits_workflow.analyses.<name>), whose own cross-key rules sit beside
-# their code.
-ANALYSES_DIR = Path(__file__).parent / "analyses"
-
-
 def analysis_module_errors(config: dict[str, Any]) -> list[str]:
-    """The rules an analysis module states for its own keys: for each analysis.<name> section
-    whose module defines ``config_errors(config) -> list[str]``, its problems (so a new analysis
-    edits no file here). Only those modules are imported, and none imports torch."""
+    """The rules an analysis module states for its own keys: for each analysis the registry
+    marks ``config_checks`` (attnlimits_workflow.registry), its module's ``config_errors(config)
+    -> list[str]`` (so a new analysis edits no file here). Only those modules are imported, and
+    none imports torch."""
     errs = []
-    for name, section in config["analysis"].items():
-        path = ANALYSES_DIR / f"{name}.py"
-        if isinstance(section, dict) and path.is_file():
-            if "\ndef config_errors(" in path.read_text():
-                module = importlib.import_module(f"attnlimits_workflow.analyses.{name}")
-                errs += module.config_errors(config)
+    for name in registry.CONFIG_CHECKED:
+        module = importlib.import_module(f"attnlimits_workflow.analyses.{name}")
+        errs += module.config_errors(config)
     return errs
 
 

@@ -11,21 +11,23 @@ are those the analysis's own job writes (the same values: a kernel's statistics 
 which others share the pass), named for the rules that take them out of the job's folder.
 
 Adding an analysis that reads rows: its module's ``engine_kernels`` and ``engine_tables`` (a
-row kernel and a table from its per-head means), and one entry in :data:`ROW_ANALYSES`, its
-values at L (docs/extending.md).
+row kernel and a table from its per-head means), and ``row_values`` in its record of
+attnlimits_workflow.registry, its values at L (docs/extending.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+
+from attnlimits_workflow import registry
 
 LOG = logging.getLogger("rows")
 # the analysis section's keys every all-rows analysis's settings may read
@@ -46,33 +48,12 @@ class Inputs:
     delta: np.ndarray | None = None
 
 
-def _distance_ns(section: Mapping[str, Any], length: int) -> list[int]:
-    d = section["distance"]
-    ns = {d["n_fixed"]} if length in section["lengths"] else set()
-    return sorted(ns | (set(d["n_grid"]) if length == d["length_fixed"] else set()))
-
-
-def _at_own_length(key: str, values: str) -> Callable[[Mapping[str, Any], int], list]:
-    """The values ``analysis.<key>.<values>`` at ``analysis.<key>.length`` alone."""
-
-    def at(section: Mapping[str, Any], length: int) -> list:
-        own = section[key]
-        return sorted(own[values]) if length == own["length"] else []
-
-    return at
-
-
-# The analyses the row engine serves: name -> its values at L from the model's analysis section
-# (N, T, or one entry for one table; empty: none there). The module
+# The analyses the row engine serves, from the registry (attnlimits_workflow.registry): name ->
+# its values at L from the model's analysis section. The module
 # attnlimits_workflow.analyses.<name> holds the rest: Settings, engine_kernels(pack, settings,
 # values, inputs) -> key -> RowKernel, and engine_tables(pack, settings, values, pooled, log,
 # timer) -> file stem -> table from each key's per-head means.
-ROW_ANALYSES: dict[str, Callable[[Mapping[str, Any], int], list]] = {
-    "distance": _distance_ns,
-    "separability": _at_own_length("separability", "n_grid"),
-    "critical_n": lambda section, length: ["list"] if length in section["lengths"] else [],
-    "gradient": _at_own_length("gradient", "temperatures"),
-}
+ROW_ANALYSES = registry.ROW_ANALYSES
 
 
 def kernel_plan(planned: Mapping[str, Any]) -> dict[str, Any]:

@@ -302,18 +302,10 @@ rule summarise_gradient:
         "../scripts/summarise.py"
 
 
-# The registered analyses: each served by the generic rules below (and analysis_figure in
-# figures.smk) through its module attnlimits_workflow.analyses.<name> (analyses/generic.py
-# names its entry points): no script, rule or caption file of its own. A new analysis is one
-# line here.
-# Lemma 1 / Corollary 1 (its summary also feeds Table 1 and the comparison).
-register_analysis("vanishing")
-# Algorithm 3's critical N at every L; summarised with the distance tables by rule
-# summarise_distance (Fig. 2 reads both), so not by the generic summary.
-register_analysis("critical_n", summary=False)
-# Paper Fig. 4, of rule summarise_gradient's summary (gradient's own rules are bespoke: a
-# temperature grid at one L, not a table per L).
-register_figure("fig4", "gradient")
+# The registered analyses (attnlimits_workflow.registry): each with per_length served by the
+# generic rules below (and its figure by analysis_figure in figures.smk) through its module
+# attnlimits_workflow.analyses.<name> (analyses/generic.py names its entry points): no script,
+# rule or caption file of its own, and no list here.
 
 
 rule analyse:
@@ -326,7 +318,7 @@ rule analyse:
     benchmark:
         results("{model}", "benchmarks", "analysis", "{analysis}", "L{length}.tsv")
     wildcard_constraints:
-        analysis=name_pattern(ANALYSES),
+        analysis=name_pattern(PER_LENGTH),
     # critical_n's jobs are the longest per L: started early
     priority: 2
     conda:
@@ -352,7 +344,7 @@ rule summarise_analysis:
     benchmark:
         results("{model}", "benchmarks", "summarise", "{analysis}.tsv")
     wildcard_constraints:
-        analysis=name_pattern(SUMMARISED_ANALYSES),
+        analysis=name_pattern(GENERIC_SUMMARIES),
     conda:
         "../envs/analysis.yaml"
     params:
@@ -399,7 +391,7 @@ rule analysis_from_rows:
         "logs/{model}/analysis/{analysis}/L{length}.log",
     wildcard_constraints:
         model=name_pattern(ROW_ENGINE_MODELS),
-        analysis=name_pattern([a for a in ANALYSES if a in ROW_ANALYSES]),
+        analysis=name_pattern([a for a in PER_LENGTH if a in ROW_ANALYSES]),
     localrule: True
     conda:
         "../envs/analysis.yaml"

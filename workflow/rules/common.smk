@@ -1,4 +1,3 @@
-import ast
 import math
 import re
 import sys
@@ -14,11 +13,19 @@ from attnlimits_workflow.config import (
     reading_runs,
     temperature_name,
 )
-from attnlimits_workflow.engine import ROW_ANALYSES
 from attnlimits_workflow.engine import kernel_plan
 from attnlimits_workflow.engine import plan as plan_rows
 from attnlimits_workflow.integrity import refresh_changed_folders
 from attnlimits_workflow.integrity import unverifiable_folders
+from attnlimits_workflow.registry import BOUND_CHECKS
+from attnlimits_workflow.registry import COMPARED
+from attnlimits_workflow.registry import FIGURES as ANALYSIS_FIGURES
+from attnlimits_workflow.registry import GENERIC_SUMMARIES
+from attnlimits_workflow.registry import PER_LENGTH
+from attnlimits_workflow.registry import READING_KEYS_READ
+from attnlimits_workflow.registry import ROW_ANALYSES
+from attnlimits_workflow.registry import SCORED
+from attnlimits_workflow.registry import caption as figure_caption
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -271,17 +278,6 @@ def pack_of(wildcards):
     return results(source_run(wildcards.model), "samples", f"L{wildcards.length}")
 
 
-# Which reading keys (config.READING_KEYS) each summary's analyses read: a reading that changes
-# none of them takes its source's summary (a registered analysis not listed reads the embedding).
-READING_KEYS_READ = {
-    "distance": {"embedding"},
-    "critical_n": {"embedding"},
-    "separability": {"embedding"},
-    "gradient": {"temperature_on"},
-    "vanishing": set(),
-}
-
-
 def summary_run(model, kind):
     """The run whose summary ``kind`` a run's Table 1 reads: a reading's own only where the
     reading changes a key that summary's analyses read."""
@@ -289,6 +285,7 @@ def summary_run(model, kind):
         return model
     source, reading = READING_RUNS[model]
     changed = reading_changes(MODELS[source], reading)
+    # a summary outside the registry (the heads' report) reads the embedding
     return model if changed & READING_KEYS_READ.get(kind, {"embedding"}) else source
 
 
@@ -405,63 +402,25 @@ def normalizer_outputs(kind):
 
 # Per-model figures and tables land in figures/<model>/ and tables/<model>/; the default model's
 # are also copied to figures/<name>.pdf and tables/<name>.csv, the paths the paper's commands use.
-# (register_figure adds the figures of the generic rule analysis_figure, paper Fig. 4 among them.)
-MODEL_FIGURES = ["fig2", "fig3", "fig5", "coverage", "heads"]
+# The registered analyses' figures (attnlimits_workflow.registry: paper Fig. 4 among them) are
+# drawn by the generic rule analysis_figure.
+MODEL_FIGURES = ["fig2", "fig3", "fig5", "coverage", "heads", *ANALYSIS_FIGURES]
 MODEL_TABLES = {
     "table1": ["csv", "md", "tex"],
     "table2": ["csv", "md", "tex"],
     "coverage": ["csv", "md"],
     "heads": ["csv"],
 }
-# One cross-model figure per claim of the paper (figures/compare/<claim>.pdf), and the scorecard.
-COMPARE_CLAIMS = ["critical_n", "separability", "gradient", "vanishing", "distance"]
 
 
-# The analyses served by the generic rules (analysis.smk: analyse, summarise_analysis;
-# figures.smk: analysis_figure), each a module attnlimits_workflow.analyses.<name> with the entry
-# points attnlimits_workflow.analyses.generic names. analysis.smk registers them next to the rules,
-# and `all`, the figure list and table1's bound checks read these, so adding one edits no other
-# rule file.
-ANALYSES = []
-SUMMARISED_ANALYSES = []  # those of ANALYSES summarised by the generic rule
-ANALYSIS_FIGURES = (
-    {}
-)  # figure name (figures/<model>/<figure>.pdf) -> its analysis module
-# Every analysis's bound-check counts (summary/violations_<name>.csv), in the scorecard's order:
-# the bespoke rules' first, then the registered analyses'.
-BOUND_CHECKS = ["distance", "separability", "gradient"]
-
-
-def register_analysis(name, summary=True, figure=None):
-    """Serve analysis ``name`` by the generic rules: its table at every L of analysis.lengths,
-    its summary and its checks in table1 (unless ``summary`` is False: a bespoke rule reads its
-    tables) and, given a figure name, its figure under `all`.
-    """
-    ANALYSES.append(name)
-    if summary:
-        SUMMARISED_ANALYSES.append(name)
-        BOUND_CHECKS.append(name)
-    if figure:
-        register_figure(figure, name)
-
-
-def register_figure(figure, analysis):
-    """Draw ``figure`` of analysis ``analysis`` (its module's figure() of summary/<analysis>.csv)
-    by the generic rule analysis_figure, under `all`."""
-    ANALYSIS_FIGURES[figure] = analysis
-    MODEL_FIGURES.append(figure)
-
-
-def analysis_caption(analysis):
-    """A registered analysis's figure caption: its module's CAPTION string, read from this
-    checkout's source without importing it (planning loads no analysis code)."""
-    path = Path(
-        workflow.basedir, "src", "attnlimits_workflow", "analyses", f"{analysis}.py"
-    )
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["CAPTION"]:
-            return ast.literal_eval(node.value)
-    raise ValueError(f"{path} has no CAPTION for its figure")
+def table1_inputs(wildcards):
+    """Input function of rule table1: each scored analysis's summary and its bootstrap
+    replicates (the intervals and three-outcome verdicts), named by the analysis, and every
+    bound check's counts, all from the registry (attnlimits_workflow.registry)."""
+    summaries = {name: summary_of(name)(wildcards) for name in SCORED}
+    replicates = {f"{n}_replicates": replicates_of(n)(wildcards) for n in SCORED}
+    violations = [summary_of(k, f"violations_{k}")(wildcards) for k in BOUND_CHECKS]
+    return {**summaries, **replicates, "violations": violations}
 
 
 def analysis_settings(wildcards):
@@ -535,9 +494,7 @@ def default_model_copies():
 
 
 def compare_outputs():
-    figs = [
-        f"figures/compare/{c}.{ext}" for c in COMPARE_CLAIMS for ext in ("pdf", "png")
-    ]
+    figs = [f"figures/compare/{c}.{ext}" for c in COMPARED for ext in ("pdf", "png")]
     return figs + [
         "tables/compare/scorecard.csv",
         "tables/compare/scorecard.md",

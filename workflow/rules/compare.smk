@@ -19,7 +19,7 @@ rule compare_figure:
     log:
         "logs/compare/{claim}.log",
     wildcard_constraints:
-        claim="|".join(COMPARE_CLAIMS),
+        claim="|".join(COMPARED),
     conda:
         "../envs/analysis.yaml"
     params:
@@ -63,7 +63,7 @@ rule findings:
     input:
         template=workflow.source_path("../resources/findings_template.md"),
         scorecard="tables/compare/scorecard.csv",
-        figures=[f"figures/compare/{claim}.png" for claim in COMPARE_CLAIMS],
+        figures=[f"figures/compare/{claim}.png" for claim in COMPARED],
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
         configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
         readings=[f"tables/{model}/robustness.csv" for model in READ_MODELS],

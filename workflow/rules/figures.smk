@@ -77,8 +77,9 @@ rule fig3:
         "../scripts/plot_fig3.py"
 
 
-# The registered analyses' figures (register_figure in analysis.smk): the module's figure() of
-# its summary, captioned from its CAPTION (workflow/report/analysis_figure.rst renders it).
+# The registered analyses' figures (a record's figure in attnlimits_workflow.registry): the
+# module's figure() of its summary, captioned from the record's caption
+# (workflow/report/analysis_figure.rst renders it).
 rule analysis_figure:
     input:
         style=STYLE,
@@ -102,7 +103,7 @@ rule analysis_figure:
         "../envs/analysis.yaml"
     params:
         analysis=lambda wildcards: ANALYSIS_FIGURES[wildcards.figure],
-        caption=lambda wildcards: analysis_caption(ANALYSIS_FIGURES[wildcards.figure]),
+        caption=lambda wildcards: figure_caption(wildcards.figure),
     script:
         "../scripts/plot_analysis.py"
 
@@ -111,20 +112,8 @@ rule analysis_figure:
 # where it changes no key their analyses read (summary_run).
 rule table1:
     input:
-        distance=summary_of("distance"),
-        critical_n=summary_of("critical_n"),
-        separability=summary_of("separability"),
-        gradient=summary_of("gradient"),
-        vanishing=summary_of("vanishing"),
-        # bootstrap replicates of the summaries: the intervals and three-outcome verdicts
-        distance_replicates=replicates_of("distance"),
-        separability_replicates=replicates_of("separability"),
-        gradient_replicates=replicates_of("gradient"),
-        critical_n_replicates=replicates_of("critical_n"),
-        vanishing_replicates=replicates_of("vanishing"),
-        violations=lambda wildcards: [
-            summary_of(kind, f"violations_{kind}")(wildcards) for kind in BOUND_CHECKS
-        ],
+        # the registry's scored analyses' summaries and replicates, and every bound check
+        unpack(table1_inputs),
         run=results("{model}", "summary", "run.json"),
         claims=workflow.source_path("../resources/paper_claims.yaml"),
     output:
@@ -141,7 +130,6 @@ rule table1:
     conda:
         "../envs/analysis.yaml"
     params:
-        bound_kinds=BOUND_CHECKS,
         analysis=model_setting("analysis"),
     script:
         "../scripts/make_table1.py"

@@ -1,6 +1,6 @@
 """Table 1: the reproduction scorecard, one row per quantitative claim of the paper with this
 run's value and verdict (attnlimits_workflow.assemble.table1; the claims are data in
-workflow/resources/paper_claims.yaml)."""
+workflow/resources/paper_claims.yaml; the summaries it reads are the registry's)."""
 
 import json
 
@@ -14,31 +14,26 @@ from attnlimits_workflow.assemble.table1 import (
     table1_header,
 )
 from attnlimits_workflow.jobs import job_logger
+from attnlimits_workflow.registry import BOUND_CHECKS, SCORED
 from attnlimits_workflow.tables import write_csv, write_latex, write_markdown
 
 log = job_logger(snakemake, "table1")
 inp, out = snakemake.input, snakemake.output
 run = json.load(open(inp.run))
+# every scored analysis of the registry: its summary and bootstrap replicates, named by it
 table = table1(
-    distance=pl.read_csv(inp.distance),
-    critical_n=pl.read_csv(inp.critical_n),
-    separability=pl.read_csv(inp.separability),
-    gradient=pl.read_csv(inp.gradient),
-    vanishing=pl.read_csv(inp.vanishing),
+    summaries={name: pl.read_csv(getattr(inp, name)) for name in SCORED},
     # each check tagged with its summary: a reading reaches a bound only through it
     violations=pl.concat(
         [
             pl.read_csv(p, schema_overrides=VIOLATION_TYPES).with_columns(summary=pl.lit(kind))
-            for kind, p in zip(snakemake.params.bound_kinds, inp.violations, strict=True)
+            for kind, p in zip(BOUND_CHECKS, inp.violations, strict=True)
         ]
     ),
     claims=yaml.safe_load(open(inp.claims)),
     run=run,
     analysis=snakemake.params.analysis,
-    replicates={
-        name: pl.read_parquet(getattr(inp, f"{name}_replicates"))
-        for name in ("distance", "separability", "gradient", "vanishing", "critical_n")
-    },
+    replicates={name: pl.read_parquet(getattr(inp, f"{name}_replicates")) for name in SCORED},
 )
 header = table1_header(run)
 write_csv(table, out.csv)

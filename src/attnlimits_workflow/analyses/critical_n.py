@@ -13,6 +13,7 @@ readings coincide and are computed once (masked = "both")."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,17 +22,23 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.bootstrap import resample_indices
+from attnlimits.bootstrap import Band, Interval, percentile_interval, resample_indices
+from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import (
     BlockedDistances,
+    CensoredSlope,
     bisected_n_resampled,
+    censored_slope,
     critical_n_search,
     ks_min_pvalue,
     ks_subsample,
     ks_test,
+    largest_share,
     resample_grid,
+    slope_within,
 )
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
+from attnlimits_workflow.assemble.table1 import Scorecard, Scoring, verdict
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import (
@@ -336,3 +343,208 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             len(keep),
         )
     return with_replicates(pl.DataFrame(rows, schema_overrides=SCHEMA), replicates)
+
+
+# Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read
+# from its summary and their bootstrap replicates.
+# Algorithm 3's critical N under each reading of a causal row's masked keys.
+READINGS = {
+    "non_selected": "masked keys non-selected: the paper's L x L rows",
+    "prefix": "masked keys left out: prefix rows",
+    "both": "no masked keys: both readings coincide",
+}
+
+
+# What a critical-N rule reads from the curve (paper_claims.yaml, critical_n.rules.<r>.statistic):
+# the slope through the origin, or the largest N_crit / L over the lengths; each known only from
+# below where a length is censored. Name, function.
+CRITICAL_STATISTICS = {
+    "slope": ("slope", censored_slope),
+    "largest_share": ("largest N_crit / L", largest_share),
+}
+
+
+def slope_interval(
+    point: CensoredSlope, replicates: pl.DataFrame | None, level: float, fit=censored_slope
+) -> Interval | None:
+    """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
+    curve of the replicate table): from the low percentile of each resample's lower bound
+    (``at_least``) to the high percentile of its upper end (+inf where a resample's search was
+    censored at some L, and wherever the point search itself was), so censoring widens the
+    interval instead of being dropped. None without replicates."""
+    if replicates is None or replicates.height == 0:
+        return None
+    lows, highs = [], []
+    for g in replicates.sort("replicate", "L").partition_by("replicate", maintain_order=True):
+        s = fit(
+            g["L"].to_numpy(),
+            g["N_crit"].cast(pl.Float64).to_numpy(),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        lows.append(s.at_least)
+        highs.append(s.upper)
+    low, _, undefined = percentile_interval(lows, level)
+    _, high, _ = percentile_interval(highs, level)
+    # the point search censored at some L is open above whatever the resamples did: an interval
+    # closed by resamples that all passed would call a censored slope "reproduced"
+    high = max(high, point.upper)
+    return Interval(point.at_least, low, high, level, len(lows), undefined)
+
+
+def first_n_passed(curve: pl.DataFrame) -> np.ndarray:
+    """Per length of a critical-N curve (summary/critical_n.csv rows): whether its search passed
+    at the first N it tried (one evaluation, found) above N = 1, so that N_crit is only known to
+    be at most that N: the grid's floor, not a measurement."""
+    if "evaluations" not in curve.columns:
+        return np.zeros(curve.height, dtype=bool)
+    return (
+        ((~curve["censored"]) & (curve["evaluations"] == 1) & (curve["N_crit"] > 1))
+        .fill_null(False)
+        .to_numpy()
+    )
+
+
+def floor_outcome(
+    outcome: str, floor_slope: CensoredSlope, slope: CensoredSlope, low: float, high: float
+) -> str:
+    """``outcome`` if it holds over every statistic the passes at the first N tried allow, from
+    ``floor_slope`` (their N_crit at 1) up to ``slope``'s upper end, else undecided: reproduced
+    needs the whole range inside [low, high], not reproduced the whole range on one side of it.
+    (The other lengths' N_crit are bracketed by their grid steps too, by at most one step: the
+    grid's resolution, docs/paper-notes.md section 17, is not widened here.)"""
+    lowest, highest = floor_slope.at_least, slope.upper
+    if outcome == "reproduced" and not (low <= lowest and highest <= high):
+        return "undecided"
+    if outcome == "not reproduced" and not (lowest > high or highest < low):
+        return "undecided"
+    return outcome
+
+
+def claims(
+    card: Scorecard, crit: pl.DataFrame, alpha: float, replicates: pl.DataFrame | None = None
+) -> None:
+    """Algorithm 3's critical N, scored by each of the paper's two wordings (critical_n.rules)
+    under each reading of a causal row's masked keys; the slope through the origin is known only
+    from below where a length's search ended without a pass (attnlimits.critical.CensoredSlope).
+    ``alpha``: the KS test's level (analysis.critical_n.ks_alpha); ``replicates``: the searches
+    rerun on bootstrap resamples of the heads or rows (summaries.critical_n_replicates), whose
+    slopes give the interval (:func:`slope_interval`)."""
+    crit_readings = set(crit["masked"].unique().to_list())
+    for reading in ("non_selected", "prefix"):
+        source = "both" if "both" in crit_readings else reading
+        for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 term")):
+            f = crit.filter((pl.col("masked") == source) & (pl.col("expectation") == kind))
+            f = f.sort("L")
+            reps = (
+                None
+                if replicates is None
+                else replicates.filter(
+                    (pl.col("masked") == source) & (pl.col("expectation") == kind)
+                )
+            )
+            blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
+            censored = f.filter(pl.col("censored"))
+            d_cols = [col for col in f.columns if col.startswith("D_at_")]
+            spread = "; ".join(
+                f"D at {col[5:-1]} L {f[col].min():.2f}-{f[col].max():.2f}" for col in d_cols[:2]
+            )
+            for rule_name, c in card.claims["critical_n"]["rules"].items():
+                claim_id = f"critical_n:{kind}:{rule_name}" + (
+                    ":prefix" if reading == "prefix" else ""
+                )
+                values = {**c, "expectation": label, "reading": READINGS[source]}
+                claim, paper, rule = (
+                    c[part].format(**values) for part in ("claim", "paper", "rule")
+                )
+                row = (claim_id, claim, paper)
+                low, high = c.get("low", -math.inf), c.get("high", c["value"])
+                if reading == "prefix" and source == "both":
+                    measured = "the same rows as the L x L reading above"
+                    card.add(*row, measured, rule, "not applicable")
+                    continue
+                if f.height == 0:
+                    card.add(*row, "no critical-N rows", rule, verdict(None))
+                    continue
+                if blind.height:
+                    # The KS test cannot reject at alpha with so few samples: every N "passes".
+                    measured = (
+                        f"KS over {blind['ks_samples'].min()} values per side cannot reject at "
+                        f"alpha = {alpha} (smallest attainable p "
+                        f"{blind['ks_min_pvalue'].max():.3g}) at {blind.height}/{f.height} lengths"
+                    )
+                    card.add(*row, measured, rule, "not testable")
+                    continue
+                counted = f"KS over {f['ks_samples'].max()} values per side"
+                name, fit = CRITICAL_STATISTICS[c.get("statistic", "slope")]
+                slope = fit(
+                    f["L"].to_numpy(),
+                    f["N_crit"].cast(pl.Float64).to_numpy(),
+                    f["censored"].to_numpy(),
+                    f["top_N"].to_numpy(),
+                )
+                if slope.censored:
+                    # a censored length's N_crit is >= its top N: the slope is bounded below only
+                    top = (
+                        "L - 1"
+                        if (censored["top_N"] == censored["L"] - 1).all()
+                        else "its top N tried"
+                    )
+                    measured = (
+                        f"{name} >= {slope.at_least:.3f}: {slope.censored}/{f.height} lengths "
+                        f"censored (no pass up to N = {top}, counted as N_crit >= {top})"
+                    )
+                    if slope.censored < f.height:
+                        measured += f"; through the found lengths only {slope.found:.3f}"
+                else:
+                    measured = f"{name} {slope.found:.3f} ({f.height}/{f.height} lengths found)"
+                # where the first N tried already passed, N_crit is only known to be <= it
+                at_floor = first_n_passed(f)
+                floor_slope = None
+                if at_floor.any():
+                    floor_slope = fit(
+                        f["L"].to_numpy(),
+                        np.where(at_floor, 1.0, f["N_crit"].cast(pl.Float64).to_numpy()),
+                        f["censored"].to_numpy(),
+                        f["top_N"].to_numpy(),
+                    )
+                    measured += (
+                        f"; at {int(at_floor.sum())}/{f.height} lengths the first N tried "
+                        f"already passed (N_crit <= it): the {name} could be as low as "
+                        f"{floor_slope.at_least:.3f}"
+                    )
+                interval = slope_interval(slope, reps, card.level, fit)
+                if interval is not None:
+                    measured += (
+                        f"; {100 * card.level:g} % bootstrap interval of the {name} "
+                        f"[{interval.low:.3f}, {interval.high:.3f}] over {interval.resamples} "
+                        "searches rerun on resampled units"
+                    )
+                measured += f"; {counted}" + (f"; {spread}" if spread else "")
+                inside = slope_within(slope, low, high)
+                if interval is not None:
+                    # a censored resample's slope is open above: its interval reaches +inf
+                    outcome = bootstrap_verdict(interval, Band(low, high))
+                elif inside is None:
+                    # censored: the slope's lower bound is inside the rule and its top is open,
+                    # so the data cannot tell (not "not testable": the KS test could decide)
+                    outcome = "undecided"
+                else:
+                    outcome = verdict(inside)
+                if floor_slope is not None:
+                    outcome = floor_outcome(outcome, floor_slope, slope, low, high)
+                card.add(
+                    *row,
+                    measured,
+                    rule,
+                    outcome,
+                    value=slope.at_least,
+                    low=None if interval is None else interval.low,
+                    high=None if interval is None else interval.high,
+                    resamples=None if interval is None else interval.resamples,
+                )
+
+
+def score(card: Scorecard, summary: pl.DataFrame, replicates, scoring: Scoring) -> None:
+    """Table 1's rows of Algorithm 3 (the registry's entry point)."""
+    claims(card, summary, scoring.analysis["critical_n"]["ks_alpha"], replicates)

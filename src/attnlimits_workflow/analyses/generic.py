@@ -1,7 +1,6 @@
 """The generic path of an analysis: one rule, one adapter script per stage, serving every module
-of this package that the workflow registers (``ANALYSES`` in workflow/rules/common.smk, extended
-in workflow/rules/analysis.smk). A registered module ``attnlimits_workflow.analyses.<name>``
-holds, by convention:
+of this package whose record in the analyses' registry (attnlimits_workflow.registry) asks for
+it. A registered module ``attnlimits_workflow.analyses.<name>`` holds, by convention:
 
 - ``run(job) -> polars.DataFrame``: the table at one L (``job.pack``; ``job.settings`` filled from
   the rule's settings when the module has a ``Settings`` dataclass), written by rule ``analyse``;
@@ -11,8 +10,9 @@ holds, by convention:
 - where Table 1 reads its summary, ``REPLICATED = (groups, {summary column: (column, aggregation)})``:
   those summary columns recomputed on bootstrap resamples of the heads (and chunks) by the same
   rule (summary/<name>_replicates.parquet; empty where the module has none);
-- where it has a figure, ``figure(summary, run) -> (Figure, note)`` and ``CAPTION`` (the report's
-  caption), drawn by rule ``analysis_figure``.
+- where it has a figure, ``figure(summary, run) -> (Figure, note)``, drawn by rule
+  ``analysis_figure`` with its record's caption;
+- where Table 1 scores it, ``score(card, summary, replicates, scoring)`` (assemble.table1).
 
 So a new analysis needs no script, no rule and no caption file of its own."""
 

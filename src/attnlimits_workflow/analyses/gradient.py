@@ -8,6 +8,7 @@ most min{1/(2T), sqrt 2 / eps} (mean value theorem; two probability vectors lie 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,9 @@ from numpy.typing import NDArray
 
 from attnlimits import fused_gradient
 from attnlimits.arrays import DEFAULT_DEVICE, NUMPY, namespace, to_numpy
+from attnlimits.bootstrap import Band, joint_verdict
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
+from attnlimits.critical import linear_fit
 from attnlimits.gradient import (
     COROLLARY3_WIDE_ROW_KEYS,
     corollary3_bound,
@@ -30,6 +33,14 @@ from attnlimits.gradient import (
     softmax_jacobian_norm_from_weights,
 )
 from attnlimits.protocol import row_sensitivity, unit_directions
+from attnlimits_workflow.assemble.table1 import (
+    MAXIMUM_CAVEAT,
+    Scorecard,
+    Scoring,
+    interval_text,
+    measure,
+    partitions,
+)
 from attnlimits_workflow.config import temperature_name
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
@@ -271,19 +282,102 @@ def last_row(
     return pl.concat(frames)
 
 
-# Its figure (paper Fig. 4), drawn by the generic rule analysis_figure (analyses.generic).
-CAPTION = """\
-**Gradient sensitivity (Lemma 2, Corollary 3; paper Fig. 4).** For each temperature T and perturbation size eps, the
-largest finite-difference sensitivity g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps over seeded unit
-directions u and over all heads, layers and chunks; the exact spectral norm of the softmax Jacobian (computed
-without forming it); the paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds.
-Points above the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md).
-"""
-
-
+# Its figure (paper Fig. 4), drawn by the generic rule analysis_figure (analyses.generic); its
+# caption is its record's (attnlimits_workflow.registry).
 def figure(summary: pl.DataFrame, run: dict):
     """Fig. 4 from summary/gradient.csv and the run description (assemble.fig4; imported here
     so the analysis jobs never load matplotlib)."""
     from attnlimits_workflow.assemble.fig4 import fig4
 
     return fig4(summary, run)
+
+
+# Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read
+# from its summary and their bootstrap replicates.
+# analysis.all_rows.rows: the per-head means of g and ||J|| from sampled rows miss the few
+# near-tie rows that carry them at small T, and so do their standard errors (docs/performance.md:
+# sampled rows; at T <= 0.01 on SmolLM2's layer 0 at 8192, 63-74 % of the exact values within
+# 1.96 stated errors, median relative error 0.28-0.44)
+SAMPLED_GRADIENT = (
+    "not testable on sampled rows (analysis.all_rows.rows): at T <= 0.01 a few near-tie rows "
+    "carry a head's mean g, which the drawn rows and their standard error miss (docs/"
+    "performance.md: sampled rows)"
+)
+
+
+def claims(
+    card: Scorecard,
+    grad: pl.DataFrame,
+    replicates: list[pl.DataFrame] | None = None,
+    sampled: bool = False,
+) -> None:
+    """Corollary 3: the sensitivity grows like 1/T at small T and drops by decades (the largest
+    head's g per T, refitted on each bootstrap replicate). ``sampled``: the rows were drawn
+    (analysis.all_rows.rows), and both claims, which read g at T <= 0.01, are not testable."""
+    eps = grad["eps"].min()
+    small_eps = grad.filter(pl.col("eps") == eps)
+    c = card.claims["gradient_inverse_t"]
+    claim_id, claim, paper, rule = card.texts("gradient_inverse_t")
+    low = small_eps.filter(pl.col("T") < c["below_t"])
+    if low.height >= 2:
+
+        def slope(frame: pl.DataFrame) -> tuple[float]:
+            g = frame.filter((pl.col("eps") == eps) & (pl.col("T") < c["below_t"])).sort("T")
+            _, s, _ = linear_fit(
+                np.log10(g["T"].to_numpy()), np.log10(g["g_max_over_heads"].to_numpy())
+            )
+            return (s,)
+
+        (s,) = measure(slope, grad, replicates, card.level)
+        card.add_measured(
+            claim_id,
+            claim,
+            paper,
+            f"log-log slope {interval_text(s, '.2f')} (eps = {eps:g}); {MAXIMUM_CAVEAT}"
+            + (f"; {SAMPLED_GRADIENT}" if sampled else ""),
+            rule,
+            "not testable" if sampled else joint_verdict((s,), (Band(c["low"], c["high"]),)),
+            s,
+        )
+    else:
+        card.cannot_score(
+            "gradient_inverse_t",
+            f"fewer than 2 temperatures below {c['below_t']}",
+            f"needs 2 T < {c['below_t']}",
+        )
+    c = card.claims["gradient_drop"]
+    claim_id, claim, paper, rule = card.texts("gradient_drop")
+
+    def at_t(frame: pl.DataFrame, t: float) -> pl.DataFrame:
+        return frame.filter((pl.col("eps") == eps) & ((pl.col("T") - t).abs() <= 1e-9 * t))
+
+    if at_t(grad, c["high_t"]).height and at_t(grad, c["low_point_t"]).height:
+
+        def decades(frame: pl.DataFrame) -> tuple[float]:
+            lo_g = at_t(frame, c["low_point_t"])["g_max_over_heads"][0]
+            hi_g = at_t(frame, c["high_t"])["g_max_over_heads"][0]
+            return (math.log10(lo_g / hi_g),)
+
+        (drop,) = measure(decades, grad, replicates, card.level)
+        card.add_measured(
+            claim_id,
+            claim,
+            paper,
+            f"{interval_text(drop, '.2f')} decades (largest head's g at T = {c['low_point_t']:g} vs "
+            f"T = {c['high_t']:g}); {MAXIMUM_CAVEAT}"
+            + (f"; {SAMPLED_GRADIENT}" if sampled else ""),
+            rule,
+            "not testable" if sampled else joint_verdict((drop,), (Band(low=c["min_decades"]),)),
+            drop,
+        )
+    else:
+        card.cannot_score(
+            "gradient_drop",
+            f"T grid lacks T = {c['low_point_t']:g} or T = {c['high_t']:g}",
+            "needs both",
+        )
+
+
+def score(card: Scorecard, summary: pl.DataFrame, replicates, scoring: Scoring) -> None:
+    """Table 1's rows of Corollary 3 (the registry's entry point)."""
+    claims(card, summary.sort("eps", "T"), partitions(replicates), scoring.sampled)

@@ -16,6 +16,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from attnlimits.arrays import NUMPY, host
+from attnlimits.bootstrap import Band, deciding_part, joint_verdict
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
@@ -26,6 +27,15 @@ from attnlimits.separability import (
     separability,
 )
 from attnlimits.sweeps import separability_rows
+from attnlimits_workflow.assemble.table1 import (
+    MAXIMUM_CAVEAT,
+    Scorecard,
+    Scoring,
+    interval_text,
+    measure,
+    partitions,
+    reading_text,
+)
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
@@ -304,3 +314,95 @@ def last_row(
         timer,
     )
     return table
+
+
+# Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read
+# from its summary and their bootstrap replicates.
+def claims(
+    card: Scorecard, sep: pl.DataFrame, readings, replicates: list[pl.DataFrame] | None = None
+) -> None:
+    """Theorem 2: N_s/N saturates in the paper's band, and the upper bound tracks it."""
+    c = card.claims["saturation"]
+    tail = sep.filter(pl.col("N") >= c["from_n"])
+    if tail.height:
+        zero = tail["zero_weight_selected_mean"].max()
+        for reading, suffix in readings:
+            claim_id, claim, paper, rule = card.texts(
+                "saturation", variant=reading if suffix else None
+            )
+
+            def extremes(frame: pl.DataFrame, suffix=suffix) -> tuple[float, float]:
+                medians = frame.filter(pl.col("N") >= c["from_n"])[f"ratio{suffix}_median"]
+                return medians.min(), medians.max()
+
+            # two-sided: the box of (smallest median, largest median) must lie in the band
+            lo, hi = measure(extremes, sep, replicates, card.level)
+            band = Band(c["low"], c["high"])
+            # the zero-weight count is the configured reading's (under prefix a causal row has
+            # none)
+            zero_text = (
+                f"; zero-weight top-N tokens (never counted in N_s, N the denominator): mean <= "
+                f"{zero:.3g} per row"
+                if not suffix
+                else ""
+            )
+            k = deciding_part((lo, hi), (band, band))
+            card.add_measured(
+                claim_id,
+                claim + reading_text(reading),
+                paper,
+                f"median N_s/N from {interval_text(lo, '.2f')} to {interval_text(hi, '.2f')} for N >= "
+                f"{c['from_n']}{zero_text}",
+                rule,
+                joint_verdict((lo, hi), (band, band)),
+                (lo, hi)[k],
+                reads=("smallest", "largest")[k] + f" median N_s/N over N >= {c['from_n']}",
+            )
+    else:
+        card.cannot_score(
+            "saturation", f"no N >= {c['from_n']} in the grid", f"needs N >= {c['from_n']}"
+        )
+    # The bound never falls below e^(-1/16) = 0.939 and N_s/N <= 1, so at an N whose largest
+    # N_s/N is >= 1 - max_gap the gap cannot exceed max_gap: only the other N can decide it.
+    max_gap = card.claims["upper_bound_tracks"]["max_gap"]
+
+    def gaps_of(frame: pl.DataFrame) -> pl.DataFrame:
+        return (
+            frame.select("N", "ratio_max", gap=(pl.col("upper_bound_mean") - pl.col("ratio_max")))
+            .fill_nan(None)
+            .drop_nulls("gap")
+        )
+
+    def largest_gap(frame: pl.DataFrame) -> tuple[float]:
+        # a resample where no N decides cannot fail the claim: its largest deciding gap is 0
+        deciding = gaps_of(frame).filter(pl.col("ratio_max") < 1.0 - max_gap)
+        return (float(deciding["gap"].abs().max()) if deciding.height else 0.0,)
+
+    per_n = gaps_of(sep)
+    deciding = per_n.filter(pl.col("ratio_max") < 1.0 - max_gap)
+    claim_id, claim, paper, rule = card.texts("upper_bound_tracks")
+    gaps = ", ".join(f"N={n}: {g:+.2f}" for n, g in zip(per_n["N"], per_n["gap"], strict=True))
+    bound_span = sep.filter(pl.col("N") > 1)["upper_bound_mean"].drop_nulls()
+    (gap,) = measure(largest_gap, sep, replicates, card.level)
+    measured = (
+        f"bound - max N_s/N per N: {gaps}; the bound cannot fall below e^(-1/16) = "
+        f"{UPPER_BOUND_FLOOR:.3f} (here {bound_span.min():.3f}-{bound_span.max():.3f} over N >= "
+        f"2), so the claim reduces to max N_s/N >= bound - {max_gap:.2f}, and N with max N_s/N "
+        f">= {1 - max_gap:.2f} cannot fail ({per_n.height - deciding.height} of {per_n.height})"
+        if bound_span.len()
+        else f"bound - max N_s/N per N: {gaps}"
+    ) + f"; largest |gap| where it can fail {interval_text(gap, '.2f')}; {MAXIMUM_CAVEAT}"
+    card.add_measured(
+        claim_id,
+        claim,
+        paper,
+        measured,
+        rule,
+        "vacuous" if not deciding.height else joint_verdict((gap,), (Band(0.0, max_gap),)),
+        gap,
+    )
+
+
+def score(card: Scorecard, summary: pl.DataFrame, replicates, scoring: Scoring) -> None:
+    """Table 1's rows of Theorem 2 (the registry's entry point)."""
+    claims(card, summary.sort("N"), scoring.readings, partitions(replicates))

@@ -8,9 +8,18 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from attnlimits.bootstrap import Band, joint_verdict
 from attnlimits.checks import RTOL_FLOAT32, check_bound
+from attnlimits.critical import linear_fit
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
 from attnlimits_workflow.assemble.summaries import count, per_group, spread, violation_table
+from attnlimits_workflow.assemble.table1 import (
+    Scorecard,
+    Scoring,
+    interval_text,
+    measure,
+    partitions,
+)
 from attnlimits_workflow.packs import Pack
 
 from .common import Job, sample_columns
@@ -111,3 +120,57 @@ def summarise(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
         ]
     )
     return {"summary": summary, "violations": violations}
+
+
+# Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read
+# from its summary and their bootstrap replicates.
+# The vanishing analysis reads each sample's last row under either protocol
+# (attnlimits_workflow.analyses.vanishing): said where the run's protocol is the paper's.
+LAST_ROWS_ONLY = (
+    "; read on the last rows (the analysed row of each (layer, chunk, head)) whatever "
+    "analysis.protocol: the vanishing analysis has no all-rows form"
+)
+
+
+def claims(
+    card: Scorecard,
+    van: pl.DataFrame,
+    replicates: list[pl.DataFrame] | None = None,
+    protocol: str = "last_row",
+) -> None:
+    """Lemma 1: the largest weight falls with L (no row where fewer than two lengths), always
+    on the last rows: under the paper's protocol (``protocol`` all_rows) the row says so."""
+    if van.height >= 2:
+
+        def slope(frame: pl.DataFrame) -> tuple[float]:
+            g = frame.sort("L")
+            _, s, _ = linear_fit(
+                np.log10(g["L"].to_numpy()), np.log10(g["max_weight_median"].to_numpy())
+            )
+            return (s,)
+
+        (s,) = measure(slope, van, replicates, card.level)
+        claim_id, claim, paper, rule = card.texts("vanishing")
+        card.add_measured(
+            claim_id,
+            claim,
+            paper,
+            f"log-log slope of median max weight {interval_text(s, '.2f')}"
+            + (LAST_ROWS_ONLY if protocol == "all_rows" else ""),
+            rule,
+            joint_verdict(
+                (s,),
+                (
+                    Band(
+                        low=card.claims["vanishing"].get("min_slope", -np.inf),
+                        high=card.claims["vanishing"]["max_slope"],
+                    ),
+                ),
+            ),
+            s,
+        )
+
+
+def score(card: Scorecard, summary: pl.DataFrame, replicates, scoring: Scoring) -> None:
+    """Table 1's row of Lemma 1 (the registry's entry point)."""
+    claims(card, summary.sort("L"), partitions(replicates), scoring.protocol)

@@ -1,0 +1,168 @@
+"""The analyses' registry: one record per analysis, the one place the workflow learns which
+analyses exist and what each reads, computes, scores and draws.
+
+Everything the rules list by analysis is derived from :data:`REGISTRY` here (the generic rules'
+wildcards, Table 1's inputs and claim ids, the comparison figures, the bound checks, the
+readings' reuse of summaries, the row engine's plan, the figure captions, the config checks),
+so an analysis is its module ``attnlimits_workflow.analyses.<name>`` plus one record below
+(docs/extending.md). Planning imports this module: it imports neither numpy nor torch, and no
+analysis code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# What a record's ``row_values`` returns: the analysis's values at one L (its N, its T, or one
+# entry for one table; empty: none at that L), from the model's analysis section.
+ValuesAt = Callable[[Mapping[str, Any], int], list]
+
+
+def distance_ns(section: Mapping[str, Any], length: int) -> list[int]:
+    """Theorem 1's N at L: analysis.distance.n_fixed at every L of analysis.lengths, and its
+    n_grid at length_fixed."""
+    d = section["distance"]
+    ns = {d["n_fixed"]} if length in section["lengths"] else set()
+    return sorted(ns | (set(d["n_grid"]) if length == d["length_fixed"] else set()))
+
+
+def at_own_length(key: str, values: str) -> ValuesAt:
+    """The values ``analysis.<key>.<values>`` at ``analysis.<key>.length`` alone."""
+
+    def at(section: Mapping[str, Any], length: int) -> list:
+        own = section[key]
+        return sorted(own[values]) if length == own["length"] else []
+
+    return at
+
+
+def at_every_length(section: Mapping[str, Any], length: int) -> list[str]:
+    """One table at every L of analysis.lengths."""
+    return ["list"] if length in section["lengths"] else []
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis, as the workflow serves it. Its module
+    ``attnlimits_workflow.analyses.<name>`` holds the code each field below names.
+
+    - ``reads``: the reading keys (config.READING_KEYS) its values depend on; a reading of
+      analysis.readings that changes none of them reuses the source model's summary.
+    - ``per_length``: its table at each L of analysis.lengths is made by the generic rule
+      ``analyse`` (the module's ``run``); False: bespoke rules make its tables.
+    - ``generic_summary``: rule ``summarise_analysis`` makes summary/<name>.csv (the module's
+      ``summarise`` and ``REPLICATED``); False: a bespoke rule does.
+    - ``bound_checks``: its summary step writes violations_<name>.csv, each check a "bound holds"
+      row of Table 1.
+    - ``claims``: the claim ids of workflow/resources/paper_claims.yaml (or of the module's own
+      ``CLAIMS``) that its module's ``score(card, summary, replicates, scoring)`` adds to Table
+      1, read from summary/<name>.csv and its bootstrap replicates.
+    - ``compare``: one figure with every model side by side, figures/compare/<name>.pdf.
+    - ``figure`` and ``caption``: a per-model figure figures/<model>/<figure>.pdf drawn by the
+      generic rule ``analysis_figure`` (the module's ``figure``), and the report's caption.
+    - ``row_values``: where the row engine serves it (the paper's protocol), its values at L;
+      the module then has ``engine_kernels`` and ``engine_tables``.
+    - ``config_checks``: its module has ``config_errors(config) -> list[str]``, the cross-key
+      rules of analysis.<name> that the schema cannot say.
+    """
+
+    name: str
+    reads: frozenset[str] = frozenset({"embedding"})
+    per_length: bool = True
+    generic_summary: bool = True
+    bound_checks: bool = True
+    claims: tuple[str, ...] = ()
+    compare: bool = False
+    figure: str | None = None
+    caption: str | None = None
+    row_values: ValuesAt | None = None
+    config_checks: bool = False
+
+
+# Paper Fig. 4: the report caption of gradient's figure (drawn by rule analysis_figure).
+FIG4_CAPTION = """\
+**Gradient sensitivity (Lemma 2, Corollary 3; paper Fig. 4).** For each temperature T and perturbation size eps, the
+largest finite-difference sensitivity g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps over seeded unit
+directions u and over all heads, layers and chunks; the exact spectral norm of the softmax Jacobian (computed
+without forming it); the paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds.
+Points above the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md).
+"""
+
+# In Table 1's order: its rows follow this list, then every bound check in the same order.
+REGISTRY: tuple[Analysis, ...] = (
+    Analysis(
+        "distance",
+        per_length=False,
+        generic_summary=False,
+        claims=("linear_in_length", "plateau_in_n"),
+        compare=True,
+        row_values=distance_ns,
+    ),
+    Analysis(
+        "critical_n",
+        # summarised with distance's tables by rule summarise_distance (Fig. 2 reads both)
+        generic_summary=False,
+        bound_checks=False,
+        claims=("critical_n",),
+        compare=True,
+        row_values=at_every_length,
+    ),
+    Analysis(
+        "separability",
+        per_length=False,
+        generic_summary=False,
+        claims=("saturation", "upper_bound_tracks"),
+        compare=True,
+        row_values=at_own_length("separability", "n_grid"),
+    ),
+    Analysis(
+        "gradient",
+        reads=frozenset({"temperature_on"}),
+        per_length=False,
+        generic_summary=False,
+        claims=("gradient_inverse_t", "gradient_drop"),
+        compare=True,
+        figure="fig4",
+        caption=FIG4_CAPTION,
+        row_values=at_own_length("gradient", "temperatures"),
+    ),
+    Analysis(
+        "vanishing",
+        # Lemma 1 reads the weights and logits only: no x, no temperature
+        reads=frozenset(),
+        claims=("vanishing",),
+        compare=True,
+    ),
+)
+
+ANALYSES: dict[str, Analysis] = {a.name: a for a in REGISTRY}
+
+
+def names(**fields: Any) -> list[str]:
+    """The registered analyses whose fields have these values, in the registry's order."""
+    return [a.name for a in REGISTRY if all(getattr(a, k) == v for k, v in fields.items())]
+
+
+# The generic rules' analyses, those scored in Table 1, and the other derived lists.
+PER_LENGTH = names(per_length=True)
+GENERIC_SUMMARIES = names(generic_summary=True)
+BOUND_CHECKS = names(bound_checks=True)
+SCORED = [a.name for a in REGISTRY if a.claims]
+COMPARED = names(compare=True)
+CONFIG_CHECKED = names(config_checks=True)
+FIGURES: dict[str, str] = {a.figure: a.name for a in REGISTRY if a.figure}
+ROW_ANALYSES: dict[str, ValuesAt] = {a.name: a.row_values for a in REGISTRY if a.row_values}
+# The summary each claim id is read from (Table 1's ``summary`` column).
+CLAIM_SUMMARIES: dict[str, str] = {claim: a.name for a in REGISTRY for claim in a.claims}
+READING_KEYS_READ: dict[str, frozenset[str]] = {a.name: a.reads for a in REGISTRY}
+
+
+def caption(figure: str) -> str:
+    """The report caption of a registered figure."""
+    text = ANALYSES[FIGURES[figure]].caption
+    if text is None:
+        raise ValueError(
+            f"analysis {FIGURES[figure]!r} registers figure {figure!r} without a caption"
+        )
+    return text
