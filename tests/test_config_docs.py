@@ -1,13 +1,16 @@
 """A config key is defined twice, its default in config/config.yaml and its type and description in
 the schema, and config/README.md's key tables are written from them (attnlimits_workflow.config_docs):
-the three stay in sync, and each way of drifting apart is caught."""
+the three stay in sync, and each way of drifting apart is caught. The lists of the attention rules
+(config/README.md's study row, docs/normalizers.md's table) are written from the rules' records."""
 
 import copy
+import dataclasses
 
 import pytest
 import yaml
 from project import REPO
 
+from attnlimits import rules
 from attnlimits_workflow import config_docs as docs
 
 pytestmark = pytest.mark.unit
@@ -160,7 +163,7 @@ def test_a_table_of_no_section_and_a_missing_top_table_are_caught():
 
 def test_the_command_line_checks_and_writes(tmp_path, capsys):
     """python -m attnlimits_workflow.config_docs (main) on a copy of the three files."""
-    for path in (docs.SCHEMA, docs.DEFAULTS, docs.README):
+    for path in (docs.SCHEMA, docs.DEFAULTS, docs.README, docs.RULES_PAGE):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text((REPO / path).read_text())
     root = ["--root", str(tmp_path)]
@@ -173,8 +176,66 @@ def test_the_command_line_checks_and_writes(tmp_path, capsys):
     assert docs.main(["--write", *root]) == 0
     assert "| `n_chunks` | `12` |" in (tmp_path / docs.README).read_text()
     assert docs.main(["--check", *root]) == 0
+    page = tmp_path / docs.RULES_PAGE
+    page.write_text(page.read_text().replace("| `softpick` |", "| `softpick` (`beta` 1) |"))
+    assert docs.main(["--check", *root]) == 1
+    assert docs.main(["--write", *root]) == 0
+    assert page.read_text() == (REPO / docs.RULES_PAGE).read_text()
     with pytest.raises(SystemExit):
         docs.main([*root])  # --check or --write
+
+
+# ------------------------------------------------------------------------ the lists of the rules
+RULES_PAGE = (REPO / docs.RULES_PAGE).read_text()
+
+
+def test_the_rule_lists_name_every_rule_in_the_tables_order():
+    study_row = next(line for line in README.splitlines() if "the model is `study-<name>`" in line)
+    listing = study_row[study_row.index("`kind` is a rule of") :]  # not the default's names
+    table = docs.RULE_TABLE.search(RULES_PAGE)["body"].splitlines()[2:]
+    assert [row.split("`")[1] for row in table] == list(rules.RULES)
+    kinds = [kind for kind in rules.RULES if f"`{kind}`" in listing]
+    assert kinds == list(rules.RULES)
+    assert sorted(kinds, key=lambda kind: listing.index(f"`{kind}`")) == kinds
+    assert docs.RULE_LIST not in README and docs.rules_problems(RULES_PAGE) == []
+
+
+def test_rule_texts_by_hand():
+    softmax, ssmax = rules.get("softmax"), rules.get("scalable_softmax")
+    assert docs.settings_text(softmax) == " (`temperature` 1)"
+    assert docs.settings_text(ssmax) == " (`s` 0.43, learned per head when trained)"
+    assert (
+        docs.settings_text(rules.get("log_length_softmax")) == " (`floor_scale` 8192, `beta` 0.1)"
+    )
+    assert docs.settings_text(rules.get("softpick")) == ""
+    # kinds in a row with one summary share it; a rule without one is its kind alone
+    table = {
+        "a": dataclasses.replace(softmax, name="a"),
+        "b": dataclasses.replace(softmax, name="b"),
+        "c": dataclasses.replace(ssmax, name="c", summary=""),
+    }
+    assert docs.rule_list(table) == "`a`, `b` (setting `temperature`, default 1), `c`"
+    row = docs.rule_table(table).splitlines()[3]
+    assert row.startswith("| `b` (`temperature` 1) | softmax(l / T) | lambda_max(")
+
+
+def test_a_rule_changed_in_its_record_only_or_without_its_texts_is_caught():
+    table = dict(rules.RULES)
+    table["softpick"] = dataclasses.replace(table["softpick"], formula="relu(e^l - 1) / D")
+    assert docs.rules_problems(RULES_PAGE, table) == [
+        f"{docs.RULES_PAGE}: the rules' table differs from attnlimits.rules.RULES; "
+        "run python -m attnlimits_workflow.config_docs --write"
+    ]
+    assert "| relu(e^l - 1) / D |" in docs.render_rules_page(RULES_PAGE, table)
+    table["softpick"] = dataclasses.replace(table["softpick"], summary=" ", jacobian_text="")
+    assert docs.rules_problems(RULES_PAGE, table) == [
+        "attnlimits.rules: softpick has no jacobian_text (its Rule record)",
+        "attnlimits.rules: softpick has no summary (its Rule record)",
+    ]
+    no_table = RULES_PAGE.replace("<!-- rules: table -->", "")
+    assert docs.rules_problems(no_table) == [
+        f"{docs.RULES_PAGE}: no <!-- rules: table --> ... <!-- /rules --> table"
+    ]
 
 
 def keys_named_in(source: str) -> set[str]:

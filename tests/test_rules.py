@@ -104,9 +104,9 @@ def attention_case(draw):
 
 
 @pytest.mark.integration
-@settings(max_examples=60, deadline=None)
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=6, deadline=None)
 @given(
-    kind=st.sampled_from(KINDS),
     case=attention_case(),
     temperature=st.sampled_from([0.25, 1.0, 3.0]),
     learned_values=st.lists(st.floats(-2.0, 2.0), min_size=3, max_size=3),

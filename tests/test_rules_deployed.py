@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlimits import attention_rules, rules
+from attnlimits import deployed_rules as dr
 from attnlimits import normalizers as nz
 
 NEW = [
@@ -102,11 +103,11 @@ def loop(kind, z, learned=0.0, position=None, **settings):
 def test_sigmoid_attention_hand_case():
     # n = 4: sigma(z - log 4); z = log 4 gives exactly 1/2, z = log 12 gives 3/4
     z = np.array([[math.log(4), math.log(12), 0.0, -50.0]])
-    w = nz.sigmoid_attention_weights(z, 4)[0]
+    w = dr.sigmoid_attention_weights(z, 4)[0]
     np.testing.assert_allclose(w[:3], [0.5, 0.75, 0.2], rtol=1e-12)
     assert 0 < w[3] < 1e-22
     # J = diag(s (1 - s)): at s = 1/2, 1/4 exactly, the bound
-    assert nz.sigmoid_attention_jacobian_norm(z, 4)[0] == pytest.approx(0.25, rel=1e-12)
+    assert dr.sigmoid_attention_jacobian_norm(z, 4)[0] == pytest.approx(0.25, rel=1e-12)
     assert rules.jacobian_bound("sigmoid_attention", 2.0, 4, {}) == 0.125
     assert not rules.get("sigmoid_attention").sums_to_one
 
@@ -115,20 +116,20 @@ def test_sigmoid_attention_hand_case():
 def test_softpick_hand_cases_and_the_zero_row():
     # e^z - 1 at z = log 3, log 2, -log 2: 2, 1, -1/2; D = 3.5; negatives get 0
     z = np.array([[math.log(3), math.log(2), -math.log(2)]])
-    np.testing.assert_allclose(nz.softpick_weights(z, 3)[0], [2 / 3.5, 1 / 3.5, 0.0], rtol=1e-12)
+    np.testing.assert_allclose(dr.softpick_weights(z, 3)[0], [2 / 3.5, 1 / 3.5, 0.0], rtol=1e-12)
     # no negative logit: a distribution; a row of zeros: 0 / 0, weights 0 and norm 0
-    assert nz.softpick_weights(np.array([[1.0, 0.0, 2.0]]), 3).sum() == pytest.approx(1.0)
-    assert np.all(nz.softpick_weights(np.zeros((1, 3)), 3) == 0.0)
-    assert nz.softpick_jacobian_norm(np.zeros((1, 3)), 3)[0] == 0.0
+    assert dr.softpick_weights(np.array([[1.0, 0.0, 2.0]]), 3).sum() == pytest.approx(1.0)
+    assert np.all(dr.softpick_weights(np.zeros((1, 3)), 3) == 0.0)
+    assert dr.softpick_jacobian_norm(np.zeros((1, 3)), 3)[0] == 0.0
     # large logits: no overflow (e^800 is inf in float64), the same as the shifted form
     big = np.array([[800.0, 799.0, -5.0]])
     d = 1 + math.exp(-1) + (1 - math.exp(-5)) * math.exp(-800)
     np.testing.assert_allclose(
-        nz.softpick_weights(big, 3)[0], [1 / d, math.exp(-1) / d, 0.0], rtol=1e-12
+        dr.softpick_weights(big, 3)[0], [1 / d, math.exp(-1) / d, 0.0], rtol=1e-12
     )
     # tiny logits: no cancellation, (e^z - 1) ~ z
     tiny = np.array([[1e-12, 3e-12, -1e-12]])
-    np.testing.assert_allclose(nz.softpick_weights(tiny, 3)[0], [0.2, 0.6, 0.0], rtol=1e-9)
+    np.testing.assert_allclose(dr.softpick_weights(tiny, 3)[0], [0.2, 0.6, 0.0], rtol=1e-9)
     assert rules.get("softpick").jacobian_bound is None  # no known bound
 
 
@@ -137,14 +138,14 @@ def test_softmax_sink_hand_case():
     # z = [0, log 2], sink log 3: 1 / 6, 2 / 6, and the sink's 1 / 2 is missing
     z = np.array([[0.0, math.log(2)]])
     np.testing.assert_allclose(
-        nz.softmax_sink_weights(z, 2, sink=math.log(3))[0], [1 / 6, 1 / 3], rtol=1e-12
+        dr.softmax_sink_weights(z, 2, sink=math.log(3))[0], [1 / 6, 1 / 3], rtol=1e-12
     )
     # a very low sink is softmax
     np.testing.assert_allclose(
-        nz.softmax_sink_weights(z, 2, sink=-100.0), nz.softmax_weights(z, 2), rtol=1e-12
+        dr.softmax_sink_weights(z, 2, sink=-100.0), nz.softmax_weights(z, 2), rtol=1e-12
     )
     # per-row sinks, shape (rows, 1)
-    two = nz.softmax_sink_weights(np.zeros((2, 2)), 2, sink=np.array([[0.0], [math.log(2)]]))
+    two = dr.softmax_sink_weights(np.zeros((2, 2)), 2, sink=np.array([[0.0], [math.log(2)]]))
     np.testing.assert_allclose(two, [[1 / 3, 1 / 3], [1 / 4, 1 / 4]], rtol=1e-12)
     sink = rules.get("softmax_sink")
     assert [(p.name, p.attribute, p.init_setting) for p in sink.learned] == [
@@ -159,18 +160,18 @@ def test_entmax_alpha_hand_cases():
     # pre_alpha 0: alpha 1.5, the package's entmax15; large pre_alpha: alpha 2, sparsemax
     z = np.array([[1.0, 0.3, -0.4, 0.9]])
     np.testing.assert_allclose(
-        nz.entmax_alpha_weights(z, 4, pre_alpha=0.0), nz.entmax15_weights(z, 4), atol=1e-12
+        dr.entmax_alpha_weights(z, 4, pre_alpha=0.0), nz.entmax15_weights(z, 4), atol=1e-12
     )
     np.testing.assert_allclose(
-        nz.entmax_alpha_weights(z, 4, pre_alpha=50.0), nz.sparsemax_weights(z, 4), atol=1e-12
+        dr.entmax_alpha_weights(z, 4, pre_alpha=50.0), nz.sparsemax_weights(z, 4), atol=1e-12
     )
     # alpha = 2: [0.5, 0] -> [0.75, 0.25] (sparsemax, threshold -0.25); the clamp keeps alpha in
     # [1.01, 2]
     np.testing.assert_allclose(
-        nz.entmax_alpha_weights(np.array([[0.5, 0.0]]), 2, pre_alpha=50.0), [[0.75, 0.25]]
+        dr.entmax_alpha_weights(np.array([[0.5, 0.0]]), 2, pre_alpha=50.0), [[0.75, 0.25]]
     )
-    assert nz.entmax_alpha(-50.0) == 1.01 and nz.entmax_alpha(50.0) == 2.0
-    assert nz.entmax_alpha(0.0) == 1.5
+    assert dr.entmax_alpha(-50.0) == 1.01 and dr.entmax_alpha(50.0) == 2.0
+    assert dr.entmax_alpha(0.0) == 1.5
     rule = rules.get("entmax_alpha")
     assert rule.trained_settings == {"pre_alpha_init"}
     assert rule.learned[0].init_default(128) == 0.0
@@ -223,16 +224,16 @@ def test_entmax_alpha_float32_steps_lose_nothing_to_the_packages_fifty(scale, al
 @pytest.mark.unit
 def test_log_length_scaling_hand_cases():
     # Llama 4's defaults: 1 below 8192 keys, 1 + 0.1 log(k + 1) from k * 8192 keys
-    assert nz.log_length_scale(8191) == 1.0
-    assert nz.log_length_scale(8192) == pytest.approx(1.0 + 0.1 * math.log(2))
-    assert nz.log_length_scale(3 * 8192 + 5) == pytest.approx(1.0 + 0.1 * math.log(4))
+    assert dr.log_length_scale(8191) == 1.0
+    assert dr.log_length_scale(8192) == pytest.approx(1.0 + 0.1 * math.log(2))
+    assert dr.log_length_scale(3 * 8192 + 5) == pytest.approx(1.0 + 0.1 * math.log(4))
     z = np.array([[0.5, -1.0, 2.0]])
     # below floor_scale: plain softmax
-    np.testing.assert_allclose(nz.log_length_softmax_weights(z, 3), nz.softmax_weights(z, 3))
+    np.testing.assert_allclose(dr.log_length_softmax_weights(z, 3), nz.softmax_weights(z, 3))
     # floor_scale 1, beta 1: scale 1 + log(3 + 1) at n = 3
     scale = 1 + math.log(4)
     np.testing.assert_allclose(
-        nz.log_length_softmax_weights(z, 3, floor_scale=1.0, beta=1.0),
+        dr.log_length_softmax_weights(z, 3, floor_scale=1.0, beta=1.0),
         nz.softmax_weights(scale * z, 3),
         rtol=1e-12,
     )
@@ -246,11 +247,11 @@ def test_stick_breaking_hand_case():
     # beta = sigma(z): z = 0, log 3, -log 3 -> beta = 1/2, 3/4, 1/4; from the last key back:
     # w_3 = 1/4, w_2 = 3/4 * 3/4 = 9/16, w_1 = 1/2 * 3/4 * 1/4 = 3/32; the stick left 3/32
     z = np.array([[0.0, math.log(3), -math.log(3)]])
-    w = nz.stick_breaking_weights(z, 3)[0]
+    w = dr.stick_breaking_weights(z, 3)[0]
     np.testing.assert_allclose(w, [3 / 32, 9 / 16, 1 / 4], rtol=1e-12)
     assert 1 - w.sum() == pytest.approx(3 / 32)
     # ties: equal logits do not give equal weights (recency): the later key weighs more
-    tie = nz.stick_breaking_weights(np.zeros((1, 3)), 3)[0]
+    tie = dr.stick_breaking_weights(np.zeros((1, 3)), 3)[0]
     np.testing.assert_allclose(tie, [1 / 8, 1 / 4, 1 / 2])
     assert rules.get("stick_breaking").jacobian_bound is None
 

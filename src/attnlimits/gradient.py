@@ -222,6 +222,28 @@ def largest_eigenvalue_diag_minus_rank_one(
     return xp.maximum(lam, free_max)
 
 
+def largest_singular_value(jv, jtu, shape, iterations: int, rtol: float):
+    """Per row, the largest singular value of J (given as v -> J v and u -> J^T u, row-wise) by
+    power iteration on J^T J; stops when every estimate changes by less than ``rtol`` relative."""
+    n_rows, n = shape
+    # A fixed start with every component non-zero (deterministic, not orthogonal to the answer
+    # except on a measure-zero set).
+    v = 1.0 + np.arange(n, dtype=np.float64)[None, :].repeat(n_rows, axis=0) / n
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    sigma = np.zeros(n_rows)
+    for _ in range(iterations):
+        u = jv(v)
+        new_sigma = np.linalg.norm(u, axis=1)
+        v = jtu(u)
+        norm = np.linalg.norm(v, axis=1, keepdims=True)
+        v = np.where(norm > 0, v / np.where(norm > 0, norm, 1.0), v)
+        done = np.abs(new_sigma - sigma) <= rtol * np.maximum(new_sigma, 1e-300)
+        sigma = new_sigma
+        if done.all():
+            break
+    return sigma
+
+
 def _middle(lo: NDArray[np.float64], hi: NDArray[np.float64], xp: Any = NUMPY) -> NDArray:
     """Bisection point of [lo, hi]: geometric while the bracket spans more than a factor 2."""
     geometric = (lo > 0) & (hi > 2.0 * lo)

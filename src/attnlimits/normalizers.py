@@ -1,23 +1,52 @@
-"""Alternative attention normalizers applied to a model's logits, with their Jacobian norms.
+"""The attention rules: each normaliser's numpy functions, its Jacobian bound and its record,
+side by side, collected at the end into the table :data:`RULES`, with the records of the rules
+deployed since the paper (:mod:`attnlimits.deployed_rules`, written the same way). The table is
+looked up by :mod:`attnlimits.rules`; the torch forward of a model trained with each rule is in
+:mod:`attnlimits.attention_rules`. A new rule goes here: docs/extending.md, "Adding a normaliser".
 
 A what-if: the logits were learned under softmax, and each normalizer here re-normalises them
 (paper, Section 4: sparsity-inducing, length-aware and gradient-controlled rules). Every
 normalizer maps logits (S, L) to weights (S, L) and knows the spectral norm of its Jacobian
-d weights / d logits per row. The functions are here; the rules' table, which names them (and
-the torch forward of a model trained with each), is :mod:`attnlimits.rules`; :func:`get` looks a
-rule up there (docs/extending.md, "Adding a normaliser").
+d weights / d logits per row. Each Jacobian bound is bound(length, outer, **settings): a bound on
+||d weights(z / outer) / d z||_2, the rule's own settings (and learned values) as the weights
+function takes them.
 
 Sparsemax and 1.5-entmax come from the ``entmax`` package (Peters, Niculae and Martins), which is
-built on torch: only their functions import it.
+built on torch: only their functions import it (this module is torch-free).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import gradient
-from .gradient import largest_eigenvalue_diag_minus_rank_one, softmax, sum_of_others
+from .deployed_rules import (
+    ENTMAX_ALPHA,
+    LOG_LENGTH_SOFTMAX,
+    SIGMOID_ATTENTION,
+    SOFTMAX_SINK,
+    SOFTPICK,
+    STICK_BREAKING,
+)
+from .gradient import (
+    largest_eigenvalue_diag_minus_rank_one,
+    largest_singular_value,
+    softmax,
+    sum_of_others,
+)
+from .rule_record import (
+    DISTANCE,
+    GRADIENT,
+    GRADIENT_LOW_T,
+    LENGTH,
+    SEPARABILITY,
+    VANISHING,
+    Learned,
+    Rule,
+)
 
 FloatArray = NDArray[np.floating]
 
@@ -31,6 +60,25 @@ def softmax_normalizer_jacobian_norm(logits: FloatArray, length: int, temperatur
     """lambda_max(diag(a) - a a^T) / T at a = softmax(l/T): gradient.softmax_jacobian_norm in the
     normalizers' (logits, length, **settings) signature."""
     return gradient.softmax_jacobian_norm(logits, temperature)
+
+
+def softmax_bound(length: int, outer: float, temperature: float = 1.0) -> float:
+    """softmax(z / (T0 T)): 1 / (2 T0 T) -- Gershgorin, the row sums of |J| are 2 a_i (1 - a_i)
+    over T0 T."""
+    return 1.0 / (2.0 * float(temperature) * outer)
+
+
+SOFTMAX = Rule(
+    "softmax",
+    softmax_weights,
+    softmax_normalizer_jacobian_norm,
+    (),
+    softmax_bound,
+    lemma1="none: F = exp(l / T), smooth, positive, the same at every L (Corollary 1)",
+    formula="softmax(l / T)",
+    jacobian_text="lambda_max(diag(a) - a a^T) / T, a secular-equation root (no L x L matrix)",
+    summary="setting `temperature`, default 1",
+)
 
 
 # ------------------------------------------------------------------------- sparsemax, 1.5-entmax
@@ -57,6 +105,31 @@ def sparsemax_jacobian_norm(logits: FloatArray, length: int, temperature: float 
     return largest_eigenvalue_diag_minus_rank_one(support, support / np.sqrt(k)) / temperature
 
 
+def sparse_bound(length: int, outer: float, temperature: float = 1.0) -> float:
+    """sparsemax and 1.5-entmax of z / (T0 T): 1 / (T0 T) -- T0 T J is an orthogonal projection
+    (sparsemax), or diag(g) - g g^T / sum(g) with g = sqrt(p) <= 1, positive semi-definite and at
+    most diag(g) (1.5-entmax)."""
+    return 1.0 / (float(temperature) * outer)
+
+
+# Targets, from the paper's Section 4: "sparse or length-aware rules can improve long-context
+# performance" (the distance bound); "normalisers that decouple selectivity from gradient health
+# (e.g. Sparsemax, SS-Max, or SA-Softmax)" (T <= 0.1); and per family: sparsity-inducing: "exact
+# zeros", against softmax's "dense distributions" (vanishing)
+SPARSEMAX = Rule(
+    "sparsemax",
+    sparsemax_weights,
+    sparsemax_jacobian_norm,
+    (VANISHING, DISTANCE, GRADIENT_LOW_T),
+    sparse_bound,
+    lemma1="Eq. 3's form: a projection onto the simplex, no F(l_i) / sum F; exact zeros (F not positive)",
+    formula="Euclidean projection of l/T onto the simplex (`entmax.sparsemax`)",
+    jacobian_text="J = (diag(s) - s s^T / |S|) / T, s the support indicator: 1/T with two or more "
+    "tokens in the support, else 0",
+    summary="setting `temperature`, default 1",
+)
+
+
 def entmax15_weights(logits: FloatArray, length: int, temperature: float = 1.0):
     """1.5-entmax of l/T (Peters et al., 2019), via entmax."""
     return _entmax_call("entmax15", logits, temperature)
@@ -77,6 +150,20 @@ def entmax15_jacobian_norm(logits: FloatArray, length: int, temperature: float =
     )
 
 
+ENTMAX15 = Rule(
+    "entmax15",
+    entmax15_weights,
+    entmax15_jacobian_norm,
+    (VANISHING, DISTANCE, GRADIENT_LOW_T),
+    sparse_bound,
+    lemma1="Eq. 3's form: [l_i / 2 - tau]_+^2, tau set by all logits; exact zeros (F not positive)",
+    formula="1.5-entmax of l/T (`entmax.entmax15`)",
+    jacobian_text="J = (diag(g) - g g^T / sum g) / T with g = sqrt(p) on the support (Peters et "
+    "al., 2019): the same secular solver",
+    summary="setting `temperature`, default 1",
+)
+
+
 # ------------------------------------------------------------------------------ Scalable-Softmax
 def scalable_softmax_weights(logits: FloatArray, length: int, s: float | FloatArray = 0.43):
     """SSMax (Nakanishi, 2025): softmax(s log(L) l), L the row's context length. ``s`` is one
@@ -93,29 +180,31 @@ def scalable_softmax_jacobian_norm(logits: FloatArray, length: int, s: float | F
     return np.abs(scale.reshape(-1) if scale.ndim else scale) * norm
 
 
+def scalable_softmax_bound(length: int, outer: float, s) -> NDArray[np.float64]:
+    """softmax(s log(n) z / T): |s log n| / (2 T) per row (a learned s may be negative); ``s`` one
+    number or one per row."""
+    scale = np.asarray(s, dtype=np.float64).reshape(-1) * np.log(length)
+    return np.abs(scale) / (2.0 * outer)
+
+
+# length-aware: "alleviating the vanishing-attention problem"; "switching to a length-aware
+# normaliser can restore separability"; and its own length claim
+SCALABLE_SOFTMAX = Rule(
+    "scalable_softmax",
+    scalable_softmax_weights,
+    scalable_softmax_jacobian_norm,
+    (VANISHING, DISTANCE, SEPARABILITY, GRADIENT_LOW_T, LENGTH),
+    scalable_softmax_bound,
+    # Nakanishi's s, initialised so that s log(C) = 1 at the training context C
+    learned=(Learned("s", "attention_scale", "s_init", lambda context: 1.0 / math.log(context)),),
+    lemma1="F independent of L: exp(s log(n) l), the scale grows with the keys n",
+    formula="softmax(s log(L) l), L the row's own context length (Nakanishi, 2025)",
+    jacobian_text="the softmax Jacobian at T = 1 / (s log L)",
+    summary="`s_init`: the learned per-head s starts there; default 1/ln(`training.context`)",
+)
+
+
 # ---------------------------------------------------------------------------- Self-Adjust Softmax
-def _largest_singular_value(jv, jtu, shape, iterations: int, rtol: float):
-    """Per row, the largest singular value of J (given as v -> J v and u -> J^T u, row-wise) by
-    power iteration on J^T J; stops when every estimate changes by less than ``rtol`` relative."""
-    n_rows, n = shape
-    # A fixed start with every component non-zero (deterministic, not orthogonal to the answer
-    # except on a measure-zero set).
-    v = 1.0 + np.arange(n, dtype=np.float64)[None, :].repeat(n_rows, axis=0) / n
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    sigma = np.zeros(n_rows)
-    for _ in range(iterations):
-        u = jv(v)
-        new_sigma = np.linalg.norm(u, axis=1)
-        v = jtu(u)
-        norm = np.linalg.norm(v, axis=1, keepdims=True)
-        v = np.where(norm > 0, v / np.where(norm > 0, norm, 1.0), v)
-        done = np.abs(new_sigma - sigma) <= rtol * np.maximum(new_sigma, 1e-300)
-        sigma = new_sigma
-        if done.all():
-            break
-    return sigma
-
-
 def _self_adjust_parts(logits: FloatArray):
     z = np.asarray(logits, dtype=np.float64)
     low = np.minimum(z.min(axis=1), 0.0)
@@ -174,7 +263,7 @@ def self_adjust_softmax_jacobian_norm(
         out[rows, b] -= has_high * wu / safe
         return out
 
-    sigma = _largest_singular_value(jv, jtu, z.shape, iterations, rtol)
+    sigma = largest_singular_value(jv, jtu, z.shape, iterations, rtol)
     return np.where(span > 0, sigma, 0.0)
 
 
@@ -194,7 +283,7 @@ def self_adjust_softmax_raw_jacobian_norm(
     p = softmax(z)
     w = z * p
     diag = p + w
-    return _largest_singular_value(
+    return largest_singular_value(
         lambda v: diag * v - w * (p * v).sum(axis=1, keepdims=True),
         lambda u: diag * u - p * (w * u).sum(axis=1, keepdims=True),
         z.shape,
@@ -203,198 +292,81 @@ def self_adjust_softmax_raw_jacobian_norm(
     )
 
 
-# -------------------------------------------------------------------------- 2026 rules (issue 34)
-# Rules whose rows are not distributions (sigmoid, softpick, a sink, stick-breaking): the study's
-# diagnostics read their weights as they are, with no renormalisation (as for
-# self_adjust_softmax_raw): the peak weight, the top-N selection and the Jacobian are of the
-# rule's own weights, and the context sum_i w_i x_i is not rescaled, so the missing (or, for
-# sigmoid, extra) mass counts as weight on no token; the normalizer job keeps each row's sum
-# (row_sum); only the entropy renormalises a row (``entropy``).
-def _log_sigmoid(x: FloatArray) -> NDArray[np.float64]:
-    return -np.logaddexp(0.0, -np.asarray(x, dtype=np.float64))
+# gradient-controlled: "keeping the Jacobian spectrum in a healthy band"
+SELF_ADJUST_SOFTMAX_RAW = Rule(
+    "self_adjust_softmax_raw",
+    self_adjust_softmax_raw_weights,
+    self_adjust_softmax_raw_jacobian_norm,
+    (GRADIENT, GRADIENT_LOW_T),
+    sums_to_one=False,
+    lemma1="Eq. 3's form: l_i e^(l_i) / sum e^(l_j), numerator and sum differ; weights of either sign",
+    signed=True,
+    formula="l * softmax(l), SA-Softmax as first written (Zheng et al., 2025, Eq. 3); weights of "
+    "either sign, rows need not sum to one",
+    jacobian_text="largest singular value of diag(p + w) - w p^T, w = l p, by power iteration "
+    "with O(L) products, to 1e-10 relative",
+    summary="z·softmax(z)",
+)
+SELF_ADJUST_SOFTMAX = Rule(
+    "self_adjust_softmax",
+    self_adjust_softmax_weights,
+    self_adjust_softmax_jacobian_norm,
+    (GRADIENT, GRADIENT_LOW_T),
+    sums_to_one=False,
+    lemma1="Eq. 3's form: a min-max rescaled logit times softmax, the rescaling set by the whole row",
+    formula="(l - min(l_min, 0)) / (max(0, l_max) - min(l_min, 0)) * softmax(l), the normalised "
+    "SA-Softmax (Zheng et al., 2025)",
+    jacobian_text="largest singular value of its non-symmetric Jacobian (diagonal plus rank "
+    "three), by power iteration with O(L) products, to 1e-10 relative",
+    summary="normalised variant",
+)
 
 
-def _sigmoid(x: FloatArray) -> NDArray[np.float64]:
-    return np.exp(_log_sigmoid(x))
+# Gated attention (arXiv 2505.06708, Qwen3-Next): softmax's weights, then a trained elementwise
+# sigmoid gate of the layer input, per head, on weights @ v before the output projection. The
+# gate acts after the weights, so Lemma 1 and every diagnostic of the weights are softmax's by
+# construction; its paper's claim is the attention sink.
+GATED_SOFTMAX = Rule(
+    "gated_softmax",
+    softmax_weights,
+    softmax_normalizer_jacobian_norm,
+    (),
+    softmax_bound,
+    lemma1="none: softmax's weights; the gate scales weights @ v, after the weights",
+    output_gate=True,
+    formula="softmax(l / T): gated attention's weights (Qiu et al., arXiv 2505.06708; Qwen3-Next). "
+    "Its trained models also gate each head's output, Y * sigmoid(x W_g) elementwise with x the "
+    "layer input, after the weights (`attention_rules.gated_output`)",
+    jacobian_text="softmax's",
+    summary="gated attention, arXiv 2505.06708: softmax's weights, setting `temperature`, and a "
+    "trained sigmoid gate of the layer input, elementwise per head, on weights·v; the weights' "
+    "diagnostics are softmax's by construction",
+)
 
 
-def sigmoid_attention_weights(logits: FloatArray, length: int):
-    """Sigmoid attention (Ramapuram et al., arXiv 2409.04431): sigma(z - log n), n = ``length``,
-    the keys the row sees; each weight on its own, no normaliser. Rows sum to anything in (0, n)
-    (about 1 when the logits are near 0): the extra or missing mass is left as it is."""
-    return _sigmoid(np.asarray(logits, dtype=np.float64) - np.log(length))
-
-
-def sigmoid_attention_jacobian_norm(logits: FloatArray, length: int):
-    """J = diag(s (1 - s)), s = sigma(z - log n): its norm is max_i s_i (1 - s_i) <= 1/4."""
-    x = np.asarray(logits, dtype=np.float64) - np.log(length)
-    return (_sigmoid(x) * _sigmoid(-x)).max(axis=1)
-
-
-def _softpick_terms(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    """(e^z - 1) e^(-m), m = max(z_max, 0) per row, with no overflow and no cancellation near 0:
-    e^(z - m) (1 - e^(-z)) for z >= 0, e^(-m) (e^z - 1) for z < 0, via expm1."""
-    m = np.maximum(z.max(axis=1, keepdims=True), 0.0)
-    positive = np.exp(z - m) * -np.expm1(-np.maximum(z, 0.0))
-    negative = np.exp(-m) * np.expm1(np.minimum(z, 0.0))
-    return np.where(z >= 0, positive, negative)
-
-
-def softpick_weights(logits: FloatArray, length: int):
-    """Softpick (Zuhri et al., arXiv 2504.20966): relu(e^z - 1) / sum_j |e^z_j - 1|, computed as
-    both scaled by e^(-max(z_max, 0)). Rows sum to at most 1 (exactly 1 when no logit is
-    negative); negative logits get weight 0 and take mass from the row, the missing mass that
-    the diagnostics leave unassigned. A row of zeros is 0 / 0: weights 0 here (the paper adds
-    an epsilon to the denominator, which gives the same 0)."""
-    e = _softpick_terms(np.asarray(logits, dtype=np.float64))
-    total = np.abs(e).sum(axis=1, keepdims=True)
-    return np.maximum(e, 0.0) / np.where(total > 0, total, 1.0)
-
-
-def softpick_jacobian_norm(
-    logits: FloatArray, length: int, iterations: int = 500, rtol: float = 1e-10
-):
-    """Largest singular value of J = diag(a) - w c^T, a_i = [z_i > 0] e^z_i / D,
-    c_j = sign(z_j) e^z_j / D, D = sum |e^z - 1| (w = relu(e^z - 1) / D), by power iteration
-    with J applied in O(L). At z_i = 0 the one-sided derivatives relu'(0) = sign(0) = 0 (torch's);
-    a row of zeros has norm 0."""
-    z = np.asarray(logits, dtype=np.float64)
-    e = _softpick_terms(z)
-    total = np.abs(e).sum(axis=1, keepdims=True)
-    safe = np.where(total > 0, total, 1.0)
-    scaled_exp = np.exp(z - np.maximum(z.max(axis=1, keepdims=True), 0.0)) / safe
-    w = np.maximum(e, 0.0) / safe
-    a = np.where(z > 0, scaled_exp, 0.0)
-    c = np.sign(z) * scaled_exp
-    return _largest_singular_value(
-        lambda v: a * v - w * (c * v).sum(axis=1, keepdims=True),
-        lambda u: a * u - c * (w * u).sum(axis=1, keepdims=True),
-        z.shape,
-        iterations,
-        rtol,
+# ------------------------------------------------------------------------------------- the table
+# Every rule the workflow knows, in the order its tables and lists show them.
+RULES: dict[str, Rule] = {
+    rule.name: rule
+    for rule in (
+        SOFTMAX,
+        SPARSEMAX,
+        ENTMAX15,
+        SCALABLE_SOFTMAX,
+        SELF_ADJUST_SOFTMAX_RAW,
+        SELF_ADJUST_SOFTMAX,
+        SIGMOID_ATTENTION,
+        SOFTPICK,
+        SOFTMAX_SINK,
+        ENTMAX_ALPHA,
+        LOG_LENGTH_SOFTMAX,
+        STICK_BREAKING,
+        GATED_SOFTMAX,
     )
+}
 
 
-def softmax_sink_weights(logits: FloatArray, length: int, sink: float | FloatArray = 0.0):
-    """Softmax with a sink logit (as in the gpt-oss models): e^z_i / (e^sink + sum_j e^z_j), the
-    sink an extra logit inside the softmax whose weight is dropped. ``sink`` one number or one
-    per row, shape (rows, 1) (a trained model's per-head values). Rows sum to 1 - e^sink / (...)
-    < 1: the sink's share is the missing mass, left unassigned by the diagnostics."""
-    z = np.asarray(logits, dtype=np.float64)
-    sink = np.broadcast_to(np.asarray(sink, dtype=np.float64), (z.shape[0], 1))
-    extended = np.concatenate([z, sink], axis=1)
-    return softmax(extended)[:, :-1]
-
-
-def softmax_sink_jacobian_norm(logits: FloatArray, length: int, sink: float | FloatArray = 0.0):
-    """J = diag(w) - w w^T (the softmax Jacobian of the extended row, restricted to the real
-    keys): lambda_max, with w_i (1 - w_i) from the others' and the sink's weights."""
-    z = np.asarray(logits, dtype=np.float64)
-    sink = np.broadcast_to(np.asarray(sink, dtype=np.float64), (z.shape[0], 1))
-    full = softmax(np.concatenate([z, sink], axis=1))
-    w = full[:, :-1]
-    rest = sum_of_others(full)[:, :-1]  # 1 - w_i, the sink's weight included
-    return largest_eigenvalue_diag_minus_rank_one(w, w, diagonal_minus_v_squared=w * rest)
-
-
-def entmax_alpha(pre_alpha: float | FloatArray) -> NDArray[np.float64]:
-    """alpha = 1 + sigmoid(pre_alpha), clamped to [1.01, 2]: the ``entmax`` package's
-    EntmaxAlpha (Correia et al., 2019, "Adaptively Sparse Transformers"), a learned per-head
-    alpha between softmax (1) and sparsemax (2)."""
-    return np.clip(1.0 + _sigmoid(pre_alpha), 1.01, 2.0)
-
-
-def entmax_alpha_weights(logits: FloatArray, length: int, pre_alpha: float | FloatArray = 0.0):
-    """alpha-entmax (Peters et al., 2019) with alpha = entmax_alpha(pre_alpha), one number or one
-    per row (rows, 1), by the ``entmax`` package's bisection; pre_alpha 0 is 1.5-entmax."""
-    import entmax  # torch-based; imported only by the jobs that need it
-    import torch
-
-    z = np.asarray(logits, dtype=np.float64)
-    alpha = np.broadcast_to(entmax_alpha(pre_alpha), (z.shape[0], 1)).copy()
-    with torch.no_grad():
-        return entmax.entmax_bisect(torch.from_numpy(z), torch.from_numpy(alpha), dim=-1).numpy()
-
-
-def entmax_alpha_jacobian_norm(
-    logits: FloatArray, length: int, pre_alpha: float | FloatArray = 0.0
-):
-    """J = diag(g) - g g^T / sum g, g_i = p_i^(2 - alpha) on the support, 0 off it (Peters et
-    al., 2019, Prop. 1): as entmax15_jacobian_norm with the row's alpha."""
-    p = entmax_alpha_weights(logits, length, pre_alpha)
-    alpha = np.broadcast_to(entmax_alpha(pre_alpha), (p.shape[0], 1))
-    g = np.where(p > 0, np.power(p, 2.0 - alpha, where=p > 0, out=np.zeros_like(p)), 0.0)
-    total = g.sum(axis=1, keepdims=True)
-    return largest_eigenvalue_diag_minus_rank_one(
-        g, g / np.sqrt(total), diagonal_minus_v_squared=g * sum_of_others(g) / total
-    )
-
-
-def log_length_scale(length, floor_scale: float = 8192.0, beta: float = 0.1):
-    """Llama 4's attention temperature tuning: 1 + beta log(floor((t + 1) / floor_scale) + 1) for
-    the query at position t; here t + 1 = ``length``, the keys the row sees (the same for a
-    causal row). Llama 4's defaults: floor_scale 8192, beta (its attn_scale) 0.1."""
-    return 1.0 + beta * np.log(np.floor(np.asarray(length, dtype=np.float64) / floor_scale) + 1.0)
-
-
-def log_length_softmax_weights(
-    logits: FloatArray, length: int, floor_scale: float = 8192.0, beta: float = 0.1
-):
-    """softmax(scale z), scale = log_length_scale(length): queries scaled up with log length
-    (Llama 4; 1 below floor_scale keys, so at the defaults a short context is plain softmax)."""
-    scale = log_length_scale(length, floor_scale, beta)
-    return softmax(scale * np.asarray(logits, dtype=np.float64))
-
-
-def log_length_softmax_jacobian_norm(
-    logits: FloatArray, length: int, floor_scale: float = 8192.0, beta: float = 0.1
-):
-    """scale ||J_softmax|| at the scaled logits (scale >= 1 > 0)."""
-    scale = log_length_scale(length, floor_scale, beta)
-    return scale * gradient.softmax_jacobian_norm(scale * np.asarray(logits, dtype=np.float64), 1.0)
-
-
-def _stick_breaking_parts(logits: FloatArray):
-    z = np.asarray(logits, dtype=np.float64)
-    log_rest = _log_sigmoid(-z)  # log(1 - beta_k)
-    # sum over the later keys k > j: the reverse inclusive cumulative sum minus the key's own
-    later = np.flip(np.cumsum(np.flip(log_rest, axis=1), axis=1), axis=1) - log_rest
-    w = np.exp(_log_sigmoid(z) + later)
-    return z, _sigmoid(z), w
-
-
-def stick_breaking_weights(logits: FloatArray, length: int):
-    """Stick-breaking attention (Tan et al., arXiv 2410.17980): beta_j = sigma(z_j),
-    w_j = beta_j prod_{k > j} (1 - beta_k), the product over the row's later keys: the stick is
-    broken from the most recent key (the last column) backwards. Log-space, as the paper's
-    stable form. The paper's query i breaks the stick over the keys j < i ("for each token
-    before the current"); here over the keys the row sees, which under the study's causal mask
-    include the query's own (its last key takes sigma(z_t) first). Rows sum to 1 - prod_k (1 - beta_k) < 1: the stick left over is the missing
-    mass, left unassigned by the diagnostics."""
-    return _stick_breaking_parts(logits)[2]
-
-
-def stick_breaking_jacobian_norm(
-    logits: FloatArray, length: int, iterations: int = 500, rtol: float = 1e-10
-):
-    """Largest singular value of the upper-triangular J: d w_j / d z_j = w_j (1 - beta_j),
-    d w_j / d z_k = -w_j beta_k for k > j, 0 for k < j; power iteration with J applied in O(L)
-    by cumulative sums."""
-    z, beta, w = _stick_breaking_parts(logits)
-    diag = w * (1.0 - beta)
-
-    def jv(v):  # (J v)_j = diag_j v_j - w_j sum_{k > j} beta_k v_k
-        bv = beta * v
-        later = np.flip(np.cumsum(np.flip(bv, axis=1), axis=1), axis=1) - bv
-        return diag * v - w * later
-
-    def jtu(u):  # (J^T u)_k = diag_k u_k - beta_k sum_{j < k} w_j u_j
-        wu = w * u
-        return diag * u - beta * (np.cumsum(wu, axis=1) - wu)
-
-    return _largest_singular_value(jv, jtu, z.shape, iterations, rtol)
-
-
+# ------------------------------------------------------------------ diagnostics of any rule's rows
 def entropy(weights: FloatArray) -> NDArray[np.float64]:
     """Shannon entropy (nats) of each row renormalised to sum 1 (0 log 0 = 0); NaN for a zero row."""
     w = np.asarray(weights, dtype=np.float64)

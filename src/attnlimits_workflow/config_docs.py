@@ -1,14 +1,20 @@
 """config/README.md's key tables, written from the two files that define a key: its default in
-config/config.yaml, its type and description in workflow/schemas/config.schema.yaml.
+config/config.yaml, its type and description in workflow/schemas/config.schema.yaml; and the
+lists of attention rules, written from the rules' table (attnlimits.rules.RULES).
 
-    python -m attnlimits_workflow.config_docs --check   # exit 1 if a key or a table drifted
-    python -m attnlimits_workflow.config_docs --write   # rewrite the tables
+    python -m attnlimits_workflow.config_docs --check   # exit 1 if a key, a table or a list drifted
+    python -m attnlimits_workflow.config_docs --write   # rewrite the tables and the lists
 
 A key of the README is a schema property without properties of its own (``analysis.lengths``),
 or one whose properties carry no description (``study.diagnostics``: its sections are one row).
 A table stands between ``<!-- keys: SECTION -->`` and ``<!-- /keys -->`` and lists every key
 under SECTION (``top``: the whole config) that no deeper table lists, in config/config.yaml's
 order.
+
+The rules: ``<!-- rules: list -->`` in a key's schema description becomes, in its README row,
+every rule's kind with its ``Rule.summary``; docs/normalizers.md's table, between
+``<!-- rules: table -->`` and ``<!-- /rules -->``, has one row per rule (its settings with their
+defaults, ``Rule.formula``, ``Rule.jacobian_text``), both in the table's order.
 """
 
 from __future__ import annotations
@@ -22,12 +28,19 @@ from typing import Any
 
 import yaml
 
+from attnlimits.rules import RULES, Rule
+
 from .config_schema import StrictValidator
 from .config_schema import resolve_ref as resolve
 
 DEFAULTS = Path("config/config.yaml")
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
 README = Path("config/README.md")
+RULES_PAGE = Path("docs/normalizers.md")
+RULE_LIST = "<!-- rules: list -->"
+RULE_TABLE = re.compile(r"(<!-- rules: table -->\n)(?P<body>.*?)(<!-- /rules -->)", re.S)
+# The Rule fields the lists show, each of which every rule must have.
+RULE_TEXTS = ("formula", "jacobian_text", "summary")
 TOP = "top"
 TABLE = re.compile(r"(<!-- keys: (?P<section>[\w.]+) -->\n)(?P<body>.*?)(<!-- /keys -->)", re.S)
 MISSING = object()
@@ -94,8 +107,75 @@ def table(rows: list[tuple[KeyPath, dict[str, Any]]], section: KeyPath, defaults
     for path, node in rows:
         key = ".".join(path[len(section) :])
         value = cell(default_cell(lookup(defaults, path)))
-        lines.append(f"| `{key}` | {value} | {cell(node.get('description', ''))} |")
+        description = str(node.get("description", "")).replace(RULE_LIST, rule_list())
+        lines.append(f"| `{key}` | {value} | {cell(description)} |")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------ the lists of the rules
+def rule_list(rules: dict[str, Rule] = RULES) -> str:
+    """Every rule's kind with its summary, in the table's order; kinds in a row with the same
+    summary share it: `softmax`, `sparsemax` (setting `temperature`, ...), `softpick` (...)."""
+    groups: list[tuple[list[str], str]] = []
+    for rule in rules.values():
+        if groups and groups[-1][1] == rule.summary:
+            groups[-1][0].append(rule.name)
+        else:
+            groups.append(([rule.name], rule.summary))
+    return ", ".join(
+        ", ".join(f"`{kind}`" for kind in kinds) + (f" ({summary})" if summary else "")
+        for kinds, summary in groups
+    )
+
+
+def settings_text(rule: Rule) -> str:
+    """`` (`name` default, ...)``: the rule's what-if settings, each with its default, a learned
+    one so marked; empty for a rule without settings."""
+
+    def shown(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+    learned = {p.name for p in rule.learned}
+    parts = [
+        f"`{name}` {shown(value)}" + (", learned per head when trained" if name in learned else "")
+        for name, value in rule.settings.items()
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def rule_table(rules: dict[str, Rule] = RULES) -> str:
+    """docs/normalizers.md's table: one row per rule, its kind and settings, its weights and its
+    Jacobian norm."""
+    lines = ["| kind | weights | Jacobian norm (exact) |", "|---|---|---|"]
+    for rule in rules.values():
+        lines.append(
+            f"| {cell(f'`{rule.name}`{settings_text(rule)}')} | {cell(rule.formula)} "
+            f"| {cell(rule.jacobian_text)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_rules_page(page: str, rules: dict[str, Rule] = RULES) -> str:
+    """``page`` with every rules table written anew."""
+    return RULE_TABLE.sub(lambda m: m.group(1) + rule_table(rules) + m.group(3), page)
+
+
+def rules_problems(page: str, rules: dict[str, Rule] = RULES) -> list[str]:
+    """A rule without a text the lists show, and a rules table that drifted, one line each."""
+    out = [
+        f"attnlimits.rules: {name} has no {field} (its Rule record)"
+        for name, rule in rules.items()
+        for field in RULE_TEXTS
+        if not getattr(rule, field).strip()
+    ]
+    if not RULE_TABLE.search(page):
+        out.append(f"{RULES_PAGE}: no <!-- rules: table --> ... <!-- /rules --> table")
+    elif not out and render_rules_page(page, rules) != page:
+        out.append(
+            f"{RULES_PAGE}: the rules' table differs from attnlimits.rules.RULES; "
+            "run python -m attnlimits_workflow.config_docs --write"
+        )
+    return out
 
 
 def section_path(name: str) -> KeyPath:
@@ -174,17 +254,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1 if anything drifted")
-    mode.add_argument("--write", action="store_true", help="rewrite config/README.md's tables")
+    mode.add_argument(
+        "--write",
+        action="store_true",
+        help=f"rewrite {README}'s tables and {RULES_PAGE}'s rules table",
+    )
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository")
     args = parser.parse_args(argv)
     schema = yaml.safe_load((args.root / SCHEMA).read_text())
     defaults = yaml.safe_load((args.root / DEFAULTS).read_text())
     readme = (args.root / README).read_text()
+    page = (args.root / RULES_PAGE).read_text()
     if args.write:
         (args.root / README).write_text(render(readme, schema, defaults))
+        (args.root / RULES_PAGE).write_text(render_rules_page(page))
         readme = (args.root / README).read_text()
-    found = problems(schema, defaults, readme)
-    print("\n".join(found) or "config keys in sync", file=sys.stderr if found else sys.stdout)
+        page = (args.root / RULES_PAGE).read_text()
+    found = problems(schema, defaults, readme) + rules_problems(page)
+    done = "config keys and rule lists in sync"
+    print("\n".join(found) or done, file=sys.stderr if found else sys.stdout)
     return 1 if found else 0
 
 
