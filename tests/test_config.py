@@ -417,7 +417,7 @@ def test_each_model_of_a_run_has_its_own_settings(base, tmp_path):
         },
     )
     _, runs, default = load_config(DEFAULTS, user, SCHEMA, REPO)
-    # the configured models, then the normaliser study's (study.normalizers, trained on demand)
+    # the configured models, then the normalizer study's (study.normalizers, trained on demand)
     configured = [n for n, run in runs.items() if not run["model"].get("trained")]
     assert configured == list(runs)[:3] == ["tiny-a", "tiny-b", "minilm-l6"]
     assert default == "tiny-a"

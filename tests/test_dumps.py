@@ -20,7 +20,7 @@ from attnlimits_workflow.dumps.read import open_dump, read_metadata
 from attnlimits_workflow.dumps.schema import SCHEMA_SPEC
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.integrity import write_checksums
-from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, LayerNormaliser, read_pack
+from attnlimits_workflow.packs import PACK_ARRAYS, DumpError, LayerNormalizer, read_pack
 
 pytestmark = pytest.mark.integration
 
@@ -447,7 +447,7 @@ def test_an_embedding_the_extraction_did_not_store_is_refused(tmp_path, gqa_mode
     assert table["hidden"].null_count == table["attention_input"].null_count == table.num_rows
 
 
-def test_a_pack_records_each_layers_normaliser(dump, tmp_path):
+def test_a_pack_records_each_layers_normalizer(dump, tmp_path):
     # GPT-2: absolute positions, nothing else, in every layer, and the same per sample
     out, _ = dump
     pack_dumps([out], 32, "value", tmp_path / "pack", expected=PROV)
@@ -469,8 +469,8 @@ def test_a_pack_records_each_layers_normaliser(dump, tmp_path):
         pack.per_sample("sinks")
 
 
-def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump, tmp_path):
-    # dumps written before the normaliser keys: the pack's per-layer entries are null; packs
+def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalizers(dump, tmp_path):
+    # dumps written before the normalizer keys: the pack's per-layer entries are null; packs
     # written before the per-layer table: every layer's values are None
     out, _ = dump
     for layer in range(2):
@@ -497,7 +497,7 @@ def test_a_pack_from_an_older_dump_or_an_older_pack_reads_null_normalisers(dump,
     (tmp_path / "pack/checksums.json").unlink()
     (tmp_path / "pack/metadata.json").write_text(json.dumps(meta))
     older = read_pack(tmp_path / "pack")
-    assert older.layer_normaliser(1) == LayerNormaliser()
+    assert older.layer_normalizer(1) == LayerNormalizer()
     assert np.isnan(older.per_sample("sink_logit")).all()
 
 

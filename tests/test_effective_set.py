@@ -57,7 +57,7 @@ def causal_visible(n):
 
 
 @pytest.mark.parametrize("selection", ["attention", "contribution", "random"])
-@pytest.mark.parametrize("mode", ["delete", "renormalise"])
+@pytest.mark.parametrize("mode", ["delete", "renormalize"])
 @pytest.mark.parametrize("n", [1, 3, 10])
 def test_one_call_equals_the_numpy_reference_on_every_row(selection, mode, n):
     q, k, v = qkv(heads=4, kv_heads=2)  # grouped: query heads 0, 1 read KV head 0
@@ -118,11 +118,11 @@ def test_signed_weights_keep_the_largest_magnitudes():
     ]
 
 
-def test_a_signed_rule_refuses_renormalising():
+def test_a_signed_rule_refuses_renormalizing():
     q, k, v = qkv(heads=2, kv_heads=2, n=5)
     module = Module()
     module.config = type("Config", (), {RULE_KEY: {"kind": "self_adjust_softmax_raw"}})()
-    with intervene(Intervention(2, "attention", "renormalise")):
+    with intervene(Intervention(2, "attention", "renormalize")):
         with pytest.raises(NotImplementedError, match="either sign; use delete"):
             intervened_attention(module, q, k, v, None, scaling=0.4, is_causal=True)
 
@@ -134,12 +134,12 @@ def test_invisible_keys_are_never_kept():
     assert keep.tolist() == [[True, False, True, False]]
 
 
-def test_renormalised_weights_keep_the_row_mass_and_are_the_plain_ones_when_nothing_drops():
+def test_renormalized_weights_keep_the_row_mass_and_are_the_plain_ones_when_nothing_drops():
     w = (
         torch.tensor([[0.5, 0.3, 0.2], [0.6, 0.4, 0.0]], dtype=torch.float64) * 0.9
     )  # a sink took 0.1
     keep = torch.tensor([[True, True, False], [True, True, False]])
-    got = kept_weights(w, keep, "renormalise")
+    got = kept_weights(w, keep, "renormalize")
     torch.testing.assert_close(
         got[0], torch.tensor([0.5, 0.3, 0.0], dtype=torch.float64) * 0.9 / 0.8
     )
@@ -153,7 +153,7 @@ def test_blocks_of_rows_equal_one_block():
     q, k, v = qkv(heads=4, kv_heads=2, n=13)
     got = {}
     for block in (1, 3, 13, 100):
-        with intervene(Intervention(3, "contribution", "renormalise", block=block)):
+        with intervene(Intervention(3, "contribution", "renormalize", block=block)):
             got[block], _ = intervened_attention(
                 Module(), q, k, v, None, scaling=0.4, is_causal=True
             )
@@ -241,7 +241,7 @@ def test_n_at_least_the_keys_is_the_plain_forward_bit_for_bit(model_type):
         assert torch.equal(model(input_ids=ids).logits, plain)
         for n in (CONTEXT, CONTEXT + 7):
             for selection in ("attention", "contribution", "random"):
-                for mode in ("delete", "renormalise"):
+                for mode in ("delete", "renormalize"):
                     with intervene(Intervention(n, selection, mode)):
                         assert torch.equal(model(input_ids=ids).logits, plain)
 

@@ -147,7 +147,7 @@ def test_encoders_are_refused(tmp_path):
 
 
 def test_bad_sections_are_refused_by_name():
-    assert parse_variant("random-renormalise") == ("random", "renormalise")
+    assert parse_variant("random-renormalize") == ("random", "renormalize")
     with pytest.raises(ValueError, match="selection"):
         parse_variant("top-delete")
     errs = config_errors({**SECTION, "variants": ["attention-keep"], "targets": 40}, 40)

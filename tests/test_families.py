@@ -354,7 +354,7 @@ def test_attention_input_is_what_the_projections_read(family_dump):
         x = want[(cap.context_length, cap.layer)]
         assert cap.attention_input.dtype == torch.float32
         assert torch.equal(cap.attention_input, x), (model_type, cap.layer)
-        # pre-norm families normalise the residual stream before the projections; BERT (post-norm)
+        # pre-norm families normalize the residual stream before the projections; BERT (post-norm)
         # and OLMo 2 and 3 (norm after the attention) feed it as it is
         same = torch.equal(cap.hidden, x)
         assert same == (model_type in UNNORMED_INPUT), (model_type, cap.layer)
@@ -585,7 +585,7 @@ def test_llama4_records_its_query_temperature(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("model_type", ["smollm3", "gpt_oss", "llama4_text", "diffllama"])
-def test_a_pack_carries_each_layers_normaliser_per_sample(model_type, tmp_path):
+def test_a_pack_carries_each_layers_normalizer_per_sample(model_type, tmp_path):
     """Families whose layers differ (NoPE layers, per-head sinks, lambda, query temperature):
     the pack's per-sample values are those of each sample's own layer file, not layer 0's."""
     from attnlimits_workflow.dumps.pack import pack_dumps
@@ -629,7 +629,7 @@ def test_a_pack_carries_each_layers_normaliser_per_sample(model_type, tmp_path):
         tuning = meta["query_temperature"]
         want_t = np.nan if tuning is None else tuning["analysed"][LENGTHS.index(L)]
         np.testing.assert_equal(temperature[i], want_t)
-        assert pack.normaliser(i) == pack.layer_normaliser(layer)
+        assert pack.normalizer(i) == pack.layer_normalizer(layer)
     # hand-written values of the tiny configs (build and TINY)
     by_layer = {layer: np.asarray(pack.layer) == layer for layer in (0, 1)}
     if model_type in ("smollm3", "llama4_text"):
@@ -638,7 +638,7 @@ def test_a_pack_carries_each_layers_normaliser_per_sample(model_type, tmp_path):
     if model_type == "gpt_oss":  # linspace(-2, 4, 4) + layer: layer 1's head 3 is 5
         at = np.nonzero(by_layer[1] & (np.asarray(pack.head) == 3))[0]
         np.testing.assert_allclose(sink[at], 5.0, rtol=1e-6)
-        assert pack.layer_normaliser(0).sink_logits == pytest.approx((-2.0, 0.0, 2.0, 4.0))
+        assert pack.layer_normalizer(0).sink_logits == pytest.approx((-2.0, 0.0, 2.0, 4.0))
     if model_type == "llama4_text":  # floor(16 / 8) = 2 on the NoPE layer only
         assert np.isnan(temperature[by_layer[0]]).all()
         np.testing.assert_allclose(temperature[by_layer[1]], 1 + 0.5 * np.log(3), rtol=1e-12)

@@ -170,7 +170,7 @@ def published(kind: str):
     if kind not in PUBLISHED:
         pytest.fail(
             f"{kind}: add its published formula to PUBLISHED in tests/test_normalizers.py "
-            "(docs/extending.md, 'Adding a normaliser')"
+            "(docs/extending.md, 'Adding a normalizer')"
         )
     return PUBLISHED[kind]
 
@@ -179,7 +179,7 @@ def test_every_rule_of_the_table_has_a_published_formula():
     missing = sorted(set(rules.RULES) - set(PUBLISHED))
     assert not missing, (
         f"{missing}: add each one's published formula to PUBLISHED in tests/test_normalizers.py "
-        "(docs/extending.md, 'Adding a normaliser')"
+        "(docs/extending.md, 'Adding a normalizer')"
     )
     assert sorted(set(PUBLISHED) - set(rules.RULES)) == []  # no reference of a removed rule
 
@@ -248,7 +248,7 @@ def test_sparse_normalizers_produce_exact_zeros_softmax_does_not():
 def test_entropy_and_effective_temperature():
     assert nz.entropy(np.full((1, 8), 1 / 8))[0] == pytest.approx(math.log(8))
     assert nz.entropy(np.array([[0.0, 1.0, 0.0]]))[0] == 0.0
-    # renormalised: a row summing to 1/2 has the entropy of its normalised version
+    # renormalized: a row summing to 1/2 has the entropy of its normalized version
     assert nz.entropy(np.array([[0.25, 0.25]]))[0] == pytest.approx(math.log(2))
     assert np.isnan(nz.entropy(np.zeros((1, 3)))[0])
     # logits with standard deviation 20 act like unit-variance logits at T = 1/20

@@ -66,3 +66,21 @@ def test_the_family_lists_users_read_name_every_family(page):
     text = (REPO / page).read_text()
     missing = [name for name in FAMILIES if f"`{name}`" not in text]
     assert not missing, f"{page} does not name {missing} (docs/extending.md: Adding a model family)"
+
+
+@pytest.mark.unit
+def test_one_spelling_of_normalizer_file_names_included():
+    """docs/extending.md: "normalizer" (the code's, the config keys' and the paper's title's
+    spelling) in every tracked file and file name, never the British form."""
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    british = "normali" + "s"  # spelt apart so that this file passes its own check
+    named = [f for f in files if british in f.lower()]
+    spelt = [
+        f
+        for f in files
+        if (REPO / f).is_file()
+        and british in (REPO / f).read_bytes().decode("utf-8", "ignore").lower()
+    ]
+    assert not named and not spelt, named + spelt

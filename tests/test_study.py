@@ -1,4 +1,4 @@
-"""The normaliser study: each trainable attention rule against its reference, training that learns
+"""The normalizer study: each trainable attention rule against its reference, training that learns
 and repeats itself, trained models' dumps equal to their own attention, the study's config and
 verdicts, and one small `snakemake study` end to end."""
 
@@ -865,7 +865,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert (table["distance"] <= table["distance_upper"]).all()
     page = (tmp_path / "docs" / "study.md").read_text()
     assert "[[" not in page and "| sparsemax |" in page
-    assert "Every normaliser is trained once per seed (0, 1;" in page
+    assert "Every normalizer is trained once per seed (0, 1;" in page
     assert "### Seed 0's models" in page and "Its cells give the measures only" in page
     assert (
         "### How each measure is oriented" in page

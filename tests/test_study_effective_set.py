@@ -133,7 +133,7 @@ def test_markdown_and_answer_read_the_table():
     )
     table = n_star.over_seeds(rows, "softmax", 0.95, 1.5, "attention-delete")
     md = n_star.markdown(table).splitlines()
-    assert md[0] == "| normaliser | N* at L = 64 | N* at L = 128 |"
+    assert md[0] == "| normalizer | N* at L = 64 | N* at L = 128 |"
     assert md[3].startswith("| sparsemax | fewer keys: 10 [") and "no difference shown" in md[3]
     said = n_star.answer(table, "softmax")
     assert said.startswith("softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and 40 of L = 128")

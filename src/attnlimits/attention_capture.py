@@ -6,7 +6,7 @@ the soft-cap, the mask and any sink logits. Inside :func:`attnlimits.extraction.
 hands them to the active recorder, which scores the analysed query rows in float32 as the model
 does (:func:`score_row`, :func:`visible_keys`, :func:`soft_capped`), then delegates to the model's
 own attention: SDPA, :func:`blockwise_attention` for soft-caps and sinks (which SDPA lacks), or a
-trained model's normaliser (:mod:`attnlimits.rule_attention`).
+trained model's normalizer (:mod:`attnlimits.rule_attention`).
 
 Separate from :mod:`attnlimits.extraction`, which drives the forward passes and hands out the
 per-layer captures, because the effective-set intervention (:mod:`attnlimits.effective_set`)
@@ -188,7 +188,7 @@ class _Recorder:
             logits, weights = score_row(
                 q, k, self.kv_map, pos, L, scaling, softcap=softcap, visible=visible, sinks=sinks
             )
-            if rule is not None:  # the model's own normaliser, on the same logits
+            if rule is not None:  # the model's own normalizer, on the same logits
                 seen = torch.isfinite(logits)[:, None, :]
                 weights = attention_rules.normalize(
                     logits[:, None, :], seen, rule, rule_learned(module, rule, detach=True)

@@ -1,6 +1,6 @@
-"""Attention normalisers a model can be *trained* with (torch, differentiable), for the study.
+"""Attention normalizers a model can be *trained* with (torch, differentiable), for the study.
 
-:mod:`attnlimits.normalizers` re-normalises logits a softmax model learned (a what-if, numpy);
+:mod:`attnlimits.normalizers` re-normalizes logits a softmax model learned (a what-if, numpy);
 here each rule is the model's own attention, used in its forward, in training and in the
 capture. Every rule maps scores (..., queries, keys) -- q k^T times the model's scaling, with
 masked keys at -inf -- to weights of the same shape, zero at masked keys:
@@ -10,7 +10,7 @@ masked keys at -inf -- to weights of the same shape, zero at masked keys:
 - ``scalable_softmax``: softmax(s log(n) z) (Nakanishi, arXiv 2501.19399), n the keys the row
   sees (t + 1 for causal row t, not the padded length), s learned per head;
 - ``self_adjust_softmax_raw``: z * softmax(z) (Zheng et al., arXiv 2502.18277, Eq. 3);
-- ``self_adjust_softmax``: its normalised variant (z - min(z_min, 0)) / (max(z_max, 0) -
+- ``self_adjust_softmax``: its normalized variant (z - min(z_min, 0)) / (max(z_max, 0) -
   min(z_min, 0)) * softmax(z), min and max over the visible keys;
 - ``sigmoid_attention``: sigma(z - log n) (arXiv 2409.04431), n the visible keys;
 - ``softpick``: relu(e^z - 1) / sum |e^z - 1| over the visible keys (arXiv 2504.20966);

@@ -25,12 +25,12 @@ FloatArray = NDArray[np.floating]
 
 
 # Rules whose rows are not distributions (sigmoid, softpick, a sink, stick-breaking): the study's
-# diagnostics read their weights as they are, with no renormalisation (as for
+# diagnostics read their weights as they are, with no renormalization (as for
 # self_adjust_softmax_raw): the peak weight, the top-N selection and the Jacobian are of the
 # rule's own weights, and the context sum_i w_i x_i is not rescaled, so the missing (or, for
 # sigmoid, extra) mass counts as weight on no token; the normalizer job keeps each row's sum
-# (row_sum); only the entropy renormalises a row (``entropy``). Each rule breaks Lemma 1's
-# assumption -- a positive normaliser, the same function of the logits at every length L -- its
+# (row_sum); only the entropy renormalizes a row (``entropy``). Each rule breaks Lemma 1's
+# assumption -- a positive normalizer, the same function of the logits at every length L -- its
 # own way.
 def _log_sigmoid(x: FloatArray) -> NDArray[np.float64]:
     return -np.logaddexp(0.0, -np.asarray(x, dtype=np.float64))
@@ -42,7 +42,7 @@ def _sigmoid(x: FloatArray) -> NDArray[np.float64]:
 
 def sigmoid_attention_weights(logits: FloatArray, length: int):
     """Sigmoid attention (Ramapuram et al., arXiv 2409.04431): sigma(z - log n), n = ``length``,
-    the keys the row sees; each weight on its own, no normaliser. Rows sum to anything in (0, n)
+    the keys the row sees; each weight on its own, no normalizer. Rows sum to anything in (0, n)
     (about 1 when the logits are near 0): the extra or missing mass is left as it is."""
     return _sigmoid(np.asarray(logits, dtype=np.float64) - np.log(length))
 
@@ -58,7 +58,7 @@ def sigmoid_bound(length: int, outer: float) -> float:
     return 1.0 / (4.0 * outer)
 
 
-# Sigmoid attention: no normaliser at all, a bias -log n that depends on L; each weight is
+# Sigmoid attention: no normalizer at all, a bias -log n that depends on L; each weight is
 # sigma(z - log n), so a key's weight need not fall as 1/L ("dense distributions").
 SIGMOID_ATTENTION = Rule(
     "sigmoid_attention",
@@ -67,7 +67,7 @@ SIGMOID_ATTENTION = Rule(
     (VANISHING, DISTANCE, LENGTH),
     sigmoid_bound,
     sums_to_one=False,
-    lemma1="Eq. 3's form and F independent of L: sigma(l - log n), no normaliser, a bias in L",
+    lemma1="Eq. 3's form and F independent of L: sigma(l - log n), no normalizer, a bias in L",
     formula="sigma(l - log L) (Ramapuram et al., arXiv 2409.04431); rows sum to anything in (0, L)",
     jacobian_text="max_i s_i (1 - s_i) (J is diagonal); bound 1/4",
     summary="σ(z − log n)",
@@ -163,7 +163,7 @@ def softmax_sink_bound(length: int, outer: float, sink) -> float:
     return 1.0 / (2.0 * outer)
 
 
-# A sink logit: the normaliser gains a learned term that can absorb the mass, so the real keys'
+# A sink logit: the normalizer gains a learned term that can absorb the mass, so the real keys'
 # weights need not spread over L ("vanishing-attention").
 SOFTMAX_SINK = Rule(
     "softmax_sink",
@@ -272,7 +272,7 @@ def log_length_softmax_bound(
 
 
 # Llama 4's log-length query scaling: length-aware as SSMax, the scale grows with log L
-# ("switching to a length-aware normaliser can restore separability").
+# ("switching to a length-aware normalizer can restore separability").
 LOG_LENGTH_SOFTMAX = Rule(
     "log_length_softmax",
     log_length_softmax_weights,
@@ -329,7 +329,7 @@ def stick_breaking_jacobian_norm(
     return largest_singular_value(jv, jtu, z.shape, iterations, rtol)
 
 
-# Stick-breaking: no shared normaliser, each weight depends on the later keys only (a recency
+# Stick-breaking: no shared normalizer, each weight depends on the later keys only (a recency
 # bias), rows sum to < 1; its paper's claim is length generalisation.
 STICK_BREAKING = Rule(
     "stick_breaking",
@@ -337,7 +337,7 @@ STICK_BREAKING = Rule(
     stick_breaking_jacobian_norm,
     (VANISHING, DISTANCE, LENGTH),
     sums_to_one=False,
-    lemma1="Eq. 3's form: sigma(l_j) prod_{k > j} (1 - sigma(l_k)), no shared normaliser",
+    lemma1="Eq. 3's form: sigma(l_j) prod_{k > j} (1 - sigma(l_k)), no shared normalizer",
     local=True,
     formula="sigma(l_j) prod_{k > j} (1 - sigma(l_k)) from the last key back (Tan et al., arXiv "
     "2410.17980); rows sum to < 1",

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 SELECTIONS = ("attention", "contribution", "random")
-MODES = ("delete", "renormalise")
+MODES = ("delete", "renormalize")
 
 
 def relative_nll_increase(nll: NDArray | float, base: NDArray | float) -> NDArray | float:

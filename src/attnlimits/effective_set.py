@@ -7,7 +7,7 @@ Competition" (2026), the follow-up of the paper this workflow reproduces:
   weight (``selection="attention"``), of highest contribution alpha_i ||v_i||
   (``"contribution"``), or N drawn uniformly among the visible keys (``"random"``, the control).
   The kept weights stay as they are (``mode="delete"``) or are scaled back to the row's mass
-  (``"renormalise"``: for a softmax row, divided by their own mass). The selection is recomputed
+  (``"renormalize"``: for a softmax row, divided by their own mass). The selection is recomputed
   from the current activations throughout the intervened forward pass. A query with at most N
   visible keys keeps them all.
 - **The measure.** dNLL_rel(N) = (NLL(M_N) - NLL(M)) / NLL(M) on the same scored targets.
@@ -18,7 +18,7 @@ The intervention is an attention function registered with transformers' Attentio
 (:func:`register_intervention`), as the capture is. Without an active intervention, or where N is
 at least the number of keys (then every query keeps every key it sees), it is the capture's own
 attention (attnlimits.attention_capture.capture_attention: SDPA, soft-caps, sinks, a trained
-model's normaliser), so the plain forward is unchanged bit for bit. Otherwise it scores ``block``
+model's normalizer), so the plain forward is unchanged bit for bit. Otherwise it scores ``block``
 query rows at a time: memory per layer is heads x block x keys, never keys x keys.
 
 Ties: among keys of equal score the lower index is kept (a stable sort), so the selection is a
@@ -151,11 +151,11 @@ def top_n_mask(score: torch.Tensor, n: int) -> torch.Tensor:
 
 def kept_weights(weights: torch.Tensor, keep: torch.Tensor, mode: str) -> torch.Tensor:
     """The weights of the kept keys, the others 0: as they were (``"delete"``), or scaled so
-    that each row keeps its mass (``"renormalise"``; a row that kept no mass stays 0)."""
+    that each row keeps its mass (``"renormalize"``; a row that kept no mass stays 0)."""
     kept = torch.where(keep, weights, torch.zeros((), dtype=weights.dtype))
     if mode == "delete":
         return kept
-    if mode != "renormalise":
+    if mode != "renormalize":
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
     mass = weights.sum(dim=-1, keepdim=True)
     kept_mass = kept.sum(dim=-1, keepdim=True)
@@ -187,7 +187,7 @@ def _block_weights(
     softcap: float | None,
     sinks: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The weights the model gives a block of rows: its trained normaliser, or its softmax (after
+    """The weights the model gives a block of rows: its trained normalizer, or its softmax (after
     any soft-cap, with any sink key, whose weight is dropped), float32 as the model computes."""
     if rule is not None:
         return attention_rules.normalize(scores, visible, rule, rule_learned(module, rule))
@@ -236,10 +236,10 @@ def intervened_attention(
         )
     rule = model_rule(module)
     signed = rule is not None and rules.get(rule["kind"]).signed
-    if signed and spec.mode == "renormalise":
+    if signed and spec.mode == "renormalize":
         # a row of either sign can have a kept mass near 0, or of the other sign than its own
         raise NotImplementedError(
-            f"the renormalise mode on {rule['kind']}, whose weights take either sign; use delete"
+            f"the renormalize mode on {rule['kind']}, whose weights take either sign; use delete"
         )
     _, heads, n_q, _ = query.shape
     group = heads // key.shape[1]

@@ -21,7 +21,7 @@ one forward per analysed length L.
 
 This module drives the forward passes and hands out one :class:`LayerCapture` per layer
 (:func:`extract_chunk`). The attention function that records and its row scoring live in
-:mod:`attnlimits.attention_capture`, a trained model's own normaliser in
+:mod:`attnlimits.attention_capture`, a trained model's own normalizer in
 :mod:`attnlimits.rule_attention`, and what is read off a loaded model (its shape, its attention
 modules, differential attention) in :mod:`attnlimits.model_structure`; their public names are
 re-exported here, where the workflow, tests and benchmarks import them.

@@ -30,7 +30,7 @@ def softmax(
 def random_unit_directions(
     n_directions: int, length: int, rng: np.random.Generator
 ) -> NDArray[np.float64]:
-    """``n_directions`` directions uniform on the unit sphere of R^L (normalised Gaussians)."""
+    """``n_directions`` directions uniform on the unit sphere of R^L (normalized Gaussians)."""
     u = rng.standard_normal((n_directions, length))
     return u / np.linalg.norm(u, axis=1, keepdims=True)
 

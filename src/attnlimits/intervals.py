@@ -1,6 +1,6 @@
 """Intervals over a handful of training seeds: Student's t-intervals (on the log scale for
 positive measures), paired ratios of a rule's measure to the baseline's of the same seed, odds of
-a share, and a log-log slope. Pure functions of numbers (the normaliser study's statistics;
+a share, and a log-log slope. Pure functions of numbers (the normalizer study's statistics;
 attnlimits.bootstrap has the resampling intervals)."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The attention rules: each normaliser's numpy functions, its Jacobian bound and its record,
+"""The attention rules: each normalizer's numpy functions, its Jacobian bound and its record,
 side by side, collected at the end into the table :data:`RULES`, with the records of the rules
 deployed since the paper (:mod:`attnlimits.deployed_rules`, written the same way). The table is
 looked up by :mod:`attnlimits.rules`; the torch forward of a model trained with each rule is in
-:mod:`attnlimits.attention_rules`. A new rule goes here: docs/extending.md, "Adding a normaliser".
+:mod:`attnlimits.attention_rules`. A new rule goes here: docs/extending.md, "Adding a normalizer".
 
-A what-if: the logits were learned under softmax, and each normalizer here re-normalises them
+A what-if: the logits were learned under softmax, and each normalizer here re-normalizes them
 (paper, Section 4: sparsity-inducing, length-aware and gradient-controlled rules). Every
 normalizer maps logits (S, L) to weights (S, L) and knows the spectral norm of its Jacobian
 d weights / d logits per row. Each Jacobian bound is bound(length, outer, **settings): a bound on
@@ -113,7 +113,7 @@ def sparse_bound(length: int, outer: float, temperature: float = 1.0) -> float:
 
 
 # Targets, from the paper's Section 4: "sparse or length-aware rules can improve long-context
-# performance" (the distance bound); "normalisers that decouple selectivity from gradient health
+# performance" (the distance bound); "normalizers that decouple selectivity from gradient health
 # (e.g. Sparsemax, SS-Max, or SA-Softmax)" (T <= 0.1); and per family: sparsity-inducing: "exact
 # zeros", against softmax's "dense distributions" (vanishing)
 SPARSEMAX = Rule(
@@ -188,7 +188,7 @@ def scalable_softmax_bound(length: int, outer: float, s) -> NDArray[np.float64]:
 
 
 # length-aware: "alleviating the vanishing-attention problem"; "switching to a length-aware
-# normaliser can restore separability"; and its own length claim
+# normalizer can restore separability"; and its own length claim
 SCALABLE_SOFTMAX = Rule(
     "scalable_softmax",
     scalable_softmax_weights,
@@ -216,7 +216,7 @@ def _self_adjust_parts(logits: FloatArray):
 
 
 def self_adjust_softmax_weights(logits: FloatArray, length: int):
-    """Normalised SA-Softmax (Zheng et al., 2025): (z - min(z_min, 0)) / (max(0, z_max) -
+    """Normalized SA-Softmax (Zheng et al., 2025): (z - min(z_min, 0)) / (max(0, z_max) -
     min(z_min, 0)) * softmax(z). Rows sum to at most 1, not to 1."""
     *_, g, p = _self_adjust_parts(logits)
     return g * p
@@ -314,11 +314,11 @@ SELF_ADJUST_SOFTMAX = Rule(
     (GRADIENT, GRADIENT_LOW_T),
     sums_to_one=False,
     lemma1="Eq. 3's form: a min-max rescaled logit times softmax, the rescaling set by the whole row",
-    formula="(l - min(l_min, 0)) / (max(0, l_max) - min(l_min, 0)) * softmax(l), the normalised "
+    formula="(l - min(l_min, 0)) / (max(0, l_max) - min(l_min, 0)) * softmax(l), the normalized "
     "SA-Softmax (Zheng et al., 2025)",
     jacobian_text="largest singular value of its non-symmetric Jacobian (diagonal plus rank "
     "three), by power iteration with O(L) products, to 1e-10 relative",
-    summary="normalised variant",
+    summary="normalized variant",
 )
 
 
@@ -368,7 +368,7 @@ RULES: dict[str, Rule] = {
 
 # ------------------------------------------------------------------ diagnostics of any rule's rows
 def entropy(weights: FloatArray) -> NDArray[np.float64]:
-    """Shannon entropy (nats) of each row renormalised to sum 1 (0 log 0 = 0); NaN for a zero row."""
+    """Shannon entropy (nats) of each row renormalized to sum 1 (0 log 0 = 0); NaN for a zero row."""
     w = np.asarray(weights, dtype=np.float64)
     total = w.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):

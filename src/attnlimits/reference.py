@@ -116,7 +116,7 @@ def top_n_attention(scores, visible, values, n, selection="attention", mode="del
     (``"attention"``), of highest weight x ||v_i|| (``"contribution"``) or of highest
     ``uniform`` draw (``"random"``; (queries, keys) numbers), the lower index first among equal
     scores; every visible key where a row sees at most n. ``"delete"`` keeps the kept weights,
-    ``"renormalise"`` scales them back to the row's mass. scores, visible: (queries, keys);
+    ``"renormalize"`` scales them back to the row's mass. scores, visible: (queries, keys);
     values: (keys, head_dim). Returns (queries, head_dim)."""
     scores = np.asarray(scores, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
@@ -135,7 +135,7 @@ def top_n_attention(scores, visible, values, n, selection="attention", mode="del
             rank = {i: uniform[q][i] for i in seen}
         chosen = sorted(seen, key=lambda i: (-rank[i], i))[:n]
         kept = {i: w[i] for i in chosen}
-        if mode == "renormalise":
+        if mode == "renormalize":
             mass = sum(kept.values())
             kept = {i: v * sum(w.values()) / mass for i, v in kept.items()}
         for i, v in kept.items():

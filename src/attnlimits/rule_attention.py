@@ -1,8 +1,8 @@
-"""The attention of a model trained with another normaliser than softmax (torch; no file I/O).
+"""The attention of a model trained with another normalizer than softmax (torch; no file I/O).
 
 A model trained in the study carries its attention rule in its config (attribute
 :data:`RULE_KEY`, e.g. ``{"kind": "sparsemax"}``); its attention, registered with transformers as
-:data:`RULE_ATTENTION`, scores q k^T as softmax attention does and normalises the scores with that
+:data:`RULE_ATTENTION`, scores q k^T as softmax attention does and normalizes the scores with that
 rule's torch forward (:mod:`attnlimits.attention_rules`), gated by the output gate of a rule that
 has one. The rule's learned per-head parameters (Scalable-Softmax's s) are parameters of each
 attention module, named by :mod:`attnlimits.rules` (``Learned.attribute``).
@@ -21,7 +21,7 @@ from torch import nn
 from . import attention_rules, rules
 from .model_structure import attention_modules
 
-# The attention of a model trained with another normaliser (config attribute RULE_KEY, e.g.
+# The attention of a model trained with another normalizer (config attribute RULE_KEY, e.g.
 # {"kind": "sparsemax"}); a rule's learned per-head parameters (Scalable-Softmax's s) are
 # parameters of each attention module, named by attnlimits.rules (Learned.attribute).
 RULE_ATTENTION = "attnlimits_rule"
@@ -29,7 +29,7 @@ RULE_KEY = "attnlimits_attention"
 
 
 def model_rule(module: nn.Module) -> dict[str, Any] | None:
-    """The normaliser a trained model's attention uses (None: the family's own softmax)."""
+    """The normalizer a trained model's attention uses (None: the family's own softmax)."""
     config = getattr(module, "config", None)
     return getattr(config, RULE_KEY, None) if config is not None else None
 
@@ -80,14 +80,14 @@ def rule_attention(
     dropout: float = 0.0,
     **kwargs,
 ):
-    """Attention under the model's own normaliser (attnlimits.attention_rules): weights =
+    """Attention under the model's own normalizer (attnlimits.attention_rules): weights =
     rule(q k^T * scaling) over the keys the mask lets each query see, then weights @ v, gated by
     the module's output gate for a rule that has one (rules.Rule.output_gate).
     Materialises queries x keys per head: meant for the study's small models. Registered as
     RULE_ATTENTION for training; the capture delegates here for such models."""
     rule = model_rule(module)
     if rule is None:
-        raise ValueError(f"{RULE_ATTENTION} attention needs config.{RULE_KEY} (a normaliser)")
+        raise ValueError(f"{RULE_ATTENTION} attention needs config.{RULE_KEY} (a normalizer)")
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     is_causal = kwargs.get("is_causal")

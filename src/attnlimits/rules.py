@@ -1,4 +1,4 @@
-"""The attention rules, one table: every normaliser the workflow knows, what it is set with, what a
+"""The attention rules, one table: every normalizer the workflow knows, what it is set with, what a
 model trained with it learns, its Jacobian, and which of the paper's limits it is meant to relax.
 
 Both uses of a rule are looked up here by its name (the config's ``kind``):
@@ -12,7 +12,7 @@ Each rule's record (:class:`~attnlimits.rule_record.Rule`) stands beside its num
 its Jacobian bound in :mod:`attnlimits.normalizers` (the paper's rules, and the table
 :data:`RULES` that collects them all) or :mod:`attnlimits.deployed_rules` (those deployed since);
 this module is the lookup. It imports neither torch nor transformers: the workflow's planning and
-config checks read it. Adding a rule: docs/extending.md ("Adding a normaliser").
+config checks read it. Adding a rule: docs/extending.md ("Adding a normalizer").
 """
 
 from __future__ import annotations

@@ -70,10 +70,10 @@ def deep_merge(
     return out
 
 
-# Names that become a path segment (model.name, models keys, corpus.name, normaliser names): the
+# Names that become a path segment (model.name, models keys, corpus.name, normalizer names): the
 # schema's pattern. Not "." or ".." (a model named ".." planned results/../dumps), not starting
 # with "." (hidden) or "-" (read as an option by command-line tools), at most 64 characters.
-# A study normaliser's model is study-<name>-seed<seed> (seeds <= 99999): its names are 16
+# A study normalizer's model is study-<name>-seed<seed> (seeds <= 99999): its names are 16
 # characters shorter.
 NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
 STUDY_NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,47}$"

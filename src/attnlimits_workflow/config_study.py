@@ -1,4 +1,4 @@
-"""The normaliser study's runs (one per rule and seed: study-<rule>-seed<seed>) and the study
+"""The normalizer study's runs (one per rule and seed: study-<rule>-seed<seed>) and the study
 section's cross-key rules."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ STUDY_PREFIX = "study-"
 
 
 def study_model_name(name: str, seed: int) -> str:
-    """The model of study normaliser ``name`` trained with ``seed``: study-<name>-seed<seed>.
+    """The model of study normalizer ``name`` trained with ``seed``: study-<name>-seed<seed>.
     Keyed by the seed, so that a changed study.seeds plans only the new seeds' models."""
     return f"{STUDY_PREFIX}{name}-seed{int(seed)}"
 
@@ -40,10 +40,10 @@ def study_effective_set(section: dict[str, Any], study: dict[str, Any]) -> dict[
 
 
 def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict]:
-    """One run per study normaliser, named study-<normaliser>: the run's shared keys (corpus,
+    """One run per study normalizer, named study-<normalizer>: the run's shared keys (corpus,
     seed, figures), the *default* chunking, extraction, analysis and beyond sections with
     study.diagnostics laid over them (so a paper run's own settings never reach, or break, the
-    study), a model trained by the workflow (model.trained names the normaliser) and, as its only
+    study), a model trained by the workflow (model.trained names the normalizer) and, as its only
     normalizer job, its own rule (study_normalizer)."""
     study = config.get("study") or {}
     shared = {k: v for k, v in config.items() if k not in ("models", "default_model")}

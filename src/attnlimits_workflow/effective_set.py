@@ -3,7 +3,7 @@ variant) job and the summary of a model's jobs (attnlimits.effective_set has the
 the search; docs/effective-set.md the protocol and its choices).
 
 A variant is ``<selection>-<mode>`` (attention-delete, contribution-delete, random-delete,
-attention-renormalise, ...). Every L reads the same chunks, cut to their last L tokens (nested
+attention-renormalize, ...). Every L reads the same chunks, cut to their last L tokens (nested
 suffixes of each chunk), and scores the same final ``targets`` tokens of each chunk.
 """
 
@@ -83,7 +83,7 @@ def load_causal_lm(model_dir: str | Path, device: str = "cpu"):
             f"{model_dir}: N* needs a causal LM's next-token loss; "
             f"{settings.get('model_type')} is an encoder"
         )
-    if settings.get("attnlimits_attention"):  # the normaliser study's own models
+    if settings.get("attnlimits_attention"):  # the normalizer study's own models
         return load_trained(model_dir, register_intervention(), causal_lm=True).to(device).eval()
     config = AutoConfig.from_pretrained(model_dir)
     model, info = AutoModelForCausalLM.from_pretrained(

@@ -1,4 +1,4 @@
-"""Loading a model folder for inference: a fetched model, or one the normaliser study trained.
+"""Loading a model folder for inference: a fetched model, or one the normalizer study trained.
 
 Apart from attnlimits_workflow.models (fetching and checking folders), which the training
 module imports: loading reads both, and neither imports this module.
@@ -26,7 +26,7 @@ def load_model(model_dir: str | Path, device: str = "cpu"):
     check_model_folder(model_dir, f"delete {model_dir} and rerun to fetch (or train) it again")
     settings = json.loads((Path(model_dir) / "config.json").read_text())
     family(settings.get("model_type"))  # refuses an unsupported family before loading its weights
-    if settings.get("attnlimits_attention"):  # trained by the study with another normaliser
+    if settings.get("attnlimits_attention"):  # trained by the study with another normalizer
         return load_trained(model_dir, register_capture()).to(device)
     try:
         model = AutoModel.from_pretrained(

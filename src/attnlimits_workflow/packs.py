@@ -46,7 +46,7 @@ PACK_ARRAYS = (
 # Packed only for the all-rows protocol (analysis.protocol: all_rows), and only for the samples
 # of the chunks it analyses (row_sample: their indices among the pack's samples).
 ROW_ARRAYS = ("q_rows", "k_rows", "row_sample")
-# Each layer file's normaliser metadata (docs/dumps.md), copied per layer into the pack's
+# Each layer file's normalizer metadata (docs/dumps.md), copied per layer into the pack's
 # metadata.json under "layers" (layer index -> these keys; null where the dump has none).
 LAYER_KEYS = (
     "position_embedding",
@@ -57,7 +57,7 @@ LAYER_KEYS = (
     "softcap",
     "sliding_window",
 )
-# the per-sample values Pack.per_sample gives (LayerNormaliser.value of the sample's head)
+# the per-sample values Pack.per_sample gives (LayerNormalizer.value of the sample's head)
 SAMPLE_FIELDS = (
     "position_embedding",
     "sink_logit",
@@ -70,8 +70,8 @@ SAMPLE_FIELDS = (
 
 
 @dataclass(frozen=True)
-class LayerNormaliser:
-    """One layer's normaliser metadata at one L, as its dump files record it (docs/dumps.md,
+class LayerNormalizer:
+    """One layer's normalizer metadata at one L, as its dump files record it (docs/dumps.md,
     docs/paper-notes.md sections 12-14); None where the layer has none, or where the dump (or
     the pack) predates the key."""
 
@@ -86,7 +86,7 @@ class LayerNormaliser:
     sliding_window: int | None = None
 
     @classmethod
-    def of(cls, recorded: dict[str, Any], length: int, lengths: list[int]) -> LayerNormaliser:
+    def of(cls, recorded: dict[str, Any], length: int, lengths: list[int]) -> LayerNormalizer:
         """From a pack's "layers" entry (``recorded``) for the pack's L, the dump's ``lengths``
         fixing which analysed row's query temperature is this L's."""
         sinks = recorded.get("sink_logits")
@@ -159,15 +159,15 @@ class Pack:
                 )
         return self.q_rows[at], self.k_rows[at]
 
-    def layer_normaliser(self, layer: int) -> LayerNormaliser:
-        """Layer ``layer``'s normaliser metadata at this pack's L (all None in a pack written
+    def layer_normalizer(self, layer: int) -> LayerNormalizer:
+        """Layer ``layer``'s normalizer metadata at this pack's L (all None in a pack written
         before packs recorded them per layer)."""
         recorded = self.metadata.get("layers", {}).get(str(int(layer)), {})
-        return LayerNormaliser.of(recorded, self.length, self.metadata.get("lengths", []))
+        return LayerNormalizer.of(recorded, self.length, self.metadata.get("lengths", []))
 
-    def normaliser(self, sample: int) -> LayerNormaliser:
-        """The normaliser metadata of ``sample``'s layer."""
-        return self.layer_normaliser(int(self.layer[sample]))
+    def normalizer(self, sample: int) -> LayerNormalizer:
+        """The normalizer metadata of ``sample``'s layer."""
+        return self.layer_normalizer(int(self.layer[sample]))
 
     def per_sample(self, field: str) -> np.ndarray:
         """``field`` (one of SAMPLE_FIELDS) for every sample, aligned with the pack's samples:
@@ -179,10 +179,10 @@ class Pack:
         text = field == "position_embedding"
         out = np.full(len(layer), None if text else np.nan, dtype=object if text else np.float64)
         for lay in np.unique(layer).tolist():
-            normaliser = self.layer_normaliser(lay)
+            normalizer = self.layer_normalizer(lay)
             at = np.nonzero(layer == lay)[0]
             for h in np.unique(head[at]).tolist():
-                value = normaliser.value(field, h)
+                value = normalizer.value(field, h)
                 if value is not None:
                     out[at[head[at] == h]] = value
         return out

@@ -1,4 +1,4 @@
-"""The normaliser study's verdicts: one measure per limit of the paper, computed on a trained
+"""The normalizer study's verdicts: one measure per limit of the paper, computed on a trained
 model's own attention (its normalizer job), compared with the baseline model's.
 
 Which way each measure "relaxes" its limit is data, stated once in
@@ -405,7 +405,7 @@ def verdicts(
     ratio: float,
     withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, str]]:
-    """Per normaliser, per limit: its verdict against the baseline ('baseline' for itself).
+    """Per normalizer, per limit: its verdict against the baseline ('baseline' for itself).
     A rule whose weights function is the baseline's (gated attention) gets verdicts like any
     other: its weights come from the logits its model learnt, which the gate may change (its
     paper's claim is that the sink goes), so a difference is a finding about those logits."""
@@ -474,7 +474,7 @@ def seed_measures(
     level: float,
     withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, SeedMeasure]]:
-    """Per normaliser, per limit (and the held-out perplexity, its cost): the mean over its seeds'
+    """Per normalizer, per limit (and the held-out perplexity, its cost): the mean over its seeds'
     measures (limit_measures of each seed's model) with a t-interval, and the verdict against the
     baseline's interval: 'relaxes' / 'tightens' only when the two intervals are ``ratio`` apart on
     that side (study.verdict on the two intervals), else 'no difference shown'; 'no interval (one
@@ -558,7 +558,7 @@ def seed_measures(
 def paired_differences(
     per_seed: Mapping[str, list[Mapping[str, Any]]], baseline: str, key: str, level: float
 ) -> dict[str, SeedMeasure]:
-    """Per normaliser, ``key``'s difference to the baseline's, seed by seed (the i-th entries of
+    """Per normalizer, ``key``'s difference to the baseline's, seed by seed (the i-th entries of
     the lists are one seed's models, which share initial weights and batches), its mean and
     t-interval: 'higher' / 'lower' when the interval lies above / below 0, else 'no difference
     shown'; 'no interval (one seed)', 'not measured' where a value is missing, 'baseline'."""

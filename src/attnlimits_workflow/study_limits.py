@@ -1,4 +1,4 @@
-"""The normaliser study's limits and verdict words: each limit of the paper, the study's measure
+"""The normalizer study's limits and verdict words: each limit of the paper, the study's measure
 of it and which way the measure relaxes it, stated once with the paper's own sentence and section
 (:data:`LIMITS`); the verdicts (attnlimits_workflow.study) and the page
 (attnlimits_workflow.assemble.study_prose) both read them from here."""

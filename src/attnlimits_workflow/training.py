@@ -1,5 +1,5 @@
-"""The normaliser study's training stage: a BPE tokenizer trained on the corpus, small Llama
-models identical but for their attention normaliser (attnlimits.attention_rules), a seeded
+"""The normalizer study's training stage: a BPE tokenizer trained on the corpus, small Llama
+models identical but for their attention normalizer (attnlimits.attention_rules), a seeded
 training loop, held-out evaluation, and model folders the rest of the workflow reads like any
 other (config.json names the rule; a rule's learned parameters, Scalable-Softmax's s, and gated
 attention's output gate are weights like the others)."""
@@ -50,7 +50,7 @@ def split_tokens(ids: np.ndarray, validation_fraction: float) -> tuple[np.ndarra
 def build_model(
     architecture: dict[str, Any], rule: dict[str, Any], vocab_size: int, seed: int, context: int
 ):
-    """A Llama-architecture causal LM whose every attention layer normalises with ``rule``."""
+    """A Llama-architecture causal LM whose every attention layer normalizes with ``rule``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 

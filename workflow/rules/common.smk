@@ -65,7 +65,7 @@ CORPORA = {
     **{c["corpus"]["name"]: c["corpus"] for c in MODELS.values()},
 }
 # The configured models (`all`, the comparison, the findings), and the study's trained models
-# (study-<normaliser>, `study`), which go through the same rules from extraction on.
+# (study-<normalizer>, `study`), which go through the same rules from extraction on.
 PAPER_MODELS = [m for m, c in MODELS.items() if not c["model"].get("trained")]
 STUDY_MODELS = [m for m, c in MODELS.items() if c["model"].get("trained")]
 # The paper's open readings (analysis.readings): each a derived run <model>~<reading>, with its
@@ -508,7 +508,7 @@ def final_outputs():
     return fig1 + per_model + default_model_copies() + compare_outputs()
 
 
-# The normaliser study (study.smk).
+# The normalizer study (study.smk).
 def study_rule(wildcards):
     return config["study"]["normalizers"][MODELS[wildcards.model]["model"]["trained"]]
 

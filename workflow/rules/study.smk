@@ -1,6 +1,6 @@
-# The normaliser study (docs/study.md): small Llama models trained on the corpus, identical but for
-# their attention normaliser; each then goes through extraction and its own normalizer job like
-# any model (results/study-<normaliser>-seed<seed>/, one per seed of study.seeds), and
+# The normalizer study (docs/study.md): small Llama models trained on the corpus, identical but for
+# their attention normalizer; each then goes through extraction and its own normalizer job like
+# any model (results/study-<normalizer>-seed<seed>/, one per seed of study.seeds), and
 # study_report answers "which rule relaxes which
 # limit". Not part of `all`: `snakemake --cores 2 study`.
 

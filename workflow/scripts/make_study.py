@@ -1,4 +1,4 @@
-"""The study's answer: table "normaliser x limit" with a verdict per cell, the figure, and
+"""The study's answer: table "normalizer x limit" with a verdict per cell, the figure, and
 docs/study.md (attnlimits_workflow.assemble.study_report; prose from
 workflow/resources/study_template.md, every number from this run)."""
 

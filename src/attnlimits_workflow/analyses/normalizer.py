@@ -1,7 +1,7 @@
 """One normalizer's diagnostics on the model's logits, for every L: its weights, max weight,
 weight on the first token (the attention sink), support, entropy and exact Jacobian norm; d~ and the Monte-Carlo expectation at N = n_fixed and
 the critical N (KS test); N_s/N over the separability grid at its L. On a softmax model's logits
-a what-if re-normalisation; on a model the study trained with this rule, its own attention (with
+a what-if re-normalization; on a model the study trained with this rule, its own attention (with
 its learned per-head parameters). Samples of the packs (analysed rows) whatever analysis.protocol."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
     (normalizer_summary.summarise_normalizers)."""
     names = by_length["normalizer"].unique(maintain_order=True).to_list()
     colors = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
-    # Rules that give nearly the same curve (softmax and the normalised Self-Adjust softmax) stay
+    # Rules that give nearly the same curve (softmax and the normalized Self-Adjust softmax) stay
     # visible through their line style.
     style = {
         n: dict(marker=MARKERS[i % 10], color=colors[n], ls=["-", "--", "-.", ":"][i % 4])
@@ -82,7 +82,7 @@ def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
     )
     censored = by_length.filter(pl.col("N_crit").is_null()).height
     note = (
-        "What-if: each normalizer re-normalises the logits the model learned under softmax; this is not a retrained model. "
+        "What-if: each normalizer re-normalizes the logits the model learned under softmax; this is not a retrained model. "
         f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: smallest N where a KS test "
         f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
         "pairs still separable at N = L-1 are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "

@@ -145,7 +145,7 @@ def cell(row: Mapping) -> str:
 def markdown(table: pl.DataFrame) -> str:
     """The page's table: a row per rule, a column per L."""
     lengths = sorted(set(table["length"].to_list()))
-    header = "| normaliser | " + " | ".join(f"N* at L = {length}" for length in lengths) + " |"
+    header = "| normalizer | " + " | ".join(f"N* at L = {length}" for length in lengths) + " |"
     lines = [header, "|---|" + "---|" * len(lengths)]
     for name in dict.fromkeys(table["normalizer"].to_list()):
         own = {

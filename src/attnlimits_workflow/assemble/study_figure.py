@@ -1,4 +1,4 @@
-"""The normaliser study's figure (figures/study/normalizer_limits.pdf): each limit's measure per
+"""The normalizer study's figure (figures/study/normalizer_limits.pdf): each limit's measure per
 rule against L, the gradient against T, and the heads."""
 
 from __future__ import annotations

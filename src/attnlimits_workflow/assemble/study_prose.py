@@ -1,4 +1,4 @@
-"""The normaliser study's page in words: each measure as the page shows it, the answers limit by
+"""The normalizer study's page in words: each measure as the page shows it, the answers limit by
 limit (one seed, and over the seeds), the orientation table, "which rule to use when", and the
 template's fields (docs/study.md; the numbers and verdicts are attnlimits_workflow.study's)."""
 
@@ -46,7 +46,7 @@ def answer_line(
     found: Mapping[str, Mapping[str, str]],
     baseline: str,
 ) -> str:
-    """One limit's answer on the page: the baseline's measure, then the other normalisers grouped
+    """One limit's answer on the page: the baseline's measure, then the other normalizers grouped
     by verdict (with the reason where no verdict is given)."""
     limit = LIMITS[key]
     parts = [f"**{header}** -- {baseline}: {shown(measures[baseline], key)}."]
@@ -150,7 +150,7 @@ def answer_line_over_seeds(
     key: str, header: str, over: Mapping[str, Mapping[str, SeedMeasure]], baseline: str
 ) -> str:
     """One limit's answer on the page from the verdicts over the seeds: the baseline's mean and
-    interval, then the other normalisers grouped by verdict."""
+    interval, then the other normalizers grouped by verdict."""
     limit = LIMITS[key]
     parts = [f"**{header}** -- {baseline}: {shown_over_seeds(over[baseline][key])}."]
     others = {n: m[key] for n, m in over.items() if n != baseline}

@@ -1,4 +1,4 @@
-"""The study's answer: the table "normaliser x limit" with a verdict per cell, the figure, and the
+"""The study's answer: the table "normalizer x limit" with a verdict per cell, the figure, and the
 fields of docs/study.md (prose from workflow/resources/study_template.md, every number from the
 study's own models)."""
 
@@ -50,12 +50,12 @@ class Study:
     timings: dict[str, dict]
     manifests: dict[str, dict]
     vocab_size: int
-    # the models' normaliser names (default: "study-<name>" without its prefix), the seeds and
-    # each normaliser's measures over them (study.seed_measures; None: one seed's page only)
+    # the models' normalizer names (default: "study-<name>" without its prefix), the seeds and
+    # each normalizer's measures over them (study.seed_measures; None: one seed's page only)
     trained: dict[str, str] | None = None
     seeds: list[int] = field(default_factory=list)
     over_seeds: dict | None = None
-    # every seed's limit_measures per normaliser, in seed order (None: one seed's page only)
+    # every seed's limit_measures per normalizer, in seed order (None: one seed's page only)
     per_seed: dict | None = None
     # derived: the names, their rules, the limits measured and their verdicts, the grids
     names: list[str] = field(init=False)
@@ -137,7 +137,7 @@ def several_seeds(s: Study) -> bool:
 
 
 def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
-    """The normaliser x limit table: the CSV's columns (each limit's value and verdict, and the
+    """The normalizer x limit table: the CSV's columns (each limit's value and verdict, and the
     supporting numbers) and the Markdown table of the verdicts."""
     names, rules, gradient, histories = s.names, s.rules, s.gradient, s.histories
     measures, found, contexts = s.measures, s.found, s.contexts
@@ -181,7 +181,7 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
             ]
         )
     columns = [
-        "normaliser",
+        "normalizer",
         "rule",
         f"held-out ppl @ {contexts[0]}",
         *s.headers.values(),
@@ -193,10 +193,10 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
 
 
 def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
-    """Per normaliser: the assumption of Lemma 1 its rule breaks, each limit's mean over the seeds
+    """Per normalizer: the assumption of Lemma 1 its rule breaks, each limit's mean over the seeds
     with its t-interval and the verdict on the intervals, the held-out perplexity and its cost
     (the paired difference to the baseline's), and the attention sink with its difference: the
-    CSV (one row per normaliser) and the Markdown."""
+    CSV (one row per normalizer) and the Markdown."""
     over = s.over_seeds or {}
     rows, csv_rows = [], []
     for n in s.names:
@@ -225,7 +225,7 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
         rows.append(cells)
         csv_rows.append(record)
     headers = [
-        "normaliser",
+        "normalizer",
         "Lemma 1 assumption it breaks",
         *(s.headers[k] for k in LIMITS),
         f"held-out ppl @ {s.contexts[0]}",
@@ -237,8 +237,8 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
 
 
 def per_seed_table(per_seed: dict[str, list[dict]], seeds: list[int]) -> pl.DataFrame:
-    """Every seed's measures (``per_seed``: normaliser -> one limit_measures dict per seed, in
-    the order of ``seeds``), long: one row per normaliser, seed and numeric measure."""
+    """Every seed's measures (``per_seed``: normalizer -> one limit_measures dict per seed, in
+    the order of ``seeds``), long: one row per normalizer, seed and numeric measure."""
     rows = [
         {"normalizer": n, "seed": seed, "measure": key, "value": float(value)}
         for n, measures in per_seed.items()
@@ -259,7 +259,7 @@ def per_seed_table(per_seed: dict[str, list[dict]], seeds: list[int]) -> pl.Data
 
 def limits_markdown(s: Study, table_md: str) -> str:
     return (
-        f"Normaliser x limit on the study's trained models (verdicts against {s.baseline}, "
+        f"Normalizer x limit on the study's trained models (verdicts against {s.baseline}, "
         f"ratio {s.ratio:g}; docs/study.md)\n\n{table_md}"
     )
 
@@ -357,7 +357,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         ),
         "training_table": markdown_table(
             [
-                "normaliser",
+                "normalizer",
                 "rule",
                 "parameters",
                 "training time",
@@ -382,7 +382,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "by_construction": ", ".join(sorted(s.by_construction)) or "none here",
         "gradient_table": markdown_table(
             [
-                "normaliser",
+                "normalizer",
                 f"median ||J|| at T = {temperatures[0]:g} / 1 / {temperatures[-1]:g}",
                 "largest ||J|| (at T)",
                 "largest ||J|| / bound",
@@ -394,7 +394,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "gradient_rows": str(gradient[names[0]].filter(pl.col("T") == temperatures[0]).height),
         "heads_table": markdown_table(
             [
-                "normaliser",
+                "normalizer",
                 "per-head N_s/N: min / median / max",
                 f"heads with N_s/N <= {p.ns_ratio_threshold[models[0]]:g}",
                 "mean entropy / log L",

@@ -54,6 +54,6 @@ def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame
         "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator, so "
         "a sparse rule's ns_ratio is capped by its support / N); ns_of_selected = N_s over the tokens "
         "actually selected. "
-        "A what-if re-normalisation of logits learned under softmax, not a retrained model; "
-        "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalised row."
+        "A what-if re-normalization of logits learned under softmax, not a retrained model; "
+        "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalized row."
     )

@@ -134,8 +134,8 @@ def pack_dumps(
 
 
 def layer_entry(meta: dict[str, Any]) -> dict[str, Any]:
-    """A layer file's normaliser metadata as the pack's "layers" table holds it (Pack.
-    layer_normaliser reads it): the LAYER_KEYS of its metadata, null where a dump written before
+    """A layer file's normalizer metadata as the pack's "layers" table holds it (Pack.
+    layer_normalizer reads it): the LAYER_KEYS of its metadata, null where a dump written before
     a key was recorded lacks it. The pack's top-level keys stay those of its first file (layer
     0's): what the analyses read from them (causal, softcap) is the same in every layer file."""
     return {key: meta.get(key) for key in LAYER_KEYS}

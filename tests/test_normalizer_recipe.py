@@ -1,5 +1,5 @@
-"""docs/extending.md's recipe for a normaliser, applied in a fresh copy of the repository: a toy
-rule (softplus_norm, w = log(1 + e^(beta z)) normalised) is three hand-edited files -- its numpy
+"""docs/extending.md's recipe for a normalizer, applied in a fresh copy of the repository: a toy
+rule (softplus_norm, w = log(1 + e^(beta z)) normalized) is three hand-edited files -- its numpy
 functions and record, its torch forward, its published formula and hand case -- and one generator
 command, which writes it into config/README.md and docs/normalizers.md. The table-wide tests then
 hold for it with no further edit, and a config naming it plans its normalizer job."""
@@ -108,7 +108,7 @@ def run(root, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.workflow
-def test_the_normaliser_recipe_is_three_files_and_one_command(tmp_path):
+def test_the_normalizer_recipe_is_three_files_and_one_command(tmp_path):
     assert KIND not in rules.RULES  # else pick another toy
     copy = copy_of_repository(tmp_path)
     apply_recipe(copy)
