@@ -103,3 +103,28 @@ def test_the_rule_files_keep_no_list_of_analyses():
         "register_analysis(",
     ):
         assert name not in rules, name
+
+
+DERIVED = (
+    "CLAIM_SUMMARIES",
+    "READING_KEYS_READ",
+    "ROW_ANALYSES",
+    "BOUND_CHECKS",
+    "COMPARED",
+    "SCORED",
+    "PER_LENGTH",
+    "GENERIC_SUMMARIES",
+    "CONFIG_CHECKED",
+)
+
+
+def test_each_derived_list_is_defined_once_in_src():
+    """grep finds each of the registry's derived lists assigned in registry.py alone."""
+    import re
+
+    defined = {name: [] for name in DERIVED}
+    for path in sorted((REPO / "src").rglob("*.py")):
+        for name in DERIVED:
+            if re.search(rf"^\s*{name}\s*(:[^=]*)?=", path.read_text(), re.M):
+                defined[name].append(path.name)
+    assert defined == {name: ["registry.py"] for name in DERIVED}

@@ -27,7 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from attnlimits_workflow import registry
+# The analyses the row engine serves, from the registry: name -> its values at L from the model's
+# analysis section. The module attnlimits_workflow.analyses.<name> holds the rest: Settings,
+# engine_kernels(pack, settings, values, inputs) -> key -> RowKernel, and engine_tables(pack,
+# settings, values, pooled, log, timer) -> file stem -> table from each key's per-head means.
+from attnlimits_workflow.registry import ROW_ANALYSES
 
 LOG = logging.getLogger("rows")
 # the analysis section's keys every all-rows analysis's settings may read
@@ -46,14 +50,6 @@ class Inputs:
     """What a job has besides the pack: Theorem 2's delta per sample (separability)."""
 
     delta: np.ndarray | None = None
-
-
-# The analyses the row engine serves, from the registry (attnlimits_workflow.registry): name ->
-# its values at L from the model's analysis section. The module
-# attnlimits_workflow.analyses.<name> holds the rest: Settings, engine_kernels(pack, settings,
-# values, inputs) -> key -> RowKernel, and engine_tables(pack, settings, values, pooled, log,
-# timer) -> file stem -> table from each key's per-head means.
-ROW_ANALYSES = registry.ROW_ANALYSES
 
 
 def kernel_plan(planned: Mapping[str, Any]) -> dict[str, Any]:

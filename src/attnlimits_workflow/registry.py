@@ -153,7 +153,8 @@ COMPARED = names(compare=True)
 CONFIG_CHECKED = names(config_checks=True)
 FIGURES: dict[str, str] = {a.figure: a.name for a in REGISTRY if a.figure}
 ROW_ANALYSES: dict[str, ValuesAt] = {a.name: a.row_values for a in REGISTRY if a.row_values}
-# The summary each claim id is read from (Table 1's ``summary`` column).
+# The summary each claim id is read from (Table 1's ``summary`` column): a reading of the paper's
+# open choices reaches a claim only through it (robustness).
 CLAIM_SUMMARIES: dict[str, str] = {claim: a.name for a in REGISTRY for claim in a.claims}
 READING_KEYS_READ: dict[str, frozenset[str]] = {a.name: a.reads for a in REGISTRY}
 

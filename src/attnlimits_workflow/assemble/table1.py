@@ -44,19 +44,6 @@ TABLE1_SCHEMA = {
     "reads": pl.String,
     "summary": pl.String,
 }
-# The summary each claim of paper_claims.yaml is read from (Table 1's ``summary`` column): a
-# reading of the paper's open choices reaches a claim only through it (robustness_table). A
-# bound's row takes its check's summary (the violations table's ``summary`` column).
-CLAIM_SUMMARIES = {
-    "linear_in_length": "distance",
-    "plateau_in_n": "distance",
-    "critical_n": "critical_n",
-    "saturation": "separability",
-    "upper_bound_tracks": "separability",
-    "gradient_inverse_t": "gradient",
-    "gradient_drop": "gradient",
-    "vanishing": "vanishing",
-}
 
 
 # A claim this run cannot score (its grid lacks what the rule reads, no rows, 0 checked): kept
