@@ -8,7 +8,7 @@ import pytest
 import yaml
 from project import REPO
 
-from attnlimits_workflow import config, config_schema
+from attnlimits_workflow import config, config_schema, registry
 from attnlimits_workflow import config_sections as checks
 
 pytestmark = pytest.mark.unit
@@ -63,7 +63,7 @@ def test_distance_scans_at_a_dumped_length_with_n_below_it():
         analysis__lengths=[64, 32],
         analysis__distance={"n_fixed": 32, "length_fixed": 48, "n_grid": [1, 48, 50]},
     )
-    assert checks.distance_errors(cfg) == [
+    assert registry.distance_config_errors(cfg) == [
         "analysis.distance.n_fixed: N=32 must be < every L in analysis.lengths (smallest 32)",
         "analysis.distance.length_fixed: L=48 is not in analysis.lengths [32, 64]",
         "analysis.distance.n_grid[1]: N=48 must be < L=48 (allowed: 1..47)",
@@ -73,7 +73,7 @@ def test_distance_scans_at_a_dumped_length_with_n_below_it():
 
 def test_separability_scans_at_a_dumped_length_with_n_below_it():
     cfg = changed(analysis__separability={"length": 100, "n_grid": [99, 100]})
-    assert checks.separability_errors(cfg) == [
+    assert registry.separability_config_errors(cfg) == [
         "analysis.separability.length: L=100 is not in analysis.lengths "
         "[32, 64, 128, 256, 512, 1024]",
         "analysis.separability.n_grid[1]: N=100 must be < L=100 (allowed: 1..99)",
@@ -85,13 +85,13 @@ def test_gradient_temperatures_name_different_jobs():
         analysis__gradient={"length": 1024, "temperatures": [0.1, 2.0, 0.1000001, 2.000001]}
     )
     # 0.1000001 prints as 0.1 (6 significant digits): the same job; 2.000001 as 2, too
-    assert checks.gradient_errors(cfg) == [
+    assert registry.gradient_config_errors(cfg) == [
         "analysis.gradient.temperatures[2]: 0.1000001 and 0.1 name the same job T0.1 "
         "(temperatures must differ in their first 6 significant digits)",
         "analysis.gradient.temperatures[3]: 2.000001 and 2.0 name the same job T2 "
         "(temperatures must differ in their first 6 significant digits)",
     ]
-    assert checks.gradient_errors(
+    assert registry.gradient_config_errors(
         changed(analysis__gradient={"length": 5, "temperatures": [1.0]})
     ) == ["analysis.gradient.length: L=5 is not in analysis.lengths [32, 64, 128, 256, 512, 1024]"]
 

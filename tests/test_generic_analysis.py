@@ -329,29 +329,29 @@ print(row["claim_id"], row["verdict"])
 
 
 @pytest.mark.unit
-def test_an_analysis_modules_own_config_rule_is_checked(monkeypatch):
-    """analysis.<name>'s cross-key rule sits in its module (config_errors), which the config
-    check calls for each analysis whose record says so, not in config.py."""
+def test_an_analysis_records_own_config_rule_is_checked(monkeypatch):
+    """analysis.<name>'s cross-key rule is its record's config_errors (the registry), which the
+    config check runs with the sections' rules, not a function of config_sections."""
     import copy
+    import dataclasses
 
     import yaml
 
     from attnlimits_workflow import config_sections as checks
     from attnlimits_workflow import registry
 
-    toy = types.ModuleType("attnlimits_workflow.analyses.toy")
-
     def config_errors(config):
         n, lengths = config["analysis"]["toy"]["n"], config["analysis"]["lengths"]
         return [f"analysis.toy.n: {n} must be below every L" for L in lengths[:1] if n >= L]
 
-    toy.config_errors = config_errors
-    monkeypatch.setitem(sys.modules, toy.__name__, toy)
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())  # lengths from 32 up
     cfg["analysis"]["toy"] = {"n": 32}
-    # a module whose record does not say config_checks is not asked
+    toy = registry.Analysis("toy")
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, toy))
+    # a record without config_errors adds nothing
     assert checks.semantic_errors(copy.deepcopy(cfg)) == []
-    monkeypatch.setattr(registry, "CONFIG_CHECKED", [*registry.CONFIG_CHECKED, "toy"])
+    toy = dataclasses.replace(toy, config_errors=config_errors)
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY[:-1], toy))
     for n, errors in ((8, []), (32, ["analysis.toy.n: 32 must be below every L"])):
         cfg["analysis"]["toy"] = {"n": n}
         assert checks.semantic_errors(copy.deepcopy(cfg)) == errors

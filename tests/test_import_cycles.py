@@ -1,5 +1,7 @@
 """No import cycles inside src/: every import counts, at module level or inside a function
-(a lazy import is still a dependency; a cycle through one is the same knot, only later)."""
+(a lazy import is still a dependency; a cycle through one is the same knot, only later), and so
+does a registry-driven ``importlib.import_module(f"<package>.{name}")``, read as an import of
+every module of that package."""
 
 from __future__ import annotations
 
@@ -11,6 +13,33 @@ import pytest
 pytestmark = pytest.mark.unit
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def dynamic_prefix(node: ast.AST, package: str) -> str | None:
+    """The module name, or the prefix of module names, an ``import_module`` call with a string or
+    f-string argument can import (``{__package__}`` read as the caller's package); None for any
+    other node."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+        and node.args
+    ):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if not isinstance(arg, ast.JoinedStr):
+        return None
+    prefix = ""
+    for part in arg.values:
+        if isinstance(part, ast.Constant):
+            prefix += part.value
+        elif isinstance(part.value, ast.Name) and part.value.id == "__package__":
+            prefix += package
+        else:
+            break
+    return prefix or None
 
 
 def module_graph(root: Path) -> dict[str, set[str]]:
@@ -32,6 +61,8 @@ def module_graph(root: Path) -> dict[str, set[str]]:
                 else:
                     module = node.module or ""
                 targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            elif (prefix := dynamic_prefix(node, package)) is not None:
+                targets = [m for m in files if m == prefix or m.startswith(prefix)]
             else:
                 continue
             for target in targets:
@@ -93,3 +124,29 @@ def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
     (package / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")
     (package / "c.py").write_text("import pkg.a\n")
     assert cycles(module_graph(tmp_path)) == [["pkg.a", "pkg.sub.b"]]
+
+
+def test_a_cycle_through_a_registry_driven_import_is_found(tmp_path):
+    """import_module(f"pkg.plugins.{name}") depends on every module of pkg.plugins: one that
+    imports the caller back closes a cycle; {__package__} is the caller's package."""
+    package = tmp_path / "pkg"
+    (package / "plugins").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "plugins" / "__init__.py").write_text("")
+    (package / "engine.py").write_text(
+        "import importlib\n\ndef load(name):\n"
+        "    return importlib.import_module(f'pkg.plugins.{name}')\n"
+    )
+    (package / "plugins" / "one.py").write_text("from ..engine import load\n")
+    (package / "plugins" / "two.py").write_text("X = 1\n")
+    (package / "plugins" / "runner.py").write_text(
+        "import importlib\n\ndef run(name):\n"
+        "    return importlib.import_module(f'{__package__}.{name}')\n"
+    )
+    (package / "plugins" / "three.py").write_text("from .runner import run\n")
+    # engine reaches runner (a plugin) and runner reaches one, which imports engine: one knot
+    assert cycles(module_graph(tmp_path)) == [
+        ["pkg.engine", "pkg.plugins.one", "pkg.plugins.runner", "pkg.plugins.three"]
+    ]
+    (package / "plugins" / "one.py").write_text("X = 1\n")
+    assert cycles(module_graph(tmp_path)) == [["pkg.plugins.runner", "pkg.plugins.three"]]

@@ -31,7 +31,6 @@ def test_each_records_module_has_what_the_record_promises(record):
         "figure": record.figure is not None,
         "engine_kernels": record.row_values is not None,
         "engine_tables": record.row_values is not None,
-        "config_errors": record.config_checks,
     }
     for entry, needed in promised.items():
         if needed:
@@ -114,7 +113,6 @@ DERIVED = (
     "SCORED",
     "PER_LENGTH",
     "GENERIC_SUMMARIES",
-    "CONFIG_CHECKED",
 )
 
 

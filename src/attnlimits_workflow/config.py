@@ -59,9 +59,6 @@ from .config_sections import (
     model_errors as model_errors,
 )
 from .config_sections import (
-    temperature_name as temperature_name,
-)
-from .config_sections import (
     validate as validate,
 )
 from .config_sections import validate_run
@@ -73,6 +70,7 @@ from .config_study import (
 )
 from .corpus_names import clash_errors, corpus_file, named_corpus
 from .model_probe import is_file
+from .registry import temperature_name as temperature_name
 
 
 def model_overlay(name: str, entry: Any, base_dir: Path) -> tuple[dict[str, Any], list[str]]:

@@ -1,12 +1,13 @@
 """The cross-key rules of one model's config that a schema cannot say, one function per section
-(:data:`SECTION_CHECKS`, in the order their problems are listed). This is the one place for a
-section's cross-key rule; an analysis module may state its own beside its code
-(``config_errors``, :func:`analysis_module_errors`). Every message starts with the offending key."""
+(:data:`SECTION_CHECKS`, in the order their problems are listed). This is the one place a
+cross-key rule is run from: a section's rule is its check here, and an analysis's own section
+analysis.<name> has its rule in its record of the registry (``config_errors``,
+attnlimits_workflow.registry), which :func:`analysis_errors` runs. Every message starts with the
+offending key."""
 
 from __future__ import annotations
 
 import codecs
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,6 @@ MAX_MODEL_LAYERS = 100_000
 MAX_BATCHES = 2000
 
 
-def temperature_name(t: float) -> str:
-    """The T of a gradient job's file name (6 significant digits)."""
-    return f"{float(t):g}"
-
-
 def extraction_errors(config: dict[str, Any]) -> list[str]:
     """extraction: the number of extraction jobs chunking and chunks_per_batch make."""
     n_chunks, per_batch = config["chunking"]["n_chunks"], config["extraction"]["chunks_per_batch"]
@@ -50,22 +46,6 @@ def extraction_errors(config: dict[str, Any]) -> list[str]:
             f"{batches} extraction jobs (at most {MAX_BATCHES}); raise chunks_per_batch to "
             f"{-(-n_chunks // MAX_BATCHES)} or more"
         ]
-    return []
-
-
-def n_below_errors(key: str, ns: list[int], length: int) -> list[str]:
-    """Each N of a grid below the L it is drawn from."""
-    return [
-        f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})"
-        for i, n in enumerate(ns)
-        if n >= length
-    ]
-
-
-def in_lengths_errors(key: str, value: int, lengths: list[int]) -> list[str]:
-    """An analysis's L, which must be one of analysis.lengths (its dumps are made there)."""
-    if value not in lengths:
-        return [f"{key}: L={value} is not in analysis.lengths {sorted(lengths)}"]
     return []
 
 
@@ -83,42 +63,15 @@ def lengths_errors(config: dict[str, Any]) -> list[str]:
     return errs
 
 
-def distance_errors(config: dict[str, Any]) -> list[str]:
-    """analysis.distance: N below every L of the scan over L, the scan over N at a dumped L."""
-    lengths = sorted(config["analysis"]["lengths"])
-    d = config["analysis"]["distance"]
-    errs = []
-    if d["n_fixed"] >= lengths[0]:
-        errs.append(
-            f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})"
-        )
-    errs += in_lengths_errors("analysis.distance.length_fixed", d["length_fixed"], lengths)
-    return errs + n_below_errors("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
-
-
-def separability_errors(config: dict[str, Any]) -> list[str]:
-    """analysis.separability: the scan over N at a dumped L."""
-    s = config["analysis"]["separability"]
-    errs = in_lengths_errors(
-        "analysis.separability.length", s["length"], config["analysis"]["lengths"]
-    )
-    return errs + n_below_errors("analysis.separability.n_grid", s["n_grid"], s["length"])
-
-
-def gradient_errors(config: dict[str, Any]) -> list[str]:
-    """analysis.gradient: a dumped L, and temperatures that name different jobs."""
-    g = config["analysis"]["gradient"]
-    errs = in_lengths_errors("analysis.gradient.length", g["length"], config["analysis"]["lengths"])
-    named: dict[str, float] = {}
-    for i, t in enumerate(g["temperatures"]):
-        name = temperature_name(t)
-        if name in named:
-            errs.append(
-                f"analysis.gradient.temperatures[{i}]: {t!r} and {named[name]!r} name the same job "
-                f"T{name} (temperatures must differ in their first 6 significant digits)"
-            )
-        named.setdefault(name, t)
-    return errs
+def analysis_errors(config: dict[str, Any]) -> list[str]:
+    """Each analysis's own cross-key rules (analysis.<name>): its record's ``config_errors`` in
+    the registry (attnlimits_workflow.registry), in the registry's order."""
+    return [
+        problem
+        for analysis in registry.REGISTRY
+        if analysis.config_errors is not None
+        for problem in analysis.config_errors(config)
+    ]
 
 
 def beyond_errors(config: dict[str, Any]) -> list[str]:
@@ -276,18 +229,6 @@ def model_config_errors(config: dict[str, Any]) -> list[str]:
         ]
 
 
-def analysis_module_errors(config: dict[str, Any]) -> list[str]:
-    """The rules an analysis module states for its own keys: for each analysis the registry
-    marks ``config_checks`` (attnlimits_workflow.registry), its module's ``config_errors(config)
-    -> list[str]`` (so a new analysis edits no file here). Only those modules are imported, and
-    none imports torch."""
-    errs = []
-    for name in registry.CONFIG_CHECKED:
-        module = importlib.import_module(f"attnlimits_workflow.analyses.{name}")
-        errs += module.config_errors(config)
-    return errs
-
-
 def effective_set_errors(config: dict[str, Any]) -> list[str]:
     """effective_set: its variants, targets and lengths (attnlimits_workflow.effective_set)."""
     from .effective_set import config_errors
@@ -299,9 +240,7 @@ def effective_set_errors(config: dict[str, Any]) -> list[str]:
 SECTION_CHECKS = (
     extraction_errors,
     lengths_errors,
-    distance_errors,
-    separability_errors,
-    gradient_errors,
+    analysis_errors,
     beyond_errors,
     effective_set_errors,
     protocol_errors,
@@ -309,7 +248,6 @@ SECTION_CHECKS = (
     figures_errors,
     model_source_errors,
     model_config_errors,
-    analysis_module_errors,
 )
 
 

@@ -42,6 +42,68 @@ def at_every_length(section: Mapping[str, Any], length: int) -> list[str]:
     return ["list"] if length in section["lengths"] else []
 
 
+# ---------------------------------------------------------------- cross-key config rules
+# Each is errors(config) -> one line per problem, starting with the key (config_sections runs
+# them with the other sections' checks, before any job).
+def temperature_name(t: float) -> str:
+    """The T of a gradient job's file name (6 significant digits)."""
+    return f"{float(t):g}"
+
+
+def n_below_errors(key: str, ns: list[int], length: int) -> list[str]:
+    """Each N of a grid below the L it is drawn from."""
+    return [
+        f"{key}[{i}]: N={n} must be < L={length} (allowed: 1..{length - 1})"
+        for i, n in enumerate(ns)
+        if n >= length
+    ]
+
+
+def in_lengths_errors(key: str, value: int, lengths: list[int]) -> list[str]:
+    """An analysis's L, which must be one of analysis.lengths (its dumps are made there)."""
+    if value not in lengths:
+        return [f"{key}: L={value} is not in analysis.lengths {sorted(lengths)}"]
+    return []
+
+
+def distance_config_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.distance: N below every L of the scan over L, the scan over N at a dumped L."""
+    lengths = sorted(config["analysis"]["lengths"])
+    d = config["analysis"]["distance"]
+    errs = []
+    if d["n_fixed"] >= lengths[0]:
+        errs.append(
+            f"analysis.distance.n_fixed: N={d['n_fixed']} must be < every L in analysis.lengths (smallest {lengths[0]})"
+        )
+    errs += in_lengths_errors("analysis.distance.length_fixed", d["length_fixed"], lengths)
+    return errs + n_below_errors("analysis.distance.n_grid", d["n_grid"], d["length_fixed"])
+
+
+def separability_config_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.separability: the scan over N at a dumped L."""
+    s = config["analysis"]["separability"]
+    errs = in_lengths_errors(
+        "analysis.separability.length", s["length"], config["analysis"]["lengths"]
+    )
+    return errs + n_below_errors("analysis.separability.n_grid", s["n_grid"], s["length"])
+
+
+def gradient_config_errors(config: dict[str, Any]) -> list[str]:
+    """analysis.gradient: a dumped L, and temperatures that name different jobs."""
+    g = config["analysis"]["gradient"]
+    errs = in_lengths_errors("analysis.gradient.length", g["length"], config["analysis"]["lengths"])
+    named: dict[str, float] = {}
+    for i, t in enumerate(g["temperatures"]):
+        name = temperature_name(t)
+        if name in named:
+            errs.append(
+                f"analysis.gradient.temperatures[{i}]: {t!r} and {named[name]!r} name the same job "
+                f"T{name} (temperatures must differ in their first 6 significant digits)"
+            )
+        named.setdefault(name, t)
+    return errs
+
+
 @dataclass(frozen=True)
 class Analysis:
     """One analysis, as the workflow serves it. Its module
@@ -63,8 +125,9 @@ class Analysis:
       generic rule ``analysis_figure`` (the module's ``figure``), and the report's caption.
     - ``row_values``: where the row engine serves it (the paper's protocol), its values at L;
       the module then has ``engine_kernels`` and ``engine_tables``.
-    - ``config_checks``: its module has ``config_errors(config) -> list[str]``, the cross-key
-      rules of analysis.<name> that the schema cannot say.
+    - ``config_errors``: the cross-key rules of analysis.<name> that the schema cannot say,
+      ``errors(config) -> list[str]`` (one line per problem, starting with the key), run by the
+      config check before any job; defined in this module, which imports no numpy.
     """
 
     name: str
@@ -77,7 +140,7 @@ class Analysis:
     figure: str | None = None
     caption: str | None = None
     row_values: ValuesAt | None = None
-    config_checks: bool = False
+    config_errors: Callable[[dict[str, Any]], list[str]] | None = None
 
 
 # Paper Fig. 4: the report caption of gradient's figure (drawn by rule analysis_figure).
@@ -98,6 +161,7 @@ REGISTRY: tuple[Analysis, ...] = (
         claims=("linear_in_length", "plateau_in_n"),
         compare=True,
         row_values=distance_ns,
+        config_errors=distance_config_errors,
     ),
     Analysis(
         "critical_n",
@@ -115,6 +179,7 @@ REGISTRY: tuple[Analysis, ...] = (
         claims=("saturation", "upper_bound_tracks"),
         compare=True,
         row_values=at_own_length("separability", "n_grid"),
+        config_errors=separability_config_errors,
     ),
     Analysis(
         "gradient",
@@ -126,6 +191,7 @@ REGISTRY: tuple[Analysis, ...] = (
         figure="fig4",
         caption=FIG4_CAPTION,
         row_values=at_own_length("gradient", "temperatures"),
+        config_errors=gradient_config_errors,
     ),
     Analysis(
         "vanishing",
@@ -150,7 +216,6 @@ GENERIC_SUMMARIES = names(generic_summary=True)
 BOUND_CHECKS = names(bound_checks=True)
 SCORED = [a.name for a in REGISTRY if a.claims]
 COMPARED = names(compare=True)
-CONFIG_CHECKED = names(config_checks=True)
 FIGURES: dict[str, str] = {a.figure: a.name for a in REGISTRY if a.figure}
 ROW_ANALYSES: dict[str, ValuesAt] = {a.name: a.row_values for a in REGISTRY if a.row_values}
 # The summary each claim id is read from (Table 1's ``summary`` column): a reading of the paper's

@@ -38,7 +38,7 @@ from attnlimits.critical import (
     slope_within,
 )
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
-from attnlimits_workflow.assemble.table1 import Scorecard, Scoring, verdict
+from attnlimits_workflow.assemble.claims import Scorecard, Scoring, verdict
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import (

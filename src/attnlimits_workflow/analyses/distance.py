@@ -34,7 +34,7 @@ from attnlimits.protocol import (
     row_statistics,
 )
 from attnlimits.sweeps import distance_rows, epsilon_bound_rows, monte_carlo_ranks
-from attnlimits_workflow.assemble.table1 import (
+from attnlimits_workflow.assemble.claims import (
     POSITIVE,
     Scorecard,
     Scoring,

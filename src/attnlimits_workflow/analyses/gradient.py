@@ -33,7 +33,7 @@ from attnlimits.gradient import (
     softmax_jacobian_norm_from_weights,
 )
 from attnlimits.protocol import row_sensitivity, unit_directions
-from attnlimits_workflow.assemble.table1 import (
+from attnlimits_workflow.assemble.claims import (
     MAXIMUM_CAVEAT,
     Scorecard,
     Scoring,
@@ -41,8 +41,8 @@ from attnlimits_workflow.assemble.table1 import (
     measure,
     partitions,
 )
-from attnlimits_workflow.config import temperature_name
 from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.registry import temperature_name
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
 from attnlimits_workflow.streams import Stream, stream_rng
 

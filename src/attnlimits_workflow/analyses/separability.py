@@ -27,7 +27,7 @@ from attnlimits.separability import (
     separability,
 )
 from attnlimits.sweeps import separability_rows
-from attnlimits_workflow.assemble.table1 import (
+from attnlimits_workflow.assemble.claims import (
     MAXIMUM_CAVEAT,
     Scorecard,
     Scoring,

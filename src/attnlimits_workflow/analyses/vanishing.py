@@ -12,14 +12,14 @@ from attnlimits.bootstrap import Band, joint_verdict
 from attnlimits.checks import RTOL_FLOAT32, check_bound
 from attnlimits.critical import linear_fit
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
-from attnlimits_workflow.assemble.summaries import count, per_group, spread, violation_table
-from attnlimits_workflow.assemble.table1 import (
+from attnlimits_workflow.assemble.claims import (
     Scorecard,
     Scoring,
     interval_text,
     measure,
     partitions,
 )
+from attnlimits_workflow.assemble.summaries import count, per_group, spread, violation_table
 from attnlimits_workflow.packs import Pack
 
 from .common import Job, sample_columns

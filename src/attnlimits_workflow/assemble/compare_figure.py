@@ -12,8 +12,8 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from ..plotting import log_axis
+from .claims import MAXIMUM_CAVEAT
 from .replicates import critical_n_band, percentile_band
-from .table1 import MAXIMUM_CAVEAT
 
 # Per claim: the replicate column whose interval is drawn, and its name in the caption.
 INTERVAL_OF = {

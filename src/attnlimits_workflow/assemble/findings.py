@@ -24,7 +24,7 @@ from ..robustness import (
     robustness,
 )
 from ..tables import markdown_table
-from .table1 import MAXIMUM_CLAIMS
+from .claims import MAXIMUM_CLAIMS
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
 STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
