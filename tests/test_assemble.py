@@ -186,8 +186,14 @@ def test_table1_vanishing_verdict_by_hand():
 def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protocol(monkeypatch):
     """Lemma 1 is measured on the last rows whatever analysis.protocol (analyses.vanishing):
     under all_rows, whose Table 1 is headed "paper's protocol", its row says so."""
-    for other in (distance_analysis, critical_n_analysis, separability_analysis, gradient_analysis):
-        monkeypatch.setattr(other, "score", lambda *args, **kwargs: None)
+    import importlib
+
+    from attnlimits_workflow import registry
+
+    for name in registry.SCORED:
+        if name != "vanishing":
+            module = importlib.import_module(f"attnlimits_workflow.analyses.{name}")
+            monkeypatch.setattr(module, "score", lambda *args, **kwargs: None)
     monkeypatch.setattr(table1, "bound_claims", lambda *args, **kwargs: None)
     van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
     measured = {}
@@ -199,13 +205,7 @@ def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protoc
             "critical_n": {"ks_alpha": 0.05},
         }
         table = table1.table1(
-            summaries={
-                "distance": pl.DataFrame(),
-                "critical_n": pl.DataFrame(),
-                "separability": pl.DataFrame(schema={"N": pl.Int64}),
-                "gradient": pl.DataFrame(schema={"eps": pl.Float64, "T": pl.Float64}),
-                "vanishing": van,
-            },
+            summaries={**dict.fromkeys(registry.SCORED), "vanishing": van},
             violations=pl.DataFrame(),
             claims=CLAIMS,
             run={"causal": True, "protocol": protocol},

@@ -138,15 +138,17 @@ import numpy as np
 import polars as pl
 
 from attnlimits.bootstrap import Band, joint_verdict
+from attnlimits.checks import RTOL_FLOAT64, check_bound
 from attnlimits.toy_entropy import row_entropy
-from attnlimits_workflow.assemble.summaries import violation_table
-from attnlimits_workflow.assemble.table1 import interval_text, measure, partitions
+from attnlimits_workflow.assemble.claims import interval_text, measure, partitions
+from attnlimits_workflow.analyses.common import sample_columns
+from attnlimits_workflow.assemble.summaries import count, violation_table
 
 CLAIMS = {
     "entropy_grows": {
         "claim": "entropy grows with L",
         "paper": "not in the paper",
-        "rule": "slope > 0",
+        "rule": "slope of the mean entropy against log L > 0",
     }
 }
 REPLICATED = (("L",), {"entropy_mean": ("entropy", "mean")})
@@ -154,18 +156,25 @@ REPLICATED = (("L",), {"entropy_mean": ("entropy", "mean")})
 
 def run(job):
     w = job.pack.weights
-    return pl.DataFrame({"L": np.full(w.shape[0], w.shape[1]), "entropy": row_entropy(w)})
+    length = w.shape[1]
+    entropy = row_entropy(w)
+    # Gibbs: no distribution over L keys has more entropy than log L
+    check = check_bound(entropy, np.log(length), upper=True, rtol=RTOL_FLOAT64)
+    # layer, chunk and head of each sample: the bootstrap resamples them
+    keys = sample_columns(job.pack, L=length)
+    return pl.DataFrame({**keys, "entropy": entropy, "entropy_bound_check": check.tolist()})
 
 
 def summarise(table):
     summary = table.group_by("L").agg(entropy_mean=pl.col("entropy").mean()).sort("L")
-    return {"summary": summary, "violations": violation_table([])}
+    bound = count(table, "entropy_bound_check", "entropy <= log L", "every (L) sample")
+    return {"summary": summary, "violations": violation_table([bound])}
 
 
 def score(card, summary, replicates, scoring):
     def slope(frame):
         g = frame.sort("L")
-        return (float(np.polyfit(np.log(g["L"]), g["entropy_mean"], 1)[0]),)
+        return (float(np.polyfit(np.log(g["L"].to_numpy()), g["entropy_mean"].to_numpy(), 1)[0]),)
 
     (s,) = measure(slope, summary, partitions(replicates), card.level)
     claim_id, claim, paper, rule = card.texts("entropy_grows")
@@ -244,11 +253,12 @@ def copy_of_repository(tmp_path: Path) -> Path:
 
 
 @pytest.mark.workflow
-def test_the_scored_analysis_recipe_is_four_files_and_plans_end_to_end(tmp_path):
+def test_the_scored_analysis_recipe_is_four_files_and_runs_through_table1(tmp_path):
     """docs/extending.md's recipe in a copy of the repository: a scored analysis without settings
     touches four files (its core function beside its reference, its module, its test, its
-    record), and `snakemake -n all` then plans its table at every L, its summary, its figure
-    (under `all`), and its summary and checks in table1's inputs."""
+    record); `snakemake -n all` then plans its table at every L, its summary, its figure (under
+    `all`), and its summary and checks in table1's inputs; the copy's unit tests pass; and the
+    real run scores its claim and its bound in Table 1."""
     copy = copy_of_repository(tmp_path)
     apply_toy_recipe(copy)
     touched = sorted(line[3:] for line in git(copy, "status", "--porcelain", "-uall").splitlines())
@@ -283,49 +293,42 @@ def test_the_scored_analysis_recipe_is_four_files_and_plans_end_to_end(tmp_path)
     ):
         assert path in out, path
     assert "figures/compare/toy_entropy.pdf" not in out
-    # the copy's own test of the toy passes, and Table 1 scores the toy's claim from its summary
+    # the copy's own test of the toy passes, and so do the registry's and Table 1's unit tests,
+    # which follow the records (the toy's included)
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_toy_entropy.py",
-        ],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit"]
+        + ["tests/test_toy_entropy.py", "tests/test_registry.py", "tests/test_assemble.py"],
         cwd=copy,
         capture_output=True,
         text=True,
         env=env,
     )
-    assert proc.returncode == 0, proc.stdout[-2000:]
-    proc = subprocess.run(
-        [sys.executable, "-c", SCORE_THE_TOY], cwd=copy, capture_output=True, text=True, env=env
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # the real chain: the toy's tables, summary, bootstrap and figure by the generic rules, and
+    # Table 1 by its rule, with the toy's claim and bound check among its rows
+    targets = ["tables/tiny-gpt2/table1.csv", "figures/tiny-gpt2/toy_entropy.png"]
+    cmd = snakemake_command(
+        copy / "Snakefile",
+        copy / ".test",
+        copy / ".test/config/config.yaml",
+        "--cores",
+        "2",
+        *targets,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["entropy_grows", "reproduced"]
-
-
-# Table 1 of empty summaries for the other analyses plus the toy's (run in the copy).
-SCORE_THE_TOY = """
-import polars as pl
-from attnlimits_workflow.assemble import table1
-from attnlimits_workflow.analyses import critical_n, distance, gradient, separability, vanishing
-
-for module in (critical_n, distance, gradient, separability, vanishing):
-    module.score = lambda *args: None
-summary = pl.DataFrame({"L": [8, 16, 32], "entropy_mean": [1.0, 1.5, 2.0]})
-table = table1.table1(
-    summaries={"toy_entropy": summary, **dict.fromkeys(table1.registry.SCORED[:-1])},
-    violations=pl.DataFrame(),
-    claims={},
-    run={"causal": False},
-    analysis={"bootstrap": {"level": 0.95}, "all_rows": {"masked": "non_selected"}},
-)
-row = table.row(0, named=True)
-print(row["claim_id"], row["verdict"])
-"""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    table = pl.read_csv(copy / ".test/tables/tiny-gpt2/table1.csv")
+    rows = {r["claim_id"]: r for r in table.iter_rows(named=True)}
+    toy = rows["entropy_grows"]
+    assert toy["summary"] == "toy_entropy" and toy["resamples"] > 0, toy
+    assert toy["low"] <= toy["value"] <= toy["high"]
+    bound = rows["bound:entropy <= log L"]
+    assert bound["summary"] == "toy_entropy" and bound["verdict"] != "not reproduced", bound
+    # the toy's rows follow the other analyses' claims and come before the bound rows
+    ids = table["claim_id"].to_list()
+    assert ids.index("entropy_grows") == max(
+        i for i, c in enumerate(ids) if not c.startswith("bound:")
+    )
 
 
 @pytest.mark.unit
