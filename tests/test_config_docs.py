@@ -12,6 +12,7 @@ from project import REPO
 
 from attnlimits import rules
 from attnlimits_workflow import config_docs as docs
+from attnlimits_workflow.config_schema import with_schema_defaults
 
 pytestmark = pytest.mark.unit
 
@@ -140,6 +141,43 @@ def test_a_key_in_one_file_only_is_caught():
     # an optional key may go without a default: its row says so
     section["required"].remove("mc_rounds")
     assert "| `mc_rounds` | not set | rounds |" in docs.render(README, schema, DEFAULTS)
+
+
+def test_a_key_defined_in_the_schema_alone_gets_its_default_and_its_row():
+    """An analysis's own setting may be defined once, in the schema (its ``default:``): the
+    config gets it, its row shows it, and giving it in config/config.yaml too is refused."""
+    schema = copy.deepcopy(SCHEMA)
+    analysis = schema_node(schema, "analysis")
+    analysis["properties"]["toy"] = {
+        "type": "object",
+        "description": "a toy analysis",
+        "properties": {"floor": {"type": "number", "default": 0.5, "description": "its floor"}},
+    }
+    filled = with_schema_defaults(schema, DEFAULTS)
+    assert filled["analysis"]["toy"] == {"floor": 0.5}
+    # the file's values stay; nothing else is added; the input is not changed
+    assert {k: v for k, v in filled["analysis"].items() if k != "toy"} == DEFAULTS["analysis"]
+    assert "toy" not in DEFAULTS["analysis"]
+    mine = copy.deepcopy(DEFAULTS)
+    mine["analysis"]["toy"] = {"floor": 2.0}
+    assert with_schema_defaults(schema, mine)["analysis"]["toy"] == {"floor": 2.0}
+    assert "| `toy.floor` | `0.5` | its floor |" in docs.render(README, schema, filled)
+    assert drift(schema=schema, defaults=mine) == [
+        f"{docs.DEFAULTS}: analysis.toy.floor has a default here and in {docs.SCHEMA}: keep one "
+        "(the schema's for a key added since the paper's setup)",
+    ]
+
+
+def test_an_object_without_defaults_is_not_created():
+    schema = {
+        "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "number"}}},
+            "c": {"type": "object", "properties": {"d": {"$ref": "#/definitions/d"}}},
+        },
+        "definitions": {"d": {"type": "number", "default": 1}},
+    }
+    assert with_schema_defaults(schema, {}) == {"c": {"d": 1}}
+    assert with_schema_defaults(schema, {"c": {"d": 3}}) == {"c": {"d": 3}}
 
 
 def test_a_default_of_the_wrong_type_is_caught():

@@ -134,6 +134,8 @@ def row_entropy_reference(weights) -> list[float]:
 TOY_MODULE = """\
 \"\"\"Attention entropy per sample against L: a toy scored analysis.\"\"\"
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -154,15 +156,24 @@ CLAIMS = {
 REPLICATED = (("L",), {"entropy_mean": ("entropy", "mean")})
 
 
+@dataclass(frozen=True)
+class Settings:
+    seed: int
+    unit: str
+
+
 def run(job):
     w = job.pack.weights
     length = w.shape[1]
-    entropy = row_entropy(w)
+    per_nat = 1.0 / np.log(2.0) if job.settings.unit == "bits" else 1.0
+    entropy = row_entropy(w) * per_nat
     # Gibbs: no distribution over L keys has more entropy than log L
-    check = check_bound(entropy, np.log(length), upper=True, rtol=RTOL_FLOAT64)
+    check = check_bound(entropy, np.log(length) * per_nat, upper=True, rtol=RTOL_FLOAT64)
     # layer, chunk and head of each sample: the bootstrap resamples them
     keys = sample_columns(job.pack, L=length)
-    return pl.DataFrame({**keys, "entropy": entropy, "entropy_bound_check": check.tolist()})
+    return pl.DataFrame(
+        {**keys, "entropy": entropy, "entropy_bound_check": check.tolist(), "unit": job.settings.unit}
+    )
 
 
 def summarise(table):
@@ -214,8 +225,22 @@ TOY_RECORD = """\
 """
 
 
+# Its one setting, analysis.toy_entropy.unit, defined once: in the schema, with its default.
+TOY_SCHEMA = """\
+      toy_entropy:
+        type: object
+        additionalProperties: false
+        description: attention entropy per sample against L (a toy analysis)
+        properties:
+          unit:
+            enum: [nats, bits]
+            default: bits
+            description: the entropy's unit
+"""
+
+
 def apply_toy_recipe(root: Path) -> None:
-    """docs/extending.md's recipe for a scored analysis without settings, in ``root``."""
+    """docs/extending.md's recipe for a scored analysis with one setting, in ``root``."""
     (root / "src/attnlimits/toy_entropy.py").write_text(TOY_CORE)
     (root / "src/attnlimits_workflow/analyses/toy_entropy.py").write_text(TOY_MODULE)
     (root / "tests/test_toy_entropy.py").write_text(TOY_TEST)
@@ -226,6 +251,11 @@ def apply_toy_recipe(root: Path) -> None:
     registry.write_text(
         text.replace(anchor, "\n" + TOY_RECORD + ")\n\nANALYSES: dict[str, Analysis]")
     )
+    schema = root / "workflow/schemas/config.schema.yaml"
+    text = schema.read_text()
+    anchor = "    properties:\n      protocol:\n        enum: [all_rows, last_row]\n"
+    assert text.count(anchor) == 1
+    schema.write_text(text.replace(anchor, "    properties:\n" + TOY_SCHEMA + anchor[16:]))
 
 
 def git(root: Path, *args: str) -> str:
@@ -253,21 +283,32 @@ def copy_of_repository(tmp_path: Path) -> Path:
 
 
 @pytest.mark.workflow
-def test_the_scored_analysis_recipe_is_four_files_and_runs_through_table1(tmp_path):
-    """docs/extending.md's recipe in a copy of the repository: a scored analysis without settings
-    touches four files (its core function beside its reference, its module, its test, its
-    record); `snakemake -n all` then plans its table at every L, its summary, its figure (under
+def test_the_scored_analysis_recipe_is_five_files_and_runs_through_table1(tmp_path):
+    """docs/extending.md's recipe in a copy of the repository: a scored analysis with a setting
+    touches five files by hand (its core function beside its reference, its module, its test,
+    its record, its setting in the schema) and one generated (config/README.md); `snakemake -n
+    all` then plans its table at every L, its summary, its figure (under
     `all`), and its summary and checks in table1's inputs; the copy's unit tests pass; and the
     real run scores its claim and its bound in Table 1."""
     copy = copy_of_repository(tmp_path)
     apply_toy_recipe(copy)
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    docs = [sys.executable, "-m", "attnlimits_workflow.config_docs", "--root", str(copy)]
+    assert subprocess.run([*docs, "--check"], env=env, capture_output=True).returncode == 1
+    subprocess.run([*docs, "--write"], env=env, check=True, capture_output=True)
     touched = sorted(line[3:] for line in git(copy, "status", "--porcelain", "-uall").splitlines())
     assert touched == [
+        "config/README.md",  # generated: the setting's row
         "src/attnlimits/toy_entropy.py",
         "src/attnlimits_workflow/analyses/toy_entropy.py",
         "src/attnlimits_workflow/registry.py",
         "tests/test_toy_entropy.py",
+        "workflow/schemas/config.schema.yaml",
     ]
+    assert (
+        "| `toy_entropy.unit` | `bits` | the entropy's unit |"
+        in (copy / "config/README.md").read_text()
+    )
     cmd = snakemake_command(
         copy / "Snakefile",
         copy / ".test",
@@ -276,7 +317,6 @@ def test_the_scored_analysis_recipe_is_four_files_and_runs_through_table1(tmp_pa
         "all",
         "--forceall",
     )
-    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -317,6 +357,10 @@ def test_the_scored_analysis_recipe_is_four_files_and_runs_through_table1(tmp_pa
     )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    # the setting's default, from the schema, reached the job
+    per_length = pl.read_parquet(copy / ".test/results/tiny-gpt2/analysis/toy_entropy/L8.parquet")
+    assert per_length["unit"].unique().to_list() == ["bits"]
+    assert (per_length["entropy"] <= np.log2(8) + 1e-12).all()
     table = pl.read_csv(copy / ".test/tables/tiny-gpt2/table1.csv")
     rows = {r["claim_id"]: r for r in table.iter_rows(named=True)}
     toy = rows["entropy_grows"]

@@ -42,6 +42,7 @@ from .config_schema import (
     read_schema,
     reserved_name_errors,
     schema_errors,
+    with_schema_defaults,
 )
 from .config_schema import (
     NAME_PATTERN as NAME_PATTERN,
@@ -261,6 +262,7 @@ def load_config(
     Raises ConfigError with one line per problem, each naming its key (``models.<name> -> ...``
     for a problem of one model of several)."""
     schema = read_schema(schema_path)
+    defaults = with_schema_defaults(schema, defaults)
     config, runs, default = resolve_runs(defaults, user, schema, base_dir)
     errs: list[str] = []
     several = bool(config.get("models"))

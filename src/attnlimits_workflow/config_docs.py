@@ -30,7 +30,7 @@ import yaml
 
 from attnlimits.rules import RULES, Rule
 
-from .config_schema import StrictValidator
+from .config_schema import StrictValidator, with_schema_defaults
 from .config_schema import resolve_ref as resolve
 
 DEFAULTS = Path("config/config.yaml")
@@ -198,8 +198,11 @@ def render(readme: str, schema: dict[str, Any], defaults: dict[str, Any]) -> str
     return TABLE.sub(fill, readme)
 
 
-def problems(schema: dict[str, Any], defaults: dict[str, Any], readme: str) -> list[str]:
-    """How the defaults, the schema and the README's tables disagree, one line each."""
+def problems(schema: dict[str, Any], file_defaults: dict[str, Any], readme: str) -> list[str]:
+    """How the defaults (``file_defaults``: config/config.yaml's, with the schema's own
+    ``default:`` filled in where it holds none), the schema and the README's tables disagree, one
+    line each."""
+    defaults = with_schema_defaults(schema, file_defaults)
     out = []
     for path, node in keys(schema, defaults):
         key, value = ".".join(path), lookup(defaults, path)
@@ -207,6 +210,11 @@ def problems(schema: dict[str, Any], defaults: dict[str, Any], readme: str) -> l
             whose = " (nor have its keys)" if node.get("properties") else ""
             out.append(f"{SCHEMA}: {key} has no description{whose}")
         parent = resolve(schema, lookup_node(schema, path[:-1]))
+        if "default" in node and lookup(file_defaults, path) is not MISSING:
+            out.append(
+                f"{DEFAULTS}: {key} has a default here and in {SCHEMA}: keep one (the schema's "
+                "for a key added since the paper's setup)"
+            )
         if value is MISSING and path[-1] in parent.get("required", []):
             out.append(f"{DEFAULTS}: {key} is required by the schema but has no default")
         elif value is not MISSING:
@@ -266,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     readme = (args.root / README).read_text()
     page = (args.root / RULES_PAGE).read_text()
     if args.write:
-        (args.root / README).write_text(render(readme, schema, defaults))
+        (args.root / README).write_text(
+            render(readme, schema, with_schema_defaults(schema, defaults))
+        )
         (args.root / RULES_PAGE).write_text(render_rules_page(page))
         readme = (args.root / README).read_text()
         page = (args.root / RULES_PAGE).read_text()

@@ -129,6 +129,36 @@ def read_schema(path: str | Path) -> dict[str, Any]:
     return copy.deepcopy(_SCHEMAS[key])
 
 
+def with_schema_defaults(schema: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` (config/config.yaml) with each key it does not hold that the schema gives a
+    ``default:``, filled from the schema: a key added since the paper's setup (an analysis's own
+    setting) is defined once, in the schema, as Snakemake's own validation would fill it.
+    config_docs refuses a key with both."""
+    import copy
+
+    def fill(node: dict[str, Any], target: dict[str, Any]) -> bool:
+        filled = False
+        for name, sub in (resolve_ref(schema, node).get("properties") or {}).items():
+            sub = resolve_ref(schema, sub)
+            if "default" in sub:
+                if name not in target:
+                    target[name] = copy.deepcopy(sub["default"])
+                    filled = True
+            elif sub.get("properties"):
+                child = target.get(name)
+                if child is None:
+                    child = {}
+                    if fill(sub, child):
+                        target[name], filled = child, True
+                elif isinstance(child, dict):
+                    filled = fill(sub, child) or filled
+        return filled
+
+    out = copy.deepcopy(defaults)
+    fill(schema, out)
+    return out
+
+
 def resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """``node`` with its ``$ref`` (into the schema's definitions) filled in."""
     ref = node.get("$ref")
