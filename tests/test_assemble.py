@@ -1198,7 +1198,9 @@ def test_the_all_rows_epsilon_check_counts_its_drawn_rows_and_says_it_reads_mean
             "epsilon_bound_check": [VACUOUS, VIOLATED],
         }
     )
-    eps = summaries.distance_violations(frame).filter(pl.col("bound").str.contains("epsilon"))
+    eps = distance_analysis.distance_violations(frame).filter(
+        pl.col("bound").str.contains("epsilon")
+    )
     row = eps.row(0, named=True)
     assert row["rows"] == 4  # the drawn rows, not the 32 rows of the two heads
     assert (row["violations"], row["vacuous"]) == (1, 1)
@@ -1318,7 +1320,7 @@ def test_bound_counts_name_their_heads_and_proofs():
     plain = summaries.count(frame.drop("layer"), "c_check", "B", "each N")
     assert (plain["heads_checked"], plain["heads_violated"], plain["proved"]) == (None, None, "")
     # the proved checks are those whose proof needs nothing of the model
-    violations = summaries.distance_violations(
+    violations = distance_analysis.distance_violations(
         pl.DataFrame(
             {
                 "layer": [0],
@@ -1354,7 +1356,7 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
             "upper_bound_check": [VIOLATED, VIOLATED, VIOLATED, HOLDS],
         }
     )
-    table = summaries.summarise_separability(frame)["violations"]
+    table = separability_analysis.summarise_inputs(frame)["violations"]
     rows = {r["bound"]: r for r in table.iter_rows(named=True)}
     lower, upper = (
         "Theorem 2 lower bound, per-sample N_s/N",
@@ -1519,7 +1521,7 @@ def test_a_joint_claim_prints_the_statistic_its_verdict_rests_on():
 
 
 def test_corollary3_over_every_row_gives_no_verdict_when_few_key_rows_decide_it():
-    from attnlimits_workflow.assemble.summaries import few_key_rows_decide
+    from attnlimits_workflow.analyses.gradient import few_key_rows_decide
 
     once = pl.DataFrame(
         {

@@ -37,6 +37,10 @@ def test_each_records_module_has_what_the_record_promises(record):
             assert callable(getattr(module, entry, None)), f"{record.name}.{entry}"
     if record.figure is not None:
         assert registry.caption(record.figure).strip()
+    if not record.generic_summary and record.bound_checks:
+        # a summary rule of its own (workflow/scripts/summarise.py) with its Table 1 replicates
+        assert callable(getattr(module, "summarise_inputs", None)), record.name
+        assert getattr(module, "REPLICATED_FROM", None) is not None, record.name
     if record.generic_summary and record.claims:
         # Table 1 reads its interval from the replicates the generic summary rule writes
         assert getattr(module, "REPLICATED", None) is not None, record.name

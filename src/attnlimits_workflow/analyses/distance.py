@@ -43,6 +43,14 @@ from attnlimits_workflow.assemble.claims import (
     partitions,
     reading_text,
 )
+from attnlimits_workflow.assemble.summaries import (
+    count,
+    critical_n_replicates,
+    critical_n_summary,
+    per_group,
+    spread,
+    violation_table,
+)
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import (
@@ -341,6 +349,88 @@ def last_row(pack: Pack, n: int, settings: Settings, log: logging.Logger = LOG) 
         S,
     )
     return table
+
+
+# Its summary, by its own rule (summarise_distance: registry record's generic_summary False):
+# summarise_inputs(**the rule's inputs) -> the rule's outputs by name, and REPLICATED_FROM, the
+# input table, groups and summary columns Table 1's claims read, recomputed on each resample.
+def summarise_inputs(distance: pl.DataFrame, critical_n: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per (L, N) spreads of the distance samples, the critical-N summary and the counts of
+    Theorem 1's bound checks."""
+    d = distance
+    cols = (
+        "distance",
+        "upper_bound",
+        "expectation_term",
+        "mc_expectation",
+        "epsilon_bound",
+        "selected_mass",
+        # all_rows only: the other choice of analysis.all_rows.masked (Fig. 2a)
+        "distance_other_masked",
+        "expectation_term_other_masked",
+    )
+    cols = tuple(c for c in cols if c in d.columns)
+    summary = per_group(d, ("L", "N"), [e for c in cols for e in spread(c)], ("L", "N"))
+    critical = critical_n_summary(critical_n)
+    return {
+        "distance": summary,
+        "critical_n": critical,
+        "critical_n_replicates": critical_n_replicates(critical_n),
+        "violations": distance_violations(d),
+    }
+
+
+def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
+    """The counts of Theorem 1's two bound checks over the distance samples (or heads)."""
+    # all_rows: E is drawn on analysis.all_rows.mc_rows rows, and the check holds it against
+    # the term and bound of those same rows
+    all_rows = "expectation_term_mc_rows" in d.columns
+    matched = "_mc_rows" if all_rows else ""
+    d = d.with_columns(
+        (pl.col("mc_expectation") - pl.col(f"expectation_term{matched}")).alias("epsilon_residual"),
+        pl.col(f"epsilon_bound{matched}").alias("epsilon_bound_compared"),
+    )
+    return violation_table(
+        [
+            count(
+                d,
+                "upper_bound_check",
+                "Theorem 1.1 fixed-set upper bound on d~",
+                "every (L, N) sample",
+                slack=("distance", "upper_bound", True),
+                proved="Theorem 1.1 holds for any x and any weights that sum to one, with I the "
+                "top-N set (a search found no case above rounding: docs/paper-notes.md section 16)",
+            ),
+            count(
+                d,
+                "epsilon_bound_check",
+                "Theorem 1.2 epsilon bound (Monte-Carlo E, 3 s.e. slack)",
+                "every (L, N) sample",
+                slack=("epsilon_residual", "epsilon_bound_compared", True),
+                vacuous_reason="one-sided: E - term - 3 s.e. <= 0, where the printed term lies "
+                "above E, passes whatever the bound (>= 0) says",
+                note=EPSILON_HEAD_MEAN if all_rows else "",
+            ),
+        ]
+    )
+
+
+# all_rows: one check per head, of means over the rows E is drawn on (a per-row check would need
+# many draws per row to know each row's E)
+EPSILON_HEAD_MEAN = (
+    "per head, on means over the rows E is drawn on: a violated head has a violating row, but a "
+    "head that holds may still hide one"
+)
+
+
+REPLICATED_FROM = (
+    "distance",
+    ("L", "N"),
+    {
+        "distance_median": ("distance", "median"),
+        "distance_other_masked_median": ("distance_other_masked", "median"),
+    },
+)
 
 
 # Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read

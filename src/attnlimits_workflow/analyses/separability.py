@@ -36,6 +36,7 @@ from attnlimits_workflow.assemble.claims import (
     partitions,
     reading_text,
 )
+from attnlimits_workflow.assemble.summaries import by_n, count, per_group, spread, violation_table
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
 from attnlimits_workflow.packs import Pack
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
@@ -314,6 +315,153 @@ def last_row(
         timer,
     )
     return table
+
+
+# Its summary, by its own rule (summarise_separability: registry record's generic_summary False):
+# summarise_inputs(**the rule's inputs) -> the rule's outputs by name, and REPLICATED_FROM, the
+# input table, groups and summary columns Table 1's claims read, recomputed on each resample.
+def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per (L, N) spreads of N_s/N and Theorem 2's bounds, and the counts of its checks: per
+    sample (N = 1 apart) and on the mean per N."""
+    s = separability
+    summary = per_group(
+        s,
+        ("L", "N"),
+        [
+            *spread("ratio"),
+            *(spread("ratio_other_masked") if "ratio_other_masked" in s.columns else []),
+            *spread("lower_bound"),
+            *spread("upper_bound"),
+            pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
+            *[
+                pl.col(c).sum().alias(c)
+                for c in ("zero_radius", "negative_xi_square", "no_outside_token", "mask_only_rows")
+                if c in s.columns
+            ],
+        ],
+        ("N",),
+    )
+
+    # Theorem 2 bounds E[N_s]/N; per-sample ratios are counted too, but the mean is what it bounds.
+    # N = 1 is left out: N_s/N = 1 there on every row, which meets the lower bound 1 - 0 = 1 as
+    # an identity and exceeds the upper bound exp(-r^2/16M^2) < 1 on any data with r > 0.
+    beyond_one = summary.filter(pl.col("N") > 1)
+
+    def mean_check(bound: str, **kind) -> list:
+        # N_s/N lies in [0, 1]: a lower bound <= 0 or an upper bound >= 1 cannot fail
+        return check_bound(
+            beyond_one["ratio_mean"].to_numpy(),
+            beyond_one[bound].to_numpy(),
+            rtol=RTOL_FLOAT64,
+            **kind,
+        ).tolist()
+
+    means = beyond_one.with_columns(
+        pl.Series(
+            "mean_lower_check",
+            mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0),
+            dtype=pl.String,
+        ),
+        pl.Series(
+            "mean_upper_check",
+            mean_check("upper_bound_mean", upper=True, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR),
+            dtype=pl.String,
+        ),
+    )
+    floor_reason = (
+        f"the bound is never below e^(-1/16) = {UPPER_BOUND_FLOOR:.3f}: an N_s/N at or below it "
+        "cannot violate it"
+    )
+    # N = 1: N_s/N is 1 on every row (the one selected token is s itself): the lower bound is
+    # then 1 as well (vacuous), and the upper bound < 1 is violated on any data with r > 0, so
+    # its violations say nothing about the model or about larger N: counted apart.
+    first, rest = s.filter(pl.col("N") == 1), s.filter(pl.col("N") > 1)
+    rows = []
+    lower_reasons = {
+        "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), and N_s/N = 1 meets any bound",
+        "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
+    }
+    # Per sample, the lower bound holds on any data (docs/paper-notes.md section 16): with delta
+    # the smallest distance over the context and M the largest norm, x_j . x_k <= M^2 -
+    # delta^2 / 2, so ||s - alpha_i x_i|| <= xi_i for every token, and the tokens farther than r
+    # number at most sum_i xi_i / r. The mean check is not proved: its samples with degenerate
+    # bounds are left out of the bound's mean but not of N_s/N's.
+    lower_proved = (
+        "Eq. (11)'s lower bound holds on every row of non-negative weights: each token's distance "
+        "from s is at most its xi_i (delta the smallest distance over the context)"
+    )
+    # Eq. (11) bounds E[N_s]/N: one row's N_s/N above it contradicts nothing, and a head with
+    # many rows has some row with N_s = N at small N whatever it learnt (the bound is >= 0.939):
+    # counted, never a verdict. The rows on mean N_s/N are the theorem's own quantity.
+    upper_no_verdict = {
+        "N >= 2": "Eq. (11) bounds E[N_s]/N, not one sample's N_s/N, and with the bound >= 0.939 "
+        "a sample with N_s = N exceeds it at N < 16, so a head with many rows has one whatever it "
+        "learnt; the rows on mean N_s/N test the theorem",
+        "N = 1": "N_s/N = 1 at N = 1 on every row: above the bound on any data with r > 0, a "
+        "counterexample to the theorem (docs/paper-notes.md section 10), not a finding about "
+        "the model",
+    }
+    upper_notes = {
+        "N >= 2": "",
+        "N = 1": "at N = 1, N_s/N = 1 exceeds the bound exp(-r^2/16M^2) < 1 on any data with "
+        "r > 0: a violation of the theorem, not a property of the model",
+    }
+    for part, label in ((rest, "N >= 2"), (first, "N = 1")):
+        if not part.height:
+            continue
+        rows += [
+            count(
+                part,
+                "lower_bound_check",
+                f"Theorem 2 lower bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "lower_bound", False),
+                vacuous_reason=lower_reasons[label],
+                proved=lower_proved,
+            )
+            | {"by_n": by_n(part, "lower_bound_check")},
+            count(
+                part,
+                "upper_bound_check",
+                f"Theorem 2 upper bound, per-sample N_s/N ({label})",
+                "every (N) sample",
+                slack=("ratio", "upper_bound", True),
+                vacuous_reason=floor_reason,
+                note=upper_notes[label],
+                no_verdict=upper_no_verdict[label],
+            )
+            | {"by_n": by_n(part, "upper_bound_check")},
+        ]
+    rows += [
+        count(
+            means,
+            "mean_lower_check",
+            "Theorem 2 lower bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "lower_bound_mean", False),
+        ),
+        count(
+            means,
+            "mean_upper_check",
+            "Theorem 2 upper bound on mean N_s/N",
+            "each N",
+            slack=("ratio_mean", "upper_bound_mean", True),
+            vacuous_reason=floor_reason,
+        ),
+    ]
+    return {"separability": summary, "violations": violation_table(rows)}
+
+
+REPLICATED_FROM = (
+    "separability",
+    ("L", "N"),
+    {
+        "ratio_median": ("ratio", "median"),
+        "ratio_other_masked_median": ("ratio_other_masked", "median"),
+        "ratio_max": ("ratio", "max"),
+        "upper_bound_mean": ("upper_bound", "mean"),
+    },
+)
 
 
 # Table 1: the claims this analysis scores (its record in attnlimits_workflow.registry), read
