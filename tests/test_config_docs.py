@@ -201,7 +201,7 @@ def test_a_table_of_no_section_and_a_missing_top_table_are_caught():
 
 def test_the_command_line_checks_and_writes(tmp_path, capsys):
     """python -m attnlimits_workflow.config_docs (main) on a copy of the three files."""
-    for path in (docs.SCHEMA, docs.DEFAULTS, docs.README, docs.RULES_PAGE):
+    for path in (docs.SCHEMA, docs.DEFAULTS, docs.RULES_PAGE, *docs.FAMILY_PAGES):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text((REPO / path).read_text())
     root = ["--root", str(tmp_path)]
@@ -221,6 +221,27 @@ def test_the_command_line_checks_and_writes(tmp_path, capsys):
     assert page.read_text() == (REPO / docs.RULES_PAGE).read_text()
     with pytest.raises(SystemExit):
         docs.main([*root])  # --check or --write
+
+
+# --------------------------------------------------------------------- the lists of the families
+@pytest.mark.parametrize("page", docs.FAMILY_PAGES)
+def test_the_family_lists_are_the_tables(page, monkeypatch):
+    from attnlimits import families
+
+    text = (REPO / page).read_text()
+    assert docs.families_problems(page, text) == []
+    # a family added to the table only is caught, and --write names it in its list
+    table = {**families.FAMILIES, "helium": families.Family(causal=True)}
+    monkeypatch.setattr(families, "FAMILIES", table)
+    assert docs.families_problems(page, text) == [
+        f"{page}: a list of model families differs from attnlimits.families; "
+        "run python -m attnlimits_workflow.config_docs --write"
+    ]
+    assert "`llama4_text`, `helium`<!-- /families -->" in docs.render_families(text)
+    # a page that lost its list markers is caught
+    assert docs.families_problems(page, text.replace("<!-- families: causal -->", "")) == [
+        f"{page}: no <!-- families: causal --> ... <!-- /families --> list"
+    ]
 
 
 # ------------------------------------------------------------------------ the lists of the rules

@@ -1,7 +1,7 @@
 """docs/extending.md's recipe for a model family, applied in a fresh copy of the repository: a
 plain-softmax family is its row in the table and its tiny configuration in the eager tests (two
-files of code), and every test of the family module then holds for it. The lists users read name
-every family (a test here fails while one is missing)."""
+files of code), the lists users read are written from the table, and every test of the family
+module then holds for it."""
 
 from __future__ import annotations
 
@@ -41,9 +41,18 @@ def test_the_family_recipe_is_two_files_of_code_and_the_family_tests_hold(tmp_pa
         '    "olmo2": {**DECODER, "num_key_value_heads": 4},\n',
         f'    "{NEW_FAMILY}": {{**DECODER, "num_key_value_heads": 2}},\n',
     )
-    touched = sorted(line[3:] for line in git(copy, "status", "--porcelain", "-uall").splitlines())
-    assert touched == ["src/attnlimits/families.py", "tests/test_families.py"]
     env = {**os.environ, "PYTHONPATH": str(copy / "src"), "OPENBLAS_NUM_THREADS": "1"}
+    # the lists users read are written from the table
+    docs = [sys.executable, "-m", "attnlimits_workflow.config_docs", "--root", str(copy)]
+    subprocess.run([*docs, "--write"], env=env, check=True, capture_output=True)
+    touched = sorted(line[3:] for line in git(copy, "status", "--porcelain", "-uall").splitlines())
+    assert touched == [
+        "README.md",  # generated
+        "config/README.md",  # generated
+        "src/attnlimits/families.py",
+        "tests/test_families.py",
+    ]
+    assert f"`olmo3`, `{NEW_FAMILY}`, `phi3`" in (copy / "README.md").read_text()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_families.py"]
         + ["-k", NEW_FAMILY],

@@ -37,6 +37,13 @@ DEFAULTS = Path("config/config.yaml")
 SCHEMA = Path("workflow/schemas/config.schema.yaml")
 README = Path("config/README.md")
 RULES_PAGE = Path("docs/normalizers.md")
+# The pages whose lists of model families (attnlimits.families.FAMILIES) are written here:
+# ``<!-- families: causal -->`` ... ``<!-- /families -->`` (or ``bidirectional``) holds the
+# table's families of that kind, in its order.
+FAMILY_PAGES = (Path("README.md"), README)
+FAMILY_LIST = re.compile(
+    r"(<!-- families: (?P<kind>causal|bidirectional) -->)(?P<body>.*?)(<!-- /families -->)", re.S
+)
 RULE_LIST = "<!-- rules: list -->"
 RULE_TABLE = re.compile(r"(<!-- rules: table -->\n)(?P<body>.*?)(<!-- /rules -->)", re.S)
 # The Rule fields the lists show, each of which every rule must have.
@@ -258,6 +265,34 @@ def unknown(schema: dict[str, Any], defaults: Any, path: KeyPath = ()) -> Iterat
             yield from unknown(schema, value, (*path, name))
 
 
+def render_families(page: str) -> str:
+    """``page`` with each family list written anew from the table."""
+    from attnlimits.families import FAMILIES
+
+    def fill(match: re.Match) -> str:
+        causal = match["kind"] == "causal"
+        names = [f"`{name}`" for name, f in FAMILIES.items() if f.causal == causal]
+        return match.group(1) + ", ".join(names) + match.group(4)
+
+    return FAMILY_LIST.sub(fill, page)
+
+
+def families_problems(path: Path, page: str) -> list[str]:
+    """A family page without its lists, or whose lists differ from the table."""
+    kinds = {m["kind"] for m in FAMILY_LIST.finditer(page)}
+    out = [
+        f"{path}: no <!-- families: {kind} --> ... <!-- /families --> list"
+        for kind in ("causal", "bidirectional")
+        if kind not in kinds
+    ]
+    if not out and render_families(page) != page:
+        out.append(
+            f"{path}: a list of model families differs from attnlimits.families; "
+            "run python -m attnlimits_workflow.config_docs --write"
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -265,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--write",
         action="store_true",
-        help=f"rewrite {README}'s tables and {RULES_PAGE}'s rules table",
+        help=f"rewrite {README}'s tables, {RULES_PAGE}'s rules table and the family lists",
     )
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository")
     args = parser.parse_args(argv)
@@ -280,7 +315,14 @@ def main(argv: list[str] | None = None) -> int:
         (args.root / RULES_PAGE).write_text(render_rules_page(page))
         readme = (args.root / README).read_text()
         page = (args.root / RULES_PAGE).read_text()
+    for path in FAMILY_PAGES:
+        if args.write:
+            text = (args.root / path).read_text()
+            (args.root / path).write_text(render_families(text))
+    readme = (args.root / README).read_text()
     found = problems(schema, defaults, readme) + rules_problems(page)
+    for path in FAMILY_PAGES:
+        found += families_problems(path, (args.root / path).read_text())
     done = "config keys and rule lists in sync"
     print("\n".join(found) or done, file=sys.stderr if found else sys.stdout)
     return 1 if found else 0
