@@ -414,7 +414,7 @@ MODEL_TABLES = {
 
 
 def table1_inputs(wildcards):
-    """Input function of rule table1: each scored analysis's summary and its bootstrap
+    """The table1 rule's input function. Each scored analysis's summary and its bootstrap
     replicates (the intervals and three-outcome verdicts), named by the analysis, and every
     bound check's counts, all from the registry (attnlimits_workflow.registry)."""
     summaries = {name: summary_of(name)(wildcards) for name in SCORED}
