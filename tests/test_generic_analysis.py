@@ -283,13 +283,13 @@ def copy_of_repository(tmp_path: Path) -> Path:
 
 
 @pytest.mark.workflow
-def test_the_scored_analysis_recipe_is_five_files_and_runs_through_table1(tmp_path):
+def test_the_scored_analysis_recipe_is_five_files_and_plans_end_to_end(tmp_path):
     """docs/extending.md's recipe in a copy of the repository: a scored analysis with a setting
     touches five files by hand (its core function beside its reference, its module, its test,
     its record, its setting in the schema) and one generated (config/README.md); `snakemake -n
     all` then plans its table at every L, its summary, its figure (under
-    `all`), and its summary and checks in table1's inputs; the copy's unit tests pass; and the
-    real run scores its claim and its bound in Table 1."""
+    `all`), and its summary and checks in table1's inputs; and the copy's unit tests pass (the
+    real run: the next test)."""
     copy = copy_of_repository(tmp_path)
     apply_toy_recipe(copy)
     env = {**os.environ, "PYTHONPATH": str(copy / "src")}
@@ -344,6 +344,19 @@ def test_the_scored_analysis_recipe_is_five_files_and_runs_through_table1(tmp_pa
         env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(
+    os.environ.get("ATTNLIMITS_RECIPE_RUN") != "1",
+    reason="runs the tiny workflow through Table 1 in a copy (~1 min): ATTNLIMITS_RECIPE_RUN=1",
+)
+def test_the_scored_analysis_recipe_runs_through_table1(tmp_path):
+    """The recipe's toy analysis really run in a copy: the setting's default from the schema
+    reaches its jobs, and Table 1 scores its claim, with its interval, and its bound."""
+    copy = copy_of_repository(tmp_path)
+    apply_toy_recipe(copy)
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
     # the real chain: the toy's tables, summary, bootstrap and figure by the generic rules, and
     # Table 1 by its rule, with the toy's claim and bound check among its rows
     targets = ["tables/tiny-gpt2/table1.csv", "figures/tiny-gpt2/toy_entropy.png"]
