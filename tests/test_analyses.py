@@ -281,6 +281,7 @@ def gradient_settings(protocol: str, temperature_on: str = "model_logits") -> gr
     return gradient.Settings(
         epsilons=[0.001, 0.1],
         directions=3,
+        null_rows=256,
         temperature_on=temperature_on,
         seed=1,
         protocol=protocol,

@@ -65,6 +65,7 @@ def section(rows="all", zero_weight="not_selected") -> dict:
             "temperatures": [0.1, 1.0],
             "epsilons": [0.001, 0.1],
             "directions": 2,
+            "null_rows": 4,
             "temperature_on": "model_logits",
         },
     }

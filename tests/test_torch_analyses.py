@@ -91,6 +91,7 @@ ANALYSES = {
             gradient.Settings(
                 epsilons=[0.001, 0.1],
                 directions=2,
+                null_rows=256,
                 temperature_on="logits",
                 seed=1,
                 protocol="all_rows",

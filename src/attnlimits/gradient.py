@@ -300,6 +300,27 @@ def corollary3_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
 COROLLARY3_WIDE_ROW_KEYS = 5
 
 
+def matched_spread_null(logits: FloatArray, z: FloatArray) -> NDArray[np.float64]:
+    """Each row's null of matched spread: i.i.d. Gaussian logits s z_i with s the row's own
+    standard deviation over its finite (visible) keys, z standard normal draws of the same
+    shape; masked keys (-inf) stay masked. Softmax ignores a row's shift, so no mean is drawn.
+    A bound that such rows violate as often as the model's does says nothing about what the
+    model learnt (docs/paper-notes.md section 1)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64)
+    if z.shape != logits.shape:
+        raise ValueError(f"z has shape {z.shape}, the logits {logits.shape}")
+    visible = np.isfinite(logits)
+    count = visible.sum(axis=-1, keepdims=True)
+    filled = np.where(visible, logits, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = filled.sum(axis=-1, keepdims=True) / count
+        spread = np.sqrt(
+            np.where(visible, (filled - mean) ** 2, 0.0).sum(axis=-1, keepdims=True) / count
+        )
+    return np.where(visible, np.nan_to_num(spread) * z, -np.inf)
+
+
 def gershgorin_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
     """A bound that always holds: ||J||_2 <= max_i 2 a_i (1 - a_i) / T <= 1/(2T) (Gershgorin).
 

@@ -70,3 +70,34 @@ def paired_ratio(
         return math.nan, math.nan, math.nan
     mean, low, high = t_interval(np.log(v / b), level)
     return math.exp(mean), math.exp(low), math.exp(high)
+
+
+def sign_test_greater(above: int, trials: int) -> float:
+    """One-sided exact sign test: P(B >= above) for B ~ Binomial(trials, 1/2), the chance that at
+    least ``above`` of ``trials`` untied pairs favour one side when neither is favoured; 1 for no
+    trials. Normality-free: it reads only which side each pair falls on. With 3 pairs its
+    smallest value is 1/8 = 0.125, with 4 it is 1/16."""
+    if trials < 0 or not 0 <= above <= max(trials, 0):
+        raise ValueError(f"need 0 <= above <= trials, got {above} of {trials}")
+    if trials == 0:
+        return 1.0
+    return sum(math.comb(trials, k) for k in range(above, trials + 1)) / 2.0**trials
+
+
+def benjamini_hochberg(pvalues, q: float) -> list[bool]:
+    """Which hypotheses Benjamini-Hochberg's step-up procedure rejects at false-discovery rate
+    ``q``: sort the m p-values, find the largest rank k with p_(k) <= k q / m, reject the k
+    smallest. NaN p-values are never rejected and do not count in m."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must lie in (0, 1), got {q}")
+    p = np.asarray(pvalues, dtype=np.float64)
+    tested = np.flatnonzero(~np.isnan(p))
+    m = tested.size
+    reject = np.zeros(p.shape, dtype=bool)
+    if m == 0:
+        return reject.tolist()
+    order = tested[np.argsort(p[tested], kind="stable")]
+    passing = np.flatnonzero(p[order] <= q * np.arange(1, m + 1) / m)
+    if passing.size:
+        reject[order[: passing[-1] + 1]] = True
+    return reject.tolist()

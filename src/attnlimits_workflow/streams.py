@@ -22,6 +22,7 @@ class Stream(IntEnum):
     FIG1_ILLUSTRATION = 10  # Fig. 1's random points and logits
     CRITICAL_N_SUBSAMPLE = 11  # the heads or rows the critical-N KS test compares, per count
     QUERY_ROWS = 12  # the query rows analysed per (L, sample) under analysis.all_rows.rows
+    GRADIENT_NULL = 13  # Corollary 3's null rows of matched spread, the same for every T
 
 
 def stream_rng(seed: int, stream: Stream, *keys: int) -> np.random.Generator:

@@ -128,6 +128,7 @@ rule gradient:
     params:
         epsilons=model_setting("analysis", "gradient", "epsilons"),
         directions=model_setting("analysis", "gradient", "directions"),
+        null_rows=model_setting("analysis", "gradient", "null_rows"),
         temperature_on=model_setting("analysis", "gradient", "temperature_on"),
         seed=config["seed"],
         protocol=model_setting("analysis", "protocol"),

@@ -1,0 +1,226 @@
+"""Corollary 3 decided against a null of matched spread (issue 46, point 1): the theorem is false,
+and rows of i.i.d. Gaussian logits with each row's own spread violate it whatever a head learnt,
+so a count of violations is a verdict about a model only where its rows violate more often than
+their nulls. Simulated rows, not the fast kernels under test, set the expectations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlimits.gradient import (
+    corollary3_bound,
+    matched_spread_null,
+    softmax_jacobian_norm,
+)
+from attnlimits_workflow.analyses import gradient
+from attnlimits_workflow.assemble import table1
+from attnlimits_workflow.packs import Pack
+
+pytestmark = pytest.mark.unit
+
+T_GRID = [0.001, 0.01, 0.1, 1.0]
+COROLLARY3 = "Corollary 3"
+
+
+def plain_null(logits: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """One row at a time: the visible keys' population SD times z, masked keys -inf."""
+    out = np.full(logits.shape, -np.inf)
+    for i, row in enumerate(logits):
+        seen = np.isfinite(row)
+        out[i, seen] = np.std(row[seen]) * z[i, seen]
+    return out
+
+
+def test_null_of_a_hand_made_row():
+    """Logits (0, 2, -inf): mean 1, SD 1, so the null is z itself on the two visible keys."""
+    got = matched_spread_null(np.array([[0.0, 2.0, -np.inf]]), np.array([[1.5, -0.5, 9.0]]))
+    assert got.tolist() == [[1.5, -0.5, -np.inf]]
+
+
+def test_a_single_visible_key_has_no_spread():
+    got = matched_spread_null(np.array([[3.0, -np.inf]]), np.array([[2.0, 2.0]]))
+    assert got.tolist() == [[0.0, -np.inf]]
+
+
+def test_the_draws_must_match_the_logits():
+    with pytest.raises(ValueError, match="shape"):
+        matched_spread_null(np.zeros((2, 3)), np.zeros((2, 4)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(1, 5),
+    width=st.integers(1, 12),
+    scale=st.floats(1e-3, 1e3),
+)
+def test_null_matches_the_plain_reference(seed, rows, width, scale):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((rows, width)) * scale + rng.standard_normal()
+    visible = rng.integers(1, width + 1, size=rows)
+    logits[np.arange(width)[None, :] >= visible[:, None]] = -np.inf
+    z = rng.standard_normal((rows, width))
+    np.testing.assert_allclose(
+        matched_spread_null(logits, z), plain_null(logits, z), rtol=1e-12, atol=0
+    )
+
+
+def gaussian_causal_pack(heads: int, length: int, seed: int, spread: float = 2.0) -> Pack:
+    """``heads`` causal heads of i.i.d. Gaussian q and k whose logits have SD about ``spread``,
+    one chunk each: a model that learnt nothing."""
+    rng = np.random.default_rng(seed)
+    d = 16
+    q = rng.standard_normal((heads, length, d)) * np.sqrt(spread / np.sqrt(d))
+    k = rng.standard_normal((heads, length, d)) * np.sqrt(spread / np.sqrt(d))
+    zeros = np.zeros(heads, dtype=np.int64)
+    return Pack(
+        length=length,
+        layer=zeros,
+        chunk=zeros,
+        head=np.arange(heads),
+        weights=np.full((heads, length), 1.0 / length, dtype=np.float32),
+        logits=np.zeros((heads, length)),
+        x=np.zeros((heads, length, 1), dtype=np.float32),
+        query_norm=np.ones(heads),
+        key_norm_max=np.ones(heads),
+        score_scale=np.ones(heads),
+        metadata={"causal": True, "softcap": None},
+        q_rows=q,
+        k_rows=k,
+    )
+
+
+def settings_for(protocol: str) -> gradient.Settings:
+    return gradient.Settings(
+        epsilons=[0.001],
+        directions=2,
+        null_rows=256,
+        temperature_on="model_logits",
+        seed=3,
+        protocol=protocol,
+        all_rows={"chunks": None, "masked": "non_selected", "mc_draws": 4, "mc_rows": 256},
+    )
+
+
+def corollary3_rows(table: pl.DataFrame) -> list[dict]:
+    violations = gradient.summarise_inputs(table)["violations"]
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations)
+    return [r for r in card.rows if COROLLARY3 in r["claim_id"]]
+
+
+def test_gaussian_rows_violate_corollary3_yet_give_no_verdict():
+    """Heads of Gaussian rows (nothing learnt) violate Corollary 3 on some row at some T, as the
+    plain Jacobian norm confirms; Table 1 then gives no verdict, never "not reproduced"."""
+    pack = gaussian_causal_pack(heads=6, length=48, seed=0)
+    logits = np.einsum("hqd,hkd->hqk", pack.q_rows, pack.k_rows)
+    logits[:, np.triu(np.ones((48, 48), dtype=bool), 1)] = -np.inf
+    plain_violations = sum(
+        int((softmax_jacobian_norm(logits[h], t) > corollary3_bound(t) * (1 + 1e-9) + 1e-12).sum())
+        for h in range(6)
+        for t in T_GRID
+    )
+    assert plain_violations > 0
+    table = pl.concat(
+        [gradient.all_rows(pack, t, settings_for("all_rows")) for t in T_GRID], how="diagonal"
+    )
+    rows = corollary3_rows(table)
+    assert len(rows) == 3
+    for row in rows:
+        assert row["verdict"] != "not reproduced", row
+    violated = [r for r in rows if r["value"]]
+    assert violated and all(r["verdict"] == "no verdict" for r in violated)
+    # the null decides, or, over every row, the rows too short to tell (few_key_rows_decide)
+    assert all(
+        "null of matched spread" in r["measured"] or "fewer than 5 visible keys" in r["measured"]
+        for r in violated
+    )
+    assert sum("null of matched spread" in r["measured"] for r in violated) >= 2
+
+
+def tied_pack(heads: int) -> Pack:
+    """One last-row sample per head whose top two logits tie, far above 8 others: ||J|| =
+    1/(2T) at small T on every sample, while a Gaussian row of the same spread has a clear top
+    at T = 0.01."""
+    logits = np.array([[5.0, 5.0] + [0.0] * 8] * heads)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    zeros = np.zeros(heads, dtype=np.int64)
+    return Pack(
+        length=10,
+        layer=zeros,
+        chunk=np.arange(heads),
+        head=np.arange(heads),
+        weights=weights.astype(np.float32),
+        logits=logits,
+        x=np.zeros((heads, 10, 1), dtype=np.float32),
+        query_norm=np.ones(heads),
+        key_norm_max=np.ones(heads),
+        score_scale=np.ones(heads),
+        metadata={"causal": False, "softcap": None},
+    )
+
+
+def test_ties_a_model_learnt_are_decided_against_the_null():
+    """Six heads that tie their top two keys violate at T = 0.01 on every sample, and their
+    nulls do not: the sign test (6 of 6, p = 1/64) decides, and the row says so."""
+    table = gradient.last_row(tied_pack(6), 0.01, settings_for("last_row"))
+    null_violations = (table["jacobian_paper_null_check"] == "violated").sum()
+    assert null_violations == 0
+    rows = corollary3_rows(table)
+    exact = next(r for r in rows if r["claim_id"].endswith("exact ||J||"))
+    assert exact["verdict"] == "not reproduced"
+    assert "decided against a null" in exact["measured"] and "p = 0.016" in exact["measured"]
+
+
+def test_the_sign_test_needs_enough_heads():
+    """Four heads can never decide at 0.05 (smallest p = 1/16): no verdict, whatever the counts."""
+    frame = pl.DataFrame(
+        {
+            "layer": [0] * 4,
+            "head": [0, 1, 2, 3],
+            "jacobian_paper_check": ["violated"] * 4,
+            "jacobian_paper_violated_rows": [9, 9, 9, 9],
+            "jacobian_paper_rows": [64] * 4,
+            "jacobian_paper_null_violated_rows": [0, 0, 0, 0],
+            "jacobian_paper_null_rows": [8] * 4,
+        }
+    )
+    no_verdict, note = gradient.null_decision(frame, "jacobian_paper_check")
+    assert note == "" and "4 of the 4 heads" in no_verdict and "p = 0.062" in no_verdict
+    five = pl.DataFrame(
+        {
+            "layer": [0] * 5,
+            "head": list(range(5)),
+            "jacobian_paper_check": ["violated"] * 5,
+            "jacobian_paper_violated_rows": [9] * 5,
+            "jacobian_paper_rows": [64] * 5,
+            "jacobian_paper_null_violated_rows": [0] * 5,
+            "jacobian_paper_null_rows": [8] * 5,
+        }
+    )
+    assert gradient.null_decision(five, "jacobian_paper_check")[0] == ""
+    # shares, not counts: 9 of 64 rows is below the null's 2 of 8 in every head
+    below = five.with_columns(pl.lit(2).alias("jacobian_paper_null_violated_rows"))
+    assert "0 of the 5 heads" in gradient.null_decision(below, "jacobian_paper_check")[0]
+    holds = five.with_columns(pl.lit(0).alias("jacobian_paper_violated_rows"))
+    assert gradient.null_decision(holds, "jacobian_paper_check") == ("", "")
+
+
+def test_the_null_is_drawn_on_every_stride_th_row_from_the_last():
+    """L = 48 and null_rows 8: stride 6, so rows 47, 41, ..., 5 (8 per head) get a null, and
+    each T's sample counts them; every other row's null is not applicable."""
+    pack = gaussian_causal_pack(heads=2, length=48, seed=1)
+    settings = dataclasses.replace(settings_for("all_rows"), null_rows=8)
+    assert gradient.null_row_stride(settings, 48) == 6
+    table = gradient.all_rows(pack, 0.1, settings)
+    assert table["jacobian_paper_null_rows"].to_list() == [8, 8]
+    assert table["jacobian_paper_rows"].to_list() == [48, 48]
+    drawn = dataclasses.replace(settings, all_rows=settings.all_rows | {"rows": 16})
+    assert gradient.null_row_stride(drawn, 48) == 1

@@ -1,0 +1,71 @@
+"""The sign test and Benjamini-Hochberg (attnlimits.intervals): hand-worked cases and plain
+references (scipy's binomial test; BH by its definition over every subset size)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from attnlimits.intervals import benjamini_hochberg, sign_test_greater
+
+pytestmark = pytest.mark.unit
+
+
+def test_sign_test_by_hand():
+    assert sign_test_greater(3, 3) == 1 / 8  # 3 seeds: the smallest p there is
+    assert sign_test_greater(4, 4) == 1 / 16
+    assert sign_test_greater(5, 5) == 1 / 32
+    assert sign_test_greater(2, 3) == 4 / 8  # C(3,2) + C(3,3) = 4
+    assert sign_test_greater(0, 3) == 1.0
+    assert sign_test_greater(0, 0) == 1.0
+
+
+def test_sign_test_refuses_counts_that_cannot_be():
+    for above, trials in ((4, 3), (-1, 3), (0, -1)):
+        with pytest.raises(ValueError):
+            sign_test_greater(above, trials)
+
+
+@given(trials=st.integers(1, 60), data=st.data())
+def test_sign_test_is_scipys_binomial_test(trials, data):
+    above = data.draw(st.integers(0, trials))
+    want = stats.binomtest(above, trials, 0.5, alternative="greater").pvalue
+    assert sign_test_greater(above, trials) == pytest.approx(want, rel=1e-12)
+
+
+def test_benjamini_hochberg_by_hand():
+    # m = 4, q = 0.05: thresholds 0.0125, 0.025, 0.0375, 0.05; p_(3) = 0.03 <= 0.0375 is the
+    # largest passing rank, so the three smallest are rejected, 0.02 included
+    assert benjamini_hochberg([0.01, 0.04 + 0.02, 0.02, 0.03], 0.05) == [True, False, True, True]
+    assert benjamini_hochberg([0.5, 0.6], 0.05) == [False, False]
+    assert benjamini_hochberg([float("nan"), 0.01], 0.05) == [False, True]
+    assert benjamini_hochberg([], 0.05) == []
+    with pytest.raises(ValueError):
+        benjamini_hochberg([0.1], 0.0)
+
+
+def brute_force_bh(p, q):
+    """Reject the k smallest for the largest k whose k-th smallest p is at most k q / m."""
+    m = len(p)
+    ranked = sorted(range(m), key=lambda i: (p[i], i))
+    k = max((r for r in range(1, m + 1) if p[ranked[r - 1]] <= r * q / m), default=0)
+    out = [False] * m
+    for i in ranked[:k]:
+        out[i] = True
+    return out
+
+
+@settings(max_examples=200)
+@given(
+    p=st.lists(st.floats(0, 1), min_size=1, max_size=30),
+    q=st.floats(0.001, 0.5),
+)
+def test_benjamini_hochberg_matches_its_definition(p, q):
+    assert benjamini_hochberg(p, q) == brute_force_bh(p, q)
+    # a rejected p-value never exceeds an accepted one
+    rejected = benjamini_hochberg(p, q)
+    kept = [x for x, r in zip(p, rejected, strict=True) if not r]
+    assert all(x <= min(kept, default=np.inf) for x, r in zip(p, rejected, strict=True) if r)
