@@ -74,7 +74,10 @@ def critical_pass(run: Path, length: int) -> None:
     rows = analysis["all_rows"]
     pack = read_pack(model_dir / "samples" / f"L{length}", analysis["embedding"])
 
-    grid = critical_n_list(length, rows["critical_n_fractions"])
+    # a run planned before critical_n_band_edges existed has none
+    grid = critical_n_list(
+        length, rows["critical_n_fractions"], rows.get("critical_n_band_edges", ())
+    )
     fixed = fixed_fraction_ns(length, analysis["critical_n"]["d_fractions"])
     ns = sorted(set(grid) | set(fixed.values()))
     causal = bool(pack.metadata["causal"])

@@ -35,6 +35,7 @@ ALL_ROWS = {
     "mc_draws": 4,
     "mc_rows": 256,
     "critical_n_fractions": [0.5, 0.99],
+    "critical_n_band_edges": [],
 }
 # x of the distance cases: three 1-d tokens 2, 1, -1
 X_LINE = [[2.0], [1.0], [-1.0]]

@@ -1276,16 +1276,17 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     at_floor = rows(1)
     approx = at_floor["critical_n:monte_carlo:approx"]
     assert approx["verdict"] == "undecided"
-    assert "at 3/3 lengths the first N tried already passed" in approx["measured"]
-    assert "could be as low as 0.003" in approx["measured"]
+    assert "read on grid cells" in approx["measured"] and "at 3/3 lengths" in approx["measured"]
+    assert "100: (0, 0.05]" in approx["measured"]
+    assert "the slope lies in [0.003, 0.050]" in approx["measured"]
     assert at_floor["critical_n:monte_carlo:below"]["verdict"] == "reproduced"
     searched = rows(4)
     assert searched["critical_n:monte_carlo:approx"]["verdict"] == "reproduced"
-    assert "first N tried" not in searched["critical_n:monte_carlo:approx"]["measured"]
+    assert "grid cells" not in searched["critical_n:monte_carlo:approx"]["measured"]
     # a grid starting at 0.5 L: the slope 0.5 misses the band above, the floor refit (0.0033)
     # below it: N_crit could lie anywhere between, the band included, so not "not reproduced"
     wide = rows(1, (50, 100, 200))["critical_n:monte_carlo:approx"]
-    assert wide["verdict"] == "undecided" and "could be as low as 0.003" in wide["measured"]
+    assert wide["verdict"] == "undecided" and "lies in [0.003, 0.500]" in wide["measured"]
     assert rows(4, (50, 100, 200))["critical_n:monte_carlo:approx"]["verdict"] == ("not reproduced")
     # both ends above the band: N_crit = 1 at L = 4 and 5 already exceeds 0.12 L
     # (floor refit 9 / 41 = 0.22, measured (2 * 4 + 3 * 5) / 41 = 0.56)

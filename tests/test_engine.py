@@ -32,6 +32,7 @@ def section(rows="all", zero_weight="not_selected") -> dict:
             "mc_draws": 2,
             "mc_rows": 5,
             "critical_n_fractions": [0.1, 0.25, 0.5],
+            "critical_n_band_edges": [0.06],
             "device": "numpy",
         },
         "embedding": "value",

@@ -75,17 +75,33 @@ def test_the_critical_n_rules_follow_the_papers_two_wordings():
     assert slope_within(open_above, *approx) is None
 
 
-def test_every_critical_n_band_edge_is_on_the_default_n_list():
-    """A band edge between two tried fractions would record a first pass just inside the band
-    at the next fraction, outside it, at every resample alike (0.12 L between 0.1 L and 0.125 L
-    did, before): the default list holds every edge."""
-    fractions = yaml.safe_load((REPO / "config/config.yaml").read_text())["analysis"]["all_rows"][
-        "critical_n_fractions"
-    ]
-    for name, rule in CLAIMS["critical_n"]["rules"].items():
-        for edge in (rule.get("low"), rule.get("high", rule["value"])):
-            if edge is not None:
-                assert any(abs(f - edge) < 1e-12 for f in fractions), (name, edge)
+def test_every_critical_n_band_edge_lies_between_two_evaluated_n():
+    """The integers, not the fractions: a band edge e L inside a grid cell would record a first
+    pass just inside the band at the cell's top, outside it (round(0.03 x 1024) = 31 > 30.72,
+    round(0.12 x 1024) = 123 > 122.88). The config's edges are the claims' bands', and at every
+    L the N list holds floor(e L) and ceil(e L)."""
+    import math
+
+    from attnlimits_workflow.analyses.critical_n import n_list
+    from attnlimits_workflow.config_schema import with_schema_defaults
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    config = with_schema_defaults(schema, yaml.safe_load((REPO / "config/config.yaml").read_text()))
+    rows = config["analysis"]["all_rows"]
+    edges = {
+        edge
+        for rule in CLAIMS["critical_n"]["rules"].values()
+        for edge in (rule.get("low"), rule.get("high", rule["value"]))
+        if edge is not None
+    }
+    assert set(rows["critical_n_band_edges"]) == edges
+    for length in sorted({*config["analysis"]["lengths"], 32, 100, 1000, 1024, 4096, 8192, 32768}):
+        listed = set(n_list(length, rows))
+        for edge in edges:
+            for n in (math.floor(edge * length), math.ceil(edge * length)):
+                if 1 <= n < length:
+                    assert n in listed, (length, edge, n)
+    assert {30, 31, 122, 123} <= set(n_list(1024, rows))
 
 
 def test_a_bound_is_reproduced_only_on_enough_checked_samples():

@@ -25,6 +25,7 @@ ALL_ROWS = {
     "mc_draws": 3,
     "mc_rows": 5,
     "critical_n_fractions": [0.1, 0.25, 0.5],
+    "critical_n_band_edges": [0.06],
     "device": "numpy",
 }
 

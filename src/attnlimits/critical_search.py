@@ -5,6 +5,7 @@ whose test passes (in batches, as the row engine's pooling job reads them).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -16,14 +17,28 @@ from .critical import ks_test
 FloatArray = NDArray[np.floating]
 
 
-def critical_n_list(length: int, fractions) -> list[int]:
+def critical_n_list(length: int, fractions, edges=()) -> list[int]:
     """Algorithm 3's increasing N list at length L: round(f L) for each fraction, at least 1,
     below L, without repeats, and always ending at N = L - 1 (one non-selected token), so a
     search that finds no pass has tried every N up to the top and its "never" is a censored
     N_crit > L - 1, not the grid's edge. The default fractions step by 0.01 L up to 0.1 L, so an
-    N_crit near the paper's 0.06 L is resolved to 0.01 L, and by 0.95 L and 0.99 L near the top."""
+    N_crit near the paper's 0.06 L is resolved to 0.01 L, and by 0.95 L and 0.99 L near the top.
+    ``edges``: fractions e whose floor(e L) and ceil(e L) are both listed, so that a claim band's
+    edge (0.06 L: "fewer than 6 %") falls between two evaluated N, never inside a grid cell."""
     listed = {max(1, round(f * length)) for f in fractions} | {length - 1}
+    for e in edges:
+        listed |= {math.floor(e * length), math.ceil(e * length)}
     return sorted(n for n in listed if 1 <= n < length)
+
+
+def cell_floor(n_crit: int | None, tried) -> int | None:
+    """The least N_crit a first pass at ``n_crit`` allows: one above the largest N tried below
+    it (each failed, or the pass would have come first), or 1 when none was. A search over a
+    list knows N_crit only to its cell (that N, n_crit]; None for a censored search."""
+    if n_crit is None:
+        return None
+    below = [int(n) for n in tried if int(n) < n_crit]
+    return max(below) + 1 if below else 1
 
 
 def fixed_fraction_ns(length: int, fractions) -> dict[float, int]:

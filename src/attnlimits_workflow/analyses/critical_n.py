@@ -37,6 +37,7 @@ from attnlimits.critical import (
     resample_grid,
     slope_within,
 )
+from attnlimits.critical_search import cell_floor
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
 from attnlimits_workflow.assemble.claims import Scorecard, Scoring, verdict
 from attnlimits_workflow.jobs import Timer, blocks
@@ -60,6 +61,7 @@ KINDS = ("closed_form", "monte_carlo")
 CRITICAL_N_BATCH = 8
 SCHEMA = {
     "N_crit": pl.Int64,
+    "N_crit_low": pl.Int64,
     "top_N": pl.Int64,
     "fraction": pl.Float64,
     "ks_statistic": pl.Float64,
@@ -86,6 +88,14 @@ class Settings:
     bootstrap: Mapping[str, Any] | None = None
 
 
+def n_list(length: int, rows_settings: Mapping[str, Any]) -> list[int]:
+    """The all-rows search's N list at L: analysis.all_rows.critical_n_fractions, with floor and
+    ceil of each analysis.all_rows.critical_n_band_edges times L."""
+    return critical_n_list(
+        length, rows_settings["critical_n_fractions"], rows_settings["critical_n_band_edges"]
+    )
+
+
 def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, count) -> list:
     """The output rows of one (reading, expectation): every N the search tried, then the KS test
     at each fixed fraction of L (its D and p-value)."""
@@ -94,6 +104,8 @@ def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, co
         "masked": masked,
         "expectation": kind,
         "N_crit": critical,
+        # the least N_crit the search allows: its first pass is known only to its grid cell
+        "N_crit_low": cell_floor(critical, [n for n, _ in tried]),
         "censored": censored,
         "top_N": top_n,
         "evaluations": len(tried),
@@ -127,9 +139,12 @@ def unit_draws(units: int, settings: Settings) -> np.ndarray | None:
     return resample_indices([units], settings.bootstrap["resamples"], rng)[0]
 
 
-def replicate_rows(length, masked, kind, found: list[tuple[int | None, int | None]]) -> list:
+def replicate_rows(
+    length, masked, kind, found: list[tuple[int | None, int | None]], grid: Sequence[int]
+) -> list:
     """One row per bootstrap resample of the search (step "replicate"): its first passing N
-    (null and censored when none passed) and the top N it tried."""
+    (null and censored when none passed), the least N_crit its cell of ``grid`` (the N the
+    resampled searches walk) allows, and the top N it tried."""
     return [
         {
             "L": length,
@@ -138,6 +153,7 @@ def replicate_rows(length, masked, kind, found: list[tuple[int | None, int | Non
             "step": "replicate",
             "replicate": r,
             "N_crit": n_crit,
+            "N_crit_low": cell_floor(n_crit, grid),
             "censored": n_crit is None,
             "top_N": top_n,
         }
@@ -181,7 +197,7 @@ def row_kernel(pack: Pack, settings: Settings) -> RowKernel:
     rows_settings = settings.all_rows
     return critical_n_kernel(
         pack,
-        grid=critical_n_list(pack.length, rows_settings["critical_n_fractions"]),
+        grid=n_list(pack.length, rows_settings),
         fractions=settings.d_fractions,
         seed=settings.seed,
         default_masked=rows_settings["masked"],
@@ -197,7 +213,7 @@ def table(
     """The search table at L (searches, fixed fractions, bootstrap replicates) from the
     kernel's pooled means."""
     length, rows_settings = pack.length, settings.all_rows
-    grid = critical_n_list(length, rows_settings["critical_n_fractions"])
+    grid = n_list(length, rows_settings)
     heads = len(np.unique(np.stack([pack.layer, pack.head]), axis=1)[0])
     # the same heads at every L, N and reading: the stream is keyed by the head count alone
     keep = ks_subsample(
@@ -217,7 +233,7 @@ def table(
     )
     rows, replicates = [], []
     for (reading, kind), (search, fixed, resampled) in found.items():
-        replicates += replicate_rows(length, reading, kind, resampled)
+        replicates += replicate_rows(length, reading, kind, resampled, grid)
         log.info(
             "%s, %s: N_crit=%s%s (Algorithm 3, N list %s; p-values %s); D at %s",
             reading,
@@ -310,7 +326,7 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
                 settings.ks_alpha,
                 draws,
             )
-            replicates += replicate_rows(L, "both", kind, resampled)
+            replicates += replicate_rows(L, "both", kind, resampled, grid)
             log.info(
                 "%s: %d replicate searches (grid of %d N) in %s, %d new N",
                 kind,
@@ -382,7 +398,14 @@ def slope_interval(
             g["censored"].to_numpy(),
             g["top_N"].to_numpy(),
         )
-        lows.append(s.at_least)
+        # a resample's first pass is known to its grid cell: its low end reads the cell's
+        cell = fit(
+            g["L"].to_numpy(),
+            lowest_n_crit(g),
+            g["censored"].to_numpy(),
+            g["top_N"].to_numpy(),
+        )
+        lows.append(cell.at_least)
         highs.append(s.upper)
     low, _, undefined = percentile_interval(lows, level)
     _, high, _ = percentile_interval(highs, level)
@@ -403,6 +426,37 @@ def first_n_passed(curve: pl.DataFrame) -> np.ndarray:
         .fill_null(False)
         .to_numpy()
     )
+
+
+def lowest_n_crit(curve: pl.DataFrame) -> np.ndarray:
+    """Per length of a critical-N curve (or of one resample's), the least N_crit its search
+    allows: the low end of its grid cell, column N_crit_low (the N tried before the first pass,
+    plus one); without that column, 1 where the first N tried passed (:func:`first_n_passed`),
+    else N_crit. NaN where censored."""
+    n_crit = curve["N_crit"].cast(pl.Float64).to_numpy()
+    if "N_crit_low" in curve.columns:
+        low = curve["N_crit_low"].cast(pl.Float64).to_numpy()
+        return np.where(np.isnan(low), n_crit, low)
+    return np.where(first_n_passed(curve), 1.0, n_crit)
+
+
+def cells_text(curve: pl.DataFrame, lowest: np.ndarray) -> str:
+    """Each found length's cell as a share of L, "L: (a, b]", a = (N_crit_low - 1) / L."""
+    parts = []
+    for length, n, low in zip(curve["L"], curve["N_crit"], lowest, strict=True):
+        if n is not None and low < n:
+            parts.append(f"{length}: ({(low - 1) / length:.3g}, {n / length:.3g}]")
+    return ", ".join(parts)
+
+
+def direction(low: float, high: float, lowest: float, highest: float) -> str:
+    """Which side of the band [low, high] a statistic known to lie in [lowest, highest] falls
+    on: "above", "below", or "" where it is not wholly on one side."""
+    if lowest > high:
+        return "above"
+    if highest < low:
+        return "below"
+    return ""
 
 
 def floor_outcome(
@@ -433,7 +487,9 @@ def claims(
     crit_readings = set(crit["masked"].unique().to_list())
     for reading in ("non_selected", "prefix"):
         source = "both" if "both" in crit_readings else reading
-        for kind, label in (("monte_carlo", "Monte-Carlo E"), ("closed_form", "Thm 1.2 term")):
+        # the paper's comparator first (Algorithm 3 compares with Theorem 1.2's printed term),
+        # the Monte-Carlo E of the same distance beside it
+        for kind, label in (("closed_form", "Thm 1.2 term"), ("monte_carlo", "Monte-Carlo E")):
             f = crit.filter((pl.col("masked") == source) & (pl.col("expectation") == kind))
             f = f.sort("L")
             reps = (
@@ -498,20 +554,24 @@ def claims(
                         measured += f"; through the found lengths only {slope.found:.3f}"
                 else:
                     measured = f"{name} {slope.found:.3f} ({f.height}/{f.height} lengths found)"
-                # where the first N tried already passed, N_crit is only known to be <= it
-                at_floor = first_n_passed(f)
+                # a first pass is known only to its grid cell (the N tried before it, N_crit]:
+                # the statistic lies between its value at the cells' low ends and at N_crit
+                lowest = lowest_n_crit(f)
+                found_n = f["N_crit"].cast(pl.Float64).to_numpy()
+                in_cells = (lowest < found_n) & ~np.isnan(found_n)
                 floor_slope = None
-                if at_floor.any():
+                if in_cells.any():
                     floor_slope = fit(
                         f["L"].to_numpy(),
-                        np.where(at_floor, 1.0, f["N_crit"].cast(pl.Float64).to_numpy()),
+                        lowest,
                         f["censored"].to_numpy(),
                         f["top_N"].to_numpy(),
                     )
                     measured += (
-                        f"; at {int(at_floor.sum())}/{f.height} lengths the first N tried "
-                        f"already passed (N_crit <= it): the {name} could be as low as "
-                        f"{floor_slope.at_least:.3f}"
+                        f"; read on grid cells (N tried before the first pass, N_crit] at "
+                        f"{int(in_cells.sum())}/{f.height} lengths ({cells_text(f, lowest)}): "
+                        f"the {name} lies in [{floor_slope.at_least:.3f}, "
+                        f"{slope.at_least:.3f}]" + ("+" if slope.censored else "")
                     )
                 interval = slope_interval(slope, reps, card.level, fit)
                 if interval is not None:
@@ -533,6 +593,17 @@ def claims(
                     outcome = verdict(inside)
                 if floor_slope is not None:
                     outcome = floor_outcome(outcome, floor_slope, slope, low, high)
+                if outcome == "not reproduced":
+                    # the side it falls on: "not reproduced" alone reads as "above" to most
+                    lo_end = floor_slope.at_least if floor_slope is not None else slope.at_least
+                    if interval is not None:
+                        lo_end = min(lo_end, interval.low)
+                    hi_end = slope.upper if interval is None else max(slope.upper, interval.high)
+                    side = direction(low, high, lo_end, hi_end) or direction(
+                        low, high, slope.at_least, slope.upper
+                    )
+                    band = f"[{low:g}, {high:g}]" if math.isfinite(low) else f"<= {high:g}"
+                    measured = f"{side} the rule's {band}: {measured}"
                 card.add(
                     *row,
                     measured,

@@ -162,6 +162,7 @@ def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
         search.group_by(*keys)
         .agg(
             pl.col("N_crit").first(),
+            *([pl.col("N_crit_low").first()] if "N_crit_low" in search.columns else []),
             pl.col("censored").first(),
             pl.col("top_N").first(),
             pl.col("evaluations").first(),
@@ -205,6 +206,8 @@ def critical_n_replicates(crit: pl.DataFrame) -> pl.DataFrame:
     of step "replicate"): replicate, L, masked, expectation, N_crit (null: censored), censored,
     top_N; empty when the analysis ran none."""
     columns = ("replicate", "L", "masked", "expectation", "N_crit", "censored", "top_N")
+    # the least N_crit each resample's grid cell allows, where the analysis recorded it
+    columns += ("N_crit_low",) * ("N_crit_low" in crit.columns)
     if "replicate" not in crit.columns:
         return pl.DataFrame(schema={c: crit.schema.get(c, pl.Int64) for c in columns})
     return (
