@@ -1587,6 +1587,7 @@ def test_what_changes_between_two_context_lengths():
     )
     compared = lc.compare_lengths(short, long)
     assert compared["change"].to_list() == ["flips", "settled", "not comparable"]
+    assert compared["same_point"].to_list() == [False, True, True]
     assert compared["short_value"][0] == "1 [0.9, 1.1]"
     run = {"model": "m", "chunk_length": 1024, "protocol": "last_row", "samples_per_L": 9}
     text = lc.page(
@@ -1598,6 +1599,7 @@ def test_what_changes_between_two_context_lengths():
     )
     assert "- G: reproduced up to 1024 tokens; not testable up to 8192 tokens" in text
     assert "![f/fig2.png](f/fig2.png)" in text and "```bash\ncmd\n```" in text
+    assert "| settled (the same point, shared data: only the intervals differ) |" in text
     # a's intervals [0.9, 1.1] and [2.5, 3.5] do not overlap; b's [0.1, 0.9] and [0.4, 0.6]
     # do; g's second is not testable, no measurement to move
     assert compared["moved"].to_list() == [True, False, False]
@@ -1605,6 +1607,12 @@ def test_what_changes_between_two_context_lengths():
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
     assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: shared data")
+    # one grid cell both runs read (0.703 = 45/64 at L = 64), each with its own resamples: the
+    # same point is shared data, never agreement
+    cell = table([("s", "not reproduced", 0.703, 0.7, 0.801)])
+    assert lc.compare_lengths(same.with_columns(value=pl.lit(0.703)), cell)["change"][0].startswith(
+        "same numbers: the same point"
+    )
     floor = table([("f", "not reproduced", 0.01, 0.01, 0.0102)]).with_columns(
         measured=pl.lit("slope 0.01; at 3/5 lengths the first N tried already passed")
     )

@@ -45,13 +45,19 @@ def change(short: str | None, long: str | None) -> str:
 
 
 def shared(short: dict | None, long: dict | None) -> str:
-    """ "same numbers" where both runs give the number a claim reads and its interval alike: read
-    on data the two share (a length both analyse in full, the first rows every run keeps), so
-    the agreement could not have come out otherwise; "" else."""
+    """ "same numbers" where both runs give the number a claim reads alike, to the last digit:
+    read on data the two share (a length both analyse in full, the first rows every run keeps,
+    one grid cell of the critical N at a length both search), so the agreement could not have
+    come out otherwise, whatever the intervals (each run's resamples differ) say; "" else."""
     if not (short and long) or short.get("value") is None:
         return ""
-    same = all(short.get(c) == long.get(c) for c in ("value", "low", "high"))
-    return "same numbers: shared data, or every head alike" if same else ""
+    if short.get("value") != long.get("value"):
+        return ""
+    if all(short.get(c) == long.get(c) for c in ("low", "high")):
+        return "same numbers: shared data, or every head alike"
+    if change(short.get("verdict"), long.get("verdict")) != "same":
+        return ""  # the verdicts differ on the same point: page() says only the intervals do
+    return "same numbers: the same point (shared data), the intervals from each run's resamples"
 
 
 def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -79,14 +85,18 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
                 "long": lg["verdict"] if lg else None,
                 "long_value": interval_cell(lg) if lg else "",
                 "change": shared(s, lg) or change(s and s["verdict"], lg and lg["verdict"]),
+                "same_point": bool(
+                    s and lg and s.get("value") is not None and s["value"] == lg.get("value")
+                ),
             }
         )
     return pl.DataFrame(rows)
 
 
 TESTED = (*DECIDED, "undecided")
-# Table 1's words for a critical N whose first N tried already passed: an upper bound
-FLOOR = "first N tried already passed"
+# Table 1's words for a critical N known only to its grid cell (older tables: whose first N
+# tried already passed): its number is the cell's upper end
+FLOOR = ("read on grid cells", "first N tried already passed")
 
 
 def disjoint(short: dict | None, long: dict | None) -> bool:
@@ -95,7 +105,7 @@ def disjoint(short: dict | None, long: dict | None) -> bool:
     testable number is no measurement) and neither sits on a search's floor (an upper bound)."""
     if not (short and long) or short["verdict"] not in TESTED or long["verdict"] not in TESTED:
         return False
-    if FLOOR in (short.get("measured") or "") + (long.get("measured") or ""):
+    if any(f in (short.get("measured") or "") + (long.get("measured") or "") for f in FLOOR):
         return False
     ends = [(r.get("low"), r.get("high")) for r in (short, long) if r]
     if len(ends) < 2 or any(lo is None or hi is None for lo, hi in ends):
@@ -131,7 +141,12 @@ def page(
                 if r["short_value"]
                 else r["short"] or "-",
                 f"{r['long'] or '-'} ({r['long_value']})" if r["long_value"] else r["long"] or "-",
-                r["change"],
+                r["change"]
+                + (
+                    " (the same point, shared data: only the intervals differ)"
+                    if r["same_point"] and not r["change"].startswith("same numbers")
+                    else ""
+                ),
             ]
             for r in compared.iter_rows(named=True)
         ],
