@@ -109,3 +109,14 @@ def test_a_bound_is_reproduced_only_on_enough_checked_samples():
 
     most = BOUNDS["max_violation_share"]
     assert clopper_pearson(0, 71, 0.95)[1] > most > clopper_pearson(0, 72, 0.95)[1]
+
+
+def test_the_findings_run_tries_the_papers_own_x_i():
+    """ "Robust" on the findings page covers the readings config/findings.yaml tries; the paper's
+    Eq. 1 x_i is the attention's input (docs/paper-notes.md section 8), so that reading must be
+    among them beside the key vectors, or no x-dependent verdict could be called robust."""
+    findings = yaml.safe_load((REPO / "config/findings.yaml").read_text())
+    embeddings = {
+        r.get("embedding") for r in findings["analysis"]["readings"].values() if "embedding" in r
+    }
+    assert {"attention_input", "key"} <= embeddings
