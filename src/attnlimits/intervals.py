@@ -59,16 +59,10 @@ def paired_ratio(
     initial weights and batches, so the pairs remove the spread the seeds have in common; two
     unpaired intervals of three seeds each would need the seeds' whole spread on both sides.
     NaN where under two pairs or any value is not positive (a share not inside (0, 1))."""
-    v, b = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
-    if v.size < 2 or v.size != b.size:
+    logs = paired_log_ratios(values, base, share)
+    if logs is None:
         return math.nan, math.nan, math.nan
-    if share:
-        if not (((v > 0) & (v < 1)).all() and ((b > 0) & (b < 1)).all()):
-            return math.nan, math.nan, math.nan
-        v, b = v / (1 - v), b / (1 - b)
-    if not ((v > 0).all() and (b > 0).all()):
-        return math.nan, math.nan, math.nan
-    mean, low, high = t_interval(np.log(v / b), level)
+    mean, low, high = t_interval(logs, level)
     return math.exp(mean), math.exp(low), math.exp(high)
 
 
@@ -101,3 +95,52 @@ def benjamini_hochberg(pvalues, q: float) -> list[bool]:
     if passing.size:
         reject[order[: passing[-1] + 1]] = True
     return reject.tolist()
+
+
+def paired_log_ratios(
+    values: tuple[float, ...], base: tuple[float, ...], share: bool = False
+) -> np.ndarray | None:
+    """Seed by seed log(value / baseline value) (of the odds for a ``share``), the numbers
+    :func:`paired_ratio` summarises; None where under two pairs or a value is not positive (a
+    share not inside (0, 1))."""
+    v, b = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if v.size < 2 or v.size != b.size:
+        return None
+    if share:
+        if not (((v > 0) & (v < 1)).all() and ((b > 0) & (b < 1)).all()):
+            return None
+        v, b = v / (1 - v), b / (1 - b)
+    if not ((v > 0).all() and (b > 0).all()):
+        return None
+    return np.log(v / b)
+
+
+def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
+    """Two-sided p-value of a paired ratio lying beyond ``ratio`` on either side: the smaller of
+    the one-sided t-tests of mean log ratio > log ratio and of mean log ratio < -log ratio
+    (Student's t, n - 1 degrees of freedom), doubled (the side is read off the data), at most 1.
+    It is below 1 - level exactly when the paired ratio's ``level`` t-interval (paired_ratio)
+    lies wholly beyond ``ratio`` on one side. Seeds that agree exactly give 0 beyond the ratio,
+    1 inside it."""
+    from scipy import stats
+
+    x = np.asarray(log_ratios, dtype=np.float64)
+    if x.size < 2 or ratio <= 1.0:
+        raise ValueError(f"need two or more log ratios and a ratio above 1, got {x.size}, {ratio}")
+    edge, mean = math.log(ratio), float(x.mean())
+    se = float(x.std(ddof=1)) / math.sqrt(x.size)
+    if se == 0.0:
+        return 0.0 if abs(mean) > edge else 1.0
+    up = float(stats.t.sf((mean - edge) / se, x.size - 1))
+    down = float(stats.t.cdf((mean + edge) / se, x.size - 1))
+    return min(1.0, 2.0 * min(up, down))
+
+
+def beyond_ratio_sign_pvalue(log_ratios, ratio: float, larger: bool) -> float:
+    """One-sided exact sign test that the seeds' ratios lie beyond ``ratio`` on one side
+    (above it when ``larger``, below 1 / ratio else): :func:`sign_test_greater` of the seeds
+    beyond it among all. No normality assumed; with 3 seeds it is at least 1/8."""
+    x = np.asarray(log_ratios, dtype=np.float64)
+    edge = math.log(ratio)
+    beyond = int((x > edge).sum() if larger else (x < -edge).sum())
+    return sign_test_greater(beyond, int(x.size))

@@ -34,12 +34,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import polars as pl
 
-from attnlimits.intervals import log_t_interval, loglog_slope, odds, paired_ratio, t_interval
+from attnlimits.intervals import (
+    benjamini_hochberg,
+    beyond_ratio_pvalue,
+    beyond_ratio_sign_pvalue,
+    log_t_interval,
+    loglog_slope,
+    odds,
+    paired_log_ratios,
+    paired_ratio,
+    t_interval,
+)
 from attnlimits.rules import jacobian_bound as jacobian_bound  # the rules' bounds (table's)
 
 # the limits and the verdict words, defined in study_limits; here too, as this module's verdicts
@@ -451,6 +461,13 @@ class SeedMeasure:
     ratio: float = math.nan
     ratio_low: float = math.nan
     ratio_high: float = math.nan
+    # the paired ratio beyond relax_ratio on either side: its two-sided t-test p-value
+    # (intervals.beyond_ratio_pvalue), the one-sided exact sign test in the verdict's direction
+    # (NaN where no verdict was reached), and the verdict Benjamini-Hochberg over every paired
+    # comparison of the table did not keep ("" where kept, or none to keep)
+    p_value: float = math.nan
+    sign_p: float = math.nan
+    dropped: str = ""
 
 
 def ratio_verdict(low: float, high: float, ratio: float, relaxes: str) -> str:
@@ -535,8 +552,14 @@ def seed_measures(
                 # the seeds pair the models: the ratio to the baseline of the same seed
                 r, r_low, r_high = paired
                 found = ratio_verdict(r_low, r_high, ratio, limit.relaxes)
+                log_ratios = paired_log_ratios(values, base_values, limit.share)
+                larger = (found == RELAXES) == (limit.relaxes == "larger")
                 out[name][key] = SeedMeasure(
-                    mean, low, high, n, found, censored, logs, values, r, r_low, r_high
+                    *(mean, low, high, n, found, censored, logs, values, r, r_low, r_high),
+                    p_value=beyond_ratio_pvalue(log_ratios, ratio),
+                    sign_p=beyond_ratio_sign_pvalue(log_ratios, ratio, larger)
+                    if found in (RELAXES, TIGHTENS)
+                    else math.nan,
                 )
                 continue
             else:
@@ -549,9 +572,34 @@ def seed_measures(
                 )
                 found = v if v in (RELAXES, TIGHTENS) else NO_DIFFERENCE
             out[name][key] = SeedMeasure(mean, low, high, n, found, censored, logs, values)
+    out = false_discovery_control(out, 1.0 - level)
     for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
         for name, change in paired_differences(per_seed, baseline, key, level).items():
             out[name][label] = change
+    return out
+
+
+def false_discovery_control(
+    measures: dict[str, dict[str, SeedMeasure]], q: float
+) -> dict[str, dict[str, SeedMeasure]]:
+    """Benjamini-Hochberg at false-discovery rate ``q`` over every paired rule x limit
+    comparison of the table (each one's p_value): a 'relaxes' or 'tightens' it does not keep
+    becomes 'no difference shown', its verdict kept in ``dropped``. Chosen over Holm's family-wise
+    control: the table is read as a list of findings, of which a share q may be false, not as
+    one claim that fails if any cell does; with ~50 cells Holm would need p < 0.001 for the
+    first, which 3 seeds rarely give."""
+    cells = [
+        (name, key)
+        for name, row in measures.items()
+        for key, m in row.items()
+        if key in LIMITS and not math.isnan(m.p_value)
+    ]
+    kept = benjamini_hochberg([measures[n][k].p_value for n, k in cells], q) if cells else []
+    out = {name: dict(row) for name, row in measures.items()}
+    for (name, key), keep in zip(cells, kept, strict=True):
+        m = out[name][key]
+        if m.verdict in (RELAXES, TIGHTENS) and not keep:
+            out[name][key] = replace(m, verdict=NO_DIFFERENCE, dropped=m.verdict)
     return out
 
 

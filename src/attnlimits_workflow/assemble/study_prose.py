@@ -128,6 +128,23 @@ def shown_over_seeds(m: SeedMeasure) -> str:
     return f"{mean} [{m.low:.3g}, {m.high:.3g}]{paired}"
 
 
+def significance_text(m: SeedMeasure) -> str:
+    """The tests behind a paired verdict: '; p = x (beyond relax_ratio, t-test), sign p = y' for
+    a kept verdict, and for one Benjamini-Hochberg did not keep, what it was and at which p;
+    '' where the comparison was not paired."""
+    if math.isnan(m.p_value):
+        return ""
+    if m.dropped:
+        return (
+            f"; {m.dropped} at p = {m.p_value:.2g} on its own, not kept by Benjamini-Hochberg "
+            "over the table"
+        )
+    text = f"; p = {m.p_value:.2g}"
+    if not math.isnan(m.sign_p):
+        text += f", sign test p = {m.sign_p:.3g}"
+    return text
+
+
 def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
     """'every seed below <baseline>'s (permutation p = 1/10)' where all of a rule's seeds lie on
     one side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by

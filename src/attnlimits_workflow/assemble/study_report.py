@@ -24,6 +24,7 @@ from .study_prose import (
     shown,
     shown_difference,
     shown_over_seeds,
+    significance_text,
     which_rule_when,
 )
 
@@ -216,8 +217,12 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_ratio": m.ratio,
                     f"{key}_ratio_low": m.ratio_low,
                     f"{key}_ratio_high": m.ratio_high,
+                    # the tests behind the verdict (study.seed_measures)
+                    f"{key}_p": m.p_value,
+                    f"{key}_sign_p": m.sign_p,
+                    f"{key}_dropped_by_fdr": m.dropped,
                 }
-                cells.append(f"{m.verdict}: {shown_over_seeds(m)}")
+                cells.append(f"{m.verdict}: {shown_over_seeds(m)}{significance_text(m)}")
             elif key.endswith(("_cost", "_change")):
                 cells.append(m.verdict if m.verdict == "baseline" else shown_difference(m))
             else:

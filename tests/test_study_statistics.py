@@ -1,0 +1,83 @@
+"""The study's statistics (issue 46, point 4): the p-value behind each paired verdict, the
+exact sign test beside it, and Benjamini-Hochberg over the rule x limit table. Hand-made seeds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlimits import intervals
+from attnlimits_workflow import study
+from attnlimits_workflow.assemble import study_prose
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_p_value_by_hand():
+    """log ratios 1, 1.2, 1.4 (mean 1.2, se 0.2/sqrt 3 x sqrt 3 = 0.1155); beyond log 1.5 =
+    0.405: t = (1.2 - 0.405) / 0.1155 = 6.88 on 2 df, one-sided 0.0102, doubled 0.0205."""
+    p = intervals.beyond_ratio_pvalue(np.array([1.0, 1.2, 1.4]), 1.5)
+    assert p == pytest.approx(0.02047, rel=2e-3)
+    assert intervals.beyond_ratio_pvalue(np.array([0.5, 0.5]), 1.5) == 0.0  # agree, beyond
+    assert intervals.beyond_ratio_pvalue(np.array([0.1, 0.1]), 1.5) == 1.0  # agree, inside
+    with pytest.raises(ValueError):
+        intervals.beyond_ratio_pvalue(np.array([1.0]), 1.5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    logs=st.lists(st.floats(-3, 3), min_size=2, max_size=8),
+    ratio=st.floats(1.05, 4.0),
+)
+def test_the_p_value_decides_exactly_where_the_interval_does(logs, ratio):
+    """p < 0.05 if and only if the 95 % t-interval of the paired ratio lies wholly beyond the
+    ratio on one side (ratio_verdict reads that interval)."""
+    x = np.asarray(logs)
+    if x.std(ddof=1) == 0:
+        return
+    mean, low, high = intervals.t_interval(x, 0.95)
+    beyond = low >= math.log(ratio) or high <= -math.log(ratio)
+    p = intervals.beyond_ratio_pvalue(x, ratio)
+    if abs(p - 0.05) > 1e-9:
+        assert (p < 0.05) == beyond
+
+
+def test_three_seeds_never_pass_a_sign_test_at_five_percent():
+    logs = np.log([5.0, 6.0, 7.0])
+    assert intervals.beyond_ratio_sign_pvalue(logs, 1.5, larger=True) == 0.125
+    assert intervals.beyond_ratio_sign_pvalue(logs, 1.5, larger=False) == 1.0
+    assert intervals.beyond_ratio_sign_pvalue(np.log([5.0, 1.0, 7.0]), 1.5, True) == 0.5
+
+
+def per_seed_table(rules: dict[str, tuple[float, float, float]]) -> dict[str, list[dict]]:
+    base = (0.10, 0.11, 0.12)
+    out = {"softmax": [{"vanishing": v, "perplexity": 10.0} for v in base]}
+    for name, factors in rules.items():
+        out[name] = [
+            {"vanishing": v * f, "perplexity": 10.0} for v, f in zip(base, factors, strict=True)
+        ]
+    return out
+
+
+def test_benjamini_hochberg_drops_the_weak_verdicts_of_a_long_table():
+    """One strong rule (x5 every seed, p ~ 1e-4) and a marginal one (p ~ 0.03 alone: its
+    interval decides) among 18 rules that change nothing: alone the marginal one 'relaxes'; in
+    the table BH keeps the strong one only, and the marginal cell says what it was."""
+    marginal = (2.3, 3.0, 4.0)
+    alone = study.seed_measures(per_seed_table({"m": marginal}), "softmax", 1.5, 0.95)
+    assert alone["m"]["vanishing"].verdict == study.RELAXES
+    assert alone["m"]["vanishing"].p_value < 0.05 and alone["m"]["vanishing"].dropped == ""
+    nulls = {f"n{i}": (1.0 + 0.01 * i, 0.99, 1.02) for i in range(18)}
+    table = per_seed_table({"strong": (4.9, 5.0, 5.1), "m": marginal, **nulls})
+    got = study.seed_measures(table, "softmax", 1.5, 0.95)
+    assert got["strong"]["vanishing"].verdict == study.RELAXES
+    m = got["m"]["vanishing"]
+    assert m.verdict == study.NO_DIFFERENCE and m.dropped == study.RELAXES
+    assert "relaxes at p = 0.0" in study_prose.significance_text(m)
+    assert "not kept by Benjamini-Hochberg" in study_prose.significance_text(m)
+    strong = study_prose.significance_text(got["strong"]["vanishing"])
+    assert "sign test p = 0.125" in strong
