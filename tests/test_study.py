@@ -437,7 +437,7 @@ def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit
         sweep_table({0.01: [10.0, 50.0], 0.1: [2.0, 5.0], 1.0: [0.1, 0.2]}),
     )
     sharp = hand_measures(
-        [0.4, 0.3],
+        [0.4, 0.35],  # decays by 0.875 from L = 8 to 16, softmax's by 0.5 (1/L)
         [2.0, 1.5],  # median ||J|| at the largest L: 1.5 vs softmax's 0.02
         [2, 4],
         sweep_table({0.01: [100.0, 500.0], 0.1: [20.0, 50.0], 1.0: [1.0, 2.0]}),
@@ -449,7 +449,7 @@ def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit
     assert found["sharp"]["gradient_low_t"] == "tightens"
     assert found["sharp"]["gradient"] == study.NO_VERDICT
     assert "relaxes" not in (found["sharp"]["gradient"], found["sharp"]["gradient_low_t"])
-    assert found["sharp"]["vanishing"] == "relaxes"  # larger max weight still relaxes Lemma 1
+    assert found["sharp"]["vanishing"] == "relaxes"  # a slower decay still relaxes Lemma 1
     assert found["softmax"]["gradient_low_t"] == "baseline"
     # and a rule whose Jacobian stays small at low T relaxes it
     calm = hand_measures(
@@ -531,7 +531,10 @@ def test_limit_measures_by_hand():
         ]
     }
     m = study.limit_measures(samples, critical, separability, evaluation)
-    assert m["vanishing"] == pytest.approx(0.3)  # median of 0.2, 0.4 at L = 16
+    # the rate: medians 0.4 at L = 8 and 0.3 at L = 16, slope log2 0.75, a factor 0.75 over 8..16
+    assert m["vanishing"] == pytest.approx(0.75)
+    assert m["vanishing_level"] == pytest.approx(0.3)  # median of 0.2, 0.4 at L = 16
+    assert m["vanishing_fit_lengths"] == (8, 16)
     assert m["gradient"] == pytest.approx(0.4)
     # L = 16 censored: counts as its bound 15, so (2/8 + 15/16) / 2, at most (2/8 + 1) / 2
     assert m["distance"] == pytest.approx((2 / 8 + 15 / 16) / 2)
@@ -1125,3 +1128,32 @@ def test_training_on_cuda_starts_from_the_same_weights_and_batches(corpus_ids):
         assert all(p.device.type == "cpu" for p in model.parameters())
     # the same initial weights and batches: the first step's loss agrees to float32 reordering
     assert histories["cuda"][0]["loss"] == pytest.approx(histories["cpu"][0]["loss"], rel=1e-4)
+
+
+@pytest.mark.unit
+def test_the_vanishing_column_reads_lemma_1s_rate_within_the_training_context():
+    """Issue 46, point 6. Two models whose median peak weight is 0.1 at L = 512 alike: one
+    decays as 1/L up to its training context (128), the other keeps its peak there and drops
+    only beyond, where no position was trained. The level at 512 cannot tell them apart; the
+    rate over L <= 128 does: relaxes."""
+
+    def samples(peaks):
+        lengths = (16, 32, 64, 128, 256, 512)
+        return pl.DataFrame(
+            {"L": list(lengths), "max_weight": peaks, "jacobian_norm": [0.1] * len(lengths)}
+        )
+
+    decays = samples([3.2, 1.6, 0.8, 0.4, 0.2, 0.1])  # 1/L throughout
+    keeps = samples([0.5, 0.5, 0.5, 0.5, 0.2, 0.1])  # flat within 128, then falls
+    critical = pl.DataFrame({"L": [16], "N_crit": [2]})
+    separability = pl.DataFrame({"N": [4], "ratio": [0.5]})
+    evaluation = {"contexts": [{"context": 128, "perplexity": 10.0, "tail_perplexity": 10.0}]}
+    base, rule = (
+        study.limit_measures(s, critical, separability, evaluation, None, 128)
+        for s in (decays, keeps)
+    )
+    assert base["vanishing_level"] == rule["vanishing_level"] == pytest.approx(0.1)
+    assert base["vanishing"] == pytest.approx(16 / 128) and rule["vanishing"] == pytest.approx(1.0)
+    assert base["vanishing_fit_slope"] == pytest.approx(-1.0)
+    found = study.verdicts({"softmax": base, "rule": rule}, "softmax", 1.5)
+    assert found["rule"]["vanishing"] == study.RELAXES

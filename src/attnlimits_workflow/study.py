@@ -6,8 +6,9 @@ attnlimits_workflow.study_limits.LIMITS with the paper's own sentence and sectio
 here (:func:`verdict`) and the page (docs/study.md, attnlimits_workflow.assemble.study_prose)
 both read it from there. The intervals over the seeds are attnlimits.intervals'.
 
-- vanishing attention (Lemma 1): the median largest weight of a row at the largest L; larger
-  relaxes;
+- vanishing attention (Lemma 1): the rate, not a level: the log-log slope of the median largest
+  weight of a row over the analysed L within the training context, as the factor
+  (L_hi / L_lo)^slope it implies (:func:`vanishing_decay`); larger relaxes;
 - distance collapse (Theorem 1, Algorithm 3): the mean over L of N_crit / L, the largest share
   of the context whose weighted distance the KS test still tells apart from random tokens;
   larger relaxes. A length whose search never stopped rejecting (censored) counts as the largest
@@ -292,7 +293,8 @@ def limit_measures(
     return {
         "sink": first_token_weight(samples, sink_length),
         "zero_weight_rows": zero_weight_row_share(samples),
-        "vanishing": float(at_max["max_weight"].median()),
+        **vanishing_decay(per_l, sink_length),
+        "vanishing_level": float(at_max["max_weight"].median()),
         "vanishing_slope": loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy()),
         "distance": float(crit["share_low"].mean()) if crit.height else None,
         "distance_upper": float(crit["share_high"].mean()) if crit.height else None,
@@ -308,6 +310,26 @@ def limit_measures(
         "perplexity_longest": contexts[-1]["perplexity"],
         "tail_perplexity": contexts[0]["tail_perplexity"],
         "tail_perplexity_longest": contexts[-1]["tail_perplexity"],
+    }
+
+
+def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str, Any]:
+    """Lemma 1's rate, not a level: the log-log slope b of the median largest weight over the
+    analysed L up to ``trained_length`` (the largest L within the training context; all L where
+    fewer than two lie there, or None), as the factor (L_hi / L_lo)^b it implies over that
+    range ("vanishing": 1 no decay, L_lo / L_hi Lemma 1's 1/L; positive, so rules compare by its
+    ratio: (L_hi / L_lo)^(b1 - b2)), with the slope itself and the range it spans."""
+    within = per_l.filter(pl.col("L") <= trained_length) if trained_length else per_l
+    if within.height < 2:
+        within = per_l
+    lengths, peaks = within["L"].to_numpy(), within["max_weight"].to_numpy()
+    slope = loglog_slope(lengths, peaks)
+    lo, hi = (int(lengths.min()), int(lengths.max())) if len(lengths) else (None, None)
+    decay = (hi / lo) ** slope if lo and hi and math.isfinite(slope) else None
+    return {
+        "vanishing": decay,
+        "vanishing_fit_slope": slope,
+        "vanishing_fit_lengths": (lo, hi),
     }
 
 

@@ -81,8 +81,11 @@ class Limit:
 LIMITS: dict[str, Limit] = {
     "vanishing": Limit(
         "Vanishing attention (Lemma 1)",
-        "Vanishing attention (Lemma 1): median max weight at L = {l_max}",
-        "median largest weight of a row at the largest L",
+        "Vanishing attention (Lemma 1): decay of the median max weight over L = {l_lo}..{l_hi},"
+        " (L_hi / L_lo)^slope",
+        "the log-log slope b of the median largest weight of a row over the analysed L within "
+        "the training context (Lemma 1's rate, not a level), as the factor (L_hi / L_lo)^b it "
+        "implies: 1 no decay, L_lo / L_hi the 1/L of Lemma 1",
         "larger",
         (
             Quote(

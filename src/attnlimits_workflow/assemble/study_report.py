@@ -107,6 +107,8 @@ class Study:
         )
         self.headers = {
             k: limit.header.format(
+                l_lo=self.measures[first]["vanishing_fit_lengths"][0],
+                l_hi=self.measures[first]["vanishing_fit_lengths"][1],
                 l_max=self.l_max,
                 n_max=n_max,
                 c_max=f"{self.contexts[-1]} tokens",
@@ -158,6 +160,9 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
             {
                 "first_token_weight": m["sink"],
                 "max_weight_slope_in_L": m["vanishing_slope"],
+                # the vanishing column's own fit: the slope within the training context
+                "max_weight_slope_within_training_context": m["vanishing_fit_slope"],
+                "median_max_weight_at_largest_L": m["vanishing_level"],
                 "distance_upper": m["distance_upper"],
                 "critical_n_lengths": m["distance_lengths"],
                 "critical_n_censored": m["distance_censored"],
@@ -187,7 +192,7 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
         f"held-out ppl @ {contexts[0]}",
         *s.headers.values(),
         s.sink_header,
-        "max-weight slope in L",
+        "max-weight slope over every L",
         "||J|| bound over the T sweep",
     ]
     return pl.DataFrame(csv_rows), markdown_table(columns, rows)
