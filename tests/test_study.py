@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 
 import numpy as np
@@ -704,6 +705,9 @@ def study_config(tmp, **normalizers):
     cfg["study"] = {
         "normalizers": normalizers,
         "seeds": [0],
+        # the untrained models cost as much as trained ones to diagnose: off in the tests'
+        # studies, on where a test says so (and in the end-to-end run with UNTRAINED)
+        "untrained_seeds": [],
         "tokenizer": {"vocab_size": 300},
         "architecture": {**ARCH},
         "training": {**TRAIN, "steps": 6, "log_every": 3, "threads": 1},
@@ -731,12 +735,23 @@ def test_study_models_are_runs_with_their_own_rule(tmp_path):
     from attnlimits_workflow.config import load_config
 
     cfg = study_config(tmp_path, softmax={"kind": "softmax"}, ssmax={"kind": "scalable_softmax"})
+    cfg["study"]["untrained_seeds"] = [0]
     defaults = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     _, runs, default = load_config(
         defaults, cfg, REPO / "workflow" / "schemas" / "config.schema.yaml", REPO
     )
     assert default == "tiny-gpt2"
-    assert set(runs) == {"tiny-gpt2", "study-softmax-seed0", "study-ssmax-seed0"}
+    # each rule's trained model, and its untrained one (study.untrained_seeds: [0] by default)
+    assert set(runs) == {
+        "tiny-gpt2",
+        "study-softmax-seed0",
+        "study-ssmax-seed0",
+        "study-softmax-untrained-seed0",
+        "study-ssmax-untrained-seed0",
+    }
+    assert runs["study-ssmax-untrained-seed0"]["model"]["untrained"] is True
+    assert runs["study-ssmax-seed0"]["model"]["untrained"] is False
+    assert runs["study-ssmax-untrained-seed0"]["model"]["study_seed"] == 0
     assert runs["study-ssmax-seed0"]["model"]["trained"] == "ssmax"
     assert runs["study-ssmax-seed0"]["model"]["study_seed"] == 0
     assert runs["study-ssmax-seed0"]["beyond"]["normalizers"] == {
@@ -814,6 +829,11 @@ def test_a_new_seed_trains_only_its_own_models(tmp_path):
     assert sorted(new_models(proc.stdout)) == ["study-sink-seed1", "study-softmax-seed1"]
 
 
+# The end-to-end study with each rule's untrained model too (study.untrained_seeds: [0]): about
+# 140 s more than without on 2 cores, so CI runs it without; ATTNLIMITS_STUDY_UNTRAINED=1 adds them.
+UNTRAINED = os.environ.get("ATTNLIMITS_STUDY_UNTRAINED") == "1"
+
+
 @pytest.mark.workflow
 def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     rules = {
@@ -824,6 +844,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     }
     two_seeds = study_config(tmp_path, **rules)
     two_seeds["study"]["seeds"] = [0, 1]
+    two_seeds["study"]["untrained_seeds"] = [0] if UNTRAINED else []
     config = write_config(tmp_path, two_seeds)
     snakemake(tmp_path, config, "study", "--cores", "2")
     # over the seeds: a mean and a t-interval per measure, verdicts only on intervals apart
@@ -831,6 +852,11 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     # the rows come in the models' order (by name: gated before softmax), so compare by name
     assert sorted(over["normalizer"].to_list()) == sorted(rules) and set(over["seeds"]) == {2}
     others = over.filter(~pl.col("normalizer").is_in(["softmax", "gated"]))
+    # each cell's tests, and its comparison on the untrained weights (study.untrained_seeds)
+    assert {"vanishing_p", "vanishing_sign_p", "vanishing_dropped_by_fdr"} <= set(over.columns)
+    if UNTRAINED:
+        assert others["vanishing_untrained_verdict"].is_not_null().all()
+        assert (tmp_path / "resources/models/study-ssmax-untrained-seed0").is_dir()
     assert (over["vanishing_low"] <= over["vanishing_mean"]).all()
     assert (over["vanishing_mean"] <= over["vanishing_high"]).all()
     allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}
@@ -867,6 +893,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert (table["critical_n_censored"] <= table["critical_n_lengths"]).all()
     assert (table["distance"] <= table["distance_upper"]).all()
     page = (tmp_path / "docs" / "study.md").read_text()
+    assert "Benjamini-Hochberg" in page and ("; untrained (seed 0): " in page) == UNTRAINED
     assert "[[" not in page and "| sparsemax |" in page
     assert "Every normalizer is trained once per seed (0, 1;" in page
     assert "### Seed 0's models" in page and "Its cells give the measures only" in page
@@ -924,10 +951,11 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     changed["study"]["seeds"] = [0, 1]
     config = write_config(tmp_path / "changed", changed)
     planned = planned_rules(tmp_path, config, "study")
-    # one model per seed: sparsemax's two
-    assert planned.count("train_model") == 2, planned
-    assert planned.count("evaluate_model") == 2 and planned.count("normalizer") == 2, planned
-    assert planned.count("study_gradient") == 2 and planned.count("heads") == 2, planned
+    # sparsemax's models only: one per seed, and its untrained one (no head report: untrained)
+    models = 3 if UNTRAINED else 2
+    assert planned.count("train_model") == models, planned
+    assert planned.count("evaluate_model") == models and planned.count("normalizer") == models
+    assert planned.count("study_gradient") == models and planned.count("heads") == 2, planned
     # a third seed trains its own three models only
     more = study_config(tmp_path, **rules)
     more["study"]["seeds"] = [0, 1, 2]
@@ -1157,3 +1185,13 @@ def test_the_vanishing_column_reads_lemma_1s_rate_within_the_training_context():
     assert base["vanishing_fit_slope"] == pytest.approx(-1.0)
     found = study.verdicts({"softmax": base, "rule": rule}, "softmax", 1.5)
     assert found["rule"]["vanishing"] == study.RELAXES
+
+
+@pytest.mark.unit
+def test_the_vanishing_rate_is_not_measured_beyond_the_training_context():
+    """One analysed L within the training context: no slope there, and a fit beyond it would
+    read extrapolation, so the measure is missing, not the slope over L = 64..512."""
+    per_l = pl.DataFrame({"L": [64, 128, 256, 512], "max_weight": [0.5, 0.3, 0.2, 0.1]})
+    got = study.vanishing_decay(per_l, 64)
+    assert got["vanishing"] is None and got["vanishing_fit_lengths"] == (None, None)
+    assert study.vanishing_decay(per_l, None)["vanishing_fit_lengths"] == (64, 512)

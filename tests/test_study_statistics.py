@@ -81,3 +81,48 @@ def test_benjamini_hochberg_drops_the_weak_verdicts_of_a_long_table():
     assert "not kept by Benjamini-Hochberg" in study_prose.significance_text(m)
     strong = study_prose.significance_text(got["strong"]["vanishing"])
     assert "sign test p = 0.125" in strong
+
+
+def test_an_unpaired_verdict_joins_the_family_too():
+    """A censored seed leaves no paired ratio; its interval verdict once escaped the correction
+    (the reviewer's case: one seed's upper end 1e-4 above its value turned a dropped 'relaxes'
+    into a kept one). Now it carries Welch's p on the intervals' ends and meets BH like the rest."""
+    base = [0.10, 0.11, 0.12]
+
+    def seeds(values, upper=None):
+        return [
+            {"vanishing": v, "perplexity": 10.0, "distance": v}
+            | ({"distance_upper": upper[i]} if upper else {})
+            for i, v in enumerate(values)
+        ]
+
+    rule = [0.40, 0.5, 0.75]
+    verdicts = {}
+    for censored in (False, True):
+        table = {"softmax": seeds(base)}
+        for i in range(20):
+            factors = (1.0 + 0.01 * i, 0.99, 1.02)
+            table[f"n{i}"] = seeds([b * f for b, f in zip(base, factors, strict=True)])
+        upper = [rule[0], rule[1], rule[2] + 1e-4] if censored else None
+        table["r"] = seeds(rule, upper)
+        m = study.seed_measures(table, "softmax", 1.5, 0.95)["r"]["distance"]
+        assert not math.isnan(m.p_value)
+        verdicts[censored] = m.verdict
+    assert verdicts[True] == verdicts[False] == study.NO_DIFFERENCE
+
+
+def test_the_unpaired_p_value_by_hand():
+    """Seeds 4, 5, 6 against 1, 1, 1 (log differences ~1.6 > log 1.5): small p; reversed the
+    same; equal sets: 1. An infinite upper end (a share of 1) cannot be below anything."""
+    p = intervals.beyond_ratio_unpaired_pvalue(
+        (4, 5, 6), (4, 5, 6), (1, 1, 1.01), (1, 1, 1.01), 1.5
+    )
+    assert p < 0.01
+    q = intervals.beyond_ratio_unpaired_pvalue(
+        (1, 1, 1.01), (1, 1, 1.01), (4, 5, 6), (4, 5, 6), 1.5
+    )
+    assert q == pytest.approx(p)
+    assert intervals.beyond_ratio_unpaired_pvalue((1, 2), (1, 2), (1, 2), (1, 2), 1.5) == 1.0
+    inf = math.inf
+    assert intervals.beyond_ratio_unpaired_pvalue((1, 1.1), (inf, inf), (5, 6), (5, 6), 1.5) == 1.0
+    assert math.isnan(intervals.beyond_ratio_unpaired_pvalue((0, 1), (0, 1), (1, 2), (1, 2), 1.5))

@@ -144,3 +144,41 @@ def beyond_ratio_sign_pvalue(log_ratios, ratio: float, larger: bool) -> float:
     edge = math.log(ratio)
     beyond = int((x > edge).sum() if larger else (x < -edge).sum())
     return sign_test_greater(beyond, int(x.size))
+
+
+def beyond_ratio_unpaired_pvalue(
+    lows: tuple[float, ...],
+    highs: tuple[float, ...],
+    base_lows: tuple[float, ...],
+    base_highs: tuple[float, ...],
+    ratio: float,
+) -> float:
+    """Two-sided p-value of two unpaired sets of seeds lying ``ratio`` apart, for measures known
+    within (low, high) per seed (a censored one: high above low): "above" tests the rule's lower
+    ends against the baseline's upper ends, "below" its upper ends against the baseline's lower
+    ends, each by Welch's one-sided t-test on the logs beyond log ratio; the smaller doubled, at
+    most 1. An infinite upper end makes its side 1 (a share of 1 has infinite odds). NaN where a
+    side has fewer than two values or a value is not positive."""
+    from scipy import stats
+
+    edge = math.log(ratio)
+
+    def one_sided(x, y) -> float:
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if x.size < 2 or y.size < 2 or (x <= 0).any() or (y <= 0).any():
+            return math.nan
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            return 1.0
+        lx, ly = np.log(x), np.log(y)
+        diff = float(lx.mean() - ly.mean())
+        vx, vy = lx.var(ddof=1) / lx.size, ly.var(ddof=1) / ly.size
+        se = math.sqrt(vx + vy)
+        if se == 0.0:
+            return 0.0 if diff > edge else 1.0
+        df = (vx + vy) ** 2 / (vx**2 / (lx.size - 1) + vy**2 / (ly.size - 1))
+        return float(stats.t.sf((diff - edge) / se, df))
+
+    up, down = one_sided(lows, base_highs), one_sided(base_lows, highs)
+    if math.isnan(up) or math.isnan(down):
+        return math.nan
+    return min(1.0, 2.0 * min(up, down))

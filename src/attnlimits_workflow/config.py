@@ -191,7 +191,9 @@ def name_errors(config: dict[str, Any], runs: dict[str, dict]) -> list[str]:
         else "model.trained: set by the workflow for the study's models only; remove it (a "
         "model to train is an entry of study.normalizers)"
         for name, cfg in runs.items()
-        if cfg["model"].get("trained") is not None or cfg["model"].get("study_seed") is not None
+        if cfg["model"].get("trained") is not None
+        or cfg["model"].get("study_seed") is not None
+        or cfg["model"].get("untrained")
     ]
 
 

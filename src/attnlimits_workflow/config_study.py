@@ -10,10 +10,11 @@ from .config_schema import MODEL_SECTIONS, MODEL_SOURCES, deep_merge
 STUDY_PREFIX = "study-"
 
 
-def study_model_name(name: str, seed: int) -> str:
-    """The model of study normalizer ``name`` trained with ``seed``: study-<name>-seed<seed>.
+def study_model_name(name: str, seed: int, untrained: bool = False) -> str:
+    """The model of study normalizer ``name`` trained with ``seed``: study-<name>-seed<seed>;
+    ``untrained``: the same rule at that seed's initial weights, study-<name>-untrained-seed<seed>.
     Keyed by the seed, so that a changed study.seeds plans only the new seeds' models."""
-    return f"{STUDY_PREFIX}{name}-seed{int(seed)}"
+    return f"{STUDY_PREFIX}{name}-{'untrained-' if untrained else ''}seed{int(seed)}"
 
 
 def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
@@ -51,9 +52,13 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
     own = [k for k in MODEL_SECTIONS if k not in ("model", "corpus") and k in defaults]
     base = {**shared, **{k: defaults[k] for k in own}}
     runs = {}
-    for seed in study.get("seeds") or []:
+    # each seed's trained models, then the untrained ones (study.untrained_seeds): the same rule,
+    # architecture and initial weights, no training step
+    plan = [(seed, False) for seed in study.get("seeds") or []]
+    plan += [(seed, True) for seed in study.get("untrained_seeds") or []]
+    for seed, untrained in plan:
         for name, rule in (study.get("normalizers") or {}).items():
-            label = study_model_name(name, seed)
+            label = study_model_name(name, seed, untrained)
             cfg = deep_merge(base, study["diagnostics"])
             cfg["model"] = {
                 **defaults["model"],
@@ -64,6 +69,7 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
                 "trained": name,
                 # the training seed: initial weights and batches, shared by the seed's models
                 "study_seed": int(seed),
+                "untrained": untrained,
             }
             cfg["beyond"] = {**cfg["beyond"], "normalizers": {name: study_normalizer(rule)}}
             cfg["effective_set"] = study_effective_set(cfg["effective_set"], study)
@@ -84,6 +90,13 @@ def study_errors(config: dict[str, Any]) -> list[str]:
             trained_settings(rule)
         except ValueError as exc:
             errs.append(f"study.normalizers.{name}: {exc}")
+    for i, seed in enumerate(study.get("untrained_seeds") or []):
+        if seed not in (study.get("seeds") or []):
+            errs.append(
+                f"study.untrained_seeds[{i}]: {seed} is not one of study.seeds "
+                f"{study.get('seeds')}: an untrained model is compared with the trained model of "
+                "its own seed (the same initial weights)"
+            )
     if rules and study.get("baseline") not in rules:
         errs.append(f"study.baseline: {study.get('baseline')!r} is not one of study.normalizers")
     positions = study["architecture"]["max_positions"]

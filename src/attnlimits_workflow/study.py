@@ -44,6 +44,7 @@ from attnlimits.intervals import (
     benjamini_hochberg,
     beyond_ratio_pvalue,
     beyond_ratio_sign_pvalue,
+    beyond_ratio_unpaired_pvalue,
     log_t_interval,
     loglog_slope,
     odds,
@@ -315,13 +316,22 @@ def limit_measures(
 
 def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str, Any]:
     """Lemma 1's rate, not a level: the log-log slope b of the median largest weight over the
-    analysed L up to ``trained_length`` (the largest L within the training context; all L where
-    fewer than two lie there, or None), as the factor (L_hi / L_lo)^b it implies over that
-    range ("vanishing": 1 no decay, L_lo / L_hi Lemma 1's 1/L; positive, so rules compare by its
-    ratio: (L_hi / L_lo)^(b1 - b2)), with the slope itself and the range it spans."""
+    analysed L up to ``trained_length`` (the largest L within the training context; every L
+    where None), as the factor (L_hi / L_lo)^b it implies over that range ("vanishing": 1 no
+    decay, L_lo / L_hi Lemma 1's 1/L; positive, so rules compare by its ratio: (L_hi /
+    L_lo)^(b1 - b2)), with the slope itself and the range it spans. Not measured (None) where
+    fewer than two analysed L lie within the training context: a fit beyond it would read
+    extrapolation, not Lemma 1."""
     within = per_l.filter(pl.col("L") <= trained_length) if trained_length else per_l
     if within.height < 2:
-        within = per_l
+        return {
+            "vanishing": None,
+            "vanishing_fit_slope": math.nan,
+            "vanishing_fit_lengths": (
+                None,
+                None,
+            ),
+        }
     lengths, peaks = within["L"].to_numpy(), within["max_weight"].to_numpy()
     slope = loglog_slope(lengths, peaks)
     lo, hi = (int(lengths.min()), int(lengths.max())) if len(lengths) else (None, None)
@@ -527,7 +537,7 @@ def seed_measures(
     def summary(ms: list[Mapping[str, Any]], key: str) -> tuple:
         lows = [m.get(key) for m in ms]
         if any(v is None or not math.isfinite(v) for v in lows):
-            return math.nan, math.nan, math.nan, len(ms), False, False, ()
+            return math.nan, math.nan, math.nan, len(ms), False, False, (), ()
         highs = [m.get(f"{key}_upper", m[key]) for m in ms]
         highs = [h if h is not None else lo for h, lo in zip(highs, lows, strict=True)]
         censored = any(h > lo for h, lo in zip(highs, lows, strict=True))
@@ -539,7 +549,8 @@ def seed_measures(
         interval = log_t_interval if logs else t_interval
         mean, low, _ = interval(lows, level)
         _, _, high = interval(highs, level)
-        return mean, low, high, len(ms), censored, logs, tuple(float(v) for v in lows)
+        ends = tuple(float(v) for v in highs)
+        return mean, low, high, len(ms), censored, logs, tuple(float(v) for v in lows), ends
 
     keys = [*LIMITS, *BESIDE]
     stats = {n: {k: summary(ms, k) for k in keys} for n, ms in per_seed.items()}
@@ -548,7 +559,7 @@ def seed_measures(
     for name, ms in per_seed.items():
         out[name] = {}
         for key in keys:
-            mean, low, high, n, censored, logs, values = stats[name][key]
+            mean, low, high, n, censored, logs, values, highs = stats[name][key]
             b_mean, b_low, b_high = stats[baseline][key][:3]
             limit = LIMITS.get(key)
             reason = withheld(key, ms) or withheld_of.get(name, {}).get(key)
@@ -593,6 +604,23 @@ def seed_measures(
                     limit.share,
                 )
                 found = v if v in (RELAXES, TIGHTENS) else NO_DIFFERENCE
+                # unpaired (a censored seed): Welch's test on the intervals' ends, so that the
+                # verdict joins Benjamini-Hochberg's family like a paired one
+                convert = odds if limit.share else float
+                p_value = beyond_ratio_unpaired_pvalue(
+                    *(
+                        tuple(convert(x) for x in xs)
+                        for xs in (values, highs, base_values, stats[baseline][key][7])
+                    ),
+                    ratio,
+                )
+                if math.isnan(p_value) and found in (RELAXES, TIGHTENS):
+                    # no p-value, so no place in the family: withheld, not left uncorrected
+                    found = NO_DIFFERENCE
+                out[name][key] = SeedMeasure(
+                    mean, low, high, n, found, censored, logs, values, p_value=p_value
+                )
+                continue
             out[name][key] = SeedMeasure(mean, low, high, n, found, censored, logs, values)
     out = false_discovery_control(out, 1.0 - level)
     for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
@@ -654,4 +682,39 @@ def paired_differences(
         else:
             found = NO_DIFFERENCE
         out[name] = SeedMeasure(mean, low, high, len(ms), found)
+    return out
+
+
+@dataclass(frozen=True)
+class Untrained:
+    """A limit's comparison on untrained weights (study.untrained_seeds): the rule's measure over
+    the baseline's, both at their seed's initial weights (odds over odds for a share; NaN where
+    either is missing, censored or not positive), and the verdict the trained comparison would
+    give on these two numbers (:func:`verdict`, with the same withheld reasons)."""
+
+    ratio: float
+    verdict: str
+
+
+def untrained_comparison(
+    measures: Mapping[str, Mapping[str, Any]],
+    baseline: str,
+    ratio: float,
+    withheld_by: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, dict[str, Untrained]]:
+    """Per rule and limit, the comparison with the baseline on untrained weights: what the rule
+    gives before any training, so that a trained verdict says what training did."""
+    found = verdicts(measures, baseline, ratio, withheld_by)
+    out: dict[str, dict[str, Untrained]] = {}
+    for name, m in measures.items():
+        out[name] = {}
+        for key, limit in LIMITS.items():
+            v, b = measure_of(m, key), measure_of(measures[baseline], key)
+            r = math.nan
+            if isinstance(v, float | int) and isinstance(b, float | int) and v > 0 and b > 0:
+                if limit.share:
+                    r = odds(v) / odds(b) if 0 < v < 1 and 0 < b < 1 else math.nan
+                else:
+                    r = float(v) / float(b)
+            out[name][key] = Untrained(r, found[name][key])
     return out

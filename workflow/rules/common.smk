@@ -68,6 +68,9 @@ CORPORA = {
 # (study-<normalizer>, `study`), which go through the same rules from extraction on.
 PAPER_MODELS = [m for m, c in MODELS.items() if not c["model"].get("trained")]
 STUDY_MODELS = [m for m, c in MODELS.items() if c["model"].get("trained")]
+# the study's models left at their initial weights (study.untrained_seeds), and the trained ones
+UNTRAINED_MODELS = [m for m in STUDY_MODELS if MODELS[m]["model"].get("untrained")]
+TRAINED_MODELS = [m for m in STUDY_MODELS if m not in UNTRAINED_MODELS]
 # The paper's open readings (analysis.readings): each a derived run <model>~<reading>, with its
 # own analyses and Table 1 but its source model's chunks, dumps and packs (source_run).
 _readings = reading_runs(MODELS)
@@ -513,11 +516,19 @@ def study_rule(wildcards):
     return config["study"]["normalizers"][MODELS[wildcards.model]["model"]["trained"]]
 
 
+def training_of(wildcards):
+    """Params function of train_model: study.training, with no step for an untrained model."""
+    training = config["study"]["training"]
+    if MODELS[wildcards.model]["model"].get("untrained"):
+        return {**training, "steps": 0}
+    return training
+
+
 def study_model_reports():
     """Each trained model's head report and coverage figure (beyond.smk's rules)."""
     return [
         path
-        for m in STUDY_MODELS
+        for m in TRAINED_MODELS
         for path in (
             f"figures/{m}/coverage.png",
             f"figures/{m}/heads.png",

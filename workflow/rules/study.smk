@@ -40,7 +40,7 @@ rule train_model:
     params:
         rule=study_rule,
         architecture=config["study"]["architecture"],
-        training=config["study"]["training"],
+        training=training_of,
         # the model's own study seed (study-<name>-seed<seed>): another seed's list leaves it be
         seed=lambda wildcards: MODELS[wildcards.model]["model"]["study_seed"],
     script:
@@ -130,9 +130,10 @@ rule study_report:
         critical_n=study_inputs("critical_n"),
         separability=study_inputs("separability"),
         gradient=[results(m, "study", "gradient.parquet") for m in STUDY_MODELS],
-        coverage=[results(m, "beyond", "coverage.parquet") for m in STUDY_MODELS],
-        heads=[results(m, "beyond", "heads.parquet") for m in STUDY_MODELS],
-        effective_set=[t for m in STUDY_MODELS for t in effective_set_tables_of(m)],
+        # the trained models' own (the page shows the first seed's; untrained models need none)
+        coverage=[results(m, "beyond", "coverage.parquet") for m in TRAINED_MODELS],
+        heads=[results(m, "beyond", "heads.parquet") for m in TRAINED_MODELS],
+        effective_set=[t for m in TRAINED_MODELS for t in effective_set_tables_of(m)],
     output:
         csv="tables/study/normalizer_limits.csv",
         md="tables/study/normalizer_limits.md",
@@ -152,6 +153,7 @@ rule study_report:
         models=STUDY_MODELS,
         trained={m: MODELS[m]["model"]["trained"] for m in STUDY_MODELS},
         seeds={m: MODELS[m]["model"]["study_seed"] for m in STUDY_MODELS},
+        untrained={m: MODELS[m]["model"]["untrained"] for m in STUDY_MODELS},
         study=config["study"],
         seed=config["seed"],
         n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in STUDY_MODELS},

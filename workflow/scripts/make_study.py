@@ -17,7 +17,12 @@ from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.effective_set import summarise
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
-from attnlimits_workflow.study import ceiling_withheld, limit_measures, seed_measures
+from attnlimits_workflow.study import (
+    ceiling_withheld,
+    limit_measures,
+    seed_measures,
+    untrained_comparison,
+)
 from attnlimits_workflow.study_limits import ZERO_WEIGHT_ROWS_SHARE
 from attnlimits_workflow.tables import write_csv
 
@@ -28,14 +33,23 @@ if not models:
     raise SystemExit("study.normalizers is empty: no model to train (config/README.md: study)")
 
 
-trained, seed_of = dict(p.trained), dict(p.seeds)
+trained, seed_of, untrained = dict(p.trained), dict(p.seeds), dict(p.untrained)
 seeds = [sd for sd in p.study["seeds"] if sd in set(seed_of.values())]
 first = seeds[0]  # the detailed sections (figure, gradient, heads) show the first seed's models
 
 
-def by_model(paths, read=pl.read_parquet, seed=first):
+trained_models = [m for m in models if not untrained[m]]
+
+
+def by_model(paths, read=pl.read_parquet, seed=first, initial=False):
+    """Per rule, one input of its model of ``seed``: trained, or untrained when ``initial``
+    (study.untrained_seeds). A list with one path per trained model only (coverage, heads,
+    N*) is read against those."""
+    pool = trained_models if len(paths) == len(trained_models) else models
     return {
-        trained[m]: read(path) for m, path in zip(models, paths, strict=True) if seed_of[m] == seed
+        trained[m]: read(path)
+        for m, path in zip(pool, paths, strict=True)
+        if seed_of[m] == seed and untrained[m] == initial
     }
 
 
@@ -53,7 +67,7 @@ study = report.Study(
     vocab_size=len(read_json(Path(inp.models[0], "tokenizer.json"))["model"]["vocab"]),
     **{k: getattr(p, k) for k in ("n_fixed", "ns_ratio_threshold", "command")},
     seed=first,
-    models=[m for m in models if seed_of[m] == first],
+    models=[m for m in models if seed_of[m] == first and not untrained[m]],
     settings=p.study,
     trained=trained,
     seeds=seeds,
@@ -82,6 +96,30 @@ study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
 )
 ceiling_withheld(study.over_seeds, per_seed, study.baseline, study.ratio, p.study["interval_level"])
+# the same comparisons on untrained weights (study.untrained_seeds; the first such seed)
+untrained_seeds = [sd for sd in p.study.get("untrained_seeds") or [] if sd in seeds]
+if untrained_seeds:
+    sd = untrained_seeds[0]
+    at_init = {
+        k: by_model(getattr(inp, k), seed=sd, initial=True)
+        for k in ("samples", "critical_n", "separability", "gradient")
+    }
+    init_evaluations = by_model(inp.evaluations, read_json, seed=sd, initial=True)
+    init_measures = {
+        n: limit_measures(
+            at_init["samples"][n],
+            at_init["critical_n"][n],
+            at_init["separability"][n],
+            init_evaluations[n],
+            at_init["gradient"][n],
+            study.sink_length,
+        )
+        for n in study.names
+    }
+    study.untrained = untrained_comparison(
+        init_measures, study.baseline, study.ratio, study.withheld_by
+    )
+    study.untrained_seed = sd
 seeds_csv, _ = report.seeds_table(study)
 write_csv(seeds_csv, out.seeds_csv)
 write_csv(report.per_seed_table(per_seed, seeds), out.per_seed_csv)
@@ -100,7 +138,7 @@ error = n_star.held_out_error(
 if error:
     raise SystemExit(error)
 summaries, paths = {}, list(inp.effective_set)
-for m in models:
+for m in trained_models:  # N* of the trained models only
     section, boot = p.effective_set[m], p.bootstrap[m]
     count = len(section["lengths"]) * len(section["variants"])
     jobs, paths = paths[:count], paths[count:]
@@ -122,7 +160,7 @@ n_star_table = n_star.over_seeds(
     n_star_settings["variants"][0],
 )
 write_csv(n_star_table, out.effective_set)
-tau = p.effective_set[models[0]]["tau"]
+tau = p.effective_set[study.models[0]]["tau"]
 n_star_fields = {
     "n_star_tau": f"{tau:g}",
     "n_star_level": f"{p.study['interval_level']:.0%}",

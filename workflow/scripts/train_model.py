@@ -41,7 +41,8 @@ model = build_model(
     p.architecture, dict(p.rule), tokenizer.get_vocab_size(), p.seed, settings["context"]
 )
 log.info("%d parameters", sum(t.numel() for t in model.parameters()))
-history = train(model, train_ids, settings, p.seed, log=log.info)
+# an untrained model (study.untrained_seeds): the seed's initial weights, no step taken
+history = train(model, train_ids, settings, p.seed, log=log.info) if settings["steps"] else []
 with atomic_path(snakemake.output.model) as tmp:
     save_trained(
         model,
@@ -57,18 +58,25 @@ with atomic_path(snakemake.output.model) as tmp:
         },
     )
 # The history is deterministic (byte-identical reruns); the timing is not, so it has its own file.
+columns = {"step": pl.Int64, "loss": pl.Float64, "learning_rate": pl.Float64, "tokens": pl.Int64}
 with atomic_path(snakemake.output.history) as tmp:
-    pl.DataFrame(history).drop("seconds", "tokens_per_s").write_csv(tmp)
+    pl.DataFrame(
+        history, schema=columns | {"seconds": pl.Float64, "tokens_per_s": pl.Float64}
+    ).drop("seconds", "tokens_per_s").write_csv(tmp)
+last = history[-1] if history else {"seconds": 0.0, "tokens": 0, "tokens_per_s": 0.0, "loss": None}
 with atomic_path(snakemake.output.timing) as tmp:
     Path(tmp).write_text(
         json.dumps(
             {
-                "seconds": history[-1]["seconds"],
-                "tokens": history[-1]["tokens"],
-                "tokens_per_s": history[-1]["tokens_per_s"],
+                "seconds": last["seconds"],
+                "tokens": last["tokens"],
+                "tokens_per_s": last["tokens_per_s"],
                 "threads": torch.get_num_threads(),
             },
             indent=2,
         )
     )
-log.info("trained to loss %.4f in %s", history[-1]["loss"], timer)
+if history:
+    log.info("trained to loss %.4f in %s", last["loss"], timer)
+else:
+    log.info("left at its initial weights (an untrained model), saved in %s", timer)

@@ -2,6 +2,7 @@
 fields of docs/study.md (prose from workflow/resources/study_template.md, every number from the
 study's own models)."""
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +16,14 @@ from ..study import (
     same_weights_as_baseline,
     verdicts,
 )
-from ..study_limits import FIXED_TEMPERATURE, LIMITS, LOW_TEMPERATURE
+from ..study_limits import (
+    FIXED_TEMPERATURE,
+    LIMITS,
+    LOW_TEMPERATURE,
+    NO_CHANGE,
+    RELAXES,
+    TIGHTENS,
+)
 from ..tables import markdown_table
 from .study_prose import (
     answer_line,
@@ -58,6 +66,10 @@ class Study:
     over_seeds: dict | None = None
     # every seed's limit_measures per normalizer, in seed order (None: one seed's page only)
     per_seed: dict | None = None
+    # the comparisons on untrained weights (study.untrained_comparison) and their seed (None:
+    # study.untrained_seeds is empty)
+    untrained: dict | None = None
+    untrained_seed: int | None = None
     # derived: the names, their rules, the limits measured and their verdicts, the grids
     names: list[str] = field(init=False)
 
@@ -107,8 +119,8 @@ class Study:
         )
         self.headers = {
             k: limit.header.format(
-                l_lo=self.measures[first]["vanishing_fit_lengths"][0],
-                l_hi=self.measures[first]["vanishing_fit_lengths"][1],
+                l_lo=self.measures[first]["vanishing_fit_lengths"][0] or "?",
+                l_hi=self.measures[first]["vanishing_fit_lengths"][1] or "?",
                 l_max=self.l_max,
                 n_max=n_max,
                 c_max=f"{self.contexts[-1]} tokens",
@@ -227,7 +239,16 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_sign_p": m.sign_p,
                     f"{key}_dropped_by_fdr": m.dropped,
                 }
-                cells.append(f"{m.verdict}: {shown_over_seeds(m)}{significance_text(m)}")
+                cells.append(
+                    f"{m.verdict}: {shown_over_seeds(m)}{significance_text(m)}"
+                    + untrained_text(s, n, key, m.verdict)
+                )
+                if s.untrained is not None and n in s.untrained:
+                    u = s.untrained[n][key]
+                    record |= {
+                        f"{key}_untrained_ratio": u.ratio,
+                        f"{key}_untrained_verdict": u.verdict,
+                    }
             elif key.endswith(("_cost", "_change")):
                 cells.append(m.verdict if m.verdict == "baseline" else shown_difference(m))
             else:
@@ -244,6 +265,26 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
         f"sink minus {s.baseline}'s, paired by seed",
     ]
     return pl.DataFrame(csv_rows), markdown_table(headers, rows)
+
+
+def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
+    """'; untrained (seed 0): x r, <verdict>', and where both sides are decided, whether the
+    untrained weights already give the trained verdict: a comparison, not a cause (one untrained
+    seed, a point against the ratio; the trained verdict reads the seeds' paired interval and
+    Benjamini-Hochberg). '' without untrained models or for the baseline."""
+    if s.untrained is None or name not in s.untrained or name == s.baseline:
+        return ""
+    u = s.untrained[name][key]
+    ratio = "" if math.isnan(u.ratio) else f"x{u.ratio:.3g}, "
+    text = f"; untrained (seed {s.untrained_seed}): {ratio}{u.verdict}"
+    decided = (RELAXES, TIGHTENS, NO_CHANGE)
+    if trained_verdict in (RELAXES, TIGHTENS) and u.verdict in decided:
+        text += (
+            ": the untrained weights already give it"
+            if u.verdict == trained_verdict
+            else ": not on the untrained weights"
+        )
+    return text
 
 
 def per_seed_table(per_seed: dict[str, list[dict]], seeds: list[int]) -> pl.DataFrame:

@@ -1,0 +1,96 @@
+"""What training did (issue 46, point 5): each study verdict beside the same comparison on the
+rules' untrained weights. Sigmoid's 'tightens Corollary 3' appears on Gaussian logits that no
+training shaped, so the page must call it the rule's, not training's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from attnlimits import rules
+from attnlimits_workflow import study
+from attnlimits_workflow.assemble import study_report
+from attnlimits_workflow.config_study import study_errors, study_model_name
+
+pytestmark = pytest.mark.unit
+
+TEMPERATURES = [0.001, 0.00316, 0.01, 0.0316, 0.1, 0.316, 1.0]
+
+
+def low_t_on_gaussian_logits(kind: str, spread: float, seed: int = 0) -> float:
+    """The study's low-temperature measure (mean T ||J|| over T <= 0.1) of rule ``kind`` on
+    rows of i.i.d. Gaussian logits, as an untrained model's are: the rule's plain Jacobian norm
+    at each T, no trained weight anywhere."""
+    logits = np.random.default_rng(seed).standard_normal((64, 128)) * spread
+    rule = rules.get(kind)
+    sweep = pl.concat(
+        pl.DataFrame(
+            {"T": np.full(64, t), "jacobian_norm": rule.jacobian_norm(logits / t, 128) / t}
+        )
+        for t in TEMPERATURES
+    )
+    return study.low_temperature_sensitivity(sweep)
+
+
+@pytest.mark.parametrize("spread", [1.0, 2.0])
+def test_sigmoid_tightens_corollary_3_on_untrained_logits_too(spread):
+    measures = {
+        name: {"gradient_low_t": low_t_on_gaussian_logits(kind, spread)}
+        for name, kind in (("softmax", "softmax"), ("sigmoid", "sigmoid_attention"))
+    }
+    got = study.untrained_comparison(measures, "softmax", 1.5)["sigmoid"]["gradient_low_t"]
+    assert got.verdict == study.TIGHTENS and got.ratio > 2.0
+
+
+def stub_study(untrained: dict) -> study_report.Study:
+    """Only what untrained_text reads: the comparisons, their seed, the baseline."""
+    s = study_report.Study.__new__(study_report.Study)
+    s.untrained, s.untrained_seed, s.baseline = untrained, 0, "softmax"
+    return s
+
+
+def test_a_verdict_says_whether_the_untrained_weights_give_it():
+    same = stub_study({"sigmoid": {"gradient_low_t": study.Untrained(2.9, study.TIGHTENS)}})
+    text = study_report.untrained_text(same, "sigmoid", "gradient_low_t", study.TIGHTENS)
+    assert text == "; untrained (seed 0): x2.9, tightens: the untrained weights already give it"
+    other = stub_study({"gated": {"vanishing": study.Untrained(1.0, study.NO_CHANGE)}})
+    text = study_report.untrained_text(other, "gated", "vanishing", study.RELAXES)
+    assert text.endswith("no change: not on the untrained weights")
+    # an untrained side that is not measured or withheld says so, and no comparison follows
+    gone = stub_study({"gated": {"vanishing": study.Untrained(math.nan, study.NOT_MEASURED)}})
+    text = study_report.untrained_text(gone, "gated", "vanishing", study.RELAXES)
+    assert text == "; untrained (seed 0): not measured"
+    assert study_report.untrained_text(other, "softmax", "vanishing", "baseline") == ""
+    assert study_report.untrained_text(stub_study(None), "gated", "vanishing", "relaxes") == ""
+
+
+def test_untrained_ratios_by_hand():
+    measures = {
+        "softmax": {"vanishing": 0.2, "separability": 0.5, "distance": 0.1},
+        "rule": {"vanishing": 0.5, "separability": 0.75, "distance": None},
+    }
+    got = study.untrained_comparison(measures, "softmax", 1.5)["rule"]
+    assert got["vanishing"].ratio == pytest.approx(2.5) and got["vanishing"].verdict == "relaxes"
+    # a share compares odds: 0.75 -> 3, 0.5 -> 1
+    assert got["separability"].ratio == pytest.approx(3.0)
+    assert math.isnan(got["distance"].ratio) and got["distance"].verdict == study.NOT_MEASURED
+
+
+def test_untrained_models_are_named_and_need_a_trained_seed():
+    assert study_model_name("sink", 2, untrained=True) == "study-sink-untrained-seed2"
+    assert study_model_name("sink", 2) == "study-sink-seed2"
+    base = {
+        "normalizers": {},
+        "seeds": [0, 1],
+        "untrained_seeds": [1, 5],
+        "architecture": {"max_positions": 64, "heads": 4, "kv_heads": 2, "hidden_size": 32},
+        "evaluation": {"contexts": [32]},
+        "training": {"context": 32},
+    }
+    assert study_errors({"study": base}) == [
+        "study.untrained_seeds[1]: 5 is not one of study.seeds [0, 1]: an untrained model is "
+        "compared with the trained model of its own seed (the same initial weights)"
+    ]
