@@ -1599,14 +1599,17 @@ def test_what_changes_between_two_context_lengths():
     )
     assert "- G: reproduced up to 1024 tokens; not testable up to 8192 tokens" in text
     assert "![f/fig2.png](f/fig2.png)" in text and "```bash\ncmd\n```" in text
-    assert "| settled (the same point, shared data: only the intervals differ) |" in text
+    assert "| settled (the same point: only the intervals differ) |" in text
     # a's intervals [0.9, 1.1] and [2.5, 3.5] do not overlap; b's [0.1, 0.9] and [0.4, 0.6]
     # do; g's second is not testable, no measurement to move
     assert compared["moved"].to_list() == [True, False, False]
     assert "- A: 1 [0.9, 1.1] up to 1024 tokens, 3 [2.5, 3.5] up to 8192 tokens" in text
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
-    assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: shared data")
+    assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: identical")
+    # the same numbers under different verdicts (a sampled run's 'not testable'): the change
+    lost = table([("s", "not testable", 0.7, 0.6, 0.8)])
+    assert lc.compare_lengths(same, lost)["change"][0] == "not comparable"
     # one grid cell both runs read (0.703 = 45/64 at L = 64), each with its own resamples: the
     # same point is shared data, never agreement
     cell = table([("s", "not reproduced", 0.703, 0.7, 0.801)])

@@ -95,12 +95,21 @@ def all_rows(
 
 
 def null_row_stride(settings: Settings, length: int) -> int:
-    """Every how many rows Corollary 3's null is drawn under the all-rows protocol: rows t with
-    (L - 1 - t) divisible by it, about analysis.gradient.null_rows per head, the last row among
-    them; 1 (every analysed row) when analysis.all_rows.rows draws the rows, already few."""
+    """Every how many rows Corollary 3's null is drawn under the all-rows protocol (beside the
+    first rows, :func:`null_rows_of`): about analysis.gradient.null_rows per head; 1 (every
+    analysed row) when analysis.all_rows.rows draws the rows, already few."""
     if settings.all_rows.get("rows", "all") != "all":
         return 1
     return max(1, length // int(settings.null_rows))
+
+
+def null_rows_of(rows: NDArray, length: int, stride: int) -> NDArray[np.intp]:
+    """The positions in ``rows`` (query rows t) that get a null: every row t < stride (a
+    causal head's first rows, few keys each, where near-uniform rows violate most), and every
+    stride-th row counting back from the last. The model is compared with its null on these
+    rows only, so both shares have one denominator."""
+    t = np.asarray(rows)
+    return np.flatnonzero((t < stride) | ((length - 1 - t) % stride == 0))
 
 
 def block_draws(settings: Settings, length: int):
@@ -118,7 +127,7 @@ def block_draws(settings: Settings, length: int):
             drawn.clear()
             rng = stream_rng(settings.seed, Stream.GRADIENT_DIRECTIONS, length, *key[:2])
             v = unit_directions(rng, len(rows), visible, width)
-            nulls = np.flatnonzero((length - 1 - np.asarray(rows)) % stride == 0)
+            nulls = null_rows_of(rows, length, stride)
             z = stream_rng(settings.seed, Stream.GRADIENT_NULL, length, *key[:2]).standard_normal(
                 (len(nulls), width)
             )
@@ -189,13 +198,14 @@ def row_kernel(pack: Pack, temperature: float, settings: Settings, draws=None) -
         out = {"jacobian_norm": jac} | row_outcome_columns("jacobian_gershgorin", c)
         out |= {f"g_{eps}": g for eps, g in zip(settings.epsilons, sensitivity, strict=True)}
         out |= checks(jac, sensitivity, visible, "")
-        # the null's outcomes on its rows, not applicable (NaN) on the block's others
-        null_out = (
-            checks(*statistics(null, v[nulls]), visible[nulls], "_null")
-            if len(nulls)
-            else checks(np.empty(0), np.empty((len(epsilons), 0)), visible[nulls], "_null")
-        )
-        for name, column in null_out.items():
+        # the null's outcomes on its rows and the model's on the same rows ("_paired"), not
+        # applicable (NaN) on the block's others: the comparison reads the two on one set of rows
+        if len(nulls):
+            null_out = checks(*statistics(null, v[nulls]), visible[nulls], "_null")
+        else:
+            null_out = checks(np.empty(0), np.empty((len(epsilons), 0)), visible[nulls], "_null")
+        paired = checks(jac[nulls], sensitivity[:, nulls], visible[nulls], "_paired")
+        for name, column in (null_out | paired).items():
             out[name] = np.full(len(rows), np.nan)
             out[name][nulls] = column
         return out
@@ -218,12 +228,15 @@ def table(
         """The head's rows of each outcome of check ``name`` and of its null ("<column>_..._rows",
         as assemble.summaries.count reads them, and "<column>_null_violated_rows")."""
         model, null = head_outcomes(pooled, name), head_outcomes(pooled, f"{name}_null")
+        paired = head_outcomes(pooled, f"{name}_paired")
         return {
             f"{column}_rows": model[f"{name}_rows"],
             **{
                 f"{column}_{label}_rows": model[f"{name}_{label}_rows"]
                 for label in ("violated", "not_testable", "vacuous")
             },
+            # the rows with a null: the model's outcomes there, and the null's
+            f"{column}_paired_violated_rows": paired[f"{name}_paired_violated_rows"],
             f"{column}_null_violated_rows": null[f"{name}_null_violated_rows"],
             f"{column}_null_rows": null[f"{name}_null_rows"],
         }
@@ -384,27 +397,21 @@ NULL_ALPHA = 0.05
 
 
 def violations_by_head(frame: pl.DataFrame, column: str) -> pl.DataFrame:
-    """Per (layer, head) with an applicable check ``column``: its violating and checked rows
-    (samples under the last-row protocol), "model" and "rows", and those of its null of matched
-    spread, "null" and "null_rows" (the null is drawn on every analysis.gradient.null_rows-th
-    row only, so the two are compared as shares)."""
+    """Per (layer, head) with an applicable check ``column``, on the rows that have a null
+    (samples under the last-row protocol): the model's violating rows there ("model"), its
+    null's ("null") and how many such rows ("rows"), summed over the head's T samples."""
     name = column.removesuffix("_check")
     applicable = frame.filter(pl.col(column).is_not_null())
-    if f"{name}_violated_rows" in frame.columns:
-        model, rows = pl.col(f"{name}_violated_rows"), pl.col(f"{name}_rows")
-        null, null_rows = pl.col(f"{name}_null_violated_rows"), pl.col(f"{name}_null_rows")
+    if f"{name}_paired_violated_rows" in frame.columns:
+        model, null = pl.col(f"{name}_paired_violated_rows"), pl.col(f"{name}_null_violated_rows")
+        rows = pl.col(f"{name}_null_rows").sum()
     else:
         model = (pl.col(column) == "violated").cast(pl.Int64)
         null = (pl.col(f"{name}_null_check") == "violated").cast(pl.Int64)
-        rows = null_rows = pl.lit(1, dtype=pl.Int64)
+        rows = pl.len()
     return (
         applicable.group_by("layer", "head")
-        .agg(
-            model.sum().alias("model"),
-            rows.sum().alias("rows"),
-            null.sum().alias("null"),
-            null_rows.sum().alias("null_rows"),
-        )
+        .agg(model.sum().alias("model"), null.sum().alias("null"), rows.alias("rows"))
         .sort("layer", "head")
     )
 
@@ -413,35 +420,43 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     """Corollary 3's check ``column`` decided against its null of matched spread, where the
     model violates it at all: (no_verdict, note) for assemble.summaries.count. The theorem is
     false (docs/paper-notes.md section 1), and rows of i.i.d. Gaussian logits with each row's
-    own spread violate it on many rows whatever a head learnt, so a violation is a finding about
-    the model only where its share of violating rows exceeds its nulls' share, head by head: a
-    one-sided sign test over the heads whose shares differ, at NULL_ALPHA. Otherwise the count
-    is no verdict; ("", "") where the table has no null or the model violates nothing."""
+    own spread violate it on many rows whatever a head learnt. Per head, the model and its null
+    are counted on the same rows (those with a null); a two-sided sign test over the heads whose
+    counts differ, at NULL_ALPHA, asks whether the model violates more or less often than its
+    null. More often: a finding about the model (the count stands, "decided against a null").
+    Otherwise no verdict, worded from the counts. ("", "") where the table has no null or the
+    model violates nothing."""
     name = column.removesuffix("_check")
     if not {f"{name}_null_check", f"{name}_null_violated_rows"} & set(frame.columns):
         return "", ""
     heads = violations_by_head(frame, column)
-    if int(heads["model"].sum()) == 0:
+    if int(frame.filter(pl.col(column) == "violated").height) == 0:
         return "", ""
-    heads = heads.with_columns(
-        (pl.col("model") / pl.col("rows")).alias("share"),
-        (pl.col("null") / pl.col("null_rows")).alias("null_share"),
-    ).filter(pl.col("null_rows") > 0)
-    above = int((heads["share"] > heads["null_share"]).sum())
-    differ = int((heads["share"] != heads["null_share"]).sum())
-    p = sign_test_greater(above, differ)
-    unit = "rows" if f"{name}_violated_rows" in frame.columns else "samples"
+    heads = heads.filter(pl.col("rows") > 0)
+    above = int((heads["model"] > heads["null"]).sum())
+    below = int((heads["model"] < heads["null"]).sum())
+    differ = above + below
+    p = min(1.0, 2.0 * sign_test_greater(max(above, below), differ))
+    unit = "rows" if f"{name}_null_violated_rows" in frame.columns else "samples"
+    model, null, rows = (int(heads[c].sum()) for c in ("model", "null", "rows"))
     counts = (
-        f"violating {unit}: model {int(heads['model'].sum())} of {int(heads['rows'].sum())}, null "
-        f"of matched spread {int(heads['null'].sum())} of {int(heads['null_rows'].sum())} (i.i.d. Gaussian logits with each row's own "
-        f"spread); the model's share exceeds the null's in {above} of the {differ} heads whose "
-        f"shares differ (of {heads.height}), one-sided sign test p = {p:.2g}"
+        f"on the {rows} {unit} with a null of matched spread (i.i.d. Gaussian logits with each "
+        f"row's own spread), the model violates it on {model}, the null on {null}; the model "
+        f"exceeds its null in {above} and falls below it in {below} of {heads.height} heads, "
+        f"two-sided sign test p = {p:.2g}"
     )
+    if p < NULL_ALPHA and above > below:
+        return "", f"decided against a null, more often than it: {counts} < {NULL_ALPHA:g}"
     if p < NULL_ALPHA:
-        return "", f"decided against a null: {counts} < {NULL_ALPHA:g}"
+        finding = "the model violates it less often than its null"
+    elif null:
+        finding = "its null violates it too"
+    else:
+        finding = "its null violates it on none of those rows, and the heads cannot decide"
     return (
-        f"the theorem is false (docs/paper-notes.md section 1) and its null violates it too: "
-        f"{counts} >= {NULL_ALPHA:g}, so the count is no finding about the model",
+        f"the theorem is false (docs/paper-notes.md section 1) and {finding}: {counts}"
+        + ("" if p < NULL_ALPHA else f" >= {NULL_ALPHA:g}")
+        + ", so the count is no finding about the model's excess over its null",
         "",
     )
 
@@ -466,9 +481,12 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
     once = g.filter(pl.col("eps") == g["eps"].min())  # the Jacobian does not depend on eps
 
     def corollary3(frame, column, bound, where, slack, **extra) -> dict:
-        """A Corollary 3 check, decided against its null (:func:`null_decision`)."""
+        """A Corollary 3 check, decided against its null (:func:`null_decision`), unless the
+        rows too short to tell decide it (``no_verdict`` given: the null then says nothing)."""
         no_verdict, note = null_decision(frame, column)
-        no_verdict = extra.pop("no_verdict", "") or no_verdict
+        if extra.get("no_verdict"):
+            no_verdict, note = extra.pop("no_verdict"), ""
+        extra.pop("no_verdict", None)
         return count(
             frame, column, bound, where, slack=slack, no_verdict=no_verdict, note=note, **extra
         )

@@ -45,19 +45,20 @@ def change(short: str | None, long: str | None) -> str:
 
 
 def shared(short: dict | None, long: dict | None) -> str:
-    """ "same numbers" where both runs give the number a claim reads alike, to the last digit:
-    read on data the two share (a length both analyse in full, the first rows every run keeps,
-    one grid cell of the critical N at a length both search), so the agreement could not have
-    come out otherwise, whatever the intervals (each run's resamples differ) say; "" else."""
+    """ "same numbers" where both runs give the same verdict on the same number a claim reads,
+    to the last digit: agreement that could not have come out otherwise, most likely read on
+    data the two share (a length both analyse in full, the first rows every run keeps, one grid
+    cell of the critical N), or a discrete count every head gives alike; "" else, and always
+    where the verdicts differ (:func:`change` says how)."""
     if not (short and long) or short.get("value") is None:
         return ""
     if short.get("value") != long.get("value"):
         return ""
-    if all(short.get(c) == long.get(c) for c in ("low", "high")):
-        return "same numbers: shared data, or every head alike"
     if change(short.get("verdict"), long.get("verdict")) != "same":
-        return ""  # the verdicts differ on the same point: page() says only the intervals do
-    return "same numbers: the same point (shared data), the intervals from each run's resamples"
+        return ""  # the verdicts differ on the same point: page() notes it beside the change
+    if all(short.get(c) == long.get(c) for c in ("low", "high")):
+        return "same numbers: identical to the last digit (shared data, or a count alike)"
+    return "same numbers: the same point (shared data, or a count alike), each run's interval"
 
 
 def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -143,7 +144,7 @@ def page(
                 f"{r['long'] or '-'} ({r['long_value']})" if r["long_value"] else r["long"] or "-",
                 r["change"]
                 + (
-                    " (the same point, shared data: only the intervals differ)"
+                    " (the same point: only the intervals differ)"
                     if r["same_point"] and not r["change"].startswith("same numbers")
                     else ""
                 ),
@@ -206,8 +207,9 @@ the gradient are read at each run's own longest L. Lemma 1's row reads the last 
 either protocol (every chunk's: 4 in the short run, 1 in the long). A verdict or a number that
 moves is therefore what this pair of runs shows, not the context's effect alone: on the
 findings page the second text moves some of the same numbers as much. "same numbers" marks rows
-read on data both runs share (a length both analyse in full, the first 128 rows both keep),
-which could not have come out otherwise.
+whose verdict and number are the same to the last digit: most likely read on data both runs share
+(a length both analyse in full, the first 128 rows both keep, one grid cell of the critical N) or
+a count every head gives alike, so the agreement could not have come out otherwise.
 
 ## Verdicts side by side
 
