@@ -6,6 +6,7 @@ their nulls. Simulated rows, not the fast kernels under test, set the expectatio
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import polars as pl
@@ -29,23 +30,50 @@ COROLLARY3 = "Corollary 3"
 
 
 def plain_null(logits: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """One row at a time: the visible keys' population SD times z, masked keys -inf."""
+    """One row at a time: z standardised over the visible keys, times their population SD."""
     out = np.full(logits.shape, -np.inf)
     for i, row in enumerate(logits):
         seen = np.isfinite(row)
-        out[i, seen] = np.std(row[seen]) * z[i, seen]
+        draws = z[i, seen] - z[i, seen].mean()
+        scale = np.std(z[i, seen])
+        out[i, seen] = np.std(row[seen]) * (draws / scale if scale > 0 else 0.0 * draws)
     return out
 
 
 def test_null_of_a_hand_made_row():
-    """Logits (0, 2, -inf): mean 1, SD 1, so the null is z itself on the two visible keys."""
+    """Logits (0, 2, -inf): SD 1; draws (1.5, -0.5) standardise to (1, -1): the null row is
+    (1, -1), the same gap as the row's own, as every 2-key null is."""
     got = matched_spread_null(np.array([[0.0, 2.0, -np.inf]]), np.array([[1.5, -0.5, 9.0]]))
-    assert got.tolist() == [[1.5, -0.5, -np.inf]]
+    assert got.tolist() == [[1.0, -1.0, -np.inf]]
 
 
 def test_a_single_visible_key_has_no_spread():
     got = matched_spread_null(np.array([[3.0, -np.inf]]), np.array([[2.0, 2.0]]))
     assert got.tolist() == [[0.0, -np.inf]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), width=st.integers(2, 16), scale=st.floats(1e-2, 1e2))
+def test_every_null_row_has_its_rows_spread(seed, width, scale):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((4, width)) * scale
+    null = matched_spread_null(logits, rng.standard_normal((4, width)))
+    np.testing.assert_allclose(null.std(axis=1), logits.std(axis=1), rtol=1e-10)
+    np.testing.assert_allclose(null.mean(axis=1), 0.0, atol=1e-9 * scale)
+
+
+def test_the_null_is_calibrated_on_a_model_that_learnt_nothing():
+    """144 heads of i.i.d. Gaussian q.k at L = 64 through the real checks: the model and its
+    null are exchangeable, so the two-sided sign test must not find them apart."""
+    pack = gaussian_causal_pack(heads=144, length=64, seed=11)
+    table = pl.concat(
+        [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 1.0, 3.16)],
+        how="diagonal",
+    )
+    for column in ("jacobian_paper_check", "jacobian_paper_wide_check"):
+        no_verdict, note = gradient.null_decision(table, column)
+        p = float(re.search(r"sign test p = ([0-9.e-]+)", no_verdict + note).group(1))
+        assert p > 0.01, (column, no_verdict + note)
 
 
 def test_the_draws_must_match_the_logits():

@@ -949,6 +949,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         tmp_path, **{**rules, "sparsemax": {"kind": "sparsemax", "temperature": 2.0}}
     )
     changed["study"]["seeds"] = [0, 1]
+    changed["study"]["untrained_seeds"] = two_seeds["study"]["untrained_seeds"]
     config = write_config(tmp_path / "changed", changed)
     planned = planned_rules(tmp_path, config, "study")
     # sparsemax's models only: one per seed, and its untrained one (no head report: untrained)
@@ -959,6 +960,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     # a third seed trains its own three models only
     more = study_config(tmp_path, **rules)
     more["study"]["seeds"] = [0, 1, 2]
+    more["study"]["untrained_seeds"] = two_seeds["study"]["untrained_seeds"]
     proc = snakemake(tmp_path, write_config(tmp_path / "more", more), "study", "-n")
     assert sorted(new_models(proc.stdout)) == [f"study-{n}-seed2" for n in sorted(rules)]
     same = write_config(tmp_path / "again", two_seeds)

@@ -47,10 +47,11 @@ def test_the_p_value_decides_exactly_where_the_interval_does(logs, ratio):
 
 
 def test_three_seeds_never_pass_a_sign_test_at_five_percent():
-    logs = np.log([5.0, 6.0, 7.0])
-    assert intervals.beyond_ratio_sign_pvalue(logs, 1.5, larger=True) == 0.125
-    assert intervals.beyond_ratio_sign_pvalue(logs, 1.5, larger=False) == 1.0
-    assert intervals.beyond_ratio_sign_pvalue(np.log([5.0, 1.0, 7.0]), 1.5, True) == 0.5
+    """Two-sided, the side read off the data: every seed beyond on one side is 2/8 = 0.25."""
+    assert intervals.beyond_ratio_sign_pvalue(np.log([5.0, 6.0, 7.0]), 1.5) == 0.25
+    assert intervals.beyond_ratio_sign_pvalue(np.log([0.2, 0.3, 0.1]), 1.5) == 0.25
+    assert intervals.beyond_ratio_sign_pvalue(np.log([5.0, 1.0, 7.0]), 1.5) == 1.0
+    assert intervals.beyond_ratio_sign_pvalue(np.log([5.0, 6.0, 7.0, 8.0, 9.0]), 1.5) == 0.0625
 
 
 def per_seed_table(rules: dict[str, tuple[float, float, float]]) -> dict[str, list[dict]]:
@@ -80,7 +81,7 @@ def test_benjamini_hochberg_drops_the_weak_verdicts_of_a_long_table():
     assert "relaxes at p = 0.0" in study_prose.significance_text(m)
     assert "not kept by Benjamini-Hochberg" in study_prose.significance_text(m)
     strong = study_prose.significance_text(got["strong"]["vanishing"])
-    assert "sign test p = 0.125" in strong
+    assert "sign test p = 0.25" in strong
 
 
 def test_an_unpaired_verdict_joins_the_family_too():
@@ -126,3 +127,26 @@ def test_the_unpaired_p_value_by_hand():
     inf = math.inf
     assert intervals.beyond_ratio_unpaired_pvalue((1, 1.1), (inf, inf), (5, 6), (5, 6), 1.5) == 1.0
     assert math.isnan(intervals.beyond_ratio_unpaired_pvalue((0, 1), (0, 1), (1, 2), (1, 2), 1.5))
+
+
+def test_boundary_values_keep_their_verdict_or_say_why_not():
+    """A share of 1 on every seed (infinite odds) against a baseline near 0.62, and a low-T
+    sensitivity of 0 on every seed against a positive baseline, are beyond any ratio: kept,
+    p = 0. A share of 1 on one seed only has no t-test: withheld, and the cell says so."""
+    base = [0.60, 0.62, 0.64]
+
+    def seeds(key, values):
+        return [{key: v, "perplexity": 10.0} for v in values]
+
+    table = {"softmax": seeds("separability", base), "full": seeds("separability", [1.0] * 3)}
+    m = study.seed_measures(table, "softmax", 1.5, 0.95)["full"]["separability"]
+    assert m.verdict == study.RELAXES and m.p_value == 0.0
+    table = {
+        "softmax": seeds("gradient_low_t", [0.05, 0.06, 0.07]),
+        "flat": seeds("gradient_low_t", [0.0] * 3),
+    }
+    m = study.seed_measures(table, "softmax", 1.5, 0.95)["flat"]["gradient_low_t"]
+    assert m.verdict == study.RELAXES and m.p_value == 0.0
+    mixed = {"softmax": seeds("separability", base), "m": seeds("separability", [1.0, 0.99, 0.99])}
+    m = study.seed_measures(mixed, "softmax", 1.5, 0.95)["m"]["separability"]
+    assert m.verdict == study.NO_P_VALUE and math.isnan(m.p_value)

@@ -13,7 +13,7 @@ import pytest
 from attnlimits import rules
 from attnlimits_workflow import study
 from attnlimits_workflow.assemble import study_report
-from attnlimits_workflow.config_study import study_errors, study_model_name
+from attnlimits_workflow.config_study import study_errors, study_model_name, untrained_seeds
 
 pytestmark = pytest.mark.unit
 
@@ -94,3 +94,9 @@ def test_untrained_models_are_named_and_need_a_trained_seed():
         "study.untrained_seeds[1]: 5 is not one of study.seeds [0, 1]: an untrained model is "
         "compared with the trained model of its own seed (the same initial weights)"
     ]
+
+
+def test_untrained_seeds_default_to_the_first_seed():
+    assert untrained_seeds({"seeds": [3, 4], "untrained_seeds": None}) == [3]
+    assert untrained_seeds({"seeds": [3, 4]}) == [3]
+    assert untrained_seeds({"seeds": [3, 4], "untrained_seeds": []}) == []

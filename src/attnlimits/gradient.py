@@ -301,24 +301,30 @@ COROLLARY3_WIDE_ROW_KEYS = 5
 
 
 def matched_spread_null(logits: FloatArray, z: FloatArray) -> NDArray[np.float64]:
-    """Each row's null of matched spread: i.i.d. Gaussian logits s z_i with s the row's own
-    standard deviation over its finite (visible) keys, z standard normal draws of the same
-    shape; masked keys (-inf) stay masked. Softmax ignores a row's shift, so no mean is drawn.
-    A bound that such rows violate as often as the model's does says nothing about what the
-    model learnt (docs/paper-notes.md section 1)."""
+    """Each row's null of matched spread: Gaussian draws z standardised over the row's finite
+    (visible) keys (mean 0, population standard deviation 1), times the row's own standard
+    deviation s over those keys, so that every null row has exactly the row's spread (raw z
+    would give s sd(z), well below s on rows of few keys: 0.56 s on average at 2 keys). Masked
+    keys (-inf) stay masked; a row of one visible key, or of equal draws, is all zeros. Softmax
+    ignores a row's shift, so no mean is added. A bound that such rows violate as often as the
+    model's does says nothing about what the model learnt (docs/paper-notes.md section 1)."""
     logits = np.asarray(logits, dtype=np.float64)
     z = np.asarray(z, dtype=np.float64)
     if z.shape != logits.shape:
         raise ValueError(f"z has shape {z.shape}, the logits {logits.shape}")
     visible = np.isfinite(logits)
-    count = visible.sum(axis=-1, keepdims=True)
-    filled = np.where(visible, logits, 0.0)
+    count = np.maximum(visible.sum(axis=-1, keepdims=True), 1)
+
+    def standardised(values: NDArray) -> tuple[NDArray, NDArray]:
+        filled = np.where(visible, values, 0.0)
+        centred = np.where(visible, filled - filled.sum(axis=-1, keepdims=True) / count, 0.0)
+        return centred, np.sqrt((centred**2).sum(axis=-1, keepdims=True) / count)
+
+    _, spread = standardised(logits)
+    draws, draw_spread = standardised(z)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = filled.sum(axis=-1, keepdims=True) / count
-        spread = np.sqrt(
-            np.where(visible, (filled - mean) ** 2, 0.0).sum(axis=-1, keepdims=True) / count
-        )
-    return np.where(visible, np.nan_to_num(spread) * z, -np.inf)
+        unit = np.where(draw_spread > 0, draws / draw_spread, 0.0)
+    return np.where(visible, spread * unit, -np.inf)
 
 
 def gershgorin_bound(temperature: float | FloatArray) -> NDArray[np.float64]:

@@ -136,14 +136,16 @@ def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
     return min(1.0, 2.0 * min(up, down))
 
 
-def beyond_ratio_sign_pvalue(log_ratios, ratio: float, larger: bool) -> float:
-    """One-sided exact sign test that the seeds' ratios lie beyond ``ratio`` on one side
-    (above it when ``larger``, below 1 / ratio else): :func:`sign_test_greater` of the seeds
-    beyond it among all. No normality assumed; with 3 seeds it is at least 1/8."""
+def beyond_ratio_sign_pvalue(log_ratios, ratio: float) -> float:
+    """Two-sided exact sign test that the seeds' ratios lie beyond ``ratio`` on one side: the
+    smaller of :func:`sign_test_greater` of the seeds above ``ratio`` and of those below
+    1 / ``ratio``, doubled (the side is read off the data), at most 1. No normality assumed;
+    with 3 seeds it is at least 1/4 (one-sided 1/8)."""
     x = np.asarray(log_ratios, dtype=np.float64)
-    edge = math.log(ratio)
-    beyond = int((x > edge).sum() if larger else (x < -edge).sum())
-    return sign_test_greater(beyond, int(x.size))
+    edge, n = math.log(ratio), int(x.size)
+    up = sign_test_greater(int((x > edge).sum()), n)
+    down = sign_test_greater(int((x < -edge).sum()), n)
+    return min(1.0, 2.0 * min(up, down))
 
 
 def beyond_ratio_unpaired_pvalue(
@@ -157,18 +159,28 @@ def beyond_ratio_unpaired_pvalue(
     within (low, high) per seed (a censored one: high above low): "above" tests the rule's lower
     ends against the baseline's upper ends, "below" its upper ends against the baseline's lower
     ends, each by Welch's one-sided t-test on the logs beyond log ratio; the smaller doubled, at
-    most 1. An infinite upper end makes its side 1 (a share of 1 has infinite odds). NaN where a
-    side has fewer than two values or a value is not positive."""
+    most 1. Values at a boundary (0, or the infinite odds of a share of 1) as ``one_sided``
+    says; NaN where a side has fewer than two values, a value is negative, or a side mixes the
+    boundary with finite values."""
     from scipy import stats
 
     edge = math.log(ratio)
 
     def one_sided(x, y) -> float:
+        """x above y by the ratio. At the boundaries (a share of 0 or 1: odds 0 or infinite, a
+        measure of 0): every x infinite or every y 0, the other side inside, is beyond any
+        ratio (p 0, as seeds that agree exactly); any y infinite or x 0 can never be above (p
+        1); a side mixing the boundary with finite values has no t-test (NaN)."""
         x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-        if x.size < 2 or y.size < 2 or (x <= 0).any() or (y <= 0).any():
+        if x.size < 2 or y.size < 2 or (x < 0).any() or (y < 0).any():
             return math.nan
-        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        if np.isinf(y).any() or (x == 0).any():
             return 1.0
+        x_top, y_bottom = np.isinf(x), y == 0
+        if x_top.all() or y_bottom.all():
+            return 0.0
+        if x_top.any() or y_bottom.any():
+            return math.nan
         lx, ly = np.log(x), np.log(y)
         diff = float(lx.mean() - ly.mean())
         vx, vy = lx.var(ddof=1) / lx.size, ly.var(ddof=1) / ly.size

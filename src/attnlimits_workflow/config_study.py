@@ -17,6 +17,14 @@ def study_model_name(name: str, seed: int, untrained: bool = False) -> str:
     return f"{STUDY_PREFIX}{name}-{'untrained-' if untrained else ''}seed{int(seed)}"
 
 
+def untrained_seeds(study: dict[str, Any]) -> list[int]:
+    """study.untrained_seeds, null read as the first of study.seeds (none without seeds)."""
+    chosen = study.get("untrained_seeds")
+    if chosen is None:
+        return list((study.get("seeds") or [])[:1])
+    return [int(s) for s in chosen]
+
+
 def study_normalizer(rule: dict[str, Any]) -> dict[str, Any]:
     """The beyond.normalizers entry (attnlimits.normalizers) that is a trained model's own
     attention on its dumped logits (q k^T times the scaling): the rule with its settings, except
@@ -55,7 +63,7 @@ def study_runs(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, di
     # each seed's trained models, then the untrained ones (study.untrained_seeds): the same rule,
     # architecture and initial weights, no training step
     plan = [(seed, False) for seed in study.get("seeds") or []]
-    plan += [(seed, True) for seed in study.get("untrained_seeds") or []]
+    plan += [(seed, True) for seed in untrained_seeds(study)]
     for seed, untrained in plan:
         for name, rule in (study.get("normalizers") or {}).items():
             label = study_model_name(name, seed, untrained)
@@ -90,7 +98,7 @@ def study_errors(config: dict[str, Any]) -> list[str]:
             trained_settings(rule)
         except ValueError as exc:
             errs.append(f"study.normalizers.{name}: {exc}")
-    for i, seed in enumerate(study.get("untrained_seeds") or []):
+    for i, seed in enumerate(untrained_seeds(study)):
         if seed not in (study.get("seeds") or []):
             errs.append(
                 f"study.untrained_seeds[{i}]: {seed} is not one of study.seeds "

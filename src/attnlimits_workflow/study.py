@@ -83,6 +83,9 @@ from .study_limits import (
     NO_DIFFERENCE as NO_DIFFERENCE,
 )
 from .study_limits import (
+    NO_P_VALUE as NO_P_VALUE,
+)
+from .study_limits import (
     NO_VERDICT as NO_VERDICT,
 )
 from .study_limits import (
@@ -493,10 +496,10 @@ class SeedMeasure:
     ratio: float = math.nan
     ratio_low: float = math.nan
     ratio_high: float = math.nan
-    # the paired ratio beyond relax_ratio on either side: its two-sided t-test p-value
-    # (intervals.beyond_ratio_pvalue), the one-sided exact sign test in the verdict's direction
-    # (NaN where no verdict was reached), and the verdict Benjamini-Hochberg over every paired
-    # comparison of the table did not keep ("" where kept, or none to keep)
+    # the ratio beyond relax_ratio on either side: its two-sided p-value (paired: the t-test
+    # of intervals.beyond_ratio_pvalue; unpaired, a censored seed: Welch's on the intervals'
+    # ends), the two-sided exact sign test of the paired ratios (NaN unpaired), and the verdict
+    # Benjamini-Hochberg over every such comparison of the table did not keep ("" where kept)
     p_value: float = math.nan
     sign_p: float = math.nan
     dropped: str = ""
@@ -586,13 +589,10 @@ def seed_measures(
                 r, r_low, r_high = paired
                 found = ratio_verdict(r_low, r_high, ratio, limit.relaxes)
                 log_ratios = paired_log_ratios(values, base_values, limit.share)
-                larger = (found == RELAXES) == (limit.relaxes == "larger")
                 out[name][key] = SeedMeasure(
                     *(mean, low, high, n, found, censored, logs, values, r, r_low, r_high),
                     p_value=beyond_ratio_pvalue(log_ratios, ratio),
-                    sign_p=beyond_ratio_sign_pvalue(log_ratios, ratio, larger)
-                    if found in (RELAXES, TIGHTENS)
-                    else math.nan,
+                    sign_p=beyond_ratio_sign_pvalue(log_ratios, ratio),
                 )
                 continue
             else:
@@ -616,7 +616,7 @@ def seed_measures(
                 )
                 if math.isnan(p_value) and found in (RELAXES, TIGHTENS):
                     # no p-value, so no place in the family: withheld, not left uncorrected
-                    found = NO_DIFFERENCE
+                    found = NO_P_VALUE
                 out[name][key] = SeedMeasure(
                     mean, low, high, n, found, censored, logs, values, p_value=p_value
                 )

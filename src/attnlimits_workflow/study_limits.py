@@ -30,6 +30,9 @@ FIXED_TEMPERATURE = "no verdict: a fixed temperature (training absorbs it into W
 # Each rule's T ||J|| has its own ceiling at a tie (softmax 1/2, sparsemax and the entmaxes 1):
 # a low-T verdict in the direction the ceilings differ could come from the ceiling alone.
 CEILING = "no verdict: its T ||J|| ceiling differs from the baseline's"
+# A decided interval verdict with no p-value (a side mixing a share of 0 or 1, or a measure of
+# 0, with finite values): no place in Benjamini-Hochberg's family, so withheld.
+NO_P_VALUE = "no verdict: no p-value (a boundary value on some seeds, not all)"
 VERDICTS = (
     RELAXES,
     TIGHTENS,
@@ -40,6 +43,7 @@ VERDICTS = (
     ZERO_WEIGHT_DISTANCE,
     FIXED_TEMPERATURE,
     CEILING,
+    NO_P_VALUE,
     NOT_MEASURED,
 )
 # The share of a row's top-N slots that may have weight 0 before N_s/N counts the support.

@@ -14,6 +14,7 @@ from attnlimits_workflow.assemble import study_report as report
 from attnlimits_workflow.assemble.study_figure import study_figure
 from attnlimits_workflow.assemble.study_prose import fill_template
 from attnlimits_workflow.atomic import atomic_path
+from attnlimits_workflow.config_study import untrained_seeds as untrained_seeds_of
 from attnlimits_workflow.effective_set import summarise
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
@@ -97,7 +98,7 @@ study.over_seeds = seed_measures(
 )
 ceiling_withheld(study.over_seeds, per_seed, study.baseline, study.ratio, p.study["interval_level"])
 # the same comparisons on untrained weights (study.untrained_seeds; the first such seed)
-untrained_seeds = [sd for sd in p.study.get("untrained_seeds") or [] if sd in seeds]
+untrained_seeds = [sd for sd in untrained_seeds_of(p.study) if sd in seeds]
 if untrained_seeds:
     sd = untrained_seeds[0]
     at_init = {

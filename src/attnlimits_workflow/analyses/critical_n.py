@@ -465,8 +465,7 @@ def floor_outcome(
     """``outcome`` if it holds over every statistic the passes at the first N tried allow, from
     ``floor_slope`` (their N_crit at 1) up to ``slope``'s upper end, else undecided: reproduced
     needs the whole range inside [low, high], not reproduced the whole range on one side of it.
-    (The other lengths' N_crit are bracketed by their grid steps too, by at most one step: the
-    grid's resolution, docs/paper-notes.md section 17, is not widened here.)"""
+    (``floor_slope`` reads every length at the low end of its grid cell: :func:`lowest_n_crit`.)"""
     lowest, highest = floor_slope.at_least, slope.upper
     if outcome == "reproduced" and not (low <= lowest and highest <= high):
         return "undecided"

@@ -392,7 +392,7 @@ def few_key_rows_decide(once: pl.DataFrame) -> str:
     )
 
 
-# The one-sided level of the sign test that decides a Corollary 3 check against its null.
+# The level of the two-sided sign test that decides a Corollary 3 check against its null.
 NULL_ALPHA = 0.05
 
 

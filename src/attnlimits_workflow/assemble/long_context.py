@@ -86,8 +86,16 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
                 "long": lg["verdict"] if lg else None,
                 "long_value": interval_cell(lg) if lg else "",
                 "change": shared(s, lg) or change(s and s["verdict"], lg and lg["verdict"]),
+                # the same point under tested verdicts whose intervals differ: the intervals
+                # (each run's resamples) moved the verdict, not the number
                 "same_point": bool(
-                    s and lg and s.get("value") is not None and s["value"] == lg.get("value")
+                    s
+                    and lg
+                    and s.get("value") is not None
+                    and s["value"] == lg.get("value")
+                    and s["verdict"] in TESTED
+                    and lg["verdict"] in TESTED
+                    and (s.get("low"), s.get("high")) != (lg.get("low"), lg.get("high"))
                 ),
             }
         )

@@ -129,9 +129,9 @@ def shown_over_seeds(m: SeedMeasure) -> str:
 
 
 def significance_text(m: SeedMeasure) -> str:
-    """The tests behind a paired verdict: '; p = x (beyond relax_ratio, t-test), sign p = y' for
-    a kept verdict, and for one Benjamini-Hochberg did not keep, what it was and at which p;
-    '' where the comparison was not paired."""
+    """The tests behind a verdict: '; p = x, sign test p = y' (both two-sided, beyond
+    relax_ratio; the sign test where the seeds pair) for a kept verdict, and for one
+    Benjamini-Hochberg did not keep, what it was and at which p; '' where no test ran."""
     if math.isnan(m.p_value):
         return ""
     if m.dropped:
