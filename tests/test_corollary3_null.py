@@ -72,7 +72,7 @@ def test_the_null_is_calibrated_on_a_model_that_learnt_nothing():
     )
     for column in ("jacobian_paper_check", "jacobian_paper_wide_check"):
         no_verdict, note = gradient.null_decision(table, column)
-        p = float(re.search(r"sign test p = ([0-9.e-]+)", no_verdict + note).group(1))
+        p = float(re.search(r"differences p = ([0-9.e-]+)", no_verdict + note).group(1))
         assert p > 0.01, (column, no_verdict + note)
 
 
@@ -266,3 +266,15 @@ def test_the_null_is_drawn_on_every_stride_th_row_from_the_last():
     assert table["jacobian_paper_rows"].to_list() == [48, 48]
     drawn = dataclasses.replace(settings, all_rows=settings.all_rows | {"rows": 16})
     assert gradient.null_row_stride(drawn, 48) == 1
+
+
+def test_the_direction_is_the_pooled_counts_not_a_majority_of_heads():
+    """A third review's case: the model exceeds its null by 1 row in 30 heads and falls 30 rows
+    below it in 10 (pooled 90 against 360). A sign test over heads read 'more often'; the
+    sign-flip test of the summed differences reads the pooled direction: less often."""
+    frame = pl.concat([null_frame(30, 3, 2, rows=64), null_frame(10, 0, 30, rows=64)]).with_columns(
+        pl.Series("head", list(range(40)))
+    )
+    no_verdict, note = gradient.null_decision(frame, "jacobian_paper_check")
+    assert note == "" and "the model violates it less often than its null" in no_verdict
+    assert "the model violates it on 90, the null on 360" in no_verdict

@@ -151,6 +151,7 @@ def test_every_rules_planned_outputs_stay_in_their_own_folders(tiny, tmp_path):
         if field in ("output", "log"):
             paths += [p.strip() for p in value.split(",") if p.strip()]
     trained = {f"study-{n}-seed{seed}" for n in study for seed in (0, 99999)}
+    trained |= {f"study-{n}-init0" for n in study}  # study.untrained_seeds: the first seed's
     assert max(map(len, trained)) == 64
     derived = {f"{long_name}~r..1"}
     everyone = set(models) | trained

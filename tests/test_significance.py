@@ -69,3 +69,33 @@ def test_benjamini_hochberg_matches_its_definition(p, q):
     rejected = benjamini_hochberg(p, q)
     kept = [x for x, r in zip(p, rejected, strict=True) if not r]
     assert all(x <= min(kept, default=np.inf) for x, r in zip(p, rejected, strict=True) if r)
+
+
+def brute_force_sign_flip(d):
+    d = [x for x in d if x != 0]
+    if not d:
+        return 1.0
+    observed = abs(sum(d))
+    hits = 0
+    for pattern in range(2 ** len(d)):
+        total = sum(x if (pattern >> i) & 1 else -x for i, x in enumerate(d))
+        hits += abs(total) >= observed - 1e-9
+    return hits / 2 ** len(d)
+
+
+@given(st.lists(st.integers(-5, 5), min_size=0, max_size=10))
+def test_sign_flip_is_exact_against_brute_force(d):
+    from attnlimits.intervals import sign_flip_pvalue
+
+    assert sign_flip_pvalue(d) == pytest.approx(brute_force_sign_flip(d))
+
+
+def test_sign_flip_by_hand_and_by_draws():
+    from attnlimits.intervals import sign_flip_pvalue
+
+    assert sign_flip_pvalue([1, 1, 1, 1, 1, 1]) == 2 / 64  # all one way: the two extremes
+    assert sign_flip_pvalue([1, -1]) == 1.0
+    assert sign_flip_pvalue([0, 0]) == 1.0
+    # 20 differences: drawn patterns, close to the exact tail of +-1 steps (2 x P(B >= 16))
+    p = sign_flip_pvalue([1] * 16 + [-1] * 4)
+    assert p == pytest.approx(2 * stats.binom.sf(15, 20, 0.5), abs=0.003)

@@ -746,12 +746,12 @@ def test_study_models_are_runs_with_their_own_rule(tmp_path):
         "tiny-gpt2",
         "study-softmax-seed0",
         "study-ssmax-seed0",
-        "study-softmax-untrained-seed0",
-        "study-ssmax-untrained-seed0",
+        "study-softmax-init0",
+        "study-ssmax-init0",
     }
-    assert runs["study-ssmax-untrained-seed0"]["model"]["untrained"] is True
+    assert runs["study-ssmax-init0"]["model"]["untrained"] is True
     assert runs["study-ssmax-seed0"]["model"]["untrained"] is False
-    assert runs["study-ssmax-untrained-seed0"]["model"]["study_seed"] == 0
+    assert runs["study-ssmax-init0"]["model"]["study_seed"] == 0
     assert runs["study-ssmax-seed0"]["model"]["trained"] == "ssmax"
     assert runs["study-ssmax-seed0"]["model"]["study_seed"] == 0
     assert runs["study-ssmax-seed0"]["beyond"]["normalizers"] == {
@@ -856,7 +856,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     assert {"vanishing_p", "vanishing_sign_p", "vanishing_dropped_by_fdr"} <= set(over.columns)
     if UNTRAINED:
         assert others["vanishing_untrained_verdict"].is_not_null().all()
-        assert (tmp_path / "resources/models/study-ssmax-untrained-seed0").is_dir()
+        assert (tmp_path / "resources/models/study-ssmax-init0").is_dir()
     assert (over["vanishing_low"] <= over["vanishing_mean"]).all()
     assert (over["vanishing_mean"] <= over["vanishing_high"]).all()
     allowed = {study.RELAXES, study.TIGHTENS, study.NO_DIFFERENCE, study.SUPPORT_LIMITED}

@@ -80,7 +80,7 @@ def test_untrained_ratios_by_hand():
 
 
 def test_untrained_models_are_named_and_need_a_trained_seed():
-    assert study_model_name("sink", 2, untrained=True) == "study-sink-untrained-seed2"
+    assert study_model_name("sink", 2, untrained=True) == "study-sink-init2"
     assert study_model_name("sink", 2) == "study-sink-seed2"
     base = {
         "normalizers": {},
@@ -100,3 +100,17 @@ def test_untrained_seeds_default_to_the_first_seed():
     assert untrained_seeds({"seeds": [3, 4], "untrained_seeds": None}) == [3]
     assert untrained_seeds({"seeds": [3, 4]}) == [3]
     assert untrained_seeds({"seeds": [3, 4], "untrained_seeds": []}) == []
+
+
+def test_the_untrained_low_t_comparison_divides_by_each_rules_cap():
+    """As ceiling_withheld does for the trained cells: twice softmax's T ||J|| under twice its
+    cap is no verdict's worth (no change); three times under half the cap tightens."""
+    measures = {
+        "softmax": {"gradient_low_t": 0.06, "gradient_low_t_cap": 0.5},
+        "sparse": {"gradient_low_t": 0.12, "gradient_low_t_cap": 1.0},
+        "sig": {"gradient_low_t": 0.18, "gradient_low_t_cap": 0.25},
+    }
+    got = study.untrained_comparison(measures, "softmax", 1.5)
+    assert got["sparse"]["gradient_low_t"].verdict == study.NO_CHANGE
+    assert got["sig"]["gradient_low_t"].verdict == study.TIGHTENS
+    assert got["sig"]["gradient_low_t"].ratio == pytest.approx(6.0)

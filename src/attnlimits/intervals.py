@@ -120,8 +120,9 @@ def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
     the one-sided t-tests of mean log ratio > log ratio and of mean log ratio < -log ratio
     (Student's t, n - 1 degrees of freedom), doubled (the side is read off the data), at most 1.
     It is below 1 - level exactly when the paired ratio's ``level`` t-interval (paired_ratio)
-    lies wholly beyond ``ratio`` on one side. Seeds that agree exactly give 0 beyond the ratio,
-    1 inside it."""
+    lies wholly beyond ``ratio`` on one side. Seeds that agree exactly leave the t-test no
+    spread to read: beyond the ratio they get the exact sign-flip p of n pairs all on one side,
+    2^(1 - n) (0.25 with 3 seeds), inside it 1."""
     from scipy import stats
 
     x = np.asarray(log_ratios, dtype=np.float64)
@@ -130,7 +131,7 @@ def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
     edge, mean = math.log(ratio), float(x.mean())
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
     if se == 0.0:
-        return 0.0 if abs(mean) > edge else 1.0
+        return min(1.0, 2.0 ** (1 - x.size)) if abs(mean) > edge else 1.0
     up = float(stats.t.sf((mean - edge) / se, x.size - 1))
     down = float(stats.t.cdf((mean + edge) / se, x.size - 1))
     return min(1.0, 2.0 * min(up, down))
@@ -168,9 +169,10 @@ def beyond_ratio_unpaired_pvalue(
 
     def one_sided(x, y) -> float:
         """x above y by the ratio. At the boundaries (a share of 0 or 1: odds 0 or infinite, a
-        measure of 0): every x infinite or every y 0, the other side inside, is beyond any
-        ratio (p 0, as seeds that agree exactly); any y infinite or x 0 can never be above (p
-        1); a side mixing the boundary with finite values has no t-test (NaN)."""
+        measure of 0) there is no spread for a t-test: every x infinite or every y 0 is beyond
+        any ratio, and gets the exact one-sided permutation p of all x above all y, 1 / C(n +
+        m, n) (1/20 for 3 and 3 seeds); any y infinite or x 0 can never be above (p 1); a side
+        mixing the boundary with finite values has no test (NaN)."""
         x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
         if x.size < 2 or y.size < 2 or (x < 0).any() or (y < 0).any():
             return math.nan
@@ -178,7 +180,7 @@ def beyond_ratio_unpaired_pvalue(
             return 1.0
         x_top, y_bottom = np.isinf(x), y == 0
         if x_top.all() or y_bottom.all():
-            return 0.0
+            return 1.0 / math.comb(x.size + y.size, x.size)
         if x_top.any() or y_bottom.any():
             return math.nan
         lx, ly = np.log(x), np.log(y)
@@ -194,3 +196,27 @@ def beyond_ratio_unpaired_pvalue(
     if math.isnan(up) or math.isnan(down):
         return math.nan
     return min(1.0, 2.0 * min(up, down))
+
+
+def sign_flip_pvalue(differences, draws: int = 20_000, seed: int = 0) -> float:
+    """Two-sided sign-flip permutation p-value of sum(differences) = 0: under the null each
+    difference is as likely negative as positive (its two sides exchangeable), so every sign
+    pattern is equally likely, and p is the share of patterns whose |sum| is at least the
+    observed one. Exact (every pattern) for up to 16 nonzero differences, else ``draws``
+    seeded patterns, (1 + hits) / (1 + draws). Zeros change no sum and are left out; 1 where
+    none remain. Unlike a sign test it weighs each difference by its size, so its direction is
+    the sum's."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0
+    observed = abs(float(d.sum()))
+    tol = 1e-9 * max(1.0, observed)
+    if d.size <= 16:
+        signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
+        sums = np.abs(signs @ d)
+        return float((sums >= observed - tol).mean())
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(draws, d.size))
+    hits = int((np.abs(signs @ d) >= observed - tol).sum())
+    return (1 + hits) / (1 + draws)

@@ -12,9 +12,11 @@ STUDY_PREFIX = "study-"
 
 def study_model_name(name: str, seed: int, untrained: bool = False) -> str:
     """The model of study normalizer ``name`` trained with ``seed``: study-<name>-seed<seed>;
-    ``untrained``: the same rule at that seed's initial weights, study-<name>-untrained-seed<seed>.
-    Keyed by the seed, so that a changed study.seeds plans only the new seeds' models."""
-    return f"{STUDY_PREFIX}{name}-{'untrained-' if untrained else ''}seed{int(seed)}"
+    ``untrained``: the same rule at that seed's initial weights, study-<name>-init<seed> (no
+    longer than a trained model's name, so every rule name the schema allows fits the folder
+    names' 64 characters). Keyed by the seed, so that a changed study.seeds plans only the new
+    seeds' models."""
+    return f"{STUDY_PREFIX}{name}-{'init' if untrained else 'seed'}{int(seed)}"
 
 
 def untrained_seeds(study: dict[str, Any]) -> list[int]:

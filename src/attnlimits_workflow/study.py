@@ -141,8 +141,9 @@ def _interval(x: Measure) -> tuple[float, float] | None:
 
 
 def _at_least_ratio_above(high_side: float, low_side: float, ratio: float) -> bool:
-    """high_side >= ratio x low_side, where 0 is never ratio x above 0 (both 0: no change)."""
-    return high_side > 0 and high_side >= ratio * low_side
+    """high_side >= ratio x low_side, where 0 is never ratio x above 0 (both 0: no change) and
+    nothing is ratio x above an infinite side (a share of 1's odds: both infinite, no change)."""
+    return high_side > 0 and not math.isinf(low_side) and high_side >= ratio * low_side
 
 
 def verdict(
@@ -173,7 +174,7 @@ def verdict(
         return larger
     if _at_least_ratio_above(b_lo, v_hi, ratio):
         return smaller
-    if v_hi == b_hi == 0:
+    if v_hi == b_hi == 0 or v_lo == b_lo == math.inf:
         return NO_CHANGE
     if v_lo * ratio > b_hi and v_hi < ratio * b_lo:
         return NO_CHANGE
@@ -703,13 +704,20 @@ def untrained_comparison(
     withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, Untrained]]:
     """Per rule and limit, the comparison with the baseline on untrained weights: what the rule
-    gives before any training, so that a trained verdict says what training did."""
-    found = verdicts(measures, baseline, ratio, withheld_by)
+    gives before any training, beside the trained verdict. The low-temperature sensitivity is
+    compared as ceiling_withheld compares it, each measure over its own T ||J|| cap, so that a
+    rule's cap alone gives no verdict here either."""
+    scaled = {name: dict(m) for name, m in measures.items()}
+    for m in scaled.values():
+        value, cap = m.get("gradient_low_t"), m.get("gradient_low_t_cap")
+        if value is not None and cap is not None and cap > 0 and math.isfinite(value):
+            m["gradient_low_t"] = value / cap
+    found = verdicts(scaled, baseline, ratio, withheld_by)
     out: dict[str, dict[str, Untrained]] = {}
-    for name, m in measures.items():
+    for name, m in scaled.items():
         out[name] = {}
         for key, limit in LIMITS.items():
-            v, b = measure_of(m, key), measure_of(measures[baseline], key)
+            v, b = measure_of(m, key), measure_of(scaled[baseline], key)
             r = math.nan
             if isinstance(v, float | int) and isinstance(b, float | int) and v > 0 and b > 0:
                 if limit.share:

@@ -33,7 +33,7 @@ from attnlimits.gradient import (
     softmax_jacobian_norm,
     softmax_jacobian_norm_from_weights,
 )
-from attnlimits.intervals import sign_test_greater
+from attnlimits.intervals import sign_flip_pvalue
 from attnlimits.protocol import row_sensitivity, unit_directions
 from attnlimits_workflow.assemble.claims import (
     MAXIMUM_CAVEAT,
@@ -392,7 +392,7 @@ def few_key_rows_decide(once: pl.DataFrame) -> str:
     )
 
 
-# The level of the two-sided sign test that decides a Corollary 3 check against its null.
+# The level of the two-sided test that decides a Corollary 3 check against its null.
 NULL_ALPHA = 0.05
 
 
@@ -419,13 +419,14 @@ def violations_by_head(frame: pl.DataFrame, column: str) -> pl.DataFrame:
 def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     """Corollary 3's check ``column`` decided against its null of matched spread, where the
     model violates it at all: (no_verdict, note) for assemble.summaries.count. The theorem is
-    false (docs/paper-notes.md section 1), and rows of i.i.d. Gaussian logits with each row's
-    own spread violate it on many rows whatever a head learnt. Per head, the model and its null
-    are counted on the same rows (those with a null); a two-sided sign test over the heads whose
-    counts differ, at NULL_ALPHA, asks whether the model violates more or less often than its
-    null. More often: a finding about the model (the count stands, "decided against a null").
-    Otherwise no verdict, worded from the counts. ("", "") where the table has no null or the
-    model violates nothing."""
+    false (docs/paper-notes.md section 1), and rows of Gaussian logits with each row's own
+    spread violate it on many rows whatever a head learnt. Per head, the model and its null are
+    counted on the same rows (those with a null); the test is a two-sided sign-flip permutation
+    test of the summed per-head differences (intervals.sign_flip_pvalue: each head's model and
+    null rows exchangeable under the null), at NULL_ALPHA, and its direction is the sum's, the
+    pooled counts' (a majority of heads can lean the other way). More often: a finding about
+    the model (the count stands, "decided against a null"). Otherwise no verdict, worded from
+    the counts. ("", "") where the table has no null or the model violates nothing."""
     name = column.removesuffix("_check")
     if not {f"{name}_null_check", f"{name}_null_violated_rows"} & set(frame.columns):
         return "", ""
@@ -433,19 +434,18 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     if int(frame.filter(pl.col(column) == "violated").height) == 0:
         return "", ""
     heads = heads.filter(pl.col("rows") > 0)
-    above = int((heads["model"] > heads["null"]).sum())
-    below = int((heads["model"] < heads["null"]).sum())
-    differ = above + below
-    p = min(1.0, 2.0 * sign_test_greater(max(above, below), differ))
+    differences = (heads["model"] - heads["null"]).to_numpy()
+    p = sign_flip_pvalue(differences)
+    above, below = int((differences > 0).sum()), int((differences < 0).sum())
     unit = "rows" if f"{name}_null_violated_rows" in frame.columns else "samples"
     model, null, rows = (int(heads[c].sum()) for c in ("model", "null", "rows"))
     counts = (
-        f"on the {rows} {unit} with a null of matched spread (i.i.d. Gaussian logits with each "
-        f"row's own spread), the model violates it on {model}, the null on {null}; the model "
-        f"exceeds its null in {above} and falls below it in {below} of {heads.height} heads, "
-        f"two-sided sign test p = {p:.2g}"
+        f"on the {rows} {unit} with a null of matched spread (Gaussian logits standardised to "
+        f"each row's own spread), the model violates it on {model}, the null on {null}; the "
+        f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
+        f"heads, two-sided sign-flip test of the summed differences p = {p:.2g}"
     )
-    if p < NULL_ALPHA and above > below:
+    if p < NULL_ALPHA and model > null:
         return "", f"decided against a null, more often than it: {counts} < {NULL_ALPHA:g}"
     if p < NULL_ALPHA:
         finding = "the model violates it less often than its null"

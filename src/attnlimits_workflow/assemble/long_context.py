@@ -46,8 +46,7 @@ def change(short: str | None, long: str | None) -> str:
 
 def shared(short: dict | None, long: dict | None) -> str:
     """ "same numbers" where both runs give the same verdict on the same number a claim reads,
-    to the last digit: agreement that could not have come out otherwise, most likely read on
-    data the two share (a length both analyse in full, the first rows every run keeps, one grid
+    to the last digit: no agreement of two measurements, most likely read on data the two share (a length both analyse in full, the first rows every run keeps, one grid
     cell of the critical N), or a discrete count every head gives alike; "" else, and always
     where the verdicts differ (:func:`change` says how)."""
     if not (short and long) or short.get("value") is None:
@@ -217,7 +216,7 @@ moves is therefore what this pair of runs shows, not the context's effect alone:
 findings page the second text moves some of the same numbers as much. "same numbers" marks rows
 whose verdict and number are the same to the last digit: most likely read on data both runs share
 (a length both analyse in full, the first 128 rows both keep, one grid cell of the critical N) or
-a count every head gives alike, so the agreement could not have come out otherwise.
+a count every head gives alike: not two measurements that agree.
 
 ## Verdicts side by side
 
