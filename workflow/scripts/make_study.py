@@ -73,25 +73,35 @@ study = report.Study(
     trained=trained,
     seeds=seeds,
 )
+
+
+def measures_of(seed, initial=False):
+    """Per rule, limit_measures of its model of ``seed`` (untrained when ``initial``)."""
+    tables = {
+        k: by_model(getattr(inp, k), seed=seed, initial=initial)
+        for k in ("samples", "critical_n", "separability", "gradient")
+    }
+    evaluations = by_model(inp.evaluations, read_json, seed=seed, initial=initial)
+    out = {}
+    for n in study.names:
+        out[n] = limit_measures(
+            tables["samples"][n],
+            tables["critical_n"][n],
+            tables["separability"][n],
+            evaluations[n],
+            tables["gradient"][n],
+            study.sink_length,
+        )
+        if rule_table.get(study.rules[n]["kind"]).signed:
+            out[n]["sink"] = None  # weights of either sign: no share on a key
+    return out
+
+
 # every seed's measures (limit_measures of each model), then their means and t-intervals
 per_seed = {n: [] for n in study.names}
 for sd in seeds:
-    tables_of = {k: by_model(getattr(inp, k), seed=sd) for k in ("samples", "critical_n")}
-    tables_of |= {k: by_model(getattr(inp, k), seed=sd) for k in ("separability", "gradient")}
-    evaluations = by_model(inp.evaluations, read_json, seed=sd)
-    for n in study.names:
-        per_seed[n].append(
-            limit_measures(
-                tables_of["samples"][n],
-                tables_of["critical_n"][n],
-                tables_of["separability"][n],
-                evaluations[n],
-                tables_of["gradient"][n],
-                study.sink_length,
-            )
-        )
-        if rule_table.get(study.rules[n]["kind"]).signed:
-            per_seed[n][-1]["sink"] = None  # weights of either sign: no share on a key
+    for n, m in measures_of(sd).items():
+        per_seed[n].append(m)
 study.per_seed = per_seed
 study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
@@ -101,22 +111,7 @@ ceiling_withheld(study.over_seeds, per_seed, study.baseline, study.ratio, p.stud
 untrained_seeds = [sd for sd in untrained_seeds_of(p.study) if sd in seeds]
 if untrained_seeds:
     sd = untrained_seeds[0]
-    at_init = {
-        k: by_model(getattr(inp, k), seed=sd, initial=True)
-        for k in ("samples", "critical_n", "separability", "gradient")
-    }
-    init_evaluations = by_model(inp.evaluations, read_json, seed=sd, initial=True)
-    init_measures = {
-        n: limit_measures(
-            at_init["samples"][n],
-            at_init["critical_n"][n],
-            at_init["separability"][n],
-            init_evaluations[n],
-            at_init["gradient"][n],
-            study.sink_length,
-        )
-        for n in study.names
-    }
+    init_measures = measures_of(sd, initial=True)
     study.untrained = untrained_comparison(
         init_measures, study.baseline, study.ratio, study.withheld_by
     )
