@@ -39,10 +39,12 @@ if _src not in _paths:
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
-report: "workflow/report/workflow.rst"
-
-
 include: "workflow/rules/common.smk"
+
+
+report: report_text()
+
+
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/model.smk"
 include: "workflow/rules/extract.smk"

@@ -1693,4 +1693,35 @@ def test_at_a_glance_marks_each_verdict_and_robustness_and_sets_undecidable_chec
     assert "compares no readings" in plain.split("\n\n")[0]
 
 
+def test_the_html_reports_opening_page_holds_the_glance_table_as_snakemake_renders_it():
+    # Snakemake renders the report's description through Jinja, then docutils' HTML writer
+    # (snakemake.report); the same two steps here.
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    header = ["claim", "m (book / docs)"]
+    rows = [["Theorem 1 <d~ linear>", "✓ slope 0.93 / ✗ 1/72 heads ★"], ["{{ x }} | y", "?"]]
+    description = "attnlimits reproduces the paper.\n\nOne section per model.\n"
+    text = findings.glance_report_text(description, "✓ reproduced, † fragile", header, rows)
+    assert text.startswith(findings.GLANCE_TITLE + "\n")
+    assert text.rstrip().endswith("One section per model.")
+    body = publish_parts(Environment().from_string(text).render(), writer="html")["html_body"]
+    # the table first, then the description; every cell escaped, nothing read as Jinja or RST
+    assert body.index("<table>") < body.index("attnlimits reproduces the paper.")
+    assert "<td>Theorem 1 &lt;d~ linear&gt;</td>" in body
+    assert "<td>✓ slope 0.93 / ✗ 1/72 heads ★</td>" in body
+    assert "<td>{{ x }} | y</td>" in body
+    assert "<th>m (book / docs)</th>" in body and "<p>✓ reproduced, † fragile</p>" in body
+    assert body.count("<tr>") == 3
+
+
+def test_html_table_escapes_cells_one_row_per_line():
+    from attnlimits_workflow.tables import html_table
+
+    assert html_table(["a", "b&c"], [["<1>", '"2"']]) == (
+        "<table>\n<tr><th>a</th><th>b&amp;c</th></tr>\n"
+        "<tr><td>&lt;1&gt;</td><td>&quot;2&quot;</td></tr>\n</table>"
+    )
+
+
 ALL_ROWS = {"all_rows": {"masked": "non_selected"}}

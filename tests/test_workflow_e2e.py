@@ -1,7 +1,9 @@
 """End-to-end: the workflow on a tiny random-init GPT-2 and a synthetic text, through chunking,
 then `all`, plus staleness, targeted builds and determinism."""
 
+import json
 import os
+from html import escape
 
 import numpy as np
 import polars as pl
@@ -9,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from project import (
+    TEST,
     assert_same_outputs,
     planned_outputs,
     planned_rules,
@@ -338,9 +341,26 @@ def assert_pack_rows_are_the_models_attention(work, length):
 
 def test_the_papers_all_rows_protocol_end_to_end(tmp_path):
     """analysis.protocol all_rows: one value per (layer, head), every row counted, the critical N
-    from Algorithm 3's list, and every caption saying which protocol produced it."""
-    cfg = write_config(tmp_path, tiny_config(tmp_path, **{"analysis.protocol": "all_rows"}))
+    from Algorithm 3's list, and every caption saying which protocol produced it. The main .test
+    configuration whole (N*'s search included), then its HTML report, as the catalog's CI runs
+    its .test; .ci/run dry-runs it and leaves the run to this test."""
+    main = yaml.safe_load((TEST / "config/config.yaml").read_text())
+    assert main["analysis"].get("protocol", "all_rows") == "all_rows"  # the default protocol
+    main["corpus"]["path"] = str(TEST / main["corpus"]["path"])
+    main["model"]["path"] = str(TEST / main["model"]["path"])
+    cfg = write_config(tmp_path, main)
     snakemake(tmp_path, cfg, "--cores", "2", "all")
+    assert (tmp_path / "tables/tiny-gpt2/effective_set.csv").stat().st_size > 0
+    # the report opens with the verdicts at a glance, the table of tables/compare/at_a_glance.md
+    snakemake(tmp_path, cfg, "--cores", "1", "--report", "report.html")
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    start = html.index("var workflow_desc = ") + len("var workflow_desc = ")
+    desc = json.loads(html[start:].split("\n", 1)[0].strip().rstrip(";"))
+    assert desc.index("The paper's claims at a glance") < desc.index("<table>")
+    assert desc.index("</table>") < desc.index("attnlimits reproduces and checks")
+    glance = (tmp_path / "tables/compare/at_a_glance.md").read_text()
+    first_claim = glance.split("\n| claim |", 1)[1].splitlines()[2].split(" | ")[0].strip("| ")
+    assert f"<tr><td>{escape(first_claim)}</td>" in desc
     dist = pl.read_csv(tmp_path / "results/tiny-gpt2/summary/distance.csv")
     assert (dist["samples"] == 2 * 2).all()  # layers x heads, pooled over the 4 chunks
     table = pl.read_parquet(tmp_path / "results/tiny-gpt2/analysis/distance/L64_N2.parquet")

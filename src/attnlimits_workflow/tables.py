@@ -1,7 +1,8 @@
-"""Writers for the small result tables: CSV, Markdown and LaTeX, each atomically."""
+"""Writers for the small result tables: CSV, Markdown, HTML and LaTeX, each atomically."""
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import polars as pl
@@ -47,6 +48,16 @@ def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
     ]
     md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     return "\n".join(md)
+
+
+def html_table(columns: list[str], rows: list[list[str]]) -> str:
+    """An HTML table of text cells (escaped), one line per row."""
+
+    def line(tag: str, cells: list[str]) -> str:
+        return "<tr>" + "".join(f"<{tag}>{escape(c)}</{tag}>" for c in cells) + "</tr>"
+
+    body = [line("th", columns), *(line("td", r) for r in rows)]
+    return "<table>\n" + "\n".join(body) + "\n</table>"
 
 
 def write_markdown(table: pl.DataFrame, path: str | Path, header: str) -> None:

@@ -38,6 +38,7 @@ rule scorecard:
         tables=[f"tables/{model}/table1.csv" for model in PAPER_MODELS],
         runs=[results(model, "summary", "run.json") for model in PAPER_MODELS],
         configs=[results(model, "summary", "config.yaml") for model in PAPER_MODELS],
+        description=workflow.source_path("../report/workflow.rst"),
     output:
         csv=report(
             "tables/compare/scorecard.csv",
@@ -47,6 +48,8 @@ rule scorecard:
         md="tables/compare/scorecard.md",
         # every claim on every model, one mark per verdict (docs/findings.md opens with it)
         glance="tables/compare/at_a_glance.md",
+        # the HTML report's opening page: the same table, then workflow.rst (report_text)
+        report_text=REPORT_TEXT,
     log:
         "logs/compare/scorecard.log",
     conda:

@@ -7,7 +7,13 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from attnlimits_workflow.assemble.findings import glance_of_run
+from attnlimits_workflow.assemble.findings import (
+    GLANCE_TITLE,
+    at_a_glance,
+    glance_inputs,
+    glance_report_text,
+    glance_rows,
+)
 from attnlimits_workflow.assemble.scorecard import scorecard, scorecard_header
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.jobs import job_logger
@@ -23,6 +29,11 @@ write_csv(table, snakemake.output.csv)
 shown = table.select("claim", *(c for m in models for c in (m, f"{m} interval")))
 write_markdown(shown, snakemake.output.md, scorecard_header(table, runs))
 configs = {m: yaml.safe_load(open(p)) for m, p in zip(models, snakemake.input.configs, strict=True)}
+glance = glance_inputs(table, configs)
 with atomic_path(snakemake.output.glance) as tmp:
-    Path(tmp).write_text(f"# The paper's claims at a glance\n\n{glance_of_run(table, configs)}\n")
+    Path(tmp).write_text(f"# {GLANCE_TITLE}\n\n{at_a_glance(*glance)}\n")
+# the HTML report opens with the same table (Snakefile's report: reads this file once made)
+description = Path(snakemake.input.description).read_text()
+with atomic_path(snakemake.output.report_text) as tmp:
+    Path(tmp).write_text(glance_report_text(description, *glance_rows(*glance)))
 log.info("scorecard: %d claims x %d models", table.height, len(models))

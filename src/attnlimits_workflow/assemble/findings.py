@@ -7,6 +7,7 @@ scorecard (kind: verdict or measured), so a rerun rewrites the numbers with the 
 
 import copy
 import re
+from html import escape
 
 import polars as pl
 
@@ -23,7 +24,7 @@ from ..robustness import (
     compare,
     robustness,
 )
-from ..tables import markdown_table
+from ..tables import html_table, markdown_table
 from .claims import MAXIMUM_CLAIMS
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
@@ -419,16 +420,16 @@ def glance_cell(status: dict, score_row: dict, members: dict[str, str]) -> str:
     return " / ".join(parts) + (f" {tail}" if tail else "")
 
 
-def at_a_glance(
+def glance_rows(
     score: pl.DataFrame,
     status: pl.DataFrame,
     groups: dict[str, dict[str, str]],
     readings_compared: bool = True,
-) -> str:
-    """The verdicts at a glance: one row per claim a model could decide, one column per model
-    (its texts in one cell, in the order the header names), each cell glance_cell; the checks no
-    model could decide (vacuous, not testable, no verdict, not scored or not applicable
-    everywhere) counted in one last row; the legend line first."""
+) -> tuple[str, list[str], list[list[str]]]:
+    """The verdicts at a glance as (legend, header, rows): one row per claim a model could
+    decide, one column per model (its texts in one cell, in the order the header names), each
+    cell glance_cell; the checks no model could decide (vacuous, not testable, no verdict, not
+    scored or not applicable everywhere) counted in one last row."""
     cells = {(r["claim_id"], r["model"]): r for r in status.iter_rows(named=True)}
     rows, apart = [], 0
     for r in score.iter_rows(named=True):
@@ -457,17 +458,51 @@ def at_a_glance(
             " This table compares no readings (analysis.readings): a robustness mark reads the "
             "texts alone; docs/findings.md compares both."
         )
+    return legend, header, rows
+
+
+def at_a_glance(
+    score: pl.DataFrame,
+    status: pl.DataFrame,
+    groups: dict[str, dict[str, str]],
+    readings_compared: bool = True,
+) -> str:
+    """:func:`glance_rows` as Markdown: the legend line, then the table."""
+    legend, header, rows = glance_rows(score, status, groups, readings_compared)
     return legend + "\n\n" + markdown_table(header, rows)
+
+
+GLANCE_TITLE = "The paper's claims at a glance"
+
+
+def glance_report_text(description: str, legend: str, header: list[str], rows) -> str:
+    """The HTML report's opening text (reStructuredText, which Snakemake renders through Jinja):
+    the verdicts at a glance, as a raw HTML table with its legend, then the workflow's own
+    description. The table is kept out of Jinja's reach and indented under ``.. raw:: html``."""
+    html_lines = [f"<p>{escape(legend)}</p>", *html_table(header, rows).splitlines()]
+    raw = "\n".join(f"   {line}" for line in html_lines)
+    return (
+        f"{GLANCE_TITLE}\n{'=' * len(GLANCE_TITLE)}\n\n"
+        f"{{% raw %}}\n.. raw:: html\n\n{raw}\n\n{{% endraw %}}\n{description.rstrip()}\n"
+    )
 
 
 def glance_of_run(
     score: pl.DataFrame, configs: dict[str, dict], readings: dict[str, pl.DataFrame] | None = None
 ) -> str:
     """:func:`at_a_glance` of a run's scorecard (its entries' configs group one model's texts)."""
+    return at_a_glance(*glance_inputs(score, configs, readings))
+
+
+def glance_inputs(
+    score: pl.DataFrame, configs: dict[str, dict], readings: dict[str, pl.DataFrame] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, dict[str, str]], bool]:
+    """The arguments of :func:`glance_rows` (or :func:`at_a_glance`) for a run's scorecard: its
+    entries' configs group one model's texts."""
     groups = text_groups(configs)
     masked = {m: configs[m]["analysis"]["all_rows"]["masked"] for m in configs}
     status = claim_status(score, groups, readings or {}, masked)
-    return at_a_glance(score, status, groups, readings_compared=readings is not None)
+    return score, status, groups, readings is not None
 
 
 def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:
