@@ -350,6 +350,9 @@ def test_command_line_strings_take_the_schema_types():
     for given, want in (("256", 256), ("all", "all"), ("half", "half")):
         rows = coerce_command_line_values({"analysis": {"all_rows": {"rows": given}}}, schema)
         assert rows["analysis"]["all_rows"]["rows"] == want
+    for given, want in (("auto", "auto"), ("3", 3)):
+        chunking = coerce_command_line_values({"chunking": {"n_chunks": given}}, schema)
+        assert chunking["chunking"]["n_chunks"] == want
 
 
 @pytest.mark.unit

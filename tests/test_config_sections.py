@@ -127,6 +127,23 @@ def test_beyond_refuses_a_name_snakemake_cannot_plan():
     ]
 
 
+def test_auto_chunking_is_bounded_by_its_cap():
+    cfg = changed(chunking__n_chunks="auto", chunking__max_chunks=8)
+    assert checks.most_chunks(cfg["chunking"]) == 8
+    assert checks.protocol_errors(cfg) == []
+    cfg["analysis"]["all_rows"]["chunks"] = 9
+    assert checks.protocol_errors(cfg) == [
+        "analysis.all_rows.chunks: 9 exceeds chunking.max_chunks (n_chunks: auto) 8"
+    ]
+    cfg = changed(chunking__n_chunks="auto", chunking__max_chunks=4001)
+    cfg["extraction"]["chunks_per_batch"] = 2
+    assert checks.extraction_errors(cfg)[0].startswith("extraction.chunks_per_batch: 4001 chunks")
+    # an explicit number reads no cap
+    assert (
+        checks.most_chunks(changed(chunking__n_chunks=5, chunking__max_chunks=2)["chunking"]) == 5
+    )
+
+
 def test_the_protocol_and_embedding_need_their_chunks_and_vectors():
     cfg = changed(extraction__vectors=["v"], analysis__embedding="key")
     cfg["analysis"]["all_rows"]["chunks"] = 17

@@ -2,8 +2,10 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from attnlimits.corpus import chunk_tokens, strip_gutenberg
+from attnlimits.corpus import chunk_tokens, chunks_that_fit, strip_gutenberg
 
 pytestmark = pytest.mark.unit
 
@@ -33,6 +35,46 @@ def test_chunks_are_consecutive_and_exact():
 def test_too_short_corpus_names_what_it_has():
     with pytest.raises(ValueError, match="10 tokens = 2 full chunks of 4"):
         chunk_tokens(np.arange(10), 4, 3)
+
+
+def test_auto_chunking_takes_what_the_text_holds_up_to_the_cap():
+    # 6840 tokens in chunks of 510: 13 full chunks (the new user's text of issue 49)
+    assert chunks_that_fit(6840, 510, first_chunk=0, most=16) == 13
+    assert chunks_that_fit(6840, 510, first_chunk=3, most=16) == 10
+    assert chunks_that_fit(6840, 510, first_chunk=0, most=8) == 8
+    assert chunks_that_fit(6839, 510, first_chunk=0, most=16) == 13  # 6630 = 13 x 510
+    assert chunks_that_fit(6629, 510, first_chunk=0, most=16) == 12
+    with pytest.raises(ValueError, match="6840 tokens = 13 full chunks of 510; .* at least 2"):
+        chunks_that_fit(6840, 510, first_chunk=12, most=16, least=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        chunks_that_fit(509, 510, first_chunk=0, most=16)
+
+
+@given(
+    st.integers(0, 5000),
+    st.integers(1, 300),
+    st.integers(0, 20),
+    st.integers(1, 40),
+    st.integers(1, 40),
+)
+def test_auto_chunking_is_the_most_chunk_tokens_accepts(n_tokens, length, first, most, least):
+    # the plain reference: the largest count chunk_tokens cuts from this text, capped
+    def cuts(n):
+        try:
+            chunk_tokens(np.zeros(n_tokens), length, n, first)
+            return True
+        except ValueError:
+            return False
+
+    fits = [n for n in range(1, most + 1) if cuts(n)]
+    if least > most:
+        with pytest.raises(ValueError):
+            chunks_that_fit(n_tokens, length, first, most, least)
+    elif fits and fits[-1] >= least:
+        assert chunks_that_fit(n_tokens, length, first, most, least) == fits[-1]
+    else:
+        with pytest.raises(ValueError, match=f"{n_tokens} tokens"):
+            chunks_that_fit(n_tokens, length, first, most, least)
 
 
 def test_python_docs_is_the_bundled_reference_text_in_a_fixed_order():

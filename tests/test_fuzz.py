@@ -19,6 +19,7 @@ from attnlimits_workflow.config import (
     command_line_hint,
     load_config,
 )
+from attnlimits_workflow.config_sections import most_chunks
 
 SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
@@ -67,7 +68,7 @@ def check_plan(runs: dict[str, dict], config: dict) -> None:
     for name, run in runs.items():
         segments.append(name)
         segments += list(run["beyond"]["normalizers"])
-        batches = -(-run["chunking"]["n_chunks"] // run["extraction"]["chunks_per_batch"])
+        batches = -(-most_chunks(run["chunking"]) // run["extraction"]["chunks_per_batch"])
         assert batches <= MAX_BATCHES
         assert 1 <= run["extraction"]["threads"] <= 256
     for segment in segments:

@@ -214,6 +214,17 @@ def test_resources_have_upper_limits(tiny, key, value):
     assert any(line.startswith(f"{key}:") for line in str(err.value).splitlines()), str(err.value)
 
 
+BOUNDED_LEAVES = (
+    "threads",
+    "mem_mb",
+    "cache_mb",
+    "n_chunks",
+    "max_chunks",
+    "chunks_per_batch",
+    "seed",
+)
+
+
 @pytest.mark.unit
 def test_every_thread_memory_and_chunk_setting_has_a_documented_maximum():
     schema = yaml.safe_load(SCHEMA.read_text())
@@ -234,14 +245,17 @@ def test_every_thread_memory_and_chunk_setting_has_a_documented_maximum():
     bounded = {}
     for key, node in walk(schema, ()):
         leaf = key.rsplit(".", 1)[-1]
-        if leaf in ("threads", "mem_mb", "cache_mb", "n_chunks", "chunks_per_batch", "seed"):
-            assert "maximum" in node, key
-            bounded[key] = node["maximum"]
+        if leaf in BOUNDED_LEAVES:
+            # a count or a word (chunking.n_chunks: auto): the count has its maximum
+            counts = [a for a in map(resolve, node.get("oneOf", [node])) if "const" not in a]
+            assert counts and all("maximum" in a for a in counts), key
+            bounded[key] = counts[0]["maximum"]
         if node.get("type") == "array" and "enum" not in node["items"]:  # each enum value once
             assert "maxItems" in node, key
         if node.get("propertyNames"):
             assert "maxProperties" in node, key
-    assert len(bounded) >= 7
+    assert {key.rsplit(".", 1)[-1] for key in bounded} == set(BOUNDED_LEAVES)
+    assert len(bounded) >= 8
     for value in set(bounded.values()):  # each limit is in config/README.md
         assert f"{value:,}" in readme or str(value) in readme, value
 

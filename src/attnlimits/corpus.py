@@ -53,10 +53,32 @@ def chunk_tokens(
         raise ValueError(
             f"the corpus has {ids.size} tokens = {available} full chunks of {chunk_length}; "
             f"chunks {first_chunk}..{first_chunk + n_chunks - 1} were requested "
-            "(lower chunking.n_chunks or chunking.first_chunk, or use a longer corpus)"
+            "(lower chunking.n_chunks or chunking.first_chunk, set chunking.n_chunks: auto to "
+            "take what the text holds, or use a longer corpus)"
         )
     start = first_chunk * chunk_length
     return ids[start : start + n_chunks * chunk_length].reshape(n_chunks, chunk_length)
+
+
+def chunks_that_fit(
+    n_tokens: int, chunk_length: int, first_chunk: int, most: int, least: int = 1
+) -> int:
+    """How many chunks ``chunking.n_chunks: auto`` takes: as many full chunks of ``chunk_length``
+    as ``n_tokens`` hold from ``first_chunk`` on, at most ``most``.
+
+    Raises if that is fewer than ``least``, naming how many the corpus holds.
+    """
+    if chunk_length < 1 or least < 1 or most < least:
+        raise ValueError("need chunk_length >= 1 and 1 <= least <= most")
+    available = n_tokens // chunk_length
+    fit = min(most, max(0, available - first_chunk))
+    if fit < least:
+        raise ValueError(
+            f"the corpus has {n_tokens} tokens = {available} full chunks of {chunk_length}; "
+            f"chunking.n_chunks: auto needs at least {least} from chunk {first_chunk} on "
+            "(lower chunking.first_chunk or chunk_length, or use a longer corpus)"
+        )
+    return fit
 
 
 def wrap_chunks(

@@ -36,9 +36,22 @@ MAX_MODEL_LAYERS = 100_000
 MAX_BATCHES = 2000
 
 
+def most_chunks(chunking: dict[str, Any]) -> int:
+    """The most chunks a run can cut: chunking.n_chunks, or max_chunks where it is ``auto``."""
+    n_chunks = chunking["n_chunks"]
+    return chunking["max_chunks"] if n_chunks == "auto" else n_chunks
+
+
+def chunks_key(chunking: dict[str, Any]) -> str:
+    """The key :func:`most_chunks` reads, as an error message names it."""
+    if chunking["n_chunks"] == "auto":
+        return "chunking.max_chunks (n_chunks: auto)"
+    return "chunking.n_chunks"
+
+
 def extraction_errors(config: dict[str, Any]) -> list[str]:
     """extraction: the number of extraction jobs chunking and chunks_per_batch make."""
-    n_chunks, per_batch = config["chunking"]["n_chunks"], config["extraction"]["chunks_per_batch"]
+    n_chunks, per_batch = most_chunks(config["chunking"]), config["extraction"]["chunks_per_batch"]
     batches = -(-n_chunks // per_batch)
     if batches > MAX_BATCHES:
         return [
@@ -105,10 +118,10 @@ def protocol_errors(config: dict[str, Any]) -> list[str]:
     a = config["analysis"]
     vectors = config["extraction"]["vectors"]
     errs = []
-    if a["all_rows"]["chunks"] > config["chunking"]["n_chunks"]:
+    if a["all_rows"]["chunks"] > most_chunks(config["chunking"]):
         errs.append(
-            f"analysis.all_rows.chunks: {a['all_rows']['chunks']} exceeds chunking.n_chunks "
-            f"{config['chunking']['n_chunks']}"
+            f"analysis.all_rows.chunks: {a['all_rows']['chunks']} exceeds "
+            f"{chunks_key(config['chunking'])} {most_chunks(config['chunking'])}"
         )
     if a["protocol"] == "all_rows" and a["separability"]["delta_over"] != "context":
         errs.append(

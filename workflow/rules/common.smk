@@ -15,6 +15,7 @@ from attnlimits_workflow.config import (
 )
 from attnlimits_workflow.engine import kernel_plan
 from attnlimits_workflow.engine import plan as plan_rows
+from attnlimits_workflow.jobs import chunk_ids
 from attnlimits_workflow.integrity import refresh_changed_folders
 from attnlimits_workflow.integrity import unverifiable_folders
 from attnlimits_workflow.registry import BOUND_CHECKS
@@ -236,7 +237,17 @@ def fmt_temperature(t):
 
 def n_batches(model):
     c = MODELS[model]
-    return math.ceil(c["chunking"]["n_chunks"] / c["extraction"]["chunks_per_batch"])
+    n_chunks = c["chunking"]["n_chunks"]
+    # auto: as many as the text holds, known once the chunk_corpus checkpoint has cut them
+    if n_chunks == "auto":
+        tokens = checkpoints.chunk_corpus.get(model=model).output.tokens
+        n_chunks = len(chunk_ids(tokens))
+    return math.ceil(n_chunks / c["extraction"]["chunks_per_batch"])
+
+
+def least_chunks(wildcards):
+    """The fewest chunks chunking.n_chunks: auto may take: the all-rows protocol's, else one."""
+    return max(1, row_chunks_of(wildcards))
 
 
 def source_run(model):

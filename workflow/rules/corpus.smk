@@ -11,8 +11,9 @@ rule download_corpus:
         "../scripts/download_corpus.py"
 
 
-# Each model reads the corpus with its own tokenizer.
-rule chunk_corpus:
+# Each model reads the corpus with its own tokenizer. A checkpoint: with chunking.n_chunks:
+# auto, the extraction jobs are planned from the chunks it cut (common.smk's n_batches).
+checkpoint chunk_corpus:
     input:
         corpus=model_corpus,
         model=model_dir(),
@@ -25,5 +26,6 @@ rule chunk_corpus:
         "../envs/model.yaml"
     params:
         chunking=model_setting("chunking"),
+        least_chunks=least_chunks,
     script:
         "../scripts/chunk_corpus.py"

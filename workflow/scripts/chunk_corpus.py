@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnlimits.corpus import chunk_tokens, wrap_chunks
+from attnlimits.corpus import chunk_tokens, chunks_that_fit, wrap_chunks
 from attnlimits.families import family
 from attnlimits_workflow.atomic import atomic_path
 from attnlimits_workflow.corpus_io import leading_tokens, text_sha256
@@ -27,12 +27,20 @@ if cfg["special_tokens"] == "auto" and not family(model_type).causal:
     opening, closing = tokenizer.special_tokens()
     log.info("special tokens around each chunk: %s ... %s", opening, closing)
 content_length = cfg["chunk_length"] - len(opening) - len(closing)
+auto = cfg["n_chunks"] == "auto"
+most = cfg["max_chunks"] if auto else cfg["n_chunks"]
 # Only as much of the text as the requested chunks need is read and encoded.
-wanted = (cfg["first_chunk"] + cfg["n_chunks"]) * content_length
+wanted = (cfg["first_chunk"] + most) * content_length
 ids = np.asarray(leading_tokens(snakemake.input.corpus, tokenizer.encode, wanted), dtype=np.int64)
 log.info("%d tokens of the corpus encoded (%s)", ids.size, tokenizer.backend)
 try:
-    chunks = chunk_tokens(ids, content_length, cfg["n_chunks"], cfg["first_chunk"])
+    if auto:
+        least = snakemake.params.least_chunks
+        n_chunks = chunks_that_fit(ids.size, content_length, cfg["first_chunk"], most, least)
+        log.info("chunking.n_chunks: auto takes %d chunks (at most %d)", n_chunks, most)
+    else:
+        n_chunks = cfg["n_chunks"]
+    chunks = chunk_tokens(ids, content_length, n_chunks, cfg["first_chunk"])
 except ValueError as exc:
     log.error("chunking: %s", exc)
     raise SystemExit(1) from None
@@ -44,6 +52,7 @@ meta = {
     "corpus_sha256": text_sha256(snakemake.input.corpus),
     "tokenizer": read_manifest(snakemake.input.model)["name"],
     **cfg,
+    "n_chunks": n_chunks,  # the chunks cut (chunking.n_chunks: auto records its count)
     "opening_tokens": [int(t) for t in opening],
     "closing_tokens": [int(t) for t in closing],
 }
