@@ -11,11 +11,12 @@ import polars as pl
 import pytest
 
 from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits.critical import CensoredSlope
+from attnlimits_workflow.analyses import critical_cells, vanishing
 from attnlimits_workflow.analyses import critical_n as critical_n_analysis
 from attnlimits_workflow.analyses import distance as distance_analysis
 from attnlimits_workflow.analyses import gradient as gradient_analysis
 from attnlimits_workflow.analyses import separability as separability_analysis
-from attnlimits_workflow.analyses import vanishing
 from attnlimits_workflow.assemble import (
     compare_figure,
     coverage_report,
@@ -1291,18 +1292,18 @@ def test_a_pass_at_the_first_n_tried_bounds_n_crit_from_above():
     # both ends above the band: N_crit = 1 at L = 4 and 5 already exceeds 0.12 L
     # (floor refit 9 / 41 = 0.22, measured (2 * 4 + 3 * 5) / 41 = 0.56)
     assert (
-        critical_n_analysis.floor_outcome(
+        critical_cells.floor_outcome(
             "not reproduced",
-            critical_n_analysis.CensoredSlope(0.22, 0.22, 0),
-            critical_n_analysis.CensoredSlope(0.56, 0.56, 0),
+            CensoredSlope(0.22, 0.22, 0),
+            CensoredSlope(0.56, 0.56, 0),
             0.03,
             0.12,
         )
         == "not reproduced"
     )
-    assert critical_n_analysis.floor_outcome(
-        "no verdict", *[critical_n_analysis.CensoredSlope(0.5, 0.5, 0)] * 2, 0, 1
-    ) == ("no verdict")
+    assert critical_cells.floor_outcome("no verdict", *[CensoredSlope(0.5, 0.5, 0)] * 2, 0, 1) == (
+        "no verdict"
+    )
 
 
 def test_bound_counts_name_their_heads_and_proofs():
@@ -1522,7 +1523,7 @@ def test_a_joint_claim_prints_the_statistic_its_verdict_rests_on():
 
 
 def test_corollary3_over_every_row_gives_no_verdict_when_few_key_rows_decide_it():
-    from attnlimits_workflow.analyses.gradient import few_key_rows_decide
+    from attnlimits_workflow.analyses.gradient_null import few_key_rows_decide
 
     once = pl.DataFrame(
         {

@@ -19,7 +19,7 @@ from attnlimits.gradient import (
     matched_spread_null,
     softmax_jacobian_norm,
 )
-from attnlimits_workflow.analyses import gradient
+from attnlimits_workflow.analyses import gradient, gradient_null
 from attnlimits_workflow.assemble import table1
 from attnlimits_workflow.packs import Pack
 
@@ -71,7 +71,7 @@ def test_the_null_is_calibrated_on_a_model_that_learnt_nothing():
         how="diagonal",
     )
     for column in ("jacobian_paper_check", "jacobian_paper_wide_check"):
-        no_verdict, note = gradient.null_decision(table, column)
+        no_verdict, note = gradient_null.null_decision(table, column)
         p = float(re.search(r"differences p = ([0-9.e-]+)", no_verdict + note).group(1))
         assert p > 0.01, (column, no_verdict + note)
 
@@ -227,19 +227,19 @@ def null_frame(heads: int, model: int, null: int, rows: int = 8) -> pl.DataFrame
 def test_the_sign_test_needs_enough_heads():
     """Five heads can never decide at 0.05, two-sided (smallest p = 2/32): no verdict, worded
     from the counts; six can (2/64)."""
-    no_verdict, note = gradient.null_decision(null_frame(5, 3, 0), "jacobian_paper_check")
+    no_verdict, note = gradient_null.null_decision(null_frame(5, 3, 0), "jacobian_paper_check")
     assert note == "" and "in 5 and falls below it in 0 of 5 heads" in no_verdict
     assert "p = 0.062" in no_verdict and "null violates it on none of those rows" in no_verdict
     assert "its null violates it too" not in no_verdict
-    no_verdict, note = gradient.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
+    no_verdict, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     assert no_verdict == "" and note.startswith("decided against a null, more often than it")
     # the model below its null in every head: no verdict, and the text says which way
-    no_verdict, _ = gradient.null_decision(null_frame(6, 1, 4), "jacobian_paper_check")
+    no_verdict, _ = gradient_null.null_decision(null_frame(6, 1, 4), "jacobian_paper_check")
     assert "the model violates it less often than its null" in no_verdict
     # the same counts as its null: its null violates it too
-    no_verdict, _ = gradient.null_decision(null_frame(6, 2, 2), "jacobian_paper_check")
+    no_verdict, _ = gradient_null.null_decision(null_frame(6, 2, 2), "jacobian_paper_check")
     assert "its null violates it too" in no_verdict
-    assert gradient.null_decision(null_frame(6, 0, 4), "jacobian_paper_check") == ("", "")
+    assert gradient_null.null_decision(null_frame(6, 0, 4), "jacobian_paper_check") == ("", "")
 
 
 def test_a_model_as_gaussian_as_its_null_is_not_decided_at_a_stride():
@@ -275,6 +275,6 @@ def test_the_direction_is_the_pooled_counts_not_a_majority_of_heads():
     frame = pl.concat([null_frame(30, 3, 2, rows=64), null_frame(10, 0, 30, rows=64)]).with_columns(
         pl.Series("head", list(range(40)))
     )
-    no_verdict, note = gradient.null_decision(frame, "jacobian_paper_check")
+    no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
     assert note == "" and "the model violates it less often than its null" in no_verdict
     assert "the model violates it on 90, the null on 360" in no_verdict

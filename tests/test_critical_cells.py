@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from attnlimits.critical_search import cell_floor, critical_n_list
-from attnlimits_workflow.analyses import critical_n
+from attnlimits_workflow.analyses import critical_cells, critical_n
 from attnlimits_workflow.assemble import table1
 
 pytestmark = pytest.mark.unit
@@ -121,7 +121,7 @@ def test_bootstrap_intervals_read_the_resamples_cells():
             "top_N": [10, 10, 12, 12],
         }
     )
-    cells = critical_n.slope_interval(point, reps, 0.5)
-    ends = critical_n.slope_interval(point, reps.drop("N_crit_low"), 0.5)
+    cells = critical_cells.slope_interval(point, reps, 0.5)
+    ends = critical_cells.slope_interval(point, reps.drop("N_crit_low"), 0.5)
     assert cells.low == pytest.approx(0.07) and ends.low == pytest.approx(0.10)
     assert cells.high == ends.high == pytest.approx(0.12)

@@ -19,7 +19,7 @@ from attnlimits.critical import (
     resample_grid,
     resampled_critical_n,
 )
-from attnlimits_workflow.analyses import critical_n as critical_n_analysis
+from attnlimits_workflow.analyses import critical_cells
 
 pytestmark = pytest.mark.unit
 
@@ -98,18 +98,18 @@ def test_slope_interval_by_hand():
         }
     )
     point = CensoredSlope(0.06, 0.06, 0)
-    got = critical_n_analysis.slope_interval(point, reps, 0.5)
+    got = critical_cells.slope_interval(point, reps, 0.5)
     # level 0.5: the 25 % and 75 % order statistics of 3 values are the 1st and 3rd
     assert got.value == 0.06 and got.resamples == 3
     assert got.low == pytest.approx(0.05)
     assert got.high == np.inf
-    got = critical_n_analysis.slope_interval(point, reps.filter(pl.col("replicate") < 2), 0.5)
+    got = critical_cells.slope_interval(point, reps.filter(pl.col("replicate") < 2), 0.5)
     assert (got.low, got.high) == (pytest.approx(0.05), pytest.approx(0.08))
-    assert critical_n_analysis.slope_interval(point, None, 0.5) is None
+    assert critical_cells.slope_interval(point, None, 0.5) is None
     # the point search censored (slope >= 0.076, open above): resamples that all passed do not
     # close the interval, so a censored slope is never "reproduced" by the band
     censored = CensoredSlope(0.02, 0.076, 1)
-    got = critical_n_analysis.slope_interval(censored, reps.filter(pl.col("replicate") < 2), 0.5)
+    got = critical_cells.slope_interval(censored, reps.filter(pl.col("replicate") < 2), 0.5)
     assert got.high == np.inf and got.low == pytest.approx(0.05)
 
 

@@ -23,7 +23,7 @@ from test_normalizers import published
 from attnlimits import attention_rules, intervals, rules
 from attnlimits import normalizers as nz
 from attnlimits.extraction import register_rule_attention
-from attnlimits_workflow import study, training
+from attnlimits_workflow import study, study_seeds, training
 from attnlimits_workflow.assemble import study_prose
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.loading import load_model
@@ -1018,9 +1018,11 @@ def test_log_t_interval_by_hand():
 
 @pytest.mark.unit
 def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
-    base = study.SeedMeasure(0.4, 0.3, 0.5, 3, "baseline", values=(0.41, 0.39, 0.40))
-    below = study.SeedMeasure(0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2))
-    mixed = study.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
+    base = study_seeds.SeedMeasure(0.4, 0.3, 0.5, 3, "baseline", values=(0.41, 0.39, 0.40))
+    below = study_seeds.SeedMeasure(
+        0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2)
+    )
+    mixed = study_seeds.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
     # the side is read off the data: 2 / C(6, 3) = 0.1
     assert study_prose.seed_order(below, base, "softmax") == (
         "every seed below softmax's, permutation p = 0.1"
@@ -1035,9 +1037,9 @@ def test_paired_ratio_by_hand_and_its_verdict():
     assert r == pytest.approx(5.0)
     half = 4.302652729911275 * math.log(1.25) / math.sqrt(3)
     assert (low, high) == (pytest.approx(5 * math.exp(-half)), pytest.approx(5 * math.exp(half)))
-    assert study.ratio_verdict(low, high, 1.5, "larger") == study.RELAXES
-    assert study.ratio_verdict(low, high, 1.5, "smaller") == study.TIGHTENS
-    assert study.ratio_verdict(0.8, 1.6, 1.5, "larger") == study.NO_DIFFERENCE
+    assert study_seeds.ratio_verdict(low, high, 1.5, "larger") == study.RELAXES
+    assert study_seeds.ratio_verdict(low, high, 1.5, "smaller") == study.TIGHTENS
+    assert study_seeds.ratio_verdict(0.8, 1.6, 1.5, "larger") == study.NO_DIFFERENCE
     # shares compare odds; a share at 0 or 1, one pair, or a non-positive value: no ratio
     r, _, _ = intervals.paired_ratio((0.5, 0.5), (0.2, 0.2), 0.95, share=True)
     assert r == pytest.approx(4.0)
@@ -1055,7 +1057,7 @@ def test_paired_seeds_find_a_shift_their_unpaired_intervals_miss():
         "softmax": [{"vanishing": v} for v in base],
         "rule": [{"vanishing": v * k} for v, k in zip(base, (4.8, 5.0, 5.2), strict=True)],
     }
-    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["rule"]["vanishing"]
+    got = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)["rule"]["vanishing"]
     unpaired = study.verdict(
         (got.low, got.high),
         intervals.log_t_interval(base, 0.95)[1:],
@@ -1079,7 +1081,7 @@ def test_verdicts_over_seeds_need_intervals_apart():
         "wide": seeds(0.05, 0.40, 0.90),  # mean 3x the baseline's, but its interval is wide
         "low": seeds(0.01, 0.011, 0.012),
     }
-    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    got = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert got["softmax"]["vanishing"].verdict == "baseline"
     assert got["far"]["vanishing"].verdict == study.RELAXES
     assert got["near"]["vanishing"].verdict == study.NO_DIFFERENCE
@@ -1093,7 +1095,9 @@ def test_verdicts_over_seeds_need_intervals_apart():
     # the orientation-free limit, a missing measure, one seed
     assert got["far"]["gradient"].verdict == study.NO_VERDICT
     assert got["far"]["length"].verdict == study.NOT_MEASURED
-    single = study.seed_measures({"softmax": seeds(0.1), "far": seeds(0.5)}, "softmax", 1.5, 0.95)
+    single = study_seeds.seed_measures(
+        {"softmax": seeds(0.1), "far": seeds(0.5)}, "softmax", 1.5, 0.95
+    )
     assert single["far"]["vanishing"].verdict == study.ONE_SEED
     assert study_prose.shown_over_seeds(single["far"]["vanishing"]) == "0.5"
     assert study_prose.shown_over_seeds(far).startswith("0.52 [")
@@ -1107,7 +1111,7 @@ def test_a_censored_measure_over_seeds_spans_its_lower_and_upper_ends():
         + [{"distance": 0.12, "distance_upper": 0.12}],
         "c": [{"distance": 0.2, "distance_upper": 0.9}, {"distance": 0.21, "distance_upper": 0.8}],
     }
-    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)["c"]["distance"]
+    got = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)["c"]["distance"]
     assert got.mean == pytest.approx(0.205)
     assert got.high > 0.8  # the upper ends' interval
 

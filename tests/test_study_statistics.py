@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlimits import intervals
-from attnlimits_workflow import study
+from attnlimits_workflow import study, study_seeds
 from attnlimits_workflow.assemble import study_prose
 
 pytestmark = pytest.mark.unit
@@ -70,12 +70,12 @@ def test_benjamini_hochberg_drops_the_weak_verdicts_of_a_long_table():
     interval decides) among 18 rules that change nothing: alone the marginal one 'relaxes'; in
     the table BH keeps the strong one only, and the marginal cell says what it was."""
     marginal = (2.3, 3.0, 4.0)
-    alone = study.seed_measures(per_seed_table({"m": marginal}), "softmax", 1.5, 0.95)
+    alone = study_seeds.seed_measures(per_seed_table({"m": marginal}), "softmax", 1.5, 0.95)
     assert alone["m"]["vanishing"].verdict == study.RELAXES
     assert alone["m"]["vanishing"].p_value < 0.05 and alone["m"]["vanishing"].dropped == ""
     nulls = {f"n{i}": (1.0 + 0.01 * i, 0.99, 1.02) for i in range(18)}
     table = per_seed_table({"strong": (4.9, 5.0, 5.1), "m": marginal, **nulls})
-    got = study.seed_measures(table, "softmax", 1.5, 0.95)
+    got = study_seeds.seed_measures(table, "softmax", 1.5, 0.95)
     assert got["strong"]["vanishing"].verdict == study.RELAXES
     m = got["m"]["vanishing"]
     assert m.verdict == study.NO_DIFFERENCE and m.dropped == study.RELAXES
@@ -99,7 +99,7 @@ def test_an_unpaired_verdict_joins_the_family_too():
         ]
 
     rule, upper = [0.3, 0.35, 0.42], [0.3, 0.35, 0.43]
-    alone = study.seed_measures(
+    alone = study_seeds.seed_measures(
         {"softmax": seeds(base), "r": seeds(rule, upper)}, "softmax", 1.5, 0.95
     )
     m = alone["r"]["distance"]
@@ -108,7 +108,7 @@ def test_an_unpaired_verdict_joins_the_family_too():
     for i in range(20):
         factors = (1.0 + 0.01 * i, 0.99, 1.02)
         table[f"n{i}"] = seeds([b * f for b, f in zip(base, factors, strict=True)])
-    m = study.seed_measures(table, "softmax", 1.5, 0.95)["r"]["distance"]
+    m = study_seeds.seed_measures(table, "softmax", 1.5, 0.95)["r"]["distance"]
     assert m.verdict == study.NO_DIFFERENCE and m.dropped == study.RELAXES
 
 
@@ -140,17 +140,17 @@ def test_boundary_values_keep_their_verdict_or_say_why_not():
         return [{key: v, "perplexity": 10.0} for v in values]
 
     table = {"softmax": seeds("separability", base), "full": seeds("separability", [1.0] * 3)}
-    m = study.seed_measures(table, "softmax", 1.5, 0.95)["full"]["separability"]
+    m = study_seeds.seed_measures(table, "softmax", 1.5, 0.95)["full"]["separability"]
     assert m.verdict == study.NO_DIFFERENCE and m.dropped == study.RELAXES
     assert m.p_value == pytest.approx(0.1)
     table = {
         "softmax": seeds("gradient_low_t", [0.05, 0.06, 0.07]),
         "flat": seeds("gradient_low_t", [0.0] * 3),
     }
-    m = study.seed_measures(table, "softmax", 1.5, 0.95)["flat"]["gradient_low_t"]
+    m = study_seeds.seed_measures(table, "softmax", 1.5, 0.95)["flat"]["gradient_low_t"]
     assert m.dropped == study.RELAXES and m.p_value == pytest.approx(0.1)
     # both at a share of 1: no change, not "relaxes" (nothing is 1.5x above infinite odds)
     assert study.verdict(1.0, 1.0, 1.5, share=True) == study.NO_CHANGE
     mixed = {"softmax": seeds("separability", base), "m": seeds("separability", [1.0, 0.99, 0.99])}
-    m = study.seed_measures(mixed, "softmax", 1.5, 0.95)["m"]["separability"]
+    m = study_seeds.seed_measures(mixed, "softmax", 1.5, 0.95)["m"]["separability"]
     assert m.verdict == study.NO_P_VALUE and math.isnan(m.p_value)

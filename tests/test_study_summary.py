@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from attnlimits_workflow import study
+from attnlimits_workflow import study, study_seeds
 from attnlimits_workflow.analyses import normalizer
 from attnlimits_workflow.assemble import study_prose
 
@@ -74,7 +74,7 @@ def test_zero_weight_rows_withhold_the_critical_n_verdict_and_a_fixed_temperatur
         {"softmax": {"kind": "softmax", "temperature": 1.0}, "hot": {"temperature": 10.0}}
     )
     assert fixed == {"hot"}
-    got = study.seed_measures(
+    got = study_seeds.seed_measures(
         per_seed,
         "softmax",
         1.5,
@@ -138,7 +138,7 @@ def test_paired_differences_by_hand():
         "mixed": seeds(11.0, 11.0, 15.0),  # +1, -1, +1: interval across 0
         "missing": [{"perplexity": 10.0}, {"perplexity": None}, {"perplexity": 1.0}],
     }
-    got = study.paired_differences(per_seed, "softmax", "perplexity", 0.95)
+    got = study_seeds.paired_differences(per_seed, "softmax", "perplexity", 0.95)
     assert got["softmax"].verdict == "baseline" and got["softmax"].mean == 0.0
     costly = got["costly"]
     assert costly.mean == pytest.approx(2.0)
@@ -147,14 +147,14 @@ def test_paired_differences_by_hand():
     assert got["cheaper"].verdict == study.LOWER and got["cheaper"].mean == -1.0
     assert got["mixed"].verdict == study.NO_DIFFERENCE
     assert got["missing"].verdict == study.NOT_MEASURED
-    one = study.paired_differences(
+    one = study_seeds.paired_differences(
         {"softmax": seeds(10.0), "a": seeds(12.0)}, "softmax", "perplexity", 0.95
     )
     assert one["a"].verdict == study.ONE_SEED and one["a"].mean == 2.0
     assert study_prose.shown_difference(one["a"]) == "+2"
     assert study_prose.shown_difference(got["cheaper"]) == "-1 [-1, -1]"
     with pytest.raises(ValueError, match="seeds' measures"):
-        study.paired_differences(
+        study_seeds.paired_differences(
             {"softmax": seeds(1.0, 2.0), "a": seeds(1.0)}, "softmax", "perplexity", 0.95
         )
 
@@ -162,7 +162,7 @@ def test_paired_differences_by_hand():
 def test_a_paired_difference_is_shown_where_unpaired_intervals_overlap():
     # the seeds move both models alike; the rule is 1 higher at every seed
     per_seed = {"softmax": seeds(10.0, 20.0, 30.0), "rule": seeds(11.0, 21.0, 31.0)}
-    got = study.paired_differences(per_seed, "softmax", "perplexity", 0.95)["rule"]
+    got = study_seeds.paired_differences(per_seed, "softmax", "perplexity", 0.95)["rule"]
     assert got.verdict == study.HIGHER and got.low == got.high == pytest.approx(1.0)
 
 
@@ -171,7 +171,7 @@ def test_seed_measures_carry_the_cost_and_the_sink_change():
         "softmax": [{"perplexity": 10.0, "sink": 0.5}, {"perplexity": 11.0, "sink": 0.6}],
         "gated": [{"perplexity": 9.0, "sink": 0.1}, {"perplexity": 10.5, "sink": 0.15}],
     }
-    got = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    got = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert got["gated"]["perplexity_cost"].mean == pytest.approx(-0.75)
     assert got["gated"]["sink_change"].mean == pytest.approx(-0.425)
     # the sink, positive: its geometric mean sqrt(0.1 x 0.15), an interval never below 0
@@ -205,7 +205,7 @@ def test_gated_attention_uses_softmaxs_rule_and_still_gets_verdicts():
         n: [m, {**m, "vanishing": m["vanishing"] * k}]
         for (n, m), k in zip(measures.items(), (1.01, 1.05), strict=True)
     }
-    over = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert over["gated"]["vanishing"].verdict == study.RELAXES
 
 
@@ -214,7 +214,7 @@ def test_a_censored_seed_mean_reads_as_a_lower_bound():
         "softmax": [{"distance": 0.1}, {"distance": 0.12}],
         "rule": [{"distance": 0.5, "distance_upper": 1.0}, {"distance": 0.6}],
     }
-    over = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert over["rule"]["distance"].lower_bound and not over["softmax"]["distance"].lower_bound
     assert study_prose.shown_over_seeds(over["rule"]["distance"]).startswith(">= 0.55 [")
 
@@ -431,13 +431,13 @@ def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
         "sig": seeds([0.15, 0.19, 0.20], 0.25),  # ~3x under half the cap: stands
         "hidden": [{"gradient_low_t": v} for v in (0.15, 0.19, 0.20)],  # no cap: stands
     }
-    over = study.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert {n: over[n]["gradient_low_t"].verdict for n in ("sparse", "sig", "hidden")} == {
         "sparse": study.TIGHTENS,
         "sig": study.TIGHTENS,
         "hidden": study.TIGHTENS,
     }
-    study.ceiling_withheld(over, per_seed, "softmax", 1.5, 0.95)
+    study_seeds.ceiling_withheld(over, per_seed, "softmax", 1.5, 0.95)
     assert over["sparse"]["gradient_low_t"].verdict == study.CEILING
     assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS
     assert over["hidden"]["gradient_low_t"].verdict == study.TIGHTENS

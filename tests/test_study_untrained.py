@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from attnlimits import rules
-from attnlimits_workflow import study
+from attnlimits_workflow import study, study_seeds
 from attnlimits_workflow.assemble import study_report
 from attnlimits_workflow.config_study import study_errors, study_model_name, untrained_seeds
 
@@ -41,7 +41,7 @@ def test_sigmoid_tightens_corollary_3_on_untrained_logits_too(spread):
         name: {"gradient_low_t": low_t_on_gaussian_logits(kind, spread)}
         for name, kind in (("softmax", "softmax"), ("sigmoid", "sigmoid_attention"))
     }
-    got = study.untrained_comparison(measures, "softmax", 1.5)["sigmoid"]["gradient_low_t"]
+    got = study_seeds.untrained_comparison(measures, "softmax", 1.5)["sigmoid"]["gradient_low_t"]
     assert got.verdict == study.TIGHTENS and got.ratio > 2.0
 
 
@@ -53,14 +53,14 @@ def stub_study(untrained: dict) -> study_report.Study:
 
 
 def test_a_verdict_says_whether_the_untrained_weights_give_it():
-    same = stub_study({"sigmoid": {"gradient_low_t": study.Untrained(2.9, study.TIGHTENS)}})
+    same = stub_study({"sigmoid": {"gradient_low_t": study_seeds.Untrained(2.9, study.TIGHTENS)}})
     text = study_report.untrained_text(same, "sigmoid", "gradient_low_t", study.TIGHTENS)
     assert text == "; untrained (seed 0): x2.9, tightens: the untrained weights already give it"
-    other = stub_study({"gated": {"vanishing": study.Untrained(1.0, study.NO_CHANGE)}})
+    other = stub_study({"gated": {"vanishing": study_seeds.Untrained(1.0, study.NO_CHANGE)}})
     text = study_report.untrained_text(other, "gated", "vanishing", study.RELAXES)
     assert text.endswith("no change: not on the untrained weights")
     # an untrained side that is not measured or withheld says so, and no comparison follows
-    gone = stub_study({"gated": {"vanishing": study.Untrained(math.nan, study.NOT_MEASURED)}})
+    gone = stub_study({"gated": {"vanishing": study_seeds.Untrained(math.nan, study.NOT_MEASURED)}})
     text = study_report.untrained_text(gone, "gated", "vanishing", study.RELAXES)
     assert text == "; untrained (seed 0): not measured"
     assert study_report.untrained_text(other, "softmax", "vanishing", "baseline") == ""
@@ -72,7 +72,7 @@ def test_untrained_ratios_by_hand():
         "softmax": {"vanishing": 0.2, "separability": 0.5, "distance": 0.1},
         "rule": {"vanishing": 0.5, "separability": 0.75, "distance": None},
     }
-    got = study.untrained_comparison(measures, "softmax", 1.5)["rule"]
+    got = study_seeds.untrained_comparison(measures, "softmax", 1.5)["rule"]
     assert got["vanishing"].ratio == pytest.approx(2.5) and got["vanishing"].verdict == "relaxes"
     # a share compares odds: 0.75 -> 3, 0.5 -> 1
     assert got["separability"].ratio == pytest.approx(3.0)
@@ -110,7 +110,7 @@ def test_the_untrained_low_t_comparison_divides_by_each_rules_cap():
         "sparse": {"gradient_low_t": 0.12, "gradient_low_t_cap": 1.0},
         "sig": {"gradient_low_t": 0.18, "gradient_low_t_cap": 0.25},
     }
-    got = study.untrained_comparison(measures, "softmax", 1.5)
+    got = study_seeds.untrained_comparison(measures, "softmax", 1.5)
     assert got["sparse"]["gradient_low_t"].verdict == study.NO_CHANGE
     assert got["sig"]["gradient_low_t"].verdict == study.TIGHTENS
     assert got["sig"]["gradient_low_t"].ratio == pytest.approx(6.0)

@@ -18,13 +18,13 @@ from attnlimits_workflow.config_study import untrained_seeds as untrained_seeds_
 from attnlimits_workflow.effective_set import summarise
 from attnlimits_workflow.jobs import job_logger
 from attnlimits_workflow.plotting import save, use_style
-from attnlimits_workflow.study import (
+from attnlimits_workflow.study import limit_measures
+from attnlimits_workflow.study_limits import ZERO_WEIGHT_ROWS_SHARE
+from attnlimits_workflow.study_seeds import (
     ceiling_withheld,
-    limit_measures,
     seed_measures,
     untrained_comparison,
 )
-from attnlimits_workflow.study_limits import ZERO_WEIGHT_ROWS_SHARE
 from attnlimits_workflow.tables import write_csv
 
 log = job_logger(snakemake, "study_report")

@@ -22,11 +22,10 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.bootstrap import Band, Interval, percentile_interval, resample_indices
+from attnlimits.bootstrap import Band, resample_indices
 from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import (
     BlockedDistances,
-    CensoredSlope,
     bisected_n_resampled,
     censored_slope,
     critical_n_search,
@@ -52,6 +51,13 @@ from attnlimits_workflow.rows import (
 from attnlimits_workflow.streams import Stream, stream_rng
 
 from .common import Job, engine_settings, rows_to_analyse
+from .critical_cells import (
+    cells_text,
+    direction,
+    floor_outcome,
+    lowest_n_crit,
+    slope_interval,
+)
 
 LOG = logging.getLogger("critical_n")
 KINDS = ("closed_form", "monte_carlo")
@@ -378,100 +384,6 @@ CRITICAL_STATISTICS = {
     "slope": ("slope", censored_slope),
     "largest_share": ("largest N_crit / L", largest_share),
 }
-
-
-def slope_interval(
-    point: CensoredSlope, replicates: pl.DataFrame | None, level: float, fit=censored_slope
-) -> Interval | None:
-    """The N_crit ~ c L slope's interval over the searches rerun on bootstrap resamples (one
-    curve of the replicate table): from the low percentile of each resample's lower bound
-    (``at_least``) to the high percentile of its upper end (+inf where a resample's search was
-    censored at some L, and wherever the point search itself was), so censoring widens the
-    interval instead of being dropped. None without replicates."""
-    if replicates is None or replicates.height == 0:
-        return None
-    lows, highs = [], []
-    for g in replicates.sort("replicate", "L").partition_by("replicate", maintain_order=True):
-        s = fit(
-            g["L"].to_numpy(),
-            g["N_crit"].cast(pl.Float64).to_numpy(),
-            g["censored"].to_numpy(),
-            g["top_N"].to_numpy(),
-        )
-        # a resample's first pass is known to its grid cell: its low end reads the cell's
-        cell = fit(
-            g["L"].to_numpy(),
-            lowest_n_crit(g),
-            g["censored"].to_numpy(),
-            g["top_N"].to_numpy(),
-        )
-        lows.append(cell.at_least)
-        highs.append(s.upper)
-    low, _, undefined = percentile_interval(lows, level)
-    _, high, _ = percentile_interval(highs, level)
-    # the point search censored at some L is open above whatever the resamples did: an interval
-    # closed by resamples that all passed would call a censored slope "reproduced"
-    high = max(high, point.upper)
-    return Interval(point.at_least, low, high, level, len(lows), undefined)
-
-
-def first_n_passed(curve: pl.DataFrame) -> np.ndarray:
-    """Per length of a critical-N curve (summary/critical_n.csv rows): whether its search passed
-    at the first N it tried (one evaluation, found) above N = 1, so that N_crit is only known to
-    be at most that N: the grid's floor, not a measurement."""
-    if "evaluations" not in curve.columns:
-        return np.zeros(curve.height, dtype=bool)
-    return (
-        ((~curve["censored"]) & (curve["evaluations"] == 1) & (curve["N_crit"] > 1))
-        .fill_null(False)
-        .to_numpy()
-    )
-
-
-def lowest_n_crit(curve: pl.DataFrame) -> np.ndarray:
-    """Per length of a critical-N curve (or of one resample's), the least N_crit its search
-    allows: the low end of its grid cell, column N_crit_low (the N tried before the first pass,
-    plus one); without that column, 1 where the first N tried passed (:func:`first_n_passed`),
-    else N_crit. NaN where censored."""
-    n_crit = curve["N_crit"].cast(pl.Float64).to_numpy()
-    if "N_crit_low" in curve.columns:
-        low = curve["N_crit_low"].cast(pl.Float64).to_numpy()
-        return np.where(np.isnan(low), n_crit, low)
-    return np.where(first_n_passed(curve), 1.0, n_crit)
-
-
-def cells_text(curve: pl.DataFrame, lowest: np.ndarray) -> str:
-    """Each found length's cell as a share of L, "L: (a, b]", a = (N_crit_low - 1) / L."""
-    parts = []
-    for length, n, low in zip(curve["L"], curve["N_crit"], lowest, strict=True):
-        if n is not None and low < n:
-            parts.append(f"{length}: ({(low - 1) / length:.3g}, {n / length:.3g}]")
-    return ", ".join(parts)
-
-
-def direction(low: float, high: float, lowest: float, highest: float) -> str:
-    """Which side of the band [low, high] a statistic known to lie in [lowest, highest] falls
-    on: "above", "below", or "" where it is not wholly on one side."""
-    if lowest > high:
-        return "above"
-    if highest < low:
-        return "below"
-    return ""
-
-
-def floor_outcome(
-    outcome: str, floor_slope: CensoredSlope, slope: CensoredSlope, low: float, high: float
-) -> str:
-    """``outcome`` if it holds over every statistic the passes at the first N tried allow, from
-    ``floor_slope`` (their N_crit at 1) up to ``slope``'s upper end, else undecided: reproduced
-    needs the whole range inside [low, high], not reproduced the whole range on one side of it.
-    (``floor_slope`` reads every length at the low end of its grid cell: :func:`lowest_n_crit`.)"""
-    lowest, highest = floor_slope.at_least, slope.upper
-    if outcome == "reproduced" and not (low <= lowest and highest <= high):
-        return "undecided"
-    if outcome == "not reproduced" and not (lowest > high or highest < low):
-        return "undecided"
-    return outcome
 
 
 def claims(

@@ -11,7 +11,6 @@ from typing import Any
 
 import polars as pl
 
-from ..study import SeedMeasure
 from ..study_limits import (
     HIGHER,
     LIMITS,
@@ -23,6 +22,7 @@ from ..study_limits import (
     TIGHTENS,
     VERDICTS,
 )
+from ..study_seeds import SeedMeasure
 from ..tables import markdown_table
 
 

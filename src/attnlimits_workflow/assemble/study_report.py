@@ -60,13 +60,13 @@ class Study:
     manifests: dict[str, dict]
     vocab_size: int
     # the models' normalizer names (default: "study-<name>" without its prefix), the seeds and
-    # each normalizer's measures over them (study.seed_measures; None: one seed's page only)
+    # each normalizer's measures over them (study_seeds.seed_measures; None: one seed's page only)
     trained: dict[str, str] | None = None
     seeds: list[int] = field(default_factory=list)
     over_seeds: dict | None = None
     # every seed's limit_measures per normalizer, in seed order (None: one seed's page only)
     per_seed: dict | None = None
-    # the comparisons on untrained weights (study.untrained_comparison) and their seed (None:
+    # the comparisons on untrained weights (study_seeds.untrained_comparison) and their seed (None:
     # study.untrained_seeds is empty)
     untrained: dict | None = None
     untrained_seed: int | None = None
@@ -234,7 +234,7 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_ratio": m.ratio,
                     f"{key}_ratio_low": m.ratio_low,
                     f"{key}_ratio_high": m.ratio_high,
-                    # the tests behind the verdict (study.seed_measures)
+                    # the tests behind the verdict (study_seeds.seed_measures)
                     f"{key}_p": m.p_value,
                     f"{key}_sign_p": m.sign_p,
                     f"{key}_dropped_by_fdr": m.dropped,

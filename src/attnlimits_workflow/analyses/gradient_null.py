@@ -1,0 +1,113 @@
+"""Corollary 3 decided against a null of matched spread. The theorem is false
+(docs/paper-notes.md section 1): rows that learnt nothing violate it too, so a count of violating
+rows says nothing of a model until it is compared with the same count on null rows, each a row's
+Gaussian logits standardised to its own spread (attnlimits.gradient.matched_spread_null). Which
+rows get a null, and the decision from the per-head counts; the gradient analysis draws the nulls
+(analyses.gradient.block_draws) and its summary calls the decision."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from attnlimits.gradient import COROLLARY3_WIDE_ROW_KEYS
+from attnlimits.intervals import sign_flip_pvalue
+
+
+def null_rows_of(rows: NDArray, length: int, stride: int) -> NDArray[np.intp]:
+    """The positions in ``rows`` (query rows t) that get a null: every row t < stride (a
+    causal head's first rows, few keys each, where near-uniform rows violate most), and every
+    stride-th row counting back from the last. The model is compared with its null on these
+    rows only, so both shares have one denominator."""
+    t = np.asarray(rows)
+    return np.flatnonzero((t < stride) | ((length - 1 - t) % stride == 0))
+
+
+def few_key_rows_decide(once: pl.DataFrame) -> str:
+    """Why Corollary 3's check over every row gives no verdict, where it does not: when more
+    (T) samples violate it than violate it on the rows with at least COROLLARY3_WIDE_ROW_KEYS
+    visible keys, the rows with 2-4 keys (a causal head's first rows) decide it, and those
+    violate it whatever the head learnt once T makes them near-uniform: with 2 keys ||J|| =
+    2 a_1 a_2 / T > 1/(4T) whenever a_1 a_2 > 1/8. The wide rows' check is the verdict then."""
+    if "jacobian_paper_wide_check" not in once.columns:
+        return ""
+    full = (once["jacobian_paper_check"] == "violated").sum()
+    wide = (once["jacobian_paper_wide_check"] == "violated").sum()
+    if full <= wide:
+        return ""
+    return (
+        f"{full - wide} of its violating samples violate it only on rows with fewer than "
+        f"{COROLLARY3_WIDE_ROW_KEYS} visible keys, which exceed 1/(4T) on any near-uniform row "
+        "(2 keys: ||J|| = 2 a_1 a_2 / T > 1/(4T) when a_1 a_2 > 1/8), whatever the head learnt: "
+        f"the check on rows with >= {COROLLARY3_WIDE_ROW_KEYS} visible keys is the verdict"
+    )
+
+
+# The level of the two-sided test that decides a Corollary 3 check against its null.
+NULL_ALPHA = 0.05
+
+
+def violations_by_head(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """Per (layer, head) with an applicable check ``column``, on the rows that have a null
+    (samples under the last-row protocol): the model's violating rows there ("model"), its
+    null's ("null") and how many such rows ("rows"), summed over the head's T samples."""
+    name = column.removesuffix("_check")
+    applicable = frame.filter(pl.col(column).is_not_null())
+    if f"{name}_paired_violated_rows" in frame.columns:
+        model, null = pl.col(f"{name}_paired_violated_rows"), pl.col(f"{name}_null_violated_rows")
+        rows = pl.col(f"{name}_null_rows").sum()
+    else:
+        model = (pl.col(column) == "violated").cast(pl.Int64)
+        null = (pl.col(f"{name}_null_check") == "violated").cast(pl.Int64)
+        rows = pl.len()
+    return (
+        applicable.group_by("layer", "head")
+        .agg(model.sum().alias("model"), null.sum().alias("null"), rows.alias("rows"))
+        .sort("layer", "head")
+    )
+
+
+def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
+    """Corollary 3's check ``column`` decided against its null of matched spread, where the
+    model violates it at all: (no_verdict, note) for assemble.summaries.count. The theorem is
+    false (docs/paper-notes.md section 1), and rows of Gaussian logits with each row's own
+    spread violate it on many rows whatever a head learnt. Per head, the model and its null are
+    counted on the same rows (those with a null); the test is a two-sided sign-flip permutation
+    test of the summed per-head differences (intervals.sign_flip_pvalue: each head's model and
+    null rows exchangeable under the null), at NULL_ALPHA, and its direction is the sum's, the
+    pooled counts' (a majority of heads can lean the other way). More often: a finding about
+    the model (the count stands, "decided against a null"). Otherwise no verdict, worded from
+    the counts. ("", "") where the table has no null or the model violates nothing."""
+    name = column.removesuffix("_check")
+    if not {f"{name}_null_check", f"{name}_null_violated_rows"} & set(frame.columns):
+        return "", ""
+    heads = violations_by_head(frame, column)
+    if int(frame.filter(pl.col(column) == "violated").height) == 0:
+        return "", ""
+    heads = heads.filter(pl.col("rows") > 0)
+    differences = (heads["model"] - heads["null"]).to_numpy()
+    p = sign_flip_pvalue(differences)
+    above, below = int((differences > 0).sum()), int((differences < 0).sum())
+    unit = "rows" if f"{name}_null_violated_rows" in frame.columns else "samples"
+    model, null, rows = (int(heads[c].sum()) for c in ("model", "null", "rows"))
+    counts = (
+        f"on the {rows} {unit} with a null of matched spread (Gaussian logits standardised to "
+        f"each row's own spread), the model violates it on {model}, the null on {null}; the "
+        f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
+        f"heads, two-sided sign-flip test of the summed differences p = {p:.2g}"
+    )
+    if p < NULL_ALPHA and model > null:
+        return "", f"decided against a null, more often than it: {counts} < {NULL_ALPHA:g}"
+    if p < NULL_ALPHA:
+        finding = "the model violates it less often than its null"
+    elif null:
+        finding = "its null violates it too"
+    else:
+        finding = "its null violates it on none of those rows, and the heads cannot decide"
+    return (
+        f"the theorem is false (docs/paper-notes.md section 1) and {finding}: {counts}"
+        + ("" if p < NULL_ALPHA else f" >= {NULL_ALPHA:g}")
+        + ", so the count is no finding about the model's excess over its null",
+        "",
+    )
