@@ -113,3 +113,25 @@ def test_python_docs_without_pydoc_data_says_what_to_do(monkeypatch):
     monkeypatch.setitem(sys.modules, "pydoc_data.topics", None)
     with pytest.raises(CorpusError, match="corpus.path"):
         python_docs()
+
+
+def test_the_planner_reads_the_chunks_cut_and_moves_no_damaged_file(tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from attnlimits_workflow.jobs import TOKENS_META_KEY, chunks_cut
+    from attnlimits_workflow.packs import DumpError
+
+    tokens = tmp_path / "tokens.parquet"
+    meta = {"first_chunk": 2, "n_chunks": 3, "fingerprint": "f" * 16}
+    table = pa.table({"chunk": [2, 3, 4]}).replace_schema_metadata(
+        {TOKENS_META_KEY: json.dumps(meta)}
+    )
+    pq.write_table(table, tokens)
+    assert chunks_cut(tokens) == 3
+    tokens.write_bytes(b"not parquet")
+    with pytest.raises(DumpError, match="tokens.parquet: damaged token chunks"):
+        chunks_cut(tokens)
+    assert tokens.read_bytes() == b"not parquet"  # a dry run leaves it where it is

@@ -213,6 +213,19 @@ def test_one_n_change_reruns_only_its_jobs(done_run, tmp_path):
     assert sorted(rules) == sorted([*paper, *beyond, *copies, *compare, "effective_config", "all"])
 
 
+def test_settings_only_auto_chunking_reads_leave_the_chunks_and_dumps_alone(done_run, tmp_path):
+    # chunking.max_chunks is read only under n_chunks: auto, and analysis.all_rows.chunks only
+    # by the analyses (and by auto, as its least): with a number of chunks, changing them reruns
+    # no chunking and so no extraction
+    tmp, cfg = done_run
+    conf = yaml.safe_load(cfg.read_text())
+    assert isinstance(conf["chunking"]["n_chunks"], int)
+    conf["chunking"]["max_chunks"] = 3
+    conf.setdefault("analysis", {}).setdefault("all_rows", {})["chunks"] = 2
+    rules = planned_rules(tmp, write_config(tmp_path, conf), "all")
+    assert "chunk_corpus" not in rules and "extract_batch" not in rules, rules
+
+
 def test_selected_mass_is_the_top_n_mass(done_run):
     # The distance job once passed N positionally into selected_mass's x, so every N reported the
     # top-1 mass. Here each sample's value is checked against a sort of its own weights.

@@ -75,8 +75,9 @@ def chunks_that_fit(
     if fit < least:
         raise ValueError(
             f"the corpus has {n_tokens} tokens = {available} full chunks of {chunk_length}; "
-            f"chunking.n_chunks: auto needs at least {least} from chunk {first_chunk} on "
-            "(lower chunking.first_chunk or chunk_length, or use a longer corpus)"
+            f"chunking.n_chunks: auto needs at least {least} from chunk {first_chunk} on (the "
+            "all-rows protocol's analysis.all_rows.chunks, else 1; lower it, chunking.first_chunk "
+            "or chunk_length, or use a longer corpus)"
         )
     return fit
 

@@ -108,21 +108,44 @@ def damaged_tokens(tokens_path: str | Path, exc: Exception) -> DumpError:
     )
 
 
-def tokens_metadata(tokens_path: str | Path) -> dict[str, Any]:
+def _recorded_metadata(tokens_path: str | Path) -> dict[str, Any]:
+    """tokens.parquet's attnlimits metadata, checked for the keys every reader needs; raises
+    OSError, pyarrow's ArrowException, ValueError, KeyError or TypeError on a damaged file."""
     import json
 
-    import pyarrow as pa  # here: analysis jobs that never read tokens skip pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # here: analysis jobs that never read tokens skip pyarrow
+
+    meta = pq.read_schema(tokens_path).metadata or {}
+    if TOKENS_META_KEY not in meta:
+        raise ValueError("no attnlimits metadata")
+    found = json.loads(meta[TOKENS_META_KEY])
+    int(found["first_chunk"]) + int(found["n_chunks"]) + len(found["fingerprint"])
+    return found
+
+
+def tokens_metadata(tokens_path: str | Path) -> dict[str, Any]:
+    """tokens.parquet's metadata; a damaged file is set aside (damaged_tokens) and named."""
+    import pyarrow as pa
 
     try:
-        meta = pq.read_schema(tokens_path).metadata or {}
-        if TOKENS_META_KEY not in meta:
-            raise ValueError("no attnlimits metadata")
-        found = json.loads(meta[TOKENS_META_KEY])
-        int(found["first_chunk"]) + int(found["n_chunks"]) + len(found["fingerprint"])
+        return _recorded_metadata(tokens_path)
     except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
         raise damaged_tokens(tokens_path, exc) from None
-    return found
+
+
+def chunks_cut(tokens_path: str | Path) -> int:
+    """How many chunks chunk_corpus cut (chunking.n_chunks: auto records its count), for the
+    planner: reads the metadata only and moves nothing, so a dry run leaves a damaged file where
+    it is (the jobs that read it set it aside); raises DumpError naming it."""
+    import pyarrow as pa
+
+    try:
+        return int(_recorded_metadata(tokens_path)["n_chunks"])
+    except (OSError, pa.ArrowException, ValueError, KeyError, TypeError) as exc:
+        raise DumpError(
+            f"{tokens_path}: damaged token chunks ({one_line(exc)}); delete it and rerun the "
+            "workflow to rebuild it (chunk_corpus)"
+        ) from None
 
 
 def read_tokens(tokens_path: str | Path):

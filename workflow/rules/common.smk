@@ -1,3 +1,5 @@
+import functools
+import os
 import math
 import re
 import sys
@@ -15,7 +17,7 @@ from attnlimits_workflow.config import (
 )
 from attnlimits_workflow.engine import kernel_plan
 from attnlimits_workflow.engine import plan as plan_rows
-from attnlimits_workflow.jobs import chunk_ids
+from attnlimits_workflow.jobs import chunks_cut
 from attnlimits_workflow.integrity import refresh_changed_folders
 from attnlimits_workflow.integrity import unverifiable_folders
 from attnlimits_workflow.registry import BOUND_CHECKS
@@ -241,13 +243,27 @@ def n_batches(model):
     # auto: as many as the text holds, known once the chunk_corpus checkpoint has cut them
     if n_chunks == "auto":
         tokens = checkpoints.chunk_corpus.get(model=model).output.tokens
-        n_chunks = len(chunk_ids(tokens))
+        n_chunks = recorded_chunks(tokens, os.stat(tokens).st_mtime_ns)
     return math.ceil(n_chunks / c["extraction"]["chunks_per_batch"])
 
 
-def least_chunks(wildcards):
-    """The fewest chunks chunking.n_chunks: auto may take: the all-rows protocol's, else one."""
-    return max(1, row_chunks_of(wildcards))
+@functools.lru_cache
+def recorded_chunks(tokens, mtime_ns):
+    """chunks_cut, read once per version of the file while planning."""
+    return chunks_cut(tokens)
+
+
+def chunking_params(wildcards):
+    """chunk_corpus's settings: the chunking section; with n_chunks: auto, also the fewest chunks
+    it may take (the all-rows protocol's, else one). A number reads neither max_chunks nor the
+    protocol, so changing them leaves the chunks, and every extraction after them, as they are.
+    """
+    chunking = dict(MODELS[wildcards.model]["chunking"])
+    if chunking["n_chunks"] == "auto":
+        chunking["least_chunks"] = max(1, row_chunks_of(wildcards))
+    else:
+        chunking.pop("max_chunks", None)
+    return chunking
 
 
 def source_run(model):

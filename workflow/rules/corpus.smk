@@ -25,7 +25,6 @@ checkpoint chunk_corpus:
     conda:
         "../envs/model.yaml"
     params:
-        chunking=model_setting("chunking"),
-        least_chunks=least_chunks,
+        chunking=chunking_params,
     script:
         "../scripts/chunk_corpus.py"

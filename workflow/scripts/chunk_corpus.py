@@ -35,7 +35,7 @@ ids = np.asarray(leading_tokens(snakemake.input.corpus, tokenizer.encode, wanted
 log.info("%d tokens of the corpus encoded (%s)", ids.size, tokenizer.backend)
 try:
     if auto:
-        least = snakemake.params.least_chunks
+        least = cfg["least_chunks"]
         n_chunks = chunks_that_fit(ids.size, content_length, cfg["first_chunk"], most, least)
         log.info("chunking.n_chunks: auto takes %d chunks (at most %d)", n_chunks, most)
     else:
