@@ -1709,6 +1709,9 @@ def test_the_html_reports_opening_page_holds_the_glance_table_as_snakemake_rende
     body = publish_parts(Environment().from_string(text).render(), writer="html")["html_body"]
     # the table first, then the description; every cell escaped, nothing read as Jinja or RST
     assert body.index("<table>") < body.index("attnlimits reproduces the paper.")
+    # two sections, neither promoted to the page's title
+    assert body.count("<h1>") == 2 and 'class="title"' not in body
+    assert body.index("</table>") < body.index("<h1>About this report</h1>")
     assert "<td>Theorem 1 &lt;d~ linear&gt;</td>" in body
     assert "<td>✓ slope 0.93 / ✗ 1/72 heads ★</td>" in body
     assert "<td>{{ x }} | y</td>" in body

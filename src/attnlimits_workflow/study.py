@@ -27,7 +27,7 @@ both read it from there. The intervals over the seeds are attnlimits.intervals'.
 Beside them, not limits of the paper: the attention sink, the mean weight a row puts on the
 chunk's first token at the largest L (Xiao et al.'s sink; gated attention's paper, arXiv
 2505.06708, claims its gate removes it), and the held-out perplexity, the cost. Over the seeds
-both are also compared with the baseline's as paired differences (:func:`paired_differences`):
+both are also compared with the baseline's as paired differences (attnlimits_workflow.study_seeds.paired_differences):
 the models of one seed share initial weights and batches.
 """
 

@@ -478,12 +478,15 @@ GLANCE_TITLE = "The paper's claims at a glance"
 def glance_report_text(description: str, legend: str, header: list[str], rows) -> str:
     """The HTML report's opening text (reStructuredText, which Snakemake renders through Jinja):
     the verdicts at a glance, as a raw HTML table with its legend, then the workflow's own
-    description. The table is kept out of Jinja's reach and indented under ``.. raw:: html``."""
+    description under its own heading (two sections, so that docutils promotes neither to the
+    page's title). The table is kept out of Jinja's reach and indented under ``.. raw:: html``."""
     html_lines = [f"<p>{escape(legend)}</p>", *html_table(header, rows).splitlines()]
     raw = "\n".join(f"   {line}" for line in html_lines)
+    about = "About this report"
     return (
         f"{GLANCE_TITLE}\n{'=' * len(GLANCE_TITLE)}\n\n"
-        f"{{% raw %}}\n.. raw:: html\n\n{raw}\n\n{{% endraw %}}\n{description.rstrip()}\n"
+        f"{{% raw %}}\n.. raw:: html\n\n{raw}\n\n{{% endraw %}}\n"
+        f"{about}\n{'=' * len(about)}\n\n{description.rstrip()}\n"
     )
 
 
