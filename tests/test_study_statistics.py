@@ -25,6 +25,11 @@ def test_the_p_value_by_hand():
     # seeds that agree exactly: no spread for a t-test, the exact sign-flip p of 2 pairs
     assert intervals.beyond_ratio_pvalue(np.array([0.5, 0.5]), 1.5) == 0.5
     assert intervals.beyond_ratio_pvalue(np.array([0.1, 0.1]), 1.5) == 1.0  # agree, inside
+    # ratios of 3 on every seed, computed by division: they differ in their last bits (sd ~
+    # 2e-16), which is rounding, not a spread the t-test may read as certainty (p was 3e-32)
+    logs = intervals.paired_log_ratios((0.3, 0.6, 0.9), (0.1, 0.2, 0.3))
+    assert 0 < logs.std(ddof=1) < 1e-15
+    assert intervals.beyond_ratio_pvalue(logs, 1.5) == 0.25
     with pytest.raises(ValueError):
         intervals.beyond_ratio_pvalue(np.array([1.0]), 1.5)
 
@@ -38,8 +43,8 @@ def test_the_p_value_decides_exactly_where_the_interval_does(logs, ratio):
     """p < 0.05 if and only if the 95 % t-interval of the paired ratio lies wholly beyond the
     ratio on one side (ratio_verdict reads that interval)."""
     x = np.asarray(logs)
-    if x.std(ddof=1) == 0:
-        return
+    if intervals.no_spread(x.std(ddof=1) / math.sqrt(x.size), x.mean()):
+        return  # no spread: the exact p of test_the_p_value_by_hand
     mean, low, high = intervals.t_interval(x, 0.95)
     beyond = low >= math.log(ratio) or high <= -math.log(ratio)
     p = intervals.beyond_ratio_pvalue(x, ratio)
@@ -127,6 +132,11 @@ def test_the_unpaired_p_value_by_hand():
     inf = math.inf
     assert intervals.beyond_ratio_unpaired_pvalue((1, 1.1), (inf, inf), (5, 6), (5, 6), 1.5) == 1.0
     assert math.isnan(intervals.beyond_ratio_unpaired_pvalue((0, 1), (0, 1), (1, 2), (1, 2), 1.5))
+    # every seed agrees on each side (0.1 + 0.2 differs from 0.3 in its last bit): no spread,
+    # the exact permutation p of all above all, 2 / C(6, 3) = 0.1, not Welch's ~1e-33
+    agree = (0.1 + 0.2, 0.3, 0.3)
+    assert intervals.beyond_ratio_unpaired_pvalue(agree, agree, (0.1,) * 3, (0.1,) * 3, 1.5) == 0.1
+    assert intervals.beyond_ratio_unpaired_pvalue(agree, agree, (0.25,) * 3, (0.25,) * 3, 1.5) == 1
 
 
 def test_boundary_values_keep_their_verdict_or_say_why_not():

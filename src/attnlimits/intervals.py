@@ -115,14 +115,25 @@ def paired_log_ratios(
     return np.log(v / b)
 
 
+# A standard error this small relative to its mean is rounding, not spread: ratios computed by
+# division that agree on every seed differ in their last bits (sd ~ 1e-16), which a t-test would
+# read as certainty (p ~ 1e-32).
+NO_SPREAD = 1e-12
+
+
+def no_spread(se: float, center: float) -> bool:
+    """Whether a standard error ``se`` around ``center`` is rounding only (:data:`NO_SPREAD`)."""
+    return se <= NO_SPREAD * max(1.0, abs(center))
+
+
 def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
     """Two-sided p-value of a paired ratio lying beyond ``ratio`` on either side: the smaller of
     the one-sided t-tests of mean log ratio > log ratio and of mean log ratio < -log ratio
     (Student's t, n - 1 degrees of freedom), doubled (the side is read off the data), at most 1.
     It is below 1 - level exactly when the paired ratio's ``level`` t-interval (paired_ratio)
-    lies wholly beyond ``ratio`` on one side. Seeds that agree exactly leave the t-test no
-    spread to read: beyond the ratio they get the exact sign-flip p of n pairs all on one side,
-    2^(1 - n) (0.25 with 3 seeds), inside it 1."""
+    lies wholly beyond ``ratio`` on one side. Seeds that agree (up to rounding: :func:`no_spread`)
+    leave the t-test no spread to read: beyond the ratio they get the exact sign-flip p of n
+    pairs all on one side, 2^(1 - n) (0.25 with 3 seeds), inside it 1."""
     from scipy import stats
 
     x = np.asarray(log_ratios, dtype=np.float64)
@@ -130,7 +141,7 @@ def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
         raise ValueError(f"need two or more log ratios and a ratio above 1, got {x.size}, {ratio}")
     edge, mean = math.log(ratio), float(x.mean())
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
-    if se == 0.0:
+    if no_spread(se, mean):
         return min(1.0, 2.0 ** (1 - x.size)) if abs(mean) > edge else 1.0
     up = float(stats.t.sf((mean - edge) / se, x.size - 1))
     down = float(stats.t.cdf((mean + edge) / se, x.size - 1))
@@ -187,8 +198,10 @@ def beyond_ratio_unpaired_pvalue(
         diff = float(lx.mean() - ly.mean())
         vx, vy = lx.var(ddof=1) / lx.size, ly.var(ddof=1) / ly.size
         se = math.sqrt(vx + vy)
-        if se == 0.0:
-            return 0.0 if diff > edge else 1.0
+        if no_spread(se, diff):
+            # every x and every y agree (up to rounding): the exact permutation p of all x
+            # above all y where they lie the ratio apart, as at the boundaries
+            return 1.0 / math.comb(lx.size + ly.size, lx.size) if diff > edge else 1.0
         df = (vx + vy) ** 2 / (vx**2 / (lx.size - 1) + vy**2 / (ly.size - 1))
         return float(stats.t.sf((diff - edge) / se, df))
 
