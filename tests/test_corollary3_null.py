@@ -64,7 +64,7 @@ def test_every_null_row_has_its_rows_spread(seed, width, scale):
 
 def test_the_null_is_calibrated_on_a_model_that_learnt_nothing():
     """144 heads of i.i.d. Gaussian q.k at L = 64 through the real checks: the model and its
-    null are exchangeable, so the two-sided sign test must not find them apart."""
+    null are exchangeable, so the two-sided sign-flip test must not find them apart."""
     pack = gaussian_causal_pack(heads=144, length=64, seed=11)
     table = pl.concat(
         [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 1.0, 3.16)],
@@ -197,7 +197,7 @@ def tied_pack(heads: int) -> Pack:
 
 def test_ties_a_model_learnt_are_decided_against_the_null():
     """Six heads that tie their top two keys violate at T = 0.01 on every sample, and their
-    nulls do not: the two-sided sign test (6 of 6, p = 2/64) decides, and the row says so."""
+    nulls do not: the two-sided sign-flip test (6 of 6, p = 2/64) decides, and the row says so."""
     table = gradient.last_row(tied_pack(6), 0.01, settings_for("last_row"))
     null_violations = (table["jacobian_paper_null_check"] == "violated").sum()
     assert null_violations == 0
