@@ -9,8 +9,8 @@ import yaml
 
 from attnlimits_workflow.assemble.findings import (
     GLANCE_TITLE,
-    at_a_glance,
     glance_inputs,
+    glance_markdown,
     glance_report_text,
     glance_rows,
 )
@@ -29,11 +29,11 @@ write_csv(table, snakemake.output.csv)
 shown = table.select("claim", *(c for m in models for c in (m, f"{m} interval")))
 write_markdown(shown, snakemake.output.md, scorecard_header(table, runs))
 configs = {m: yaml.safe_load(open(p)) for m, p in zip(models, snakemake.input.configs, strict=True)}
-glance = glance_inputs(table, configs)
+glance = glance_rows(*glance_inputs(table, configs))
 with atomic_path(snakemake.output.glance) as tmp:
-    Path(tmp).write_text(f"# {GLANCE_TITLE}\n\n{at_a_glance(*glance)}\n")
+    Path(tmp).write_text(f"# {GLANCE_TITLE}\n\n{glance_markdown(*glance)}\n")
 # the HTML report opens with the same table (Snakefile's report: reads this file once made)
 description = Path(snakemake.input.description).read_text()
 with atomic_path(snakemake.output.report_text) as tmp:
-    Path(tmp).write_text(glance_report_text(description, *glance_rows(*glance)))
+    Path(tmp).write_text(glance_report_text(description, *glance))
 log.info("scorecard: %d claims x %d models", table.height, len(models))

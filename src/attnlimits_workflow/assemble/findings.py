@@ -467,8 +467,12 @@ def at_a_glance(
     groups: dict[str, dict[str, str]],
     readings_compared: bool = True,
 ) -> str:
-    """:func:`glance_rows` as Markdown: the legend line, then the table."""
-    legend, header, rows = glance_rows(score, status, groups, readings_compared)
+    """:func:`glance_rows` as Markdown (:func:`glance_markdown`)."""
+    return glance_markdown(*glance_rows(score, status, groups, readings_compared))
+
+
+def glance_markdown(legend: str, header: list[str], rows) -> str:
+    """The at-a-glance table as Markdown: the legend line, then the table."""
     return legend + "\n\n" + markdown_table(header, rows)
 
 
