@@ -19,6 +19,7 @@ from attnlimits.gradient import (
     matched_spread_null,
     softmax_jacobian_norm,
 )
+from attnlimits.intervals import sign_flip_pvalue
 from attnlimits_workflow.analyses import gradient, gradient_null
 from attnlimits_workflow.assemble import table1
 from attnlimits_workflow.packs import Pack
@@ -62,18 +63,83 @@ def test_every_null_row_has_its_rows_spread(seed, width, scale):
     np.testing.assert_allclose(null.mean(axis=1), 0.0, atol=1e-9 * scale)
 
 
-def test_the_null_is_calibrated_on_a_model_that_learnt_nothing():
-    """144 heads of i.i.d. Gaussian q.k at L = 64 through the real checks: the model and its
-    null are exchangeable, so the two-sided sign-flip test must not find them apart."""
-    pack = gaussian_causal_pack(heads=144, length=64, seed=11)
-    table = pl.concat(
-        [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 1.0, 3.16)],
-        how="diagonal",
+def layer_correlated_pack(seed: int, rho: float) -> Pack:
+    """6 layers x 12 causal heads of Gaussian q and k at L = 48, the heads of a layer sharing
+    their keys and their queries correlated at ``rho``: a model that learnt nothing whose heads
+    move together, as a layer's heads read one input."""
+    pack = gaussian_causal_pack(heads=72, length=48, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    for layer in range(6):
+        heads = slice(12 * layer, 12 * layer + 12)
+        pack.k_rows[heads] = pack.k_rows[12 * layer][None]
+        pack.q_rows[heads] = (
+            rho * pack.q_rows[12 * layer][None]
+            + np.sqrt(1 - rho**2)
+            * rng.standard_normal(pack.q_rows[heads].shape)
+            * pack.q_rows.std()
+        )
+    return pack
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.9])
+def test_the_null_is_calibrated_on_a_model_that_learnt_nothing(rho):
+    """30 seeded models of Gaussian q.k through the real checks, their heads independent or
+    correlated within a layer: each model and its null are exchangeable, so the two-sided test
+    at 0.05 decides about 1.5 of 30; at most 4 (binomial: P(>= 5) = 1.6 %). Flipped head by
+    head, the correlated models were decided 10-12.5 % of the time."""
+    decided = {"jacobian_paper_check": 0, "jacobian_paper_wide_check": 0}
+    for seed in range(30):
+        pack = layer_correlated_pack(100 + seed, rho)
+        table = pl.concat(
+            [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 1.0, 3.16)],
+            how="diagonal",
+        )
+        for column in decided:
+            no_verdict, note = gradient_null.null_decision(table, column)
+            match = re.search(r"differences p = ([0-9.e-]+)", no_verdict + note)
+            decided[column] += bool(match) and float(match.group(1)) < gradient_null.NULL_ALPHA
+    assert all(count <= 4 for count in decided.values()), decided
+
+
+def correlated_heads_frame(rng: np.random.Generator, layers: int, heads: int) -> pl.DataFrame:
+    """Per-head counts of a model its null cannot tell apart, with the heads of a layer moving
+    together: each layer's model counts share one log-normal rate multiplier (one input read by
+    every head), each head's null its own, both of mean 1, Poisson of mean 20 rows."""
+    layer_rate = np.exp(0.6 * rng.standard_normal(layers) - 0.18)
+    model = rng.poisson(20.0 * np.repeat(layer_rate, heads))
+    null = rng.poisson(20.0 * np.exp(0.6 * rng.standard_normal(layers * heads) - 0.18))
+    return pl.DataFrame(
+        {
+            "layer": np.repeat(np.arange(layers), heads),
+            "head": np.tile(np.arange(heads), layers),
+            "jacobian_paper_check": ["violated"] * (layers * heads),
+            "jacobian_paper_paired_violated_rows": model,
+            "jacobian_paper_null_violated_rows": null,
+            "jacobian_paper_null_rows": [64] * (layers * heads),
+        }
     )
-    for column in ("jacobian_paper_check", "jacobian_paper_wide_check"):
-        no_verdict, note = gradient_null.null_decision(table, column)
+
+
+def test_the_test_is_calibrated_when_a_layers_heads_move_together():
+    """400 simulated models of 8 layers x 12 heads as often above their null as below it, the
+    heads of a layer correlated: flipped by layer, at most about 5 % are decided at 0.05 (an
+    exact test over 8 units: at most 4/256 per pattern count); flipped head by head, as before,
+    far more than 5 % would be."""
+    rng = np.random.default_rng(20261128)
+    decided, by_head = 0, 0
+    for _ in range(400):
+        frame = correlated_heads_frame(rng, layers=8, heads=12)
+        no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
         p = float(re.search(r"differences p = ([0-9.e-]+)", no_verdict + note).group(1))
-        assert p > 0.01, (column, no_verdict + note)
+        decided += p < gradient_null.NULL_ALPHA
+        heads = (
+            frame["jacobian_paper_paired_violated_rows"]
+            - frame["jacobian_paper_null_violated_rows"]
+        )
+        by_head += sign_flip_pvalue(heads.to_numpy(), draws=2000) < gradient_null.NULL_ALPHA
+    # binomial(400, 0.05): mean 20, SD 4.4; 34 is 3.2 SD above
+    assert decided <= 34, decided
+    assert by_head > 100, by_head
 
 
 def test_the_draws_must_match_the_logits():
@@ -99,9 +165,11 @@ def test_null_matches_the_plain_reference(seed, rows, width, scale):
     )
 
 
-def gaussian_causal_pack(heads: int, length: int, seed: int, spread: float = 2.0) -> Pack:
+def gaussian_causal_pack(
+    heads: int, length: int, seed: int, spread: float = 2.0, heads_per_layer: int = 12
+) -> Pack:
     """``heads`` causal heads of i.i.d. Gaussian q and k whose logits have SD about ``spread``,
-    one chunk each: a model that learnt nothing."""
+    one chunk each, ``heads_per_layer`` to a layer: a model that learnt nothing."""
     rng = np.random.default_rng(seed)
     d = 16
     q = rng.standard_normal((heads, length, d)) * np.sqrt(spread / np.sqrt(d))
@@ -109,9 +177,9 @@ def gaussian_causal_pack(heads: int, length: int, seed: int, spread: float = 2.0
     zeros = np.zeros(heads, dtype=np.int64)
     return Pack(
         length=length,
-        layer=zeros,
+        layer=np.arange(heads) // heads_per_layer,
         chunk=zeros,
-        head=np.arange(heads),
+        head=np.arange(heads) % heads_per_layer,
         weights=np.full((heads, length), 1.0 / length, dtype=np.float32),
         logits=np.zeros((heads, length)),
         x=np.zeros((heads, length, 1), dtype=np.float32),
@@ -173,18 +241,18 @@ def test_gaussian_rows_violate_corollary3_yet_give_no_verdict():
 
 
 def tied_pack(heads: int) -> Pack:
-    """One last-row sample per head whose top two logits tie, far above 8 others: ||J|| =
-    1/(2T) at small T on every sample, while a Gaussian row of the same spread has a clear top
-    at T = 0.01."""
+    """One last-row sample per head, one head per layer, whose top two logits tie, far above 8
+    others: ||J|| = 1/(2T) at small T on every sample, while a Gaussian row of the same spread
+    has a clear top at T = 0.01."""
     logits = np.array([[5.0, 5.0] + [0.0] * 8] * heads)
     weights = np.exp(logits - logits.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
     zeros = np.zeros(heads, dtype=np.int64)
     return Pack(
         length=10,
-        layer=zeros,
-        chunk=np.arange(heads),
-        head=np.arange(heads),
+        layer=np.arange(heads),
+        chunk=zeros,
+        head=zeros,
         weights=weights.astype(np.float32),
         logits=logits,
         x=np.zeros((heads, 10, 1), dtype=np.float32),
@@ -197,7 +265,8 @@ def tied_pack(heads: int) -> Pack:
 
 def test_ties_a_model_learnt_are_decided_against_the_null():
     """Six heads that tie their top two keys violate at T = 0.01 on every sample, and their
-    nulls do not: the two-sided sign-flip test (6 of 6, p = 2/64) decides, and the row says so."""
+    nulls do not: the two-sided sign-flip test over their 6 layers (p = 2/64) decides, and the
+    row says so."""
     table = gradient.last_row(tied_pack(6), 0.01, settings_for("last_row"))
     null_violations = (table["jacobian_paper_null_check"] == "violated").sum()
     assert null_violations == 0
@@ -207,13 +276,15 @@ def test_ties_a_model_learnt_are_decided_against_the_null():
     assert "decided against a null" in exact["measured"] and "p = 0.031" in exact["measured"]
 
 
-def null_frame(heads: int, model: int, null: int, rows: int = 8) -> pl.DataFrame:
+def null_frame(
+    heads: int, model: int, null: int, rows: int = 8, heads_per_layer: int = 1
+) -> pl.DataFrame:
     """A per-head table as the all-rows protocol gives it: ``model`` and ``null`` violating rows
-    of ``rows`` with a null in every head (and 64 rows in all)."""
+    of ``rows`` with a null in every head (and 64 rows in all), ``heads_per_layer`` to a layer."""
     return pl.DataFrame(
         {
-            "layer": [0] * heads,
-            "head": list(range(heads)),
+            "layer": [h // heads_per_layer for h in range(heads)],
+            "head": [h % heads_per_layer for h in range(heads)],
             "jacobian_paper_check": ["violated" if model else "holds"] * heads,
             "jacobian_paper_violated_rows": [model + 5] * heads,
             "jacobian_paper_rows": [64] * heads,
@@ -224,12 +295,16 @@ def null_frame(heads: int, model: int, null: int, rows: int = 8) -> pl.DataFrame
     )
 
 
-def test_the_sign_test_needs_enough_heads():
-    """Five heads can never decide at 0.05, two-sided (smallest p = 2/32): no verdict, worded
-    from the counts; six can (2/64)."""
+def test_the_sign_test_needs_enough_layers():
+    """Five layers can never decide at 0.05, two-sided (smallest p = 2/32): no verdict, worded
+    from the counts; six can (2/64). Twelve heads in one layer are one unit: no verdict."""
     no_verdict, note = gradient_null.null_decision(null_frame(5, 3, 0), "jacobian_paper_check")
     assert note == "" and "in 5 and falls below it in 0 of 5 heads" in no_verdict
     assert "p = 0.062" in no_verdict and "null violates it on none of those rows" in no_verdict
+    assert "the 5 layers' summed differences" in no_verdict
+    one_layer = null_frame(12, 3, 0, heads_per_layer=12)
+    no_verdict, note = gradient_null.null_decision(one_layer, "jacobian_paper_check")
+    assert note == "" and "p = 1" in no_verdict and "the layers cannot decide" in no_verdict
     assert "its null violates it too" not in no_verdict
     no_verdict, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     assert no_verdict == "" and note.startswith("decided against a null, more often than it")
@@ -273,7 +348,7 @@ def test_the_direction_is_the_pooled_counts_not_a_majority_of_heads():
     below it in 10 (pooled 90 against 360). A sign test over heads read 'more often'; the
     sign-flip test of the summed differences reads the pooled direction: less often."""
     frame = pl.concat([null_frame(30, 3, 2, rows=64), null_frame(10, 0, 30, rows=64)]).with_columns(
-        pl.Series("head", list(range(40)))
+        pl.Series("layer", list(range(40)))
     )
     no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
     assert note == "" and "the model violates it less often than its null" in no_verdict
