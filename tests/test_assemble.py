@@ -1522,7 +1522,7 @@ def test_a_joint_claim_prints_the_statistic_its_verdict_rests_on():
     assert deciding_part((r2, slope, fine), bands) == 0  # all inside: the first
 
 
-def test_corollary3_over_every_row_gives_no_verdict_when_few_key_rows_decide_it():
+def test_corollary3_over_every_row_is_not_testable_when_few_key_rows_decide_it():
     from attnlimits_workflow.analyses.gradient_null import few_key_rows_decide
 
     once = pl.DataFrame(

@@ -384,11 +384,10 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
     def corollary3(frame, column, bound, where, slack, **extra) -> dict:
         """A Corollary 3 check, decided against its null (:func:`null_decision`), unless the
-        rows too short to tell decide it (``no_verdict`` given: the null then says nothing)."""
+        rows too short to tell decide it (``untestable`` given: the null then says nothing)."""
         no_verdict, note = null_decision(frame, column)
-        if extra.get("no_verdict"):
-            no_verdict, note = extra.pop("no_verdict"), ""
-        extra.pop("no_verdict", None)
+        if extra.get("untestable"):
+            no_verdict, note = "", ""
         return count(
             frame, column, bound, where, slack=slack, no_verdict=no_verdict, note=note, **extra
         )
@@ -417,7 +416,7 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||",
                 "every (T) sample",
                 jacobian,
-                no_verdict=few_key_rows_decide(once),
+                untestable=few_key_rows_decide(once),
             ),
             corollary3(
                 g,

@@ -25,11 +25,15 @@ def null_rows_of(rows: NDArray, length: int, stride: int) -> NDArray[np.intp]:
 
 
 def few_key_rows_decide(once: pl.DataFrame) -> str:
-    """Why Corollary 3's check over every row gives no verdict, where it does not: when more
+    """Why Corollary 3's check over every row is not testable, where it is not: when more
     (T) samples violate it than violate it on the rows with at least COROLLARY3_WIDE_ROW_KEYS
     visible keys, the rows with 2-4 keys (a causal head's first rows) decide it, and those
     violate it whatever the head learnt once T makes them near-uniform: with 2 keys ||J|| =
-    2 a_1 a_2 / T > 1/(4T) whenever a_1 a_2 > 1/8. The wide rows' check is the verdict then."""
+    2 a_1 a_2 / T > 1/(4T) whenever a_1 a_2 > 1/8, i.e. whenever the two logits lie within
+    1.77 T of each other (at the default grid's T = 100, any two logits less than 177 apart).
+    Its null violates
+    there too, so neither the count nor the null can decide it: the check is blind by design,
+    and the wide rows' check is the verdict then."""
     if "jacobian_paper_wide_check" not in once.columns:
         return ""
     full = (once["jacobian_paper_check"] == "violated").sum()
@@ -93,13 +97,14 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     by_layer = heads.group_by("layer").agg((pl.col("model") - pl.col("null")).sum().alias("d"))
     p = sign_flip_pvalue(by_layer.sort("layer")["d"].to_numpy())
     above, below = int((differences > 0).sum()), int((differences < 0).sum())
+    layers = "layer's" if by_layer.height == 1 else "layers'"
     unit = "rows" if f"{name}_null_violated_rows" in frame.columns else "samples"
     model, null, rows = (int(heads[c].sum()) for c in ("model", "null", "rows"))
     counts = (
         f"on the {rows} {unit} with a null of matched spread (Gaussian logits standardised to "
         f"each row's own spread), the model violates it on {model}, the null on {null}; the "
         f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
-        f"heads, two-sided sign-flip test of the {by_layer.height} layers' summed differences "
+        f"heads, two-sided sign-flip test of the {by_layer.height} {layers} summed differences "
         f"p = {p:.2g}"
     )
     if p < NULL_ALPHA and model > null:
