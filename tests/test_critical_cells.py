@@ -125,3 +125,85 @@ def test_bootstrap_intervals_read_the_resamples_cells():
     ends = critical_cells.slope_interval(point, reps.drop("N_crit_low"), 0.5)
     assert cells.low == pytest.approx(0.07) and ends.low == pytest.approx(0.10)
     assert cells.high == ends.high == pytest.approx(0.12)
+
+
+def search_table(
+    length: int, tried, fixed, n_crit, n_low, top_n, expectation: str = "closed_form"
+) -> pl.DataFrame:
+    """A critical-N table of one (L, reading, expectation), as the analysis writes it: the
+    search's (N, p) then the fixed fractions' (N, p)."""
+    rows = [
+        {"step": "search", "fraction": None, "N": n, "p_value": p, "ks_statistic": None}
+        for n, p in tried
+    ] + [
+        {"step": "fixed_fraction", "fraction": f, "N": n, "p_value": p, "ks_statistic": 0.1}
+        for f, (n, p) in fixed.items()
+    ]
+    common = {
+        "L": length,
+        "masked": "both",
+        "expectation": expectation,
+        "N_crit": n_crit,
+        "N_crit_low": n_low,
+        "censored": n_crit is None,
+        "top_N": top_n,
+        "evaluations": len(tried),
+        "ks_samples": 72,
+        "ks_min_pvalue": 1e-6,
+    }
+    return pl.DataFrame(
+        [{**common, **r} for r in rows],
+        schema_overrides={"N_crit": pl.Int64, "N_crit_low": pl.Int64, "fraction": pl.Float64},
+    )
+
+
+def test_the_summary_keeps_the_p_values_either_side_of_the_pass():
+    """L = 100: the search fails at 1, 5 and passes at 10 (cell (5, 10]); the fixed fractions
+    test N = 3 (p 0.2: a pass below the cell), 25 (p 0.001: a failure above) and 50 (p 0.6).
+    A censored L = 200 whose fixed N = 50 passed (p 0.3) also has a pass below its top N."""
+    from attnlimits_workflow.assemble.summaries import critical_n_summary
+
+    crit = pl.concat(
+        [
+            search_table(
+                100,
+                [(1, 0.0), (5, 0.001), (10, 0.4)],
+                {0.03: (3, 0.2), 0.25: (25, 0.001), 0.5: (50, 0.6)},
+                10,
+                6,
+                10,
+            ),
+            search_table(
+                200, [(1, 0.0), (100, 0.001), (199, 0.002)], {0.25: (50, 0.3)}, None, None, 199
+            ),
+        ]
+    )
+    summary = critical_n_summary(crit).filter(pl.col("expectation") == "closed_form")
+    first, censored = summary.sort("L").iter_rows(named=True)
+    assert (first["least_p_above"], first["N_least_p_above"]) == (0.001, 25)
+    assert (first["most_p_below"], first["N_most_p_below"]) == (0.2, 3)
+    assert censored["least_p_above"] is None
+    assert (censored["most_p_below"], censored["N_most_p_below"]) == (0.3, 50)
+    text = critical_cells.non_monotone_text(summary, 0.01)
+    assert text.startswith("the KS outcome is not monotone in N at 2/2 lengths")
+    assert "L = 100 (first pass N = 10; fails at N = 25 (p 0.001), passes at N = 3 (p 0.2))" in text
+    assert "L = 200 (no pass; passes at N = 50 (p 0.3))" in text
+    # at a level of 0.0005 the failure above passes and the passes below stay passes
+    assert "fails at" not in critical_cells.non_monotone_text(summary, 0.0005)
+
+
+def test_a_monotone_curve_is_not_flagged_and_a_non_monotone_one_is_in_table1():
+    monotone = search_table(100, [(1, 0.0), (5, 0.001), (10, 0.4)], {0.5: (50, 0.6)}, 10, 6, 10)
+    from attnlimits_workflow.assemble.summaries import critical_n_summary
+
+    assert critical_cells.non_monotone_text(critical_n_summary(monotone), 0.01) == ""
+    flipped = pl.concat(
+        [
+            search_table(100, [(1, 0.0), (5, 0.001), (10, 0.4)], {0.5: (50, p)}, 10, 6, 10, kind)
+            for kind, p in (("closed_form", 0.002), ("monte_carlo", 0.6))
+        ]
+    )
+    rows = {r["claim_id"]: r for r in scored(critical_n_summary(flipped))}
+    assert "not monotone in N at 1/1 lengths" in rows["critical_n:closed_form:below"]["measured"]
+    assert "fails at N = 50 (p 0.002)" in rows["critical_n:closed_form:below"]["measured"]
+    assert "not monotone" not in rows["critical_n:monte_carlo:below"]["measured"]

@@ -81,6 +81,30 @@ def cells_text(curve: pl.DataFrame, lowest: np.ndarray) -> str:
     return ", ".join(parts)
 
 
+def non_monotone_text(curve: pl.DataFrame, alpha: float) -> str:
+    """Where the KS outcome is not monotone in N among the N evaluated (summaries.
+    ks_outcomes_around_the_pass): a failure (p < alpha) above a length's first pass, or a pass
+    below its grid cell. Each cell (N', N_crit] assumes one crossing; these lengths have more,
+    so an N the search skipped may pass below the cell. "" where every length is monotone."""
+    parts = []
+    for r in curve.sort("L").iter_rows(named=True):
+        seen = []
+        if (r.get("least_p_above") is not None) and r["least_p_above"] < alpha:
+            seen.append(f"fails at N = {r['N_least_p_above']} (p {r['least_p_above']:.2g})")
+        if (r.get("most_p_below") is not None) and r["most_p_below"] >= alpha:
+            seen.append(f"passes at N = {r['N_most_p_below']} (p {r['most_p_below']:.2g})")
+        if seen:
+            first = "no pass" if r["N_crit"] is None else f"first pass N = {r['N_crit']}"
+            parts.append(f"L = {r['L']} ({first}; {', '.join(seen)})")
+    if not parts:
+        return ""
+    return (
+        f"the KS outcome is not monotone in N at {len(parts)}/{curve.height} lengths: "
+        + "; ".join(parts)
+        + "; each grid cell assumes one crossing"
+    )
+
+
 def direction(low: float, high: float, lowest: float, highest: float) -> str:
     """Which side of the band [low, high] a statistic known to lie in [lowest, highest] falls
     on: "above", "below", or "" where it is not wholly on one side."""

@@ -56,6 +56,7 @@ from .critical_cells import (
     direction,
     floor_outcome,
     lowest_n_crit,
+    non_monotone_text,
     slope_interval,
 )
 
@@ -491,7 +492,9 @@ def claims(
                         f"[{interval.low:.3f}, {interval.high:.3f}] over {interval.resamples} "
                         "searches rerun on resampled units"
                     )
+                crossings = non_monotone_text(f, alpha)
                 measured += f"; {counted}" + (f"; {spread}" if spread else "")
+                measured += f"; {crossings}" if crossings else ""
                 inside = slope_within(slope, low, high)
                 if interval is not None:
                     # a censored resample's slope is open above: its interval reaches +inf

@@ -182,6 +182,7 @@ def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
         )
         summary = summary.join(at, on=keys, how="left")
     summary = summary.with_columns((pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"))
+    summary = summary.join(ks_outcomes_around_the_pass(crit, summary), on=keys, how="left")
     slopes = []
     for (masked, kind), g in summary.group_by("masked", "expectation"):
         slope = censored_slope(
@@ -201,6 +202,48 @@ def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
         )
     return summary.join(pl.DataFrame(slopes), on=["masked", "expectation"], how="left").sort(
         "masked", "expectation", "L"
+    )
+
+
+def ks_outcomes_around_the_pass(crit: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
+    """Per (L, masked, expectation), the evaluated KS p-values (the search's and the fixed
+    fractions') on either side of the first pass, which a monotone outcome in N would keep on
+    their side of the level: least_p_above and N_least_p_above, the smallest p at an N above
+    N_crit; most_p_below and N_most_p_below, the largest p at an N below the pass's grid cell
+    (below N_crit_low; any N up to top_N where the search found no pass). Null where no N was
+    evaluated there. Table 1 holds them against the level (critical_cells.non_monotone_text)."""
+    keys = ("L", "masked", "expectation")
+    bounds = summary.select(
+        *keys,
+        pl.col("N_crit").alias("_pass"),
+        (pl.col("N_crit_low") if "N_crit_low" in summary.columns else pl.col("N_crit")).alias(
+            "_low"
+        ),
+        pl.col("top_N").alias("_top"),
+    )
+    tried = crit.filter(pl.col("step").is_in(["search", "fixed_fraction"])).select(
+        *keys, "N", "p_value"
+    )
+    tried = tried.join(bounds, on=keys, how="inner")
+    above = tried.filter(pl.col("_pass").is_not_null() & (pl.col("N") > pl.col("_pass")))
+    below = tried.filter(
+        pl.when(pl.col("_pass").is_null())
+        .then(pl.col("N") <= pl.col("_top"))
+        .otherwise(pl.col("N") < pl.col("_low"))
+    )
+
+    def extreme(frame: pl.DataFrame, name: str, descending: bool) -> pl.DataFrame:
+        return (
+            frame.sort(*keys, "p_value", "N", descending=[False] * 3 + [descending, False])
+            .group_by(*keys, maintain_order=True)
+            .first()
+            .select(*keys, pl.col("p_value").alias(name), pl.col("N").alias(f"N_{name}"))
+        )
+
+    return (
+        bounds.select(keys)
+        .join(extreme(above, "least_p_above", False), on=keys, how="left")
+        .join(extreme(below, "most_p_below", True), on=keys, how="left")
     )
 
 
