@@ -464,3 +464,39 @@ def test_negligible_top_n_weights_withhold_the_critical_n_and_a_local_rule_is_na
     from attnlimits import rules
 
     assert rules.get("stick_breaking").local and rules.get("self_adjust_softmax_raw").signed
+
+
+def test_which_rule_when_marks_a_verdict_the_untrained_weights_already_give():
+    """Review of issue 46: sigmoid's 'tightens' appears on untrained weights too, so the summary
+    says so beside its name, as the table's cell does; a rule whose untrained weights differ
+    is named plainly."""
+    t = table(
+        BASE,
+        (
+            "sigmoid",
+            {"gradient_low_t": study.TIGHTENS},
+            (1.0, 0.5, 1.5, study.HIGHER),
+            study.NO_DIFFERENCE,
+        ),
+        (
+            "sparsemax",
+            {"vanishing": study.RELAXES},
+            (5.0, 2.0, 8.0, study.HIGHER),
+            study.NO_DIFFERENCE,
+        ),
+        (
+            "ssmax",
+            {"vanishing": study.RELAXES},
+            (0.5, -1.0, 2.0, study.NO_DIFFERENCE),
+            study.NO_DIFFERENCE,
+        ),
+    ).with_columns(
+        pl.Series("gradient_low_t_untrained_verdict", [None, study.TIGHTENS, None, None]),
+        pl.Series("vanishing_untrained_verdict", [None, None, study.RELAXES, study.NO_CHANGE]),
+    )
+    text = study_prose.which_rule_when(t, "softmax")
+    gradient = next(x for x in text.splitlines() if "Tightens it" in x)
+    assert gradient.endswith("Tightens it: sigmoid (the untrained weights already give it).")
+    vanishing = line(text, "a few tokens")
+    assert "sparsemax, the untrained weights already give it (costs" in vanishing
+    assert "ssmax (perplexity cost unresolved" in vanishing

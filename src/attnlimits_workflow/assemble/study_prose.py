@@ -189,6 +189,9 @@ def answer_line_over_seeds(
 
 
 RATIO_WORD = "the configured ratio"
+# beside a rule whose untrained weights already give its trained verdict (study_report's
+# untrained comparison): a property of the rule, not of what it learnt
+UNTRAINED_ALREADY = "the untrained weights already give it"
 
 
 def _difference(row: Mapping[str, Any], label: str) -> SeedMeasure:
@@ -239,7 +242,8 @@ def which_rule_when(
     CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
     ``perplexity_cost_*`` and ``sink_change_*``). One Markdown item per limit: the rules whose
     interval is apart from the baseline's in the paper's direction ('relaxes'), cheapest first
-    with their perplexity cost, and those that tighten it; 'no difference shown' where none
+    with their perplexity cost, and those that tighten it, each marked where its untrained
+    weights already give the verdict (``<key>_untrained_verdict``); 'no difference shown' where none
     relaxes it; no verdict for the orientation-free limit. Then the sink and the perplexity."""
     rows = [r for r in table.to_dicts() if r["normalizer"] != baseline]
     lines = []
@@ -251,14 +255,33 @@ def which_rule_when(
             )
             continue
         relax = [r for r in rows if r.get(f"{key}_verdict") == RELAXES]
-        tighten = [r["normalizer"] for r in rows if r.get(f"{key}_verdict") == TIGHTENS]
+        # a verdict its rule's untrained weights already give is the rule's, not training's
+        already = {
+            r["normalizer"]
+            for r in rows
+            if r.get(f"{key}_verdict") in (RELAXES, TIGHTENS)
+            and r.get(f"{key}_untrained_verdict") == r.get(f"{key}_verdict")
+        }
+        limit_notes = {
+            n: ", ".join(
+                note
+                for note in ((notes or {}).get(n), UNTRAINED_ALREADY if n in already else None)
+                if note
+            )
+            for n in {r["normalizer"] for r in rows}
+        }
+        tighten = [
+            r["normalizer"] + (f" ({UNTRAINED_ALREADY})" if r["normalizer"] in already else "")
+            for r in rows
+            if r.get(f"{key}_verdict") == TIGHTENS
+        ]
         compared = [r for r in rows if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)]
         apart = sorted(
             {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in rows}
             - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
         )
         if relax:
-            text = f"{lead} {_named(relax, notes)}."
+            text = f"{lead} {_named(relax, limit_notes)}."
         elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
             text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
         else:

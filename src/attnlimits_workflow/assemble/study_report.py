@@ -26,6 +26,7 @@ from ..study_limits import (
 )
 from ..tables import markdown_table
 from .study_prose import (
+    UNTRAINED_ALREADY,
     answer_line,
     answer_line_over_seeds,
     orientation_table,
@@ -280,7 +281,7 @@ def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
     decided = (RELAXES, TIGHTENS, NO_CHANGE)
     if trained_verdict in (RELAXES, TIGHTENS) and u.verdict in decided:
         text += (
-            ": the untrained weights already give it"
+            f": {UNTRAINED_ALREADY}"
             if u.verdict == trained_verdict
             else ": not on the untrained weights"
         )
