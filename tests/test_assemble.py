@@ -1522,21 +1522,6 @@ def test_a_joint_claim_prints_the_statistic_its_verdict_rests_on():
     assert deciding_part((r2, slope, fine), bands) == 0  # all inside: the first
 
 
-def test_corollary3_over_every_row_is_not_testable_when_few_key_rows_decide_it():
-    from attnlimits_workflow.analyses.gradient_null import few_key_rows_decide
-
-    once = pl.DataFrame(
-        {
-            "jacobian_paper_check": ["violated", "violated", "holds"],
-            "jacobian_paper_wide_check": ["violated", "holds", "holds"],
-        }
-    )
-    assert "1 of its violating samples" in few_key_rows_decide(once)
-    same = once.with_columns(pl.col("jacobian_paper_check").alias("jacobian_paper_wide_check"))
-    assert few_key_rows_decide(same) == ""
-    assert few_key_rows_decide(once.drop("jacobian_paper_wide_check")) == ""
-
-
 def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
     """Sampled rows miss the near-tie rows that carry g at small T (docs/performance.md)."""
     grad = pl.DataFrame(

@@ -307,7 +307,8 @@ def matched_spread_null(logits: FloatArray, z: FloatArray) -> NDArray[np.float64
     would give s sd(z), well below s on rows of few keys: 0.56 s on average at 2 keys). Masked
     keys (-inf) stay masked; a row of one visible key, or of equal draws, is all zeros. Softmax
     ignores a row's shift, so no mean is added. A bound that such rows violate as often as the
-    model's does says nothing about what the model learnt (docs/paper-notes.md section 1)."""
+    model's does says nothing about the model; one it violates more often says the model's rows
+    are not Gaussian, not that training made them so (docs/paper-notes.md section 1)."""
     logits = np.asarray(logits, dtype=np.float64)
     z = np.asarray(z, dtype=np.float64)
     if z.shape != logits.shape:

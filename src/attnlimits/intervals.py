@@ -211,6 +211,10 @@ def beyond_ratio_unpaired_pvalue(
     return min(1.0, 2.0 * min(up, down))
 
 
+# sign_flip_pvalue enumerates every sign pattern up to this many nonzero differences
+SIGN_FLIP_EXACT_UNITS = 16
+
+
 def sign_flip_pvalue(differences, draws: int = 20_000, seed: int = 0) -> float:
     """Two-sided sign-flip permutation p-value of sum(differences) = 0: under the null each
     difference is as likely negative as positive (its two sides exchangeable), so every sign
@@ -225,7 +229,7 @@ def sign_flip_pvalue(differences, draws: int = 20_000, seed: int = 0) -> float:
         return 1.0
     observed = abs(float(d.sum()))
     tol = 1e-9 * max(1.0, observed)
-    if d.size <= 16:
+    if d.size <= SIGN_FLIP_EXACT_UNITS:
         signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
         sums = np.abs(signs @ d)
         return float((sums >= observed - tol).mean())

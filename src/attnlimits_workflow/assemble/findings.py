@@ -232,9 +232,20 @@ def what_we_can_say(
 def evidence(interval: str, measured: str) -> str:
     """What a robust result's bullet prints for one entry: a bound check's count of units with
     a violation and its Clopper-Pearson interval (a universal statement: the count, not a
-    rate); a censored critical N as the lower bound it is, with its censored lengths; else the
-    number the verdict reads with its interval."""
+    rate), or where it was decided against its null (Corollary 3) the model's and the null's
+    counts and the test's p, which the verdict rests on; a censored critical N as the lower bound
+    it is, with its censored lengths; else the number the verdict reads with its interval."""
     count = re.match(r"(\d+) of (\d+) (\w+) violate \(share [^,]+, ([^\]]+\])", measured)
+    against_null = re.search(
+        r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
+        measured,
+    )
+    if count and against_null:
+        model, null, p = against_null.groups()
+        return (
+            f"on the rows with a null, the model violates it on {model}, its null of matched "
+            f"spread on {null} (sign-flip p = {p})"
+        )
     if count:
         bad, units, unit, interval_text = count.groups()
         return f"{bad}/{units} {unit} violate, {interval_text}"

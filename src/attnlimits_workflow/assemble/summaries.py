@@ -54,7 +54,6 @@ def count(
     note: str = "",
     proved: str = "",
     no_verdict: str = "",
-    untestable: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
     samples where the check could fail (holds or violated); vacuous those where it could not
@@ -63,8 +62,7 @@ def count(
     bound), how hard the data pushed on the bound. Where the table carries per-row outcome
     counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too.
     ``proved``: why the bound holds on any data (Table 1 then calls it vacuous); ``no_verdict``:
-    why its count decides nothing about the paper's claim (counted, never a verdict);
-    ``untestable``: why no data could have decided it (Table 1 then calls it not testable)."""
+    why its count decides nothing about the paper's claim (counted, never a verdict)."""
     # a column of no outcomes at all (every sample None) is read back as Null, not String
     frame = frame.with_columns(pl.col(column).cast(pl.String))
     col = frame[column]
@@ -107,7 +105,6 @@ def count(
         "by_n": "",
         "proved": proved,
         "no_verdict": no_verdict,
-        "untestable": untestable,
         **head_counts(frame, col),
     }
 

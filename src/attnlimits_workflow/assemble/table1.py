@@ -127,11 +127,7 @@ def bound_claims(
             f"Clopper-Pearson [{low:.3g}, {high:.3g}]; {r['violations']} of {r['checked']} "
             f"{r['unit']}; {bound_detail(r)})"
         )
-        if r.get("untestable"):
-            # counted, but no data could have decided it: the check is blind by design
-            outcome = "not testable"
-            measured += f"; not testable by design: {r['untestable']}"
-        elif r.get("no_verdict"):
+        if r.get("no_verdict"):
             # counted, but the count says nothing about the paper's claim
             outcome = "no verdict"
             measured += f"; no verdict: {r['no_verdict']}"
