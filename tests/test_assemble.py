@@ -1714,3 +1714,40 @@ def test_html_table_escapes_cells_one_row_per_line():
 
 
 ALL_ROWS = {"all_rows": {"masked": "non_selected"}}
+
+
+def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
+    """Issue 46 point 3, second review: Lemma 1 and "d~ linear in L" are one question (a bound
+    ties them), so where both are robust the second bullet says so instead of reading as a
+    second finding; alone, it is listed plainly."""
+    from attnlimits_workflow.assemble import findings
+
+    def status(claims):
+        return pl.DataFrame(
+            {
+                "claim_id": claims,
+                "claim": [c.upper() for c in claims],
+                "model": ["m"] * len(claims),
+                "verdict": ["not reproduced"] * len(claims),
+                "robust": [True] * len(claims),
+            }
+        )
+
+    def score(claims):
+        return pl.DataFrame(
+            {
+                "claim_id": claims,
+                "m measured": ["slope 0.1"] * len(claims),
+                "m interval": ["0.1 [0, 0.2]"] * len(claims),
+            }
+        )
+
+    groups = {"m": {"book": "m"}}
+    both = ["vanishing", "linear_in_length"]
+    said = findings.what_we_can_say(status(both), score(both), groups).splitlines()
+    assert said[0] == "- **VANISHING**: m **not reproduced** (book: 0.1 [0, 0.2])."
+    assert said[1].startswith("- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2]) (")
+    assert "one question with Lemma 1's bullet, not a second finding" in said[1]
+    alone = ["linear_in_length"]
+    said = findings.what_we_can_say(status(alone), score(alone), groups).splitlines()
+    assert said == ["- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."]

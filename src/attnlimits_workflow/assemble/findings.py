@@ -180,6 +180,18 @@ def claim_status(
     return pl.DataFrame(rows)
 
 
+# Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
+# says so, so the list does not read one fact as two (docs/paper-notes.md section 19).
+TIED_CLAIMS = {
+    "linear_in_length": (
+        "vanishing",
+        "one question with Lemma 1's bullet, not a second finding: on rows whose peak decays "
+        "like c / L, d~ <= (N c + 1) max ||x||, so a top-N set that keeps its mass is what both "
+        "read (the section on Lemma 1 below)",
+    ),
+}
+
+
 def what_we_can_say(
     status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
 ) -> str:
@@ -197,6 +209,7 @@ def what_we_can_say(
     }
     lines, maxima = [], []
     robust = status.filter(pl.col("robust"))
+    robust_bases = {c.split(":", 1)[0] for c in robust["claim_id"].to_list()}
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
             maxima.append(f"{claim} ({', '.join(g['model'])})")
@@ -218,7 +231,9 @@ def what_we_can_say(
             f"**{v}** ({values})"
             for v, values in parts
         ]
-        lines.append(f"- **{claim}**: " + "; ".join(parts) + ".")
+        tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
+        tied = f" ({tie[1]})" if tie and tie[0] in robust_bases else ""
+        lines.append(f"- **{claim}**: " + "; ".join(parts) + f"{tied}.")
     if not lines:
         lines.append("- Nothing: no claim is decided the same way on every text and reading.")
     if maxima:
