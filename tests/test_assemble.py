@@ -18,6 +18,7 @@ from attnlimits_workflow.analyses import distance as distance_analysis
 from attnlimits_workflow.analyses import gradient as gradient_analysis
 from attnlimits_workflow.analyses import separability as separability_analysis
 from attnlimits_workflow.assemble import (
+    claim_lists,
     compare_figure,
     coverage_report,
     fig1,
@@ -622,18 +623,18 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     assert by["reading_flips"]["readings"] == "fragile"
     assert by["reading_flips"]["readings_flipped_by"] == "book: x_key: reproduced"
     assert by["reading_flips"]["readings_unsettled_by"] == "docs: t_raw: undecided"
-    said = findings.what_we_can_say(status, score, groups).splitlines()
+    said = claim_lists.what_we_can_say(status, score, groups).splitlines()
     # a claim read on a maximum over heads is named apart, not listed as a result
     assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3])."
     assert said[-1].endswith("so not listed as results: G (m).")
-    said = findings.what_we_can_say(status, with_intervals, groups).splitlines()
+    said = claim_lists.what_we_can_say(status, with_intervals, groups).splitlines()
     assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2.5 [1.5, 3])."
-    fragile = findings.fragile_list(status).splitlines()
+    fragile = claim_lists.fragile_list(status).splitlines()
     assert fragile == [
         "- T on m: flipped by the text (book: reproduced; docs: not reproduced).",
         "- R on m: flipped by the reading (book: x_key: reproduced).",
     ]
-    assert findings.unresolved_list(status).splitlines() == [
+    assert claim_lists.unresolved_list(status).splitlines() == [
         "- U on m (texts: book: undecided; docs: undecided).",
         "- H on m (texts: book: reproduced; docs: undecided).",
     ]
@@ -1463,10 +1464,10 @@ def test_a_masked_keys_claim_is_compared_across_readings_under_its_own_mask():
             "m measured": ["", ""],
         }
     )
-    flips = findings.masked_flips(score, {"m": {"book": "m"}})
+    flips = claim_lists.masked_flips(score, {"m": {"book": "m"}})
     assert "C [non_selected] on m (book): not reproduced" in flips and "reproduced." in flips
     same = score.with_columns(pl.Series("m", ["reproduced", "reproduced"]))
-    assert findings.masked_flips(same, {"m": {"book": "m"}}) == "- None."
+    assert claim_lists.masked_flips(same, {"m": {"book": "m"}}) == "- None."
 
 
 def test_robust_results_print_counts_lower_bounds_and_the_deciding_number():
@@ -1474,14 +1475,14 @@ def test_robust_results_print_counts_lower_bounds_and_the_deciding_number():
         "0 of 144 heads violate (share 0, 95 % Clopper-Pearson [0, 0.0253]; 0 of 9 samples; ...)"
     )
     assert (
-        findings.evidence("0 [0, 0.0253]", bound)
+        claim_lists.evidence("0 [0, 0.0253]", bound)
         == "0/144 heads violate, 95 % Clopper-Pearson [0, 0.0253]"
     )
     censored = "slope >= 0.997: 5/5 lengths censored (no pass up to N = L - 1, ...)"
-    assert findings.evidence("0.997 [0.997, inf]", censored).startswith(
+    assert claim_lists.evidence("0.997 [0.997, inf]", censored).startswith(
         ">= 0.997 [0.997, inf] (5/5"
     )
-    assert findings.evidence("log-log slope 0.86 [0.73, 0.93]", "R^2 = ...") == (
+    assert claim_lists.evidence("log-log slope 0.86 [0.73, 0.93]", "R^2 = ...") == (
         "log-log slope 0.86 [0.73, 0.93]"
     )
     cell = {"verdict": "not applicable", "verdicts": "", "alike": True, "robust": False}
@@ -1720,7 +1721,6 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
     """Issue 46 point 3, second review: Lemma 1 and "d~ linear in L" are one question (a bound
     ties them), so where both are robust the second bullet says so instead of reading as a
     second finding; alone, it is listed plainly."""
-    from attnlimits_workflow.assemble import findings
 
     def status(claims):
         return pl.DataFrame(
@@ -1744,10 +1744,10 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
 
     groups = {"m": {"book": "m"}}
     both = ["vanishing", "linear_in_length"]
-    said = findings.what_we_can_say(status(both), score(both), groups).splitlines()
+    said = claim_lists.what_we_can_say(status(both), score(both), groups).splitlines()
     assert said[0] == "- **VANISHING**: m **not reproduced** (book: 0.1 [0, 0.2])."
     assert said[1].startswith("- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2]) (")
     assert "one question with Lemma 1's bullet, not a second finding" in said[1]
     alone = ["linear_in_length"]
-    said = findings.what_we_can_say(status(alone), score(alone), groups).splitlines()
+    said = claim_lists.what_we_can_say(status(alone), score(alone), groups).splitlines()
     assert said == ["- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."]

@@ -393,7 +393,7 @@ def test_the_text_gives_the_least_p_its_layers_can_give():
 def test_a_robust_corollary3_bullet_prints_the_counts_against_the_null():
     """A decided Corollary 3 row's bullet gives what the verdict rests on: the model's and the
     null's counts and p, not the heads with a violating row."""
-    from attnlimits_workflow.assemble.findings import evidence
+    from attnlimits_workflow.assemble.claim_lists import evidence
 
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     measured = f"6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]); {note}"

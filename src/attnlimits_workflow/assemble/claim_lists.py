@@ -1,0 +1,162 @@
+"""The findings page's lists of claims (docs/findings.md): the robust results with the number
+each verdict reads, the fragile claims and what flips them, the claims the two readings of a
+causal row's masked keys decide differently, and the unresolved ones. Each is a function of the
+claims' robustness status (findings.claim_status) and the scorecard."""
+
+import re
+
+import polars as pl
+
+from ..robustness import DECIDED, FRAGILE, MASKED_READINGS, NOT_APPLICABLE, UNRESOLVED
+from .claims import MAXIMUM_CLAIMS
+
+# Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
+# says so, so the list does not read one fact as two (docs/paper-notes.md section 19).
+TIED_CLAIMS = {
+    "linear_in_length": (
+        "vanishing",
+        "one question with Lemma 1's bullet, not a second finding: on rows whose peak decays "
+        "like c / L, d~ <= (N c + 1) max ||x||, so a top-N set that keeps its mass is what both "
+        "read (the section on Lemma 1 below)",
+    ),
+}
+
+
+def what_we_can_say(
+    status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
+) -> str:
+    """One bullet per claim with a robust result: the models whose verdict is decided, the same
+    on every text and under every reading, each with the value its verdict reads and that
+    value's interval per text (the scorecard's interval column). Claims read on
+    a maximum over heads (table1.MAXIMUM_CLAIMS) are named apart: a resample's maximum cannot
+    exceed the measured one, so their intervals are too narrow to call a result robust."""
+    # the statistic the verdict reads with its interval, compact; the measure in words where the
+    # scorecard has no interval column (the full measures are the page's last section)
+    measured = {
+        (r["claim_id"], m): evidence(r.get(f"{m} interval") or "", r[f"{m} measured"] or "")
+        for r in score.iter_rows(named=True)
+        for m in groups_entries(groups)
+    }
+    lines, maxima = [], []
+    robust = status.filter(pl.col("robust"))
+    robust_bases = {c.split(":", 1)[0] for c in robust["claim_id"].to_list()}
+    for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
+        if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
+            maxima.append(f"{claim} ({', '.join(g['model'])})")
+            continue
+        parts, shown = [], {}
+        for r in g.iter_rows(named=True):
+            values = "; ".join(
+                f"{text}: {measured[(claim_id, e)]}" for text, e in groups[r["model"]].items()
+            )
+            if (r["verdict"], values) in shown:
+                # another entry of the same measurement (Lemma 1 reads the analysed rows under
+                # either protocol): named with the first, not counted twice
+                shown[(r["verdict"], values)].append(r["model"])
+                continue
+            shown[(r["verdict"], values)] = [r["model"]]
+            parts.append((r["verdict"], values))
+        parts = [
+            f"{' and '.join(shown[(v, values)])}{' (the same rows)' if len(shown[(v, values)]) > 1 else ''} "
+            f"**{v}** ({values})"
+            for v, values in parts
+        ]
+        tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
+        tied = f" ({tie[1]})" if tie and tie[0] in robust_bases else ""
+        lines.append(f"- **{claim}**: " + "; ".join(parts) + f"{tied}.")
+    if not lines:
+        lines.append("- Nothing: no claim is decided the same way on every text and reading.")
+    if maxima:
+        lines.append(
+            "\nDecided alike everywhere but read on a maximum over heads, whose bootstrap interval "
+            "understates the uncertainty, so not listed as results: " + "; ".join(maxima) + "."
+        )
+    return "\n".join(lines)
+
+
+def evidence(interval: str, measured: str) -> str:
+    """What a robust result's bullet prints for one entry: a bound check's count of units with
+    a violation and its Clopper-Pearson interval (a universal statement: the count, not a
+    rate), or where it was decided against its null (Corollary 3) the model's and the null's
+    counts and the test's p, which the verdict rests on; a censored critical N as the lower bound
+    it is, with its censored lengths; else the number the verdict reads with its interval."""
+    count = re.match(r"(\d+) of (\d+) (\w+) violate \(share [^,]+, ([^\]]+\])", measured)
+    against_null = re.search(
+        r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
+        measured,
+    )
+    if count and against_null:
+        model, null, p = against_null.groups()
+        return (
+            f"on the rows with a null, the model violates it on {model}, its null of matched "
+            f"spread on {null} (sign-flip p = {p})"
+        )
+    if count:
+        bad, units, unit, interval_text = count.groups()
+        return f"{bad}/{units} {unit} violate, {interval_text}"
+    censored = re.search(r"(\d+/\d+) lengths censored", measured)
+    if censored and interval:
+        return f">= {interval} ({censored.group(1)} lengths censored: no N up to L - 1 passed)"
+    return interval or measured
+
+
+def fragile_list(status: pl.DataFrame) -> str:
+    """One bullet per (claim, model) whose verdict moves with the text or the reading (decided
+    one way on one, the other way on another), naming what moves it."""
+    lines = []
+    for r in status.filter(
+        ((pl.col("texts") == FRAGILE) | (pl.col("readings") == FRAGILE))
+        & (pl.col("verdict") != NOT_APPLICABLE)
+    ).iter_rows(named=True):
+        why = []
+        if r["texts"] == FRAGILE:
+            why.append(f"the text ({r['verdicts']})")
+        if r["readings"] == FRAGILE:
+            why.append(f"the reading ({r['readings_flipped_by']})")
+        lines.append(f"- {r['claim']} on {r['model']}: flipped by " + " and by ".join(why) + ".")
+    return "\n".join(lines) or "- None."
+
+
+def masked_flips(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> str:
+    """One bullet per (claim, model, text) that the two readings of a causal row's masked keys
+    decide differently (Table 1's <claim> and <claim>:<other reading>, two claims on this page):
+    the open choice of how masked keys count flips it."""
+    ids = set(score["claim_id"].to_list())
+    rows = {r["claim_id"]: r for r in score.iter_rows(named=True)}
+    lines = []
+    for claim_id in score["claim_id"].to_list():
+        base, _, suffix = claim_id.rpartition(":")
+        if not base or suffix not in MASKED_READINGS or base not in ids:
+            continue
+        for group, texts in groups.items():
+            for text, e in texts.items():
+                pair = (rows[base][e], rows[claim_id][e])
+                if set(pair) == set(DECIDED):
+                    lines.append(
+                        f"- {rows[base]['claim']} on {group} ({text}): {pair[0]}; read with "
+                        f"the masked keys the other way ({rows[claim_id]['claim']}): {pair[1]}."
+                    )
+    return "\n".join(lines) or "- None."
+
+
+def unresolved_list(status: pl.DataFrame) -> str:
+    """One bullet per (claim, model), not fragile, that is undecided on a text or under a reading
+    while decided elsewhere or everywhere undecided: where the data cannot say."""
+    lines = []
+    for r in status.filter(
+        ((pl.col("texts") == UNRESOLVED) | (pl.col("readings") == UNRESOLVED))
+        & (pl.col("texts") != FRAGILE)
+        & (pl.col("readings") != FRAGILE)
+        & (pl.col("verdict") != NOT_APPLICABLE)
+    ).iter_rows(named=True):
+        where = []
+        if r["texts"] == UNRESOLVED:
+            where.append(f"texts: {r['verdicts']}")
+        if r["readings"] == UNRESOLVED:
+            where.append(f"readings: {r['readings_unsettled_by']}")
+        lines.append(f"- {r['claim']} on {r['model']} ({'; '.join(where)}).")
+    return "\n".join(lines) or "- None."
+
+
+def groups_entries(groups: dict[str, dict[str, str]]) -> list[str]:
+    return [e for members in groups.values() for e in members.values()]
