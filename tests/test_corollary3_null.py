@@ -404,3 +404,21 @@ def test_a_robust_corollary3_bullet_prints_the_counts_against_the_null():
     # any other bound check: its count of heads
     plain = "6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]; 18 of 24 samples)"
     assert evidence("", plain) == "6/6 heads violate, 95 % Clopper-Pearson [0.541, 1]"
+
+
+def test_an_encoders_wide_row_check_is_its_every_row_check_listed_once():
+    """Second review of issue 46 (S3): an encoder's rows all have L keys, so the check on rows
+    with >= 5 keys reads the same rows as the check over every row: one fact, one Table 1 row.
+    A causal head's first rows have fewer keys: both rows stay."""
+    causal = gaussian_causal_pack(heads=2, length=32, seed=2)
+    encoder = dataclasses.replace(causal, metadata={"causal": False, "softcap": None})
+    for pack, wide in ((causal, True), (encoder, False)):
+        table = pl.concat(
+            [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 3.16)],
+            how="diagonal",
+        )
+        once = table.filter(pl.col("eps") == table["eps"].min())
+        assert gradient.wide_rows_differ(once) is wide
+        ids = [r["claim_id"] for r in corollary3_rows(table)]
+        assert any("rows with >= 5 visible keys" in c for c in ids) is wide
+        assert len(ids) == 2 + wide

@@ -403,7 +403,7 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 jacobian,
             )
         ]
-        if "jacobian_paper_wide_check" in once.columns
+        if wide_rows_differ(once)
         else []
     )
     violations = violation_table(
@@ -437,6 +437,19 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
         ]
     )
     return {"gradient": summary, "violations": violations}
+
+
+def wide_rows_differ(once: pl.DataFrame) -> bool:
+    """Whether Corollary 3's check on rows with >= COROLLARY3_WIDE_ROW_KEYS visible keys reads
+    other rows than the check over every row: a causal head's first rows have fewer keys, an
+    encoder's rows and an analysed last row at L >= 5 do not, and there the two checks are one
+    fact, listed once (as the check over every row)."""
+    if "jacobian_paper_wide_check" not in once.columns:
+        return False
+    if {"jacobian_paper_wide_rows", "jacobian_paper_rows"} <= set(once.columns):
+        return bool((once["jacobian_paper_wide_rows"] != once["jacobian_paper_rows"]).any())
+    full = once["jacobian_paper_check"].cast(pl.String).fill_null("")
+    return bool((once["jacobian_paper_wide_check"].cast(pl.String).fill_null("") != full).any())
 
 
 REPLICATED_FROM = ("gradient", ("T", "eps"), {"g_max_over_heads": ("g_max", "max")})
