@@ -1751,3 +1751,32 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
     alone = ["linear_in_length"]
     said = claim_lists.what_we_can_say(status(alone), score(alone), groups).splitlines()
     assert said == ["- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."]
+
+
+def test_a_robust_not_reproduced_names_its_side():
+    """Second review of issue 46 (S4): Table 1 says which side of its rule a "not reproduced"
+    falls on; the robust list now does too, where every text agrees."""
+    status = pl.DataFrame(
+        {
+            "claim_id": ["critical_n:closed_form:below"],
+            "claim": ["N_crit <= 0.06 L"],
+            "model": ["m"],
+            "verdict": ["not reproduced"],
+            "robust": [True],
+        }
+    )
+    score = pl.DataFrame(
+        {
+            "claim_id": ["critical_n:closed_form:below"],
+            "m measured": ["above the rule's <= 0.06: largest N_crit / L 0.9"],
+            "m interval": ["0.9 [0.8, 0.9]"],
+            "m.docs measured": ["above the rule's <= 0.06: largest N_crit / L 0.7"],
+            "m.docs interval": ["0.7 [0.6, 0.7]"],
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}}
+    (said,) = claim_lists.what_we_can_say(status, score, groups).splitlines()
+    assert said == (
+        "- **N_crit <= 0.06 L**: m **not reproduced**, above the rule's <= 0.06 "
+        "(book: 0.9 [0.8, 0.9]; docs: 0.7 [0.6, 0.7])."
+    )

@@ -422,3 +422,15 @@ def test_an_encoders_wide_row_check_is_its_every_row_check_listed_once():
         ids = [r["claim_id"] for r in corollary3_rows(table)]
         assert any("rows with >= 5 visible keys" in c for c in ids) is wide
         assert len(ids) == 2 + wide
+
+
+def test_the_glance_table_prints_the_counts_against_the_null():
+    """Second review of issue 46 (M2): the page's first table read "6/6 heads" beside a
+    Corollary 3 verdict that rests on the model's count against its null's."""
+    from attnlimits_workflow.assemble.findings import glance_number
+
+    _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
+    measured = f"6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]); {note}"
+    assert glance_number(None, measured) == "18 vs null 0 (p 0.031)"
+    plain = "1 of 72 heads violate (share 0.0139, 95 % Clopper-Pearson [0, 0.075])"
+    assert glance_number(None, plain) == "1/72 heads"

@@ -293,10 +293,13 @@ def corollary3_bound(temperature: float | FloatArray) -> NDArray[np.float64]:
     return np.minimum(1.0 / (4.0 * np.asarray(temperature, dtype=np.float64)), np.sqrt(2.0))
 
 
-# The fewest visible keys at which a near-uniform row does not violate Corollary 3 by its size
-# alone. A uniform row of m keys has T ||J|| = 1/m: above 1/4 for m <= 3, equal to it at m = 4,
-# where any perturbation raises the top eigenvalue (the perturbation restricted to the
-# eigenspace has trace 0), so near-uniform 4-key rows violate too; at m = 5 it is 1/5.
+# The fewest visible keys at which a near-uniform row does not violate Corollary 3's 1/(4T) branch
+# by its size alone. A uniform row of m keys has T ||J|| = 1/m: above 1/4 for m <= 3, equal to it
+# at m = 4, where any perturbation raises the top eigenvalue (the perturbation restricted to the
+# eigenspace has trace 0), so near-uniform 4-key rows violate too; at m = 5 it is 1/5. Below
+# T = 1/(4 sqrt 2) = 0.177 the bound is sqrt 2 instead, and a uniform row violates it whenever
+# m < 1/(sqrt 2 T) (m <= 7 at T = 0.1, 70 at T = 0.01): no key count removes the size effect
+# there; the null of matched spread (near-uniform rows give near-uniform nulls) does.
 COROLLARY3_WIDE_ROW_KEYS = 5
 
 

@@ -17,8 +17,8 @@ both read it from there. The intervals over the seeds are attnlimits.intervals'.
 - gradient at the trained temperature (Lemma 2): the median ||d weights / d logits||_2 at the
   largest L -- shown, no verdict: the paper calls both a large Jacobian (low-T instability) and
   small gradients (vanishing attention) the problem;
-- gradient sensitivity (Corollary 3): the largest T ||J|| over the rows of the temperature sweep
-  at T <= 0.1, the constant of the 1/T growth where the paper says to avoid T; smaller relaxes;
+- gradient sensitivity (Corollary 3): the mean T ||J|| over the rows of the temperature sweep
+  at T <= 0.1 (low_temperature_sensitivity: not the largest, which reaches each rule's ceiling), the constant of the 1/T growth where the paper says to avoid T; smaller relaxes;
 - length generalisation (SSMax's claim): held-out perplexity at the training context over
   perplexity at the longest evaluated context, each over the last positions of its windows
   (evaluation.tail_fraction; 1 = no loss of quality at the longest context, 8x the training length by default, above 1 = better);

@@ -22,6 +22,10 @@ TIED_CLAIMS = {
 }
 
 
+# Table 1's opening of a "not reproduced" that names its side (critical_n.claims)
+SIDE = re.compile(r"(above|below) the rule's ([^:]+):")
+
+
 def what_we_can_say(
     status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
 ) -> str:
@@ -37,6 +41,21 @@ def what_we_can_say(
         for r in score.iter_rows(named=True)
         for m in groups_entries(groups)
     }
+    score_text = {
+        (r["claim_id"], m): r[f"{m} measured"] or ""
+        for r in score.iter_rows(named=True)
+        for m in groups_entries(groups)
+    }
+    # the side a "not reproduced" falls on, where Table 1 names it ("above the rule's ...: "),
+    # the same on every text of the group (a robust verdict is decided alike on each)
+    sides = {}
+    for r in status.filter(pl.col("robust")).iter_rows(named=True):
+        found = set()
+        for entry in groups[r["model"]].values():
+            side = SIDE.match(score_text.get((r["claim_id"], entry), ""))
+            found.add(side.group(1, 2) if side else None)
+        if len(found) == 1 and (side := found.pop()) is not None:
+            sides[(r["claim_id"], r["model"])] = f", {side[0]} the rule's {side[1]}"
     lines, maxima = [], []
     robust = status.filter(pl.col("robust"))
     robust_bases = {c.split(":", 1)[0] for c in robust["claim_id"].to_list()}
@@ -58,7 +77,7 @@ def what_we_can_say(
             parts.append((r["verdict"], values))
         parts = [
             f"{' and '.join(shown[(v, values)])}{' (the same rows)' if len(shown[(v, values)]) > 1 else ''} "
-            f"**{v}** ({values})"
+            f"**{v}**{sides.get((claim_id, shown[(v, values)][0]), '')} ({values})"
             for v, values in parts
         ]
         tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
@@ -74,6 +93,16 @@ def what_we_can_say(
     return "\n".join(lines)
 
 
+def counts_against_null(measured: str) -> tuple[str, str, str] | None:
+    """(model's violating rows, the null's, the sign-flip p) from a Corollary 3 row's measured
+    text (analyses.gradient_null.null_decision), or None for any other row."""
+    found = re.search(
+        r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
+        measured,
+    )
+    return found.groups() if found else None
+
+
 def evidence(interval: str, measured: str) -> str:
     """What a robust result's bullet prints for one entry: a bound check's count of units with
     a violation and its Clopper-Pearson interval (a universal statement: the count, not a
@@ -81,12 +110,9 @@ def evidence(interval: str, measured: str) -> str:
     counts and the test's p, which the verdict rests on; a censored critical N as the lower bound
     it is, with its censored lengths; else the number the verdict reads with its interval."""
     count = re.match(r"(\d+) of (\d+) (\w+) violate \(share [^,]+, ([^\]]+\])", measured)
-    against_null = re.search(
-        r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
-        measured,
-    )
+    against_null = counts_against_null(measured)
     if count and against_null:
-        model, null, p = against_null.groups()
+        model, null, p = against_null
         return (
             f"on the rows with a null, the model violates it on {model}, its null of matched "
             f"spread on {null} (sign-flip p = {p})"

@@ -25,7 +25,13 @@ from ..robustness import (
     robustness,
 )
 from ..tables import html_table, markdown_table
-from .claim_lists import fragile_list, masked_flips, unresolved_list, what_we_can_say
+from .claim_lists import (
+    counts_against_null,
+    fragile_list,
+    masked_flips,
+    unresolved_list,
+    what_we_can_say,
+)
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
 STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
@@ -255,10 +261,17 @@ def deciding_number(interval: str | None) -> str:
 
 
 def glance_number(interval: str | None, measured: str | None) -> str:
-    """A cell's number: a bound check's count of violating units ("1/72 heads"), a censored
+    """A cell's number: a bound check's count of violating units ("1/72 heads"), or where it is
+    decided against its null the two counts and p ("18 vs null 0 (p 0.031)"), a censored
     critical N as the lower bound it is (">= 0.9"), else deciding_number (see evidence)."""
     measured = measured or ""
     count = re.match(r"(\d+) of (\d+) (\w+) violate", measured)
+    against_null = counts_against_null(measured)
+    if count and against_null:
+        # Corollary 3: the verdict rests on the model's count against its null's, not on the
+        # heads with a violating row (which any rows of that spread give)
+        model, null, p = against_null
+        return f"{model} vs null {null} (p {p})"
     if count:
         return f"{count.group(1)}/{count.group(2)} {count.group(3)}"
     number = deciding_number(interval)
