@@ -122,9 +122,10 @@ def correlated_heads_frame(rng: np.random.Generator, layers: int, heads: int) ->
 
 def test_the_test_is_calibrated_when_a_layers_heads_move_together():
     """400 simulated models of 8 layers x 12 heads as often above their null as below it, the
-    heads of a layer correlated: flipped by layer, at most about 5 % are decided at 0.05 (an
-    exact test over 8 units: at most 4/256 per pattern count); flipped head by head, as before,
-    far more than 5 % would be."""
+    heads of a layer correlated: flipped by layer, about 5-8 % are decided at 0.05 (the model's
+    layer sums are more spread and skewed than the null's, and nearly all the excess falls on
+    the "less often" side, which only gives no verdict; a third review measured 4.6-7.9 % over
+    6-30 layers, 2,000 models each); flipped head by head, as before, far more would be."""
     rng = np.random.default_rng(20261128)
     decided, by_head = 0, 0
     for _ in range(400):
@@ -312,7 +313,12 @@ def test_the_sign_test_needs_enough_layers():
     # the same counts as its null: its null violates it too
     no_verdict, _ = gradient_null.null_decision(null_frame(6, 2, 2), "jacobian_paper_check")
     assert "its null violates it too" in no_verdict
-    assert gradient_null.null_decision(null_frame(6, 0, 4), "jacobian_paper_check") == ("", "")
+    # the model violates nothing where its null does, in every layer: holding is decided
+    no_verdict, note = gradient_null.null_decision(null_frame(6, 0, 4), "jacobian_paper_check")
+    assert no_verdict == "" and note.startswith("decided against a null, less often than it")
+    # neither violates: holding is no finding
+    no_verdict, note = gradient_null.null_decision(null_frame(6, 0, 0), "jacobian_paper_check")
+    assert note == "" and no_verdict.startswith("neither the model nor its null")
 
 
 def test_a_model_as_gaussian_as_its_null_is_not_decided_at_a_stride():
@@ -434,3 +440,42 @@ def test_the_glance_table_prints_the_counts_against_the_null():
     assert glance_number(None, measured) == "18 vs null 0 (p 0.031)"
     plain = "1 of 72 heads violate (share 0.0139, 95 % Clopper-Pearson [0, 0.075])"
     assert glance_number(None, plain) == "1/72 heads"
+
+
+def gaussian_last_rows(heads: int, keys: int, seed: int) -> Pack:
+    """One last-row sample of i.i.d. N(0, 1) logits over ``keys`` keys per head, one head per
+    layer, bidirectional: a model exactly as Gaussian as its null."""
+    logits = np.random.default_rng(seed).standard_normal((heads, keys))
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    zeros = np.zeros(heads, dtype=np.int64)
+    return Pack(
+        length=keys,
+        layer=np.arange(heads),
+        chunk=zeros,
+        head=zeros,
+        weights=weights.astype(np.float32),
+        logits=logits,
+        x=np.zeros((heads, keys, 1), dtype=np.float32),
+        query_norm=np.ones(heads),
+        key_norm_max=np.ones(heads),
+        score_scale=np.ones(heads),
+        metadata={"causal": False, "softcap": None},
+    )
+
+
+def test_holding_where_the_null_holds_too_is_no_verdict():
+    """Third review of issue 46 (M1): 72 heads of Gaussian logits on a T grid that never reaches
+    the near-tie regime (T >= 1) violate nothing, and neither do their nulls: "reproduced" read
+    the grid, not the model. Now no verdict, saying why; "reproduced" only where the null breaks
+    the bound significantly more often."""
+    pack = gaussian_last_rows(72, 64, seed=0)
+    table = pl.concat(
+        [gradient.last_row(pack, t, settings_for("last_row")) for t in (1.0, 3.16, 10.0)],
+        how="diagonal",
+    )
+    assert (table["jacobian_paper_check"] == "violated").sum() == 0
+    assert (table["jacobian_paper_null_check"] == "violated").sum() == 0
+    for row in corollary3_rows(table):
+        assert row["verdict"] == "no verdict", row["measured"]
+        assert "neither the model nor its null of matched spread violates it" in row["measured"]

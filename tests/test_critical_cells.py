@@ -207,3 +207,33 @@ def test_a_monotone_curve_is_not_flagged_and_a_non_monotone_one_is_in_table1():
     assert "not monotone in N at 1/1 lengths" in rows["critical_n:closed_form:below"]["measured"]
     assert "fails at N = 50 (p 0.002)" in rows["critical_n:closed_form:below"]["measured"]
     assert "not monotone" not in rows["critical_n:monte_carlo:below"]["measured"]
+
+
+def test_a_pass_below_the_cell_leaves_the_side_above_undecided():
+    """Third review of issue 46 (S3): at L = 100 the search passes first at N = 50 (cell
+    (41, 50]: N_crit / L 0.5, above <= 0.06), but the fixed fraction N = 3 passed too: the first
+    pass over every N may lie below the cell, so "above" is undecided. A verdict below its band
+    cannot be moved by a lower pass and stays."""
+    from attnlimits_workflow.assemble.summaries import critical_n_summary
+
+    def curve(fixed_p, n_crit, n_low):
+        return pl.concat(
+            [
+                search_table(
+                    100,
+                    [(1, 0.0), (n_low - 1, 0.001), (n_crit, 0.4)],
+                    {0.03: (3, fixed_p)},
+                    n_crit,
+                    n_low,
+                    n_crit,
+                    kind,
+                )
+                for kind in ("closed_form", "monte_carlo")
+            ]
+        )
+
+    monotone = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.001, 50, 42)))}
+    assert monotone["critical_n:closed_form:below"]["verdict"] == "not reproduced"
+    flagged = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.3, 50, 42)))}
+    assert flagged["critical_n:closed_form:below"]["verdict"] == "undecided"
+    assert "passes at N = 3 (p 0.3)" in flagged["critical_n:closed_form:below"]["measured"]

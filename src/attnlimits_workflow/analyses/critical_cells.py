@@ -105,6 +105,15 @@ def non_monotone_text(curve: pl.DataFrame, alpha: float) -> str:
     )
 
 
+def passes_below_a_cell(curve: pl.DataFrame, alpha: float) -> bool:
+    """Whether some length's evaluated N below its grid cell passed the KS test (p >= alpha):
+    its first pass over every N may then lie below the cell, so a verdict read on the cells'
+    low ends does not hold for that length (:func:`non_monotone_text` says which)."""
+    if "most_p_below" not in curve.columns:
+        return False
+    return bool((curve["most_p_below"].fill_null(-1.0) >= alpha).any())
+
+
 def direction(low: float, high: float, lowest: float, highest: float) -> str:
     """Which side of the band [low, high] a statistic known to lie in [lowest, highest] falls
     on: "above", "below", or "" where it is not wholly on one side."""

@@ -57,6 +57,7 @@ from .critical_cells import (
     floor_outcome,
     lowest_n_crit,
     non_monotone_text,
+    passes_below_a_cell,
     slope_interval,
 )
 
@@ -507,14 +508,22 @@ def claims(
                     outcome = verdict(inside)
                 if floor_slope is not None:
                     outcome = floor_outcome(outcome, floor_slope, slope, low, high)
+                lo_end = floor_slope.at_least if floor_slope is not None else slope.at_least
+                if interval is not None:
+                    lo_end = min(lo_end, interval.low)
+                if passes_below_a_cell(f, alpha) and (
+                    outcome == "reproduced" or (outcome == "not reproduced" and lo_end > high)
+                ):
+                    # an N below some length's cell passed: its first pass may lie below the
+                    # cell, so the statistic's low end is not known; only "below" survives
+                    outcome = "undecided"
                 if outcome == "not reproduced":
                     # the side it falls on: "not reproduced" alone reads as "above" to most
-                    lo_end = floor_slope.at_least if floor_slope is not None else slope.at_least
-                    if interval is not None:
-                        lo_end = min(lo_end, interval.low)
                     hi_end = slope.upper if interval is None else max(slope.upper, interval.high)
-                    side = direction(low, high, lo_end, hi_end) or direction(
-                        low, high, slope.at_least, slope.upper
+                    side = (
+                        direction(low, high, lo_end, hi_end)
+                        or direction(low, high, slope.at_least, slope.upper)
+                        or "on neither side of"
                     )
                     band = f"[{low:g}, {high:g}]" if math.isfinite(low) else f"<= {high:g}"
                     measured = f"{side} the rule's {band}: {measured}"

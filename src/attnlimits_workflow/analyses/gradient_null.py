@@ -61,14 +61,16 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     pooled counts' (a majority of heads can lean the other way). More often: the count stands,
     "decided against a null", which says the model violates more often than Gaussian rows of
     its spread, not that training made it so (a random-weight GPT-2 leans above its null too:
-    docs/paper-notes.md section 1). Otherwise no verdict, worded from the counts. ("", "") where the table has no null or the model violates nothing."""
+    docs/paper-notes.md section 1). Otherwise no verdict, worded from the counts. Where the
+    model violates nothing, holding is a finding only if its null violates it significantly
+    more often; where neither violates, no verdict: the bound could not have failed on such rows
+    at those temperatures. ("", "") where the table has no null or no row with one."""
     name = column.removesuffix("_check")
     if not {f"{name}_null_check", f"{name}_null_violated_rows"} & set(frame.columns):
         return "", ""
-    heads = violations_by_head(frame, column)
-    if int(frame.filter(pl.col(column) == "violated").height) == 0:
+    heads = violations_by_head(frame, column).filter(pl.col("rows") > 0)
+    if heads.height == 0:
         return "", ""
-    heads = heads.filter(pl.col("rows") > 0)
     differences = (heads["model"] - heads["null"]).to_numpy()
     by_layer = heads.group_by("layer").agg((pl.col("model") - pl.col("null")).sum().alias("d"))
     layer_sums = by_layer.sort("layer")["d"].to_numpy()
@@ -92,6 +94,15 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
             f" (the least p its {units} nonzero layer sum{'s' * (units != 1)} can give: "
             f"{2.0 ** (1 - units):.2g})"
         )
+    if model == 0 and null == 0:
+        # a bound that neither the model nor Gaussian rows of its spread break on these rows and
+        # temperatures could not have failed here: holding is no finding about the model
+        return (
+            "neither the model nor its null of matched spread violates it: "
+            f"{counts}; rows of that spread hold too at these temperatures, so holding is no "
+            "finding about the model",
+            "",
+        )
     if p < NULL_ALPHA and model > null:
         # more often than Gaussian rows of the same spread, which is not "than an untrained
         # model": a random-weight GPT-2 leans above its null too (docs/paper-notes.md section 1)
@@ -99,6 +110,10 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
             "decided against a null, more often than it (Gaussian logits of each row's spread, "
             f"not an untrained model): {counts}"
         )
+    if p < NULL_ALPHA and model == 0:
+        # held where Gaussian rows of its spread break it: the one "reproduced" the data could
+        # have denied
+        return "", f"decided against a null, less often than it: {counts}"
     if p < NULL_ALPHA:
         finding = "the model violates it less often than its null"
     elif null:
