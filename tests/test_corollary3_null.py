@@ -384,7 +384,10 @@ def test_the_text_gives_the_least_p_its_layers_can_give():
     """Six layers that all lean one way give p = 2/64 = 0.031, the least six can give; five
     nonzero layer sums of six (one layer's model and null agree) cannot go below 2/32."""
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
-    assert "p = 0.031 < 0.05 (the least p its 6 nonzero layer sums can give: 0.031)" in note
+    assert (
+        "p = 0.031 < 0.05, layers taken as independent "
+        "(the least p its 6 nonzero layer sums can give: 0.031)" in note
+    )
     assert "not an untrained model" in note
     frame = null_frame(6, 3, 0).with_columns(
         pl.when(pl.col("layer") == 5)
@@ -479,3 +482,15 @@ def test_holding_where_the_null_holds_too_is_no_verdict():
     for row in corollary3_rows(table):
         assert row["verdict"] == "no verdict", row["measured"]
         assert "neither the model nor its null of matched spread violates it" in row["measured"]
+
+
+def test_a_model_that_holds_where_its_null_rarely_breaks_is_no_finding():
+    """The model violates nothing, its null a few rows in 3 of 6 layers: the layers cannot tell
+    them apart, and the text says holding is no finding (not "the model's excess")."""
+    frame = null_frame(6, 0, 0).with_columns(
+        pl.when(pl.col("layer") < 3).then(1).otherwise(0).alias("jacobian_paper_null_violated_rows")
+    )
+    no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
+    assert note == "" and no_verdict.startswith("the model violates it on none of these rows")
+    assert "holding is no finding about the model" in no_verdict
+    assert "layers taken as independent" in no_verdict

@@ -237,3 +237,27 @@ def test_a_pass_below_the_cell_leaves_the_side_above_undecided():
     flagged = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.3, 50, 42)))}
     assert flagged["critical_n:closed_form:below"]["verdict"] == "undecided"
     assert "passes at N = 3 (p 0.3)" in flagged["critical_n:closed_form:below"]["measured"]
+
+
+def test_a_pass_below_the_cell_cannot_undo_fewer_than_six_percent():
+    """Fourth review of issue 46 (M1): a pass below a cell can only lower the first pass, so a
+    largest share already within "<= 0.06" stays reproduced; the two-sided [0.03, 0.12] band
+    can be left below, so its "reproduced" becomes undecided."""
+    from attnlimits_workflow.assemble.summaries import critical_n_summary
+
+    def curve(fixed_p):
+        return pl.concat(
+            [
+                search_table(
+                    100, [(1, 0.0), (3, 0.001), (5, 0.4)], {0.02: (2, fixed_p)}, 5, 4, 5, kind
+                )
+                for kind in ("closed_form", "monte_carlo")
+            ]
+        )
+
+    plain = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.001)))}
+    assert plain["critical_n:closed_form:below"]["verdict"] == "reproduced"
+    assert plain["critical_n:closed_form:approx"]["verdict"] == "reproduced"
+    flagged = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.3)))}
+    assert flagged["critical_n:closed_form:below"]["verdict"] == "reproduced"
+    assert flagged["critical_n:closed_form:approx"]["verdict"] == "undecided"

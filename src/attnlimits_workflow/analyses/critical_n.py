@@ -512,10 +512,13 @@ def claims(
                 if interval is not None:
                     lo_end = min(lo_end, interval.low)
                 if passes_below_a_cell(f, alpha) and (
-                    outcome == "reproduced" or (outcome == "not reproduced" and lo_end > high)
+                    (outcome == "reproduced" and math.isfinite(low))
+                    or (outcome == "not reproduced" and lo_end > high)
                 ):
                     # an N below some length's cell passed: its first pass may lie below the
-                    # cell, so the statistic's low end is not known; only "below" survives
+                    # cell, so the statistic's low end is not known. A lower first pass only
+                    # lowers the statistic: "below" stands, and so does "reproduced" on a rule
+                    # with no lower edge ("fewer than 6 %")
                     outcome = "undecided"
                 if outcome == "not reproduced":
                     # the side it falls on: "not reproduced" alone reads as "above" to most

@@ -87,7 +87,8 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         f"each row's own spread), the model violates it on {model}, the null on {null}; the "
         f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
         f"heads, two-sided sign-flip test of the {by_layer.height} {layers} summed differences "
-        f"p = {p:.2g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}"
+        f"p = {p:.2g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers taken as "
+        "independent"
     )
     if 0 < units <= SIGN_FLIP_EXACT_UNITS:
         counts += (
@@ -120,6 +121,13 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         finding = "its null violates it too"
     else:
         finding = "its null violates it on none of those rows, and the layers cannot decide"
+    if model == 0:
+        return (
+            "the model violates it on none of these rows, but its null violates it too rarely "
+            f"for the layers to tell the two apart: {counts}, so holding is no finding about the "
+            "model",
+            "",
+        )
     return (
         f"the theorem is false (docs/paper-notes.md section 1) and {finding}: {counts}, so "
         "the count is no finding about the model's excess over its null",

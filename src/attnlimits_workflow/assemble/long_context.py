@@ -203,7 +203,8 @@ intervals and the rules; each run's Table 1 is under tables/). Rebuild it with:
 
 The short run is the findings run's entry on War and Peace under its default reading (every
 query row, exact); the long one reaches the model's full positions on the same text, one reading
-only (the findings run's x_key and t_raw readings and its second text are not repeated here).
+only (the findings run's x_key, x_input and t_raw readings and its second text are not repeated
+here).
 Where the long run draws rows (analysis.all_rows.rows), its numbers are estimates with the
 standard errors and limits of docs/protocols.md ("Sampled rows"): the gradient claims that read
 T <= 0.01 and the bound checks with no violation among the drawn rows are "not testable" there,
