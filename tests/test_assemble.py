@@ -1780,3 +1780,30 @@ def test_a_robust_not_reproduced_names_its_side():
         "- **N_crit <= 0.06 L**: m **not reproduced**, above the rule's <= 0.06 "
         "(book: 0.9 [0.8, 0.9]; docs: 0.7 [0.6, 0.7])."
     )
+
+
+def test_the_tie_note_names_only_the_models_lemma_1_holds_on():
+    """Fifth review of issue 46 (S2): the note joined d~'s bullet whenever Lemma 1 was robust on
+    any model; it now names the bullet's models where both are robust, and none elsewhere."""
+    status = pl.DataFrame(
+        {
+            "claim_id": ["vanishing", "linear_in_length", "linear_in_length"],
+            "claim": ["VANISHING", "LINEAR", "LINEAR"],
+            "model": ["a", "a", "b"],
+            "verdict": ["not reproduced", "reproduced", "reproduced"],
+            "robust": [True, True, True],
+        }
+    )
+    score = pl.DataFrame(
+        {
+            "claim_id": ["vanishing", "linear_in_length"],
+            **{f"{m} measured": ["x", "y"] for m in ("a", "b")},
+            **{f"{m} interval": ["1 [0, 2]", "2 [1, 3]"] for m in ("a", "b")},
+        }
+    )
+    groups = {"a": {"book": "a"}, "b": {"book": "b"}}
+    said = claim_lists.what_we_can_say(status, score, groups).splitlines()
+    assert "(on a: one question with Lemma 1's bullet" in said[1]
+    only_b = status.filter(pl.col("model") == "b")
+    said = claim_lists.what_we_can_say(only_b, score, groups).splitlines()
+    assert "one question" not in said[0]

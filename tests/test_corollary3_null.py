@@ -276,16 +276,17 @@ def test_ties_a_model_learnt_are_decided_against_the_null():
 
 
 def null_frame(
-    heads: int, model: int, null: int, rows: int = 8, heads_per_layer: int = 1
+    heads: int, model: int, null: int, rows: int = 8, heads_per_layer: int = 1, elsewhere: int = 5
 ) -> pl.DataFrame:
     """A per-head table as the all-rows protocol gives it: ``model`` and ``null`` violating rows
-    of ``rows`` with a null in every head (and 64 rows in all), ``heads_per_layer`` to a layer."""
+    of ``rows`` with a null in every head, and ``elsewhere`` more of the model's among the rows
+    without one (64 rows in all), ``heads_per_layer`` to a layer."""
     return pl.DataFrame(
         {
             "layer": [h // heads_per_layer for h in range(heads)],
             "head": [h % heads_per_layer for h in range(heads)],
             "jacobian_paper_check": ["violated" if model else "holds"] * heads,
-            "jacobian_paper_violated_rows": [model + 5] * heads,
+            "jacobian_paper_violated_rows": [model + elsewhere] * heads,
             "jacobian_paper_rows": [64] * heads,
             "jacobian_paper_paired_violated_rows": [model] * heads,
             "jacobian_paper_null_violated_rows": [null] * heads,
@@ -314,10 +315,14 @@ def test_the_sign_test_needs_enough_layers():
     no_verdict, _ = gradient_null.null_decision(null_frame(6, 2, 2), "jacobian_paper_check")
     assert "its null violates it too" in no_verdict
     # the model violates nothing where its null does, in every layer: holding is decided
-    no_verdict, note = gradient_null.null_decision(null_frame(6, 0, 4), "jacobian_paper_check")
+    no_verdict, note = gradient_null.null_decision(
+        null_frame(6, 0, 4, elsewhere=0), "jacobian_paper_check"
+    )
     assert no_verdict == "" and note.startswith("decided against a null, less often than it")
     # neither violates: holding is no finding
-    no_verdict, note = gradient_null.null_decision(null_frame(6, 0, 0), "jacobian_paper_check")
+    no_verdict, note = gradient_null.null_decision(
+        null_frame(6, 0, 0, elsewhere=0), "jacobian_paper_check"
+    )
     assert note == "" and no_verdict.startswith("neither the model nor its null")
 
 
@@ -485,12 +490,61 @@ def test_holding_where_the_null_holds_too_is_no_verdict():
 
 
 def test_a_model_that_holds_where_its_null_rarely_breaks_is_no_finding():
-    """The model violates nothing, its null a few rows in 3 of 6 layers: the layers cannot tell
-    them apart, and the text says holding is no finding (not "the model's excess")."""
-    frame = null_frame(6, 0, 0).with_columns(
+    """The model violates nothing, its null a few rows in 3 of 6 layers: three layers cannot
+    reach 0.05 (p = 2/8), and the text says holding is no finding (not "the model's excess")."""
+    frame = null_frame(6, 0, 0, elsewhere=0).with_columns(
         pl.when(pl.col("layer") < 3).then(1).otherwise(0).alias("jacobian_paper_null_violated_rows")
     )
     no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
-    assert note == "" and no_verdict.startswith("the model violates it on none of these rows")
+    assert note == "" and no_verdict.startswith(
+        "the model violates it on none of its rows, but the 3 layers whose null violates it "
+        "cannot reach 0.05"
+    )
     assert "holding is no finding about the model" in no_verdict
     assert "layers taken as independent" in no_verdict
+    # five layers whose nulls all violate: the test cannot reach 0.05, and says so
+    few = null_frame(5, 0, 4, elsewhere=0)
+    no_verdict, _ = gradient_null.null_decision(few, "jacobian_paper_check")
+    assert "but the 5 layers whose null violates it cannot reach 0.05" in no_verdict
+
+
+def test_violations_on_rows_without_a_null_are_never_called_holding():
+    """Fifth review of issue 46 (M1): the null is compared on the rows that have one, Table 1
+    counts every row. A model with no violation on those rows but some elsewhere read "not
+    reproduced" beside "decided against a null, less often than it", and "neither violates"
+    beside a violated count. Now no verdict, saying where the violations are."""
+    for null in (4, 0):
+        frame = null_frame(6, 0, null, elsewhere=16)
+        no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
+        assert note == ""
+        assert "violates it on 96 rows without a null and on none of those with one" in no_verdict
+        card = table1.Scorecard({})
+        violations = pl.DataFrame(
+            [
+                summaries_count(
+                    frame.with_columns(
+                        pl.lit("violated").alias("jacobian_paper_check"),
+                        pl.lit(1.0).alias("jacobian_norm"),
+                        pl.lit(0.5).alias("paper_bound"),
+                    ),
+                    no_verdict,
+                    note,
+                )
+            ]
+        )
+        table1.bound_claims(card, violations)
+        assert card.rows[0]["verdict"] == "no verdict", card.rows[0]["measured"]
+
+
+def summaries_count(frame: pl.DataFrame, no_verdict: str, note: str) -> dict:
+    from attnlimits_workflow.assemble.summaries import count
+
+    return count(
+        frame,
+        "jacobian_paper_check",
+        "Corollary 3 min{1/(4T), sqrt 2} on exact ||J||",
+        "every (T) sample",
+        slack=("jacobian_norm", "paper_bound", True),
+        no_verdict=no_verdict,
+        note=note,
+    )

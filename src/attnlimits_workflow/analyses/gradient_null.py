@@ -47,6 +47,16 @@ def violations_by_head(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     )
 
 
+def total_violations(frame: pl.DataFrame, column: str) -> int:
+    """The model's violating rows (samples under the last-row protocol) of check ``column``
+    over every applicable sample, with a null or not: the count Table 1 reads."""
+    name = column.removesuffix("_check")
+    applicable = frame.filter(pl.col(column).is_not_null())
+    if f"{name}_violated_rows" in frame.columns:
+        return int(applicable[f"{name}_violated_rows"].sum())
+    return int((applicable[column] == "violated").sum())
+
+
 def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     """Corollary 3's check ``column`` decided against its null of matched spread, where the
     model violates it at all: (no_verdict, note) for assemble.summaries.count. The theorem is
@@ -95,6 +105,16 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
             f" (the least p its {units} nonzero layer sum{'s' * (units != 1)} can give: "
             f"{2.0 ** (1 - units):.2g})"
         )
+    # violating rows the comparison does not see (all-rows protocol: rows without a null); Table
+    # 1 counts them, so "holding" may be said only where there are none
+    elsewhere = total_violations(frame, column) - model
+    if model == 0 and elsewhere > 0:
+        return (
+            f"the theorem is false (docs/paper-notes.md section 1); the model violates it on "
+            f"{elsewhere} rows without a null and on none of those with one: {counts}, so its "
+            "null cannot decide it",
+            "",
+        )
     if model == 0 and null == 0:
         # a bound that neither the model nor Gaussian rows of its spread break on these rows and
         # temperatures could not have failed here: holding is no finding about the model
@@ -122,10 +142,12 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     else:
         finding = "its null violates it on none of those rows, and the layers cannot decide"
     if model == 0:
+        # every layer's sum is <= 0 here, so p is 2 / 2^units: undecided only for too few
+        # layers whose null violates it
         return (
-            "the model violates it on none of these rows, but its null violates it too rarely "
-            f"for the layers to tell the two apart: {counts}, so holding is no finding about the "
-            "model",
+            f"the model violates it on none of its rows, but the {units} layers whose null "
+            f"violates it cannot reach {NULL_ALPHA:g}: {counts}, so holding is no finding about "
+            "the model",
             "",
         )
     return (

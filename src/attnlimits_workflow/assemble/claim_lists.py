@@ -58,7 +58,9 @@ def what_we_can_say(
             sides[(r["claim_id"], r["model"])] = f", {side[0]} the rule's {side[1]}"
     lines, maxima = [], []
     robust = status.filter(pl.col("robust"))
-    robust_bases = {c.split(":", 1)[0] for c in robust["claim_id"].to_list()}
+    robust_models: dict[str, set[str]] = {}
+    for r in robust.iter_rows(named=True):
+        robust_models.setdefault(r["claim_id"].split(":", 1)[0], set()).add(r["model"])
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
             maxima.append(f"{claim} ({', '.join(g['model'])})")
@@ -81,7 +83,12 @@ def what_we_can_say(
             for v, values in parts
         ]
         tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
-        tied = f" ({tie[1]})" if tie and tie[0] in robust_bases else ""
+        # the models of this bullet on which the tied claim is robust too
+        both = [m for m in g["model"] if tie and m in robust_models.get(tie[0], set())]
+        tied = ""
+        if both:
+            on = "" if len(both) == g.height else f"on {', '.join(both)}: "
+            tied = f" ({on}{tie[1]})"
         lines.append(f"- **{claim}**: " + "; ".join(parts) + f"{tied}.")
     if not lines:
         lines.append("- Nothing: no claim is decided the same way on every text and reading.")
