@@ -548,3 +548,19 @@ def summaries_count(frame: pl.DataFrame, no_verdict: str, note: str) -> dict:
         no_verdict=no_verdict,
         note=note,
     )
+
+
+def test_the_glance_shows_violations_off_the_null_rows_as_heads():
+    """Sixth review of issue 46 (M1): a model whose violations all lie on rows without a null
+    printed "0 vs null 36" in the glance table, a model that broke nothing; it prints its heads
+    with a violating row instead."""
+    from attnlimits_workflow.assemble.findings import glance_number
+
+    no_verdict, _ = gradient_null.null_decision(
+        null_frame(6, 0, 3, elsewhere=5), "jacobian_paper_check"
+    )
+    measured = f"6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]); {no_verdict}"
+    assert glance_number(None, measured) == "6/6 heads"
+    one = null_frame(1, 0, 3, elsewhere=0)
+    no_verdict, _ = gradient_null.null_decision(one, "jacobian_paper_check")
+    assert "but the 1 layer whose null violates it cannot reach 0.05" in no_verdict

@@ -523,13 +523,16 @@ def claims(
                 if outcome == "not reproduced":
                     # the side it falls on: "not reproduced" alone reads as "above" to most
                     hi_end = slope.upper if interval is None else max(slope.upper, interval.high)
-                    side = (
-                        direction(low, high, lo_end, hi_end)
-                        or direction(low, high, slope.at_least, slope.upper)
-                        or "on neither side of"
+                    side = direction(low, high, lo_end, hi_end) or direction(
+                        low, high, slope.at_least, slope.upper
                     )
                     band = f"[{low:g}, {high:g}]" if math.isfinite(low) else f"<= {high:g}"
-                    measured = f"{side} the rule's {band}: {measured}"
+                    if side:
+                        measured = f"{side} the rule's {band}: {measured}"
+                    else:
+                        # the point on one side, its interval on the other: no side to name,
+                        # and so no verdict either
+                        outcome = "undecided"
                 card.add(
                     *row,
                     measured,

@@ -145,9 +145,9 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         # every layer's sum is <= 0 here, so p is 2 / 2^units: undecided only for too few
         # layers whose null violates it
         return (
-            f"the model violates it on none of its rows, but the {units} layers whose null "
-            f"violates it cannot reach {NULL_ALPHA:g}: {counts}, so holding is no finding about "
-            "the model",
+            f"the model violates it on none of its rows, but the {units} "
+            f"layer{'s' * (units != 1)} whose null violates it cannot reach {NULL_ALPHA:g}: "
+            f"{counts}, so holding is no finding about the model",
             "",
         )
     return (

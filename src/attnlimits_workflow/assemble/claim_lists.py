@@ -102,7 +102,11 @@ def what_we_can_say(
 
 def counts_against_null(measured: str) -> tuple[str, str, str] | None:
     """(model's violating rows, the null's, the sign-flip p) from a Corollary 3 row's measured
-    text (analyses.gradient_null.null_decision), or None for any other row."""
+    text (analyses.gradient_null.null_decision), or None for any other row, and for one whose
+    violations all lie on rows without a null: its comparison counts none of them, so the
+    heads with a violating row are the number to show."""
+    if "rows without a null and on none of those with one" in measured:
+        return None
     found = re.search(
         r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
         measured,
