@@ -390,7 +390,7 @@ def test_the_text_gives_the_least_p_its_layers_can_give():
     nonzero layer sums of six (one layer's model and null agree) cannot go below 2/32."""
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     assert (
-        "p = 0.031 < 0.05, layers taken as independent "
+        "p = 0.031 < 0.05, layers taken as independent (correlated layers make p too small) "
         "(the least p its 6 nonzero layer sums can give: 0.031)" in note
     )
     assert "not an untrained model" in note
@@ -564,3 +564,18 @@ def test_the_glance_shows_violations_off_the_null_rows_as_heads():
     one = null_frame(1, 0, 3, elsewhere=0)
     no_verdict, _ = gradient_null.null_decision(one, "jacobian_paper_check")
     assert "but the 1 layer whose null violates it cannot reach 0.05" in no_verdict
+
+
+def test_a_violated_check_without_a_null_is_no_verdict():
+    """Seventh review of issue 46 (S3): a table without the null's columns fell through to a
+    bare "not reproduced", the verdict point 1 forbids. The tied heads' table, its null columns
+    dropped, now reads no verdict."""
+    table = gradient.last_row(tied_pack(6), 0.01, settings_for("last_row"))
+    bare = table.drop([c for c in table.columns if "_null" in c])
+    for row in corollary3_rows(bare):
+        assert row["verdict"] != "not reproduced", row["measured"]
+    exact = next(r for r in corollary3_rows(bare) if r["claim_id"].endswith("exact ||J||"))
+    assert (
+        exact["verdict"] == "no verdict"
+        and "no null of matched spread was drawn" in exact["measured"]
+    )

@@ -261,3 +261,41 @@ def test_a_pass_below_the_cell_cannot_undo_fewer_than_six_percent():
     flagged = {r["claim_id"]: r for r in scored(critical_n_summary(curve(0.3)))}
     assert flagged["critical_n:closed_form:below"]["verdict"] == "reproduced"
     assert flagged["critical_n:closed_form:approx"]["verdict"] == "undecided"
+
+
+def test_a_point_and_its_interval_on_opposite_sides_are_undecided():
+    """Seventh review of issue 46 (M1): N_crit = 2 and 4 at L = 100 and 200 (slope 0.02, below
+    [0.03, 0.12]) while every resample finds 20 and 40 (interval [0.2, 0.2], above): the
+    verdict read "not reproduced, below" against its own interval. No side: undecided."""
+    crit = curve([100, 200], [2, 4], [2, 4])
+    reps = pl.concat(
+        [
+            pl.DataFrame(
+                {
+                    "replicate": [i, i],
+                    "L": [100, 200],
+                    "masked": ["both"] * 2,
+                    "expectation": [kind] * 2,
+                    "N_crit": [20, 40],
+                    "N_crit_low": [20, 40],
+                    "censored": [False] * 2,
+                    "top_N": [20, 40],
+                }
+            )
+            for i in range(50)
+            for kind in ("closed_form", "monte_carlo")
+        ]
+    )
+    card = table1.Scorecard(CLAIMS, level=0.95)
+    critical_n.claims(card, crit, 0.01, reps)
+    rows = {r["claim_id"]: r for r in card.rows}
+    approx = rows["critical_n:closed_form:approx"]
+    assert approx["verdict"] == "undecided", approx["measured"]
+    assert not approx["measured"].startswith(("below", "above"))
+    # the same point with resamples that agree with it: below, named
+    agree = reps.with_columns(pl.col("N_crit") // 10, pl.col("N_crit_low") // 10)
+    card = table1.Scorecard(CLAIMS, level=0.95)
+    critical_n.claims(card, crit, 0.01, agree)
+    rows = {r["claim_id"]: r for r in card.rows}
+    assert rows["critical_n:closed_form:approx"]["verdict"] == "not reproduced"
+    assert rows["critical_n:closed_form:approx"]["measured"].startswith("below the rule's")

@@ -523,9 +523,10 @@ def claims(
                 if outcome == "not reproduced":
                     # the side it falls on: "not reproduced" alone reads as "above" to most
                     hi_end = slope.upper if interval is None else max(slope.upper, interval.high)
-                    side = direction(low, high, lo_end, hi_end) or direction(
-                        low, high, slope.at_least, slope.upper
-                    )
+                    # the side of everything the verdict read (cells' low ends, the point,
+                    # the interval); a point on one side and its interval on the other have
+                    # none, and no verdict either
+                    side = direction(low, high, lo_end, hi_end)
                     band = f"[{low:g}, {high:g}]" if math.isfinite(low) else f"<= {high:g}"
                     if side:
                         measured = f"{side} the rule's {band}: {measured}"

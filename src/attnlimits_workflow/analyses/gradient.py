@@ -387,6 +387,14 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
         row too: a row of 2 keys and its null are the same row (two standardised draws are
         +-1), so the rows that violate whatever a head learnt cancel in the comparison."""
         no_verdict, note = null_decision(frame, column)
+        if not (no_verdict or note) and (frame[column].cast(pl.String) == "violated").any():
+            # no null to decide against (a table without one, or no row with one): a count
+            # of violations of a false theorem is no finding on its own
+            no_verdict = (
+                "the theorem is false (docs/paper-notes.md section 1) and no null of matched "
+                "spread was drawn on these rows (analysis.gradient.null_rows), so the count is "
+                "no finding about the model"
+            )
         return count(
             frame, column, bound, where, slack=slack, no_verdict=no_verdict, note=note, **extra
         )

@@ -98,7 +98,7 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
         f"heads, two-sided sign-flip test of the {by_layer.height} {layers} summed differences "
         f"p = {p:.2g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers taken as "
-        "independent"
+        "independent (correlated layers make p too small)"
     )
     if 0 < units <= SIGN_FLIP_EXACT_UNITS:
         counts += (
