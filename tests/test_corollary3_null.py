@@ -300,11 +300,11 @@ def test_the_sign_test_needs_enough_layers():
     from the counts; six can (2/64). Twelve heads in one layer are one unit: no verdict."""
     no_verdict, note = gradient_null.null_decision(null_frame(5, 3, 0), "jacobian_paper_check")
     assert note == "" and "in 5 and falls below it in 0 of 5 heads" in no_verdict
-    assert "p = 0.062" in no_verdict and "null violates it on none of those rows" in no_verdict
+    assert "p = 0.062" in no_verdict and "no counts over 5 layers could decide" in no_verdict
     assert "the 5 layers' summed differences" in no_verdict
     one_layer = null_frame(12, 3, 0, heads_per_layer=12)
     no_verdict, note = gradient_null.null_decision(one_layer, "jacobian_paper_check")
-    assert note == "" and "p = 1" in no_verdict and "the layers cannot decide" in no_verdict
+    assert note == "" and "p = 1" in no_verdict and "no counts over 1 layer could" in no_verdict
     assert "its null violates it too" not in no_verdict
     no_verdict, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     assert no_verdict == "" and note.startswith("decided against a null, more often than it")
@@ -324,6 +324,25 @@ def test_the_sign_test_needs_enough_layers():
         null_frame(6, 0, 0, elsewhere=0), "jacobian_paper_check"
     )
     assert note == "" and no_verdict.startswith("neither the model nor its null")
+
+
+def test_too_few_layers_say_first_that_no_counts_could_decide():
+    """Five layers, every head of the model above its null: the exact sign-flip test cannot go
+    below 2/32 = 0.0625 whatever the counts. The text says so first, as the reason for no
+    verdict, not only through the least p at its end; the same with a single layer."""
+    for layers, per_layer in ((5, 1), (1, 12)):
+        frame = null_frame(layers * per_layer, 3, 0, heads_per_layer=per_layer)
+        no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
+        assert note == ""
+        assert no_verdict.startswith(
+            f"the theorem is false (docs/paper-notes.md section 1) and no counts over "
+            f"{layers} layer{'s' * (layers != 1)} could decide it against its null at 0.05 "
+            f"(the least p a sign-flip test over {layers} layer sum{'s' * (layers != 1)} can "
+            f"give: {2.0 ** (1 - layers):.2g})"
+        ), no_verdict
+    # six layers can: the same counts decide
+    _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
+    assert note.startswith("decided against a null, more often than it")
 
 
 def test_a_model_as_gaussian_as_its_null_is_not_decided_at_a_stride():

@@ -150,6 +150,19 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
             f"{counts}, so holding is no finding about the model",
             "",
         )
+    least = 2.0 ** (1 - by_layer.height)
+    if least >= NULL_ALPHA:
+        # an exact two-sided test over at most 5 layers cannot reach 0.05 whatever the counts:
+        # the reason for no verdict comes first, not only as the least p at the text's end
+        n = by_layer.height
+        return (
+            f"the theorem is false (docs/paper-notes.md section 1) and no counts over {n} "
+            f"layer{'s' * (n != 1)} could decide it against its null at {NULL_ALPHA:g} (the "
+            f"least p a sign-flip test over {n} layer sum{'s' * (n != 1)} can give: "
+            f"{least:.2g}): {counts}, so the count is no finding about the model's excess over "
+            "its null",
+            "",
+        )
     return (
         f"the theorem is false (docs/paper-notes.md section 1) and {finding}: {counts}, so "
         "the count is no finding about the model's excess over its null",
