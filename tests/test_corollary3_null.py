@@ -598,3 +598,32 @@ def test_a_violated_check_without_a_null_is_no_verdict():
         exact["verdict"] == "no verdict"
         and "no null of matched spread was drawn" in exact["measured"]
     )
+
+
+def test_sampled_rows_say_the_null_comparison_is_not_the_bound():
+    """Review 7: on sampled rows (analysis.all_rows.rows) a model that violates none of them
+    while its null does in every one of 6 layers (72 heads) is compared "less often" with its null, yet none
+    among the rows drawn cannot show the bound holds on every row: the verdict is not testable,
+    and its text says that the comparison speaks of the sampled rows only."""
+    from attnlimits_workflow.assemble import summaries
+
+    frame = null_frame(72, 0, 4, heads_per_layer=12, elsewhere=0)
+    no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
+    assert no_verdict == "" and note.startswith("decided against a null, less often")
+    row = summaries.count(
+        frame.with_columns(pl.lit(1.0).alias("q"), pl.lit(2.0).alias("b")),
+        "jacobian_paper_check",
+        COROLLARY3,
+        "every (T) sample",
+        slack=("q", "b", True),
+        note=note,
+    )
+    violations = pl.DataFrame([row])
+    for sampled, verdict in ((False, "reproduced"), (True, "not testable")):
+        card = table1.Scorecard({})
+        table1.bound_claims(card, violations, sampled=sampled)
+        (out,) = card.rows
+        assert out["verdict"] == verdict
+        assert (
+            "the comparison with its null speaks of the sampled rows only" in out["measured"]
+        ) is sampled

@@ -16,6 +16,7 @@ from attnlimits.bootstrap import (
 from attnlimits.families import FAMILIES
 
 from .. import registry
+from ..analyses.gradient_null import LESS_OFTEN
 from .claims import (  # noqa: F401  (re-exported: the scoring pieces tests and scripts name here)
     MAXIMUM_CAVEAT,
     MAXIMUM_CLAIMS,
@@ -144,6 +145,10 @@ def bound_claims(
             # a violation among them refutes it, none among them cannot say it holds
             outcome = "not testable"
             measured += "; no violation among the sampled rows, which cannot show it holds on all"
+            if (r.get("note") or "").startswith(LESS_OFTEN):
+                # a null's "less often" (Corollary 3) compares rates on the rows drawn; it is
+                # not the universal statement the verdict reads
+                measured += " (the comparison with its null speaks of the sampled rows only)"
         elif high < most:
             outcome = "reproduced"
             if units < 2 * fewest:
