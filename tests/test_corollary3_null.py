@@ -457,6 +457,31 @@ def test_an_encoders_wide_row_check_is_its_every_row_check_listed_once():
         assert len(ids) == 2 + wide
 
 
+def test_no_wide_row_check_where_no_row_has_five_keys():
+    """Review 7: at L < 5 no row has >= 5 visible keys, causal or not; the wide-row check read
+    nothing, yet an encoder's Table 1 listed it with "0 checked". It is not listed."""
+    causal = gaussian_causal_pack(heads=2, length=4, seed=2)
+    encoder = dataclasses.replace(causal, metadata={"causal": False, "softcap": None})
+    for pack in (causal, encoder):
+        table = pl.concat(
+            [gradient.all_rows(pack, t, settings_for("all_rows")) for t in (0.1, 3.16)],
+            how="diagonal",
+        )
+        once = table.filter(pl.col("eps") == table["eps"].min())
+        assert not gradient.wide_rows_differ(once)
+        ids = [r["claim_id"] for r in corollary3_rows(table)]
+        assert not any("rows with >= 5 visible keys" in c for c in ids)
+    # the last-row protocol: a last row of 4 keys
+    table = pl.concat(
+        [
+            gradient.last_row(gaussian_last_rows(6, 4, seed=1), t, settings_for("last_row"))
+            for t in (0.1, 3.16)
+        ],
+        how="diagonal",
+    )
+    assert not gradient.wide_rows_differ(table.filter(pl.col("eps") == table["eps"].min()))
+
+
 def test_the_glance_table_prints_the_counts_against_the_null():
     """Second review of issue 46 (M2): the page's first table read "6/6 heads" beside a
     Corollary 3 verdict that rests on the model's count against its null's."""

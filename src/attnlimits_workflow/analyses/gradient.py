@@ -451,10 +451,13 @@ def wide_rows_differ(once: pl.DataFrame) -> bool:
     """Whether Corollary 3's check on rows with >= COROLLARY3_WIDE_ROW_KEYS visible keys reads
     other rows than the check over every row: a causal head's first rows have fewer keys, an
     encoder's rows and an analysed last row at L >= 5 do not, and there the two checks are one
-    fact, listed once (as the check over every row)."""
+    fact, listed once (as the check over every row). At L < 5 it reads no row: not listed."""
     if "jacobian_paper_wide_check" not in once.columns:
         return False
     if {"jacobian_paper_wide_rows", "jacobian_paper_rows"} <= set(once.columns):
+        if once["jacobian_paper_wide_rows"].fill_null(0).sum() == 0:
+            # no row has that many keys (L < 5): the check reads nothing, so it is not listed
+            return False
         return bool((once["jacobian_paper_wide_rows"] != once["jacobian_paper_rows"]).any())
     full = once["jacobian_paper_check"].cast(pl.String).fill_null("")
     return bool((once["jacobian_paper_wide_check"].cast(pl.String).fill_null("") != full).any())
