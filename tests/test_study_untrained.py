@@ -102,15 +102,22 @@ def test_untrained_seeds_default_to_the_first_seed():
     assert untrained_seeds({"seeds": [3, 4], "untrained_seeds": []}) == []
 
 
-def test_the_untrained_low_t_comparison_divides_by_each_rules_cap():
-    """As ceiling_withheld does for the trained cells: twice softmax's T ||J|| under twice its
-    cap is no verdict's worth (no change); three times under half the cap tightens."""
+def test_the_untrained_low_t_comparison_reads_the_trained_scale():
+    """As the trained cells are read (ceiling_withheld): the ratio of the T ||J|| themselves,
+    printed on the scale of the trained ratio beside it, and a relaxes/tightens that does not
+    survive dividing each by its rule's cap is withheld. Review 7: the untrained side printed
+    the capped ratio (x6 here) beside the trained side's plain one."""
     measures = {
         "softmax": {"gradient_low_t": 0.06, "gradient_low_t_cap": 0.5},
         "sparse": {"gradient_low_t": 0.12, "gradient_low_t_cap": 1.0},
         "sig": {"gradient_low_t": 0.18, "gradient_low_t_cap": 0.25},
+        "same": {"gradient_low_t": 0.066, "gradient_low_t_cap": 0.5},
     }
     got = study_seeds.untrained_comparison(measures, "softmax", 1.5)
-    assert got["sparse"]["gradient_low_t"].verdict == study.NO_CHANGE
+    # twice softmax's T ||J|| under twice its cap: the cap gives it, no verdict
+    assert got["sparse"]["gradient_low_t"].verdict == study.CEILING
+    assert got["sparse"]["gradient_low_t"].ratio == pytest.approx(2.0)
+    # three times under half the cap: tightens on both scales, printed as the plain x3
     assert got["sig"]["gradient_low_t"].verdict == study.TIGHTENS
-    assert got["sig"]["gradient_low_t"].ratio == pytest.approx(6.0)
+    assert got["sig"]["gradient_low_t"].ratio == pytest.approx(3.0)
+    assert got["same"]["gradient_low_t"].verdict == study.NO_CHANGE

@@ -271,27 +271,34 @@ def untrained_comparison(
     withheld_by: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, dict[str, Untrained]]:
     """Per rule and limit, the comparison with the baseline on untrained weights: what the rule
-    gives before any training, beside the trained verdict. The low-temperature sensitivity is
-    compared as ceiling_withheld compares it, each measure over its own T ||J|| cap, so that a
-    rule's cap alone gives no verdict here either."""
+    gives before any training, beside the trained verdict, on the trained verdict's scale. The
+    low-temperature sensitivity is read as ceiling_withheld reads a trained cell: the ratio of
+    the T ||J|| themselves, and a relaxes/tightens that does not survive dividing each by its
+    rule's own cap is withheld (:data:`CEILING`), so a rule's cap alone gives no verdict here
+    either."""
+    key, cap = "gradient_low_t", "gradient_low_t_cap"
     scaled = {name: dict(m) for name, m in measures.items()}
     for m in scaled.values():
-        value, cap = m.get("gradient_low_t"), m.get("gradient_low_t_cap")
-        if value is not None and cap is not None and cap > 0 and math.isfinite(value):
-            m["gradient_low_t"] = value / cap
-    found = verdicts(scaled, baseline, ratio, withheld_by)
+        value, top = m.get(key), m.get(cap)
+        if value is not None and top is not None and top > 0 and math.isfinite(value):
+            m[key] = value / top
+    found = verdicts(measures, baseline, ratio, withheld_by)
+    found_scaled = verdicts(scaled, baseline, ratio, withheld_by)
     out: dict[str, dict[str, Untrained]] = {}
-    for name, m in scaled.items():
+    for name, m in measures.items():
         out[name] = {}
-        for key, limit in LIMITS.items():
-            v, b = measure_of(m, key), measure_of(scaled[baseline], key)
+        for limit_key, limit in LIMITS.items():
+            v, b = measure_of(m, limit_key), measure_of(measures[baseline], limit_key)
             r = math.nan
             if isinstance(v, float | int) and isinstance(b, float | int) and v > 0 and b > 0:
                 if limit.share:
                     r = odds(v) / odds(b) if 0 < v < 1 and 0 < b < 1 else math.nan
                 else:
                     r = float(v) / float(b)
-            out[name][key] = Untrained(r, found[name][key])
+            got = found[name][limit_key]
+            if limit_key == key and got in (RELAXES, TIGHTENS) and found_scaled[name][key] != got:
+                got = CEILING
+            out[name][limit_key] = Untrained(r, got)
     return out
 
 
