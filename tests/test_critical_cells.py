@@ -299,3 +299,22 @@ def test_a_point_and_its_interval_on_opposite_sides_are_undecided():
     rows = {r["claim_id"]: r for r in card.rows}
     assert rows["critical_n:closed_form:approx"]["verdict"] == "not reproduced"
     assert rows["critical_n:closed_form:approx"]["measured"].startswith("below the rule's")
+
+
+def test_the_glance_and_robust_list_print_the_cells_not_their_tops():
+    """Issue 46 point 7: the page's first table and its robust list printed 0.906, the top of
+    the cells, as if it were precise; they print the range the cells allow, as Table 1 does."""
+    from attnlimits_workflow.assemble.claim_lists import evidence
+    from attnlimits_workflow.assemble.findings import glance_number
+    from attnlimits_workflow.assemble.scorecard import interval_cell
+
+    rows = {r["claim_id"]: r for r in scored(curve([32, 64, 128], [29, 45, 77], [27, 39, 65]))}
+    below = rows["critical_n:closed_form:below"]
+    assert glance_number(interval_cell(below), below["measured"]) == "in [0.844, 0.906]"
+    assert evidence(interval_cell(below), below["measured"]).startswith(
+        "largest N_crit / L in [0.844, 0.906] (grid cells)"
+    )
+    # known exactly: the number itself
+    exact = {r["claim_id"]: r for r in scored(curve([100, 200, 400], [1, 2, 4], [1, 2, 4]))}
+    approx = exact["critical_n:closed_form:approx"]
+    assert glance_number(interval_cell(approx), approx["measured"]) == interval_cell(approx)

@@ -114,6 +114,18 @@ def counts_against_null(measured: str) -> tuple[str, str, str] | None:
     return found.groups() if found else None
 
 
+def cell_range(measured: str) -> tuple[str, str, str, bool] | None:
+    """(statistic, low, high, censored) of a critical N read on grid cells, from its measured
+    text (analyses.critical_n: "the <statistic> lies in [low, high]", "+" after it where a length
+    was censored): the range its first passes allow, of which Table 1's value is the top; None
+    where each first pass is known exactly."""
+    found = re.search(r"the ([^:;()]+?) lies in \[([^,\]]+), ([^\]]+)\](\+?)", measured)
+    if found is None:
+        return None
+    name, low, high, plus = found.groups()
+    return name, low, high, bool(plus)
+
+
 def evidence(interval: str, measured: str) -> str:
     """What a robust result's bullet prints for one entry: a bound check's count of units with
     a violation and its Clopper-Pearson interval (a universal statement: the count, not a
@@ -131,6 +143,13 @@ def evidence(interval: str, measured: str) -> str:
     if count:
         bad, units, unit, interval_text = count.groups()
         return f"{bad}/{units} {unit} violate, {interval_text}"
+    cells = cell_range(measured)
+    if cells:
+        # the cells' range, not their top (issue 46 point 7), then the bootstrap's
+        name, low, high, censored = cells
+        text = f"{name} >= {low}" if censored else f"{name} in [{low}, {high}]"
+        bootstrap = interval.split(" [", 1)[1] if " [" in (interval or "") else ""
+        return f"{text} (grid cells)" + (f", bootstrap [{bootstrap}" if bootstrap else "")
     censored = re.search(r"(\d+/\d+) lengths censored", measured)
     if censored and interval:
         return f">= {interval} ({censored.group(1)} lengths censored: no N up to L - 1 passed)"

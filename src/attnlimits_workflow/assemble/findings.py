@@ -26,6 +26,7 @@ from ..robustness import (
 )
 from ..tables import html_table, markdown_table
 from .claim_lists import (
+    cell_range,
     counts_against_null,
     fragile_list,
     masked_flips,
@@ -274,6 +275,11 @@ def glance_number(interval: str | None, measured: str | None) -> str:
         return f"{model} vs null {null} (p {p})"
     if count:
         return f"{count.group(1)}/{count.group(2)} {count.group(3)}"
+    cells = cell_range(measured)
+    if cells:
+        # a critical N read on grid cells: the range they allow, not their top
+        _, low, high, censored = cells
+        return f">= {low}" if censored else f"in [{low}, {high}]"
     number = deciding_number(interval)
     if number and re.search(r"\d+/\d+ lengths censored", measured):
         return f">= {number}"
