@@ -60,12 +60,16 @@ def test_the_correlation_sentence_says_when_it_is_not_defined():
             "expectation": ["monte_carlo", "closed_form"],
             "lengths": [3, 4],
             "spearman_rho": [None, -0.8],
-            "p_value": [None, 0.2],
+            "p_value": [None, 1 / 3],
+            "least_p": [None, 1 / 12],
         }
     )
     said = findings_functional.correlation_sentence(correlations)
     assert "(monte_carlo): not defined (3 lengths with both uncensored; at least 4" in said
-    assert "(closed_form): Spearman rho -0.80, p = 0.2, over 4 lengths" in said
+    assert (
+        "(closed_form): Spearman rho -0.80, exact permutation p = 0.33, the least 4 lengths can "
+        "give: 0.083, over 4 lengths" in said
+    )
     assert "No random-delete N*" in findings_functional.correlation_sentence(
         correlations, "random-delete"
     )

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from ..tables import markdown_table
+from .effective_set_report import p_value_text
 
 PRIMARY = "attention-delete"
 
@@ -63,7 +64,7 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> 
         else:
             parts.append(
                 f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f}, "
-                f"p = {r['p_value']:.2g}, over {r['lengths']} lengths"
+                f"{p_value_text(r)}, over {r['lengths']} lengths"
             )
     if not parts:
         return f"No {variant} N* to set against the critical N."
