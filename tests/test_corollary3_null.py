@@ -431,7 +431,8 @@ def test_a_robust_corollary3_bullet_prints_the_counts_against_the_null():
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     measured = f"6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]); {note}"
     assert evidence("", measured) == (
-        "on the rows with a null, the model violates it on 18, its null of matched spread on 0 "
+        "on the (row, T) checks with a null, the model violates it on 18, its null of matched "
+        "spread on 0 "
         "(sign-flip p = 0.031)"
     )
     # any other bound check: its count of heads
@@ -652,3 +653,26 @@ def test_sampled_rows_say_the_null_comparison_is_not_the_bound():
         assert (
             "the comparison with its null speaks of the sampled rows only" in out["measured"]
         ) is sampled
+
+
+def test_the_counts_against_the_null_name_row_and_temperature_checks():
+    """Review: the sums run over every T (and eps for g), so "the 2304 rows with a null" were
+    576 rows at 4 temperatures. The text names its unit: (row, T) checks for ||J||, (row, T,
+    eps) for g, and the count is rows x temperatures (x epsilons)."""
+    pack = gaussian_causal_pack(heads=2, length=32, seed=5)
+    settings = dataclasses.replace(settings_for("all_rows"), epsilons=[0.001, 0.01])
+    temperatures = (0.1, 1.0, 3.16)
+    table = pl.concat([gradient.all_rows(pack, t, settings) for t in temperatures], how="diagonal")
+    once = table.filter(pl.col("eps") == table["eps"].min())
+    rows_with_null = int(once.filter(pl.col("T") == 0.1)["jacobian_paper_null_rows"].sum())
+    no_verdict, note = gradient_null.null_decision(once, "jacobian_paper_check")
+    text = no_verdict or note
+    assert f"on the {3 * rows_with_null} (row, T) checks with a null" in text, text
+    no_verdict, note = gradient_null.null_decision(table, "g_paper_check")
+    text = no_verdict or note
+    assert f"on the {6 * rows_with_null} (row, T, eps) checks with a null" in text, text
+    # Table 1's count of every row checked says checks too
+    card = table1.Scorecard({})
+    table1.bound_claims(card, gradient.summarise_inputs(table)["violations"])
+    assert all("; rows: " not in r["measured"] for r in card.rows)
+    assert any("; row checks: " in r["measured"] for r in card.rows)

@@ -94,7 +94,13 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     units = int((layer_sums != 0).sum())
     above, below = int((differences > 0).sum()), int((differences < 0).sum())
     layers = "layer's" if by_layer.height == 1 else "layers'"
-    unit = "rows" if f"{name}_null_violated_rows" in frame.columns else "samples"
+    # the sums run over every temperature (and epsilon for g): a row counts once per T (and eps)
+    unit = "samples"
+    if f"{name}_null_violated_rows" in frame.columns:
+        keys = ["row", "T"] + (
+            ["eps"] if "eps" in frame.columns and frame["eps"].n_unique() > 1 else []
+        )
+        unit = f"({', '.join(keys)}) checks"
     model, null, rows = (int(heads[c].sum()) for c in ("model", "null", "rows"))
     counts = (
         f"on the {rows} {unit} with a null of matched spread (Gaussian logits standardised to "
@@ -141,6 +147,12 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         return "", f"{LESS_OFTEN}: {counts}"
     if p < NULL_ALPHA:
         finding = "the model violates it less often than its null"
+    elif 0 < units and 2.0 ** (1 - units) >= NULL_ALPHA:
+        # the layers whose sums are 0 carry no sign: too few others to reach the level
+        finding = (
+            f"only {units} of its {by_layer.height} layers differ from their null, too few to "
+            f"reach {NULL_ALPHA:g}"
+        )
     elif null:
         finding = "its null violates it too"
     else:

@@ -100,18 +100,23 @@ def what_we_can_say(
     return "\n".join(lines)
 
 
-def counts_against_null(measured: str) -> tuple[str, str, str] | None:
-    """(model's violating rows, the null's, the sign-flip p) from a Corollary 3 row's measured
-    text (analyses.gradient_null.null_decision), or None for any other row, and for one whose
+def counts_against_null(measured: str) -> tuple[str, str, str, str] | None:
+    """(model's violating checks, the null's, the sign-flip p, the unit counted: "(row, T)
+    checks", "samples", ...) from a Corollary 3 row's measured text
+    (analyses.gradient_null.null_decision), or None for any other row, and for one whose
     violations all lie on rows without a null: its comparison counts none of them, so the
     heads with a violating row are the number to show."""
     if "rows without a null and on none of those with one" in measured:
         return None
     found = re.search(
-        r"the model violates it on (\d+), the null on (\d+);.*?summed differences p = ([^ ]+)",
+        r"on the \d+ (.+?) with a null of matched spread.*?the model violates it on (\d+), the "
+        r"null on (\d+);.*?summed differences p = ([^ ]+)",
         measured,
     )
-    return found.groups() if found else None
+    if found is None:
+        return None
+    unit, model, null, p = found.groups()
+    return model, null, p, unit
 
 
 def cell_range(measured: str) -> tuple[str, str, str, bool] | None:
@@ -135,9 +140,9 @@ def evidence(interval: str, measured: str) -> str:
     count = re.match(r"(\d+) of (\d+) (\w+) violate \(share [^,]+, ([^\]]+\])", measured)
     against_null = counts_against_null(measured)
     if count and against_null:
-        model, null, p = against_null
+        model, null, p, unit = against_null
         return (
-            f"on the rows with a null, the model violates it on {model}, its null of matched "
+            f"on the {unit} with a null, the model violates it on {model}, its null of matched "
             f"spread on {null} (sign-flip p = {p})"
         )
     if count:

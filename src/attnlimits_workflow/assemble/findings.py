@@ -271,7 +271,7 @@ def glance_number(interval: str | None, measured: str | None) -> str:
     if count and against_null:
         # Corollary 3: the verdict rests on the model's count against its null's, not on the
         # heads with a violating row (which any rows of that spread give)
-        model, null, p = against_null
+        model, null, p, _ = against_null
         return f"{model} vs null {null} (p {p})"
     if count:
         return f"{count.group(1)}/{count.group(2)} {count.group(3)}"

@@ -63,7 +63,8 @@ def bound_detail(r: dict) -> str:
     parts = [f"{r['not_testable']} not testable, {r['vacuous']} vacuous, {r['not_applicable']} n/a"]
     if r.get("violated_rows") is not None:
         parts.append(
-            f"rows: {r['violated_rows']} of {r['rows']} violate, {r['vacuous_rows']} vacuous"
+            # a row is checked once per L, N or T the check reads: checks, not distinct rows
+            f"row checks: {r['violated_rows']} of {r['rows']} violate, {r['vacuous_rows']} vacuous"
         )
     if r.get("note"):
         parts.append(r["note"])
