@@ -337,6 +337,30 @@ def test_which_rule_when_says_so_when_no_rule_helps():
     )
 
 
+def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cells():
+    """Review: a rule whose paired ratio lay beyond 1.5 on its own but was not kept by
+    Benjamini-Hochberg was counted among the rules "compared" with "none has a paired ratio
+    beyond it", which its own interval contradicts; an unpaired (censored) cell has no paired
+    ratio to speak of. Both are named apart."""
+    t = table(
+        BASE,
+        ("kept_out", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE),
+        ("plain", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE),
+        ("unpaired", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE),
+    )
+    t = t.with_columns(
+        pl.Series("vanishing_dropped_by_fdr", ["", study.RELAXES, "", ""]),
+        pl.Series("vanishing_ratio", [1.0, 1.9, 1.1, math.nan]),
+    )
+    vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
+    assert "of 1 rules compared with softmax, none has a paired ratio" in vanishing, vanishing
+    assert (
+        "Beyond it on its own, not kept by Benjamini-Hochberg across the table: kept_out."
+        in vanishing
+    )
+    assert "No paired ratio (censored or unmeasured seeds): unpaired." in vanishing
+
+
 def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():
     one = {k: study.ONE_SEED for k in study.LIMITS if study.LIMITS[k].relaxes != "either"}
     t = table(BASE, ("a", one, (1.0, math.nan, math.nan, study.ONE_SEED), study.ONE_SEED))

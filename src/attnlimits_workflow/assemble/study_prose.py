@@ -275,10 +275,28 @@ def which_rule_when(
             for r in rows
             if r.get(f"{key}_verdict") == TIGHTENS
         ]
-        compared = [r for r in rows if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)]
+        # beyond the ratio on its own but not kept by Benjamini-Hochberg, and cells without a
+        # paired ratio (censored or unmeasured seeds): neither is a rule "compared" and found
+        # not beyond it
+        dropped = [r for r in rows if r.get(f"{key}_dropped_by_fdr") == RELAXES]
+        unpaired = [
+            r
+            for r in rows
+            if r.get(f"{key}_verdict") == NO_DIFFERENCE
+            and f"{key}_ratio" in r
+            and not (r[f"{key}_ratio"] is not None and math.isfinite(r[f"{key}_ratio"]))
+        ]
+        set_apart = {r["normalizer"] for r in dropped + unpaired}
+        compared = [
+            r
+            for r in rows
+            if r.get(f"{key}_verdict") in (NO_DIFFERENCE, TIGHTENS)
+            and r["normalizer"] not in set_apart
+        ]
         apart = sorted(
             {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in rows}
             - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in compared}
+            - {f"{r['normalizer']}: {r.get(f'{key}_verdict')}" for r in dropped + unpaired}
         )
         if relax:
             text = f"{lead} {_named(relax, limit_notes)}."
@@ -293,6 +311,18 @@ def which_rule_when(
             )
             if apart:
                 text += f" Not compared: {'; '.join(apart)}."
+        if dropped:
+            text += (
+                " Beyond it on its own, not kept by Benjamini-Hochberg across the table: "
+                + ", ".join(r["normalizer"] for r in dropped)
+                + "."
+            )
+        if unpaired:
+            text += (
+                " No paired ratio (censored or unmeasured seeds): "
+                + ", ".join(r["normalizer"] for r in unpaired)
+                + "."
+            )
         if tighten:
             text += f" Tightens it: {', '.join(tighten)}."
         lines.append(text)
