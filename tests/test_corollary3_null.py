@@ -626,6 +626,21 @@ def test_a_violated_check_without_a_null_is_no_verdict():
     )
 
 
+def test_a_check_that_holds_without_a_null_is_no_verdict():
+    """Review (S2): 72 Gaussian last rows at T >= 1 hold Corollary 3; with the null's columns the
+    verdict is no verdict (the null holds too), but with them dropped it read "reproduced"
+    (0 of 72): holding against no null is no finding either."""
+    pack = gaussian_last_rows(72, 64, seed=0)
+    table = pl.concat(
+        [gradient.last_row(pack, t, settings_for("last_row")) for t in (1.0, 3.16, 10.0)],
+        how="diagonal",
+    )
+    bare = table.drop([c for c in table.columns if "_null" in c])
+    for frame in (table, bare):
+        exact = next(r for r in corollary3_rows(frame) if r["claim_id"].endswith("exact ||J||"))
+        assert exact["verdict"] == "no verdict", exact["measured"]
+
+
 def test_sampled_rows_say_the_null_comparison_is_not_the_bound():
     """Review 7: on sampled rows (analysis.all_rows.rows) a model that violates none of them
     while its null does in every one of 6 layers (72 heads) is compared "less often" with its null, yet none

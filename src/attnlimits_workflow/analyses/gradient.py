@@ -387,9 +387,10 @@ def summarise_inputs(gradient: pl.DataFrame) -> dict[str, pl.DataFrame]:
         row too: a row of 2 keys and its null are the same row (two standardised draws are
         +-1), so the rows that violate whatever a head learnt cancel in the comparison."""
         no_verdict, note = null_decision(frame, column)
-        if not (no_verdict or note) and (frame[column].cast(pl.String) == "violated").any():
+        checked = frame[column].cast(pl.String).is_in(["holds", "violated"]).any()
+        if not (no_verdict or note) and checked:
             # no null to decide against (a table without one, or no row with one): a count
-            # of violations of a false theorem is no finding on its own
+            # of a false theorem's violations, or of none, is no finding on its own
             no_verdict = (
                 "the theorem is false (docs/paper-notes.md section 1) and no null of matched "
                 "spread was drawn on these rows (analysis.gradient.null_rows), so the count is "
