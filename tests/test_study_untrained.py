@@ -121,3 +121,21 @@ def test_the_untrained_low_t_comparison_reads_the_trained_scale():
     assert got["sig"]["gradient_low_t"].verdict == study.TIGHTENS
     assert got["sig"]["gradient_low_t"].ratio == pytest.approx(3.0)
     assert got["same"]["gradient_low_t"].verdict == study.NO_CHANGE
+
+
+def test_the_baseline_sweep_is_counted_against_the_printed_bound():
+    """Review (S8): the page's count sits in a sentence about the printed min{1/(4T), sqrt 2};
+    below T = 1/(4 sqrt 2) that bound is sqrt 2, not 1/(4T). At T = 0.01 an ||J|| of 3 exceeds
+    sqrt 2 but not 1/(4T) = 25; at T = 1 an ||J|| of 0.3 exceeds 1/4 (the min there)."""
+    sweep = pl.DataFrame({"T": [0.01, 0.01, 1.0, 1.0], "jacobian_norm": [3.0, 1.0, 0.3, 0.2]})
+    assert study_report.over_printed_bound(sweep) == "2 of 4"
+
+
+def test_the_baseline_critical_n_is_set_against_the_paper_by_its_numbers():
+    """Review (S4): the page said "far above the paper's approximately 0.06 L" whatever the
+    baseline's N_crit / L was; the comparison now comes from its interval."""
+    assert study_report.against_paper_share(0.4, 0.6).startswith("above the paper's")
+    assert study_report.against_paper_share(0.01, 0.02).startswith("below the paper's")
+    assert study_report.against_paper_share(0.05, 0.2).startswith("not apart from the paper's")
+    # no interval (one seed): the point on both ends
+    assert study_report.against_paper_share(math.nan, math.nan, 0.5).startswith("above")
