@@ -1592,6 +1592,16 @@ def test_what_changes_between_two_context_lengths():
     # do; g's second is not testable, no measurement to move
     assert compared["moved"].to_list() == [True, False, False]
     assert "- A: 1 [0.9, 1.1] up to 1024 tokens, 3 [2.5, 3.5] up to 8192 tokens" in text
+    # what the runs read comes from their descriptions, not from fixed prose (review S5)
+    short_run = run | {"corpus": "war_and_peace", "chunks": 4}
+    long_run = run | {"corpus": "python_docs", "chunks": 1, "all_rows_rows": 256}
+    described = lc.page(compared, short_run, long_run, {}, [], "cmd")
+    assert "entry on war_and_peace under its default reading" in described
+    assert "on another text (python_docs; the short run reads war_and_peace)" in described
+    assert "(every chunk's: 4 in the short run, 1 in the long)" in described
+    assert "the first 128 rows both keep" in described
+    described = lc.page(compared, short_run, short_run, {}, [], "cmd")
+    assert "on the same text (war_and_peace)" in described and "rows both keep" not in described
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
     assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: identical")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
+from attnlimits.protocol import first_rows_kept
+
 from ..plotting import protocol_text
 from ..robustness import DECIDED
 from ..tables import markdown_table
@@ -126,6 +128,27 @@ def lengths(run: dict) -> str:
     return f"{run['chunk_length']} tokens" if "chunk_length" in run else "?"
 
 
+def runs_text(short_run: dict, long_run: dict) -> tuple[str, str]:
+    """What the two runs read, from their descriptions (run.json): the texts, and the rows both
+    keep where the long run draws rows (protocol.first_rows_kept of analysis.all_rows.rows)."""
+    short_text, long_text = short_run.get("corpus", "?"), long_run.get("corpus", "?")
+    where = (
+        f"on the same text ({short_text})"
+        if short_text == long_text
+        else f"on another text ({long_text}; the short run reads {short_text})"
+    )
+    texts = (
+        f"The short run is the findings run's entry on {short_text} under its default reading; "
+        f"the long one reaches the model's full positions {where}, one reading only (the "
+        "findings run's other readings and its second text are not repeated here)."
+    )
+    drawn = long_run.get("all_rows_rows")
+    shared = "a length both analyse in full"
+    if isinstance(drawn, int):
+        shared += f", the first {first_rows_kept(drawn)} rows both keep"
+    return texts, shared
+
+
 def page(
     compared: pl.DataFrame,
     short_run: dict,
@@ -189,6 +212,7 @@ def page(
         ),
     )
     pictures = "\n\n".join(f"![{f}]({f})" for f in figures)
+    texts, shared = runs_text(short_run, long_run)
     return f"""# What changes at the full context: {long_run["model"]}
 
 This page is generated from two runs' Table 1 (docs/findings.md explains the verdicts, the
@@ -201,10 +225,7 @@ intervals and the rules; each run's Table 1 is under tables/). Rebuild it with:
 {describe(short_run, "short")}
 {describe(long_run, "long")}
 
-The short run is the findings run's entry on War and Peace under its default reading (every
-query row, exact); the long one reaches the model's full positions on the same text, one reading
-only (the findings run's x_key, x_input and t_raw readings and its second text are not repeated
-here).
+{texts}
 Where the long run draws rows (analysis.all_rows.rows), its numbers are estimates with the
 standard errors and limits of docs/protocols.md ("Sampled rows"): the gradient claims that read
 T <= 0.01 and the bound checks with no violation among the drawn rows are "not testable" there,
@@ -212,11 +233,11 @@ d~ at N = 1 and the gradient's figure at small T carry errors that miss (docs/pe
 and the critical N leans low. The two runs differ in more than L: their L grids (the slopes fit
 over different lengths), their chunks, the rows analysed, and the plateau, the saturation and
 the gradient are read at each run's own longest L. Lemma 1's row reads the last rows under
-either protocol (every chunk's: 4 in the short run, 1 in the long). A verdict or a number that
+either protocol (every chunk's: {short_run.get("chunks", "?")} in the short run, {long_run.get("chunks", "?")} in the long). A verdict or a number that
 moves is therefore what this pair of runs shows, not the context's effect alone: on the
 findings page the second text moves some of the same numbers as much. "same numbers" marks rows
 whose verdict and number are the same to the last digit: most likely read on data both runs share
-(a length both analyse in full, the first 128 rows both keep, one grid cell of the critical N) or
+({shared}, one grid cell of the critical N) or
 a count every head gives alike: not two measurements that agree.
 
 ## Verdicts side by side
