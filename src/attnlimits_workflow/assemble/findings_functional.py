@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from ..tables import markdown_table
-from .effective_set_report import p_value_text
+from .effective_set_report import TREND_CAVEAT
 
 PRIMARY = "attention-delete"
 
@@ -63,13 +63,14 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> 
             )
         else:
             parts.append(
-                f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f}, "
-                f"{p_value_text(r)}, over {r['lengths']} lengths"
+                f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f} "
+                f"over {r['lengths']} lengths"
             )
     if not parts:
         return f"No {variant} N* to set against the critical N."
-    return f"Does the geometric limit predict the functional one? N*/L ({variant}) " + (
-        "; ".join(parts) + "."
+    return (
+        f"Do the geometric and the functional limit move together across L? N*/L ({variant}) "
+        + ("; ".join(parts) + f" ({TREND_CAVEAT}).")
     )
 
 
