@@ -441,8 +441,15 @@ def test_blow_ups_name_a_rule_far_worse_than_the_baseline_in_every_seed():
         "ssmax": seeds(249.0, 181.0, 210.0),  # not in every seed
     }
     text = blow_ups(per_seed, "softmax")
-    assert "sigmoid (49,395 / 737 / 369 against 164 / 174 / 180)" in text and "ssmax" not in text
+    assert "sigmoid (49,395 / 737 / 369 against 164 / 174 / 180;" in text and "ssmax" not in text
     assert blow_ups({"softmax": seeds(1.0, 1.0), "ssmax": seeds(1.5, 1.9)}, "softmax") == ""
+    # review 9: the sentence said "too wide for a verdict" whatever the length verdict beside it;
+    # it now gives each rule's verdict, and "too wide" only where none was shown
+    text = blow_ups(per_seed, "softmax", {"sigmoid": study.TIGHTENS})
+    assert "too wide" not in text and "sigmoid (49,395" in text
+    assert "its length verdict: tightens" in text
+    text = blow_ups(per_seed, "softmax", {"sigmoid": study.NO_DIFFERENCE})
+    assert "its ratio interval is too wide for a verdict" in text
 
 
 @pytest.mark.unit

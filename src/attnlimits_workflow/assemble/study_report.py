@@ -3,6 +3,7 @@ fields of docs/study.md (prose from workflow/resources/study_template.md, every 
 study's own models)."""
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..study_limits import (
     LIMITS,
     LOW_TEMPERATURE,
     NO_CHANGE,
+    NO_DIFFERENCE,
     RELAXES,
     TIGHTENS,
 )
@@ -482,7 +484,11 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         ),
         "l_max": str(l_max),
         "sink_length": str(s.sink_length),
-        "blow_ups": blow_ups(s.per_seed or {}, baseline),
+        "blow_ups": blow_ups(
+            s.per_seed or {},
+            baseline,
+            {n: m["length"].verdict for n, m in (s.over_seeds or {}).items()},
+        ),
         "empty_rows": empty_rows(s.samples),
         "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
         if s.over_seeds
@@ -498,10 +504,16 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
     }
 
 
-def blow_ups(per_seed: dict[str, list[dict]], baseline: str, factor: float = 2.0) -> str:
+def blow_ups(
+    per_seed: dict[str, list[dict]],
+    baseline: str,
+    length_verdicts: Mapping[str, str] | None = None,
+    factor: float = 2.0,
+) -> str:
     """The rules whose held-out perplexity at the longest context (last positions) is at least
-    ``factor`` times the baseline's of the same seed in every seed, seed by seed, in words: a
-    blow-up beyond the training context that the ratio's wide interval does not show."""
+    ``factor`` times the baseline's of the same seed in every seed, seed by seed, in words, each
+    with its length-generalisation verdict (``length_verdicts``): a blow-up beyond the training
+    context that the ratio's interval may be too wide to show."""
     base = per_seed.get(baseline)
     if not base:
         return ""
@@ -514,13 +526,19 @@ def blow_ups(per_seed: dict[str, list[dict]], baseline: str, factor: float = 2.0
         if all(v and w and v >= factor * w for v, w in pairs):
             shown = " / ".join(f"{v:,.0f}" for v, _ in pairs)
             against = " / ".join(f"{w:,.0f}" for _, w in pairs)
-            named.append(f"{n} ({shown} against {against})")
+            found = (length_verdicts or {}).get(n)
+            verdict = (
+                "its ratio interval is too wide for a verdict"
+                if found in (None, NO_DIFFERENCE)
+                else f"its length verdict: {found}"
+            )
+            named.append(f"{n} ({shown} against {against}; {verdict})")
     if not named:
         return ""
     return (
         f"Beyond the training context, perplexity on the last positions at the longest context "
-        f"is at least {factor:g}x {baseline}'s in every seed for: {'; '.join(named)}. Their "
-        "ratio interval is too wide for a verdict, but no such model reads long contexts."
+        f"is at least {factor:g}x {baseline}'s in every seed for: {'; '.join(named)}. No such "
+        "model reads long contexts."
     )
 
 
