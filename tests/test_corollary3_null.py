@@ -300,7 +300,7 @@ def test_the_sign_test_needs_enough_layers():
     from the counts; six can (2/64). Twelve heads in one layer are one unit: no verdict."""
     no_verdict, note = gradient_null.null_decision(null_frame(5, 3, 0), "jacobian_paper_check")
     assert note == "" and "in 5 and falls below it in 0 of 5 heads" in no_verdict
-    assert "p = 0.062" in no_verdict and "no counts over 5 layers could decide" in no_verdict
+    assert "p = 0.0625" in no_verdict and "no counts over 5 layers could decide" in no_verdict
     assert "the 5 layers' summed differences" in no_verdict
     one_layer = null_frame(12, 3, 0, heads_per_layer=12)
     no_verdict, note = gradient_null.null_decision(one_layer, "jacobian_paper_check")
@@ -338,7 +338,7 @@ def test_too_few_layers_say_first_that_no_counts_could_decide():
             f"the theorem is false (docs/paper-notes.md section 1) and no counts over "
             f"{layers} layer{'s' * (layers != 1)} could decide it against its null at 0.05 "
             f"(the least p a sign-flip test over {layers} layer sum{'s' * (layers != 1)} can "
-            f"give: {2.0 ** (1 - layers):.2g})"
+            f"give: {2.0 ** (1 - layers):.3g})"
         ), no_verdict
     # six layers can: the same counts decide
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
@@ -409,8 +409,8 @@ def test_the_text_gives_the_least_p_its_layers_can_give():
     nonzero layer sums of six (one layer's model and null agree) cannot go below 2/32."""
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     assert (
-        "p = 0.031 < 0.05, layers taken as independent (correlated layers make p too small) "
-        "(the least p its 6 nonzero layer sums can give: 0.031)" in note
+        "p = 0.0312 < 0.05, layers taken as independent (correlated layers make p too small) "
+        "(the least p its 6 nonzero layer sums can give: 0.0312)" in note
     )
     assert "not an untrained model" in note
     frame = null_frame(6, 3, 0).with_columns(
@@ -420,7 +420,7 @@ def test_the_text_gives_the_least_p_its_layers_can_give():
         .alias("jacobian_paper_paired_violated_rows")
     )
     no_verdict, _ = gradient_null.null_decision(frame, "jacobian_paper_check")
-    assert "(the least p its 5 nonzero layer sums can give: 0.062)" in no_verdict
+    assert "(the least p its 5 nonzero layer sums can give: 0.0625)" in no_verdict
 
 
 def test_a_robust_corollary3_bullet_prints_the_counts_against_the_null():
@@ -433,7 +433,7 @@ def test_a_robust_corollary3_bullet_prints_the_counts_against_the_null():
     assert evidence("", measured) == (
         "on the (row, T) checks with a null, the model violates it on 18, its null of matched "
         "spread on 0 "
-        "(sign-flip p = 0.031)"
+        "(sign-flip p = 0.0312)"
     )
     # any other bound check: its count of heads
     plain = "6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]; 18 of 24 samples)"
@@ -490,7 +490,7 @@ def test_the_glance_table_prints_the_counts_against_the_null():
 
     _, note = gradient_null.null_decision(null_frame(6, 3, 0), "jacobian_paper_check")
     measured = f"6 of 6 heads violate (share 1, 95 % Clopper-Pearson [0.541, 1]); {note}"
-    assert glance_number(None, measured) == "18 vs null 0 (p 0.031)"
+    assert glance_number(None, measured) == "18 vs null 0 (p 0.0312)"
     plain = "1 of 72 heads violate (share 0.0139, 95 % Clopper-Pearson [0, 0.075])"
     assert glance_number(None, plain) == "1/72 heads"
 
@@ -691,3 +691,23 @@ def test_the_counts_against_the_null_name_row_and_temperature_checks():
     table1.bound_claims(card, gradient.summarise_inputs(table)["violations"])
     assert all("; rows: " not in r["measured"] for r in card.rows)
     assert any("; row checks: " in r["measured"] for r in card.rows)
+
+
+def test_a_p_just_under_the_level_is_not_printed_as_the_level():
+    """Review 9: 12 layer sums whose exact p is 0.0498 printed "p = 0.05 < 0.05"."""
+    sums = [2, -1, 3, 5, 1, 4, -2, -1, 5, 4, 2, -1]
+    frame = pl.DataFrame(
+        {
+            "layer": list(range(12)),
+            "head": [0] * 12,
+            "jacobian_paper_check": ["violated"] * 12,
+            "jacobian_paper_violated_rows": [max(d, 0) + 5 for d in sums],
+            "jacobian_paper_paired_violated_rows": [max(d, 0) + 5 for d in sums],
+            "jacobian_paper_null_violated_rows": [max(-d, 0) + 5 for d in sums],
+            "jacobian_paper_null_rows": [64] * 12,
+        }
+    )
+    p = sign_flip_pvalue(np.array(sums, dtype=float))
+    assert 0.0495 < p < 0.05
+    _, note = gradient_null.null_decision(frame, "jacobian_paper_check")
+    assert "p = 0.05 <" not in note and f"p = {p:.3g} < 0.05" in note

@@ -107,13 +107,13 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         f"each row's own spread), the model violates it on {model}, the null on {null}; the "
         f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
         f"heads, two-sided sign-flip test of the {by_layer.height} {layers} summed differences "
-        f"p = {p:.2g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers taken as "
+        f"p = {p:.3g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers taken as "
         "independent (correlated layers make p too small)"
     )
     if 0 < units <= SIGN_FLIP_EXACT_UNITS:
         counts += (
             f" (the least p its {units} nonzero layer sum{'s' * (units != 1)} can give: "
-            f"{2.0 ** (1 - units):.2g})"
+            f"{2.0 ** (1 - units):.3g})"
         )
     # violating rows the comparison does not see (all-rows protocol: rows without a null); Table
     # 1 counts them, so "holding" may be said only where there are none
@@ -175,7 +175,7 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
             f"the theorem is false (docs/paper-notes.md section 1) and no counts over {n} "
             f"layer{'s' * (n != 1)} could decide it against its null at {NULL_ALPHA:g} (the "
             f"least p a sign-flip test over {n} layer sum{'s' * (n != 1)} can give: "
-            f"{least:.2g}): {counts}, so the count is no finding about the model's excess over "
+            f"{least:.3g}): {counts}, so the count is no finding about the model's excess over "
             "its null",
             "",
         )
