@@ -139,3 +139,12 @@ def test_the_baseline_critical_n_is_set_against_the_paper_by_its_numbers():
     assert study_report.against_paper_share(0.05, 0.2).startswith("not apart from the paper's")
     # no interval (one seed): the point on both ends
     assert study_report.against_paper_share(math.nan, math.nan, 0.5).startswith("above")
+
+
+def test_a_rising_low_t_mean_is_said_to_rise():
+    """Review 9: a T ||J|| mean that grows 4x as T falls printed as "falls 0.25-fold"."""
+    sweep = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [40.0, 1.0]})
+    text = study_report.low_temperature_fall(sweep, "m")
+    assert text == "m's mean rises 4-fold from T = 0.1 to T = 0.01"
+    falling = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [2.5, 1.0]})
+    assert "falls 4-fold" in study_report.low_temperature_fall(falling, "m")

@@ -564,10 +564,10 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
     )
     if low.height < 2 or not low["c"][0] > 0:
         return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
-    return (
-        f"{name}'s mean falls {low['c'][-1] / low['c'][0]:.3g}-fold from T = {low['T'][-1]:g} to "
-        f"T = {low['T'][0]:g}"
-    )
+    ratio = low["c"][-1] / low["c"][0]
+    # a mean that grows as T falls is said to grow: "falls 0.25-fold" would invert it
+    moves = f"falls {ratio:.3g}-fold" if ratio >= 1 else f"rises {1 / ratio:.3g}-fold"
+    return f"{name}'s mean {moves} from T = {low['T'][-1]:g} to T = {low['T'][0]:g}"
 
 
 # the paper's "N_crit ~ 0.06 L" for GPT-2, as the claim card's approximate band reads it
