@@ -199,3 +199,14 @@ def test_the_rank_correlation_needs_four_lengths_and_reads_fractions_of_l():
     page = page_sentence(rank_correlations(summary, critical))
     assert "a description, not a test" in page and "p =" not in page
     assert "predict the functional one?" not in page
+
+
+def test_the_interval_reads_each_resamples_cell_not_its_top():
+    """Review 9: a resample's N* is known only to lie in (its last failing evaluated N, its first
+    passing one]; with 1, 2, 4, 8 evaluated and a crossing between 2 and 4, the low end is 3,
+    not 4 (the top of the cell overstated it by up to a factor of 2)."""
+    row = summarise([synthetic({1: 0.5, 2: 0.2, 4: 0.01, 8: 0.0})], 0.05, 100, 0.95, 0).row(
+        0, named=True
+    )
+    assert row["n_star"] == 4
+    assert (row["n_star_low"], row["n_star_high"]) == (3, 4)

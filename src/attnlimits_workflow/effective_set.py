@@ -234,9 +234,10 @@ def summarise(
     dNLL_rel at N*, and N*/L. A censored N* (no evaluated N passes) has n_star null and
     lower_bound the largest evaluated N + 1.
 
-    The interval's ends lie on the evaluated N: a resample's N* is its least evaluated N that
-    passes, i.e. its crossing rounded up to the next evaluated N (outside the search's refined
-    bracket, the next power of two), so the ends are conservative upwards. Withheld (null)
+    A resample's N* is known only to its cell: above its last failing evaluated N, at most its
+    first passing one (outside the search's refined bracket, up to the next power of two). The
+    interval reads the cells' floors for its low end and their tops for its high end, so it is
+    conservative both ways. Withheld (null)
     below MIN_CHUNKS_FOR_INTERVAL chunks. Where the search may reach L (``max_n`` None or >= L), N = L is in every resample's
     curve at dNLL_rel 0 (the model keeps every key there: the plain forward, bit for bit), so a
     resample that passes at no evaluated N below has N* at most L."""
@@ -269,7 +270,16 @@ def summarise(
             ):
                 # a resample with no passing N has N* above every evaluated N: +inf
                 draws = np.where(np.isfinite(first), first, np.inf)
-                lo = float(np.quantile(draws, tail, method="lower"))
+                # its first passing evaluated N is the top of a cell (the evaluated N below it,
+                # that N]: the low end reads the cells' floors, the high end their tops
+                evaluated_n = np.array(sorted(nll), dtype=np.float64)
+                below = np.searchsorted(evaluated_n, np.where(np.isfinite(first), first, 0.0))
+                floors = np.where(
+                    np.isfinite(first),
+                    np.where(below > 0, evaluated_n[np.maximum(below - 1, 0)] + 1.0, 1.0),
+                    np.inf,
+                )
+                lo = float(np.quantile(floors, tail, method="lower"))
                 hi = float(np.quantile(draws, 1.0 - tail, method="higher"))
             rows.append(
                 {
