@@ -1025,7 +1025,7 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
     mixed = study_seeds.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
     # the side is read off the data: 2 / C(6, 3) = 0.1
     assert study_prose.seed_order(below, base, "softmax") == (
-        "every seed below softmax's, permutation p = 0.1"
+        "every seed below softmax's, unpaired order p = 0.1"
     )
     assert study_prose.seed_order(mixed, base, "softmax") == ""
 

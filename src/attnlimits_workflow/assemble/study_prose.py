@@ -146,8 +146,9 @@ def significance_text(m: SeedMeasure) -> str:
 
 
 def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
-    """'every seed below <baseline>'s (permutation p = 1/10)' where all of a rule's seeds lie on
-    one side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by
+    """'every seed below <baseline>'s, unpaired order p = 0.1' where all of a rule's seeds lie
+    on one side of all the baseline's, else '' (unpaired: it ignores that seed i of each rule
+    shares its data order). The t-intervals can miss it when the seeds spread by
     orders of magnitude; the order alone has the exact p of all n rule values falling on one
     side or the other of m baseline values by chance, 2 / C(n + m, n) (the side is read off the
     data, so both count)."""
@@ -160,7 +161,7 @@ def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
     else:
         return ""
     p = 2 / math.comb(len(m.values) + len(base.values), len(m.values))
-    return f"every seed {side} {baseline}'s, permutation p = {p:.2g}"
+    return f"every seed {side} {baseline}'s, unpaired order p = {p:.2g}"
 
 
 def answer_line_over_seeds(
