@@ -58,7 +58,7 @@ def test_a_verdict_says_whether_the_untrained_weights_give_it():
     assert text == "; untrained (seed 0): x2.9, tightens: the untrained weights already give it"
     other = stub_study({"gated": {"vanishing": study_seeds.Untrained(1.0, study.NO_CHANGE)}})
     text = study_report.untrained_text(other, "gated", "vanishing", study.RELAXES)
-    assert text.endswith("no change: not on the untrained weights")
+    assert text.endswith("no change: the one untrained point does not show it")
     # an untrained side that is not measured or withheld says so, and no comparison follows
     gone = stub_study({"gated": {"vanishing": study_seeds.Untrained(math.nan, study.NOT_MEASURED)}})
     text = study_report.untrained_text(gone, "gated", "vanishing", study.RELAXES)

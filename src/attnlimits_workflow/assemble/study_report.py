@@ -286,7 +286,7 @@ def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
         text += (
             f": {UNTRAINED_ALREADY}"
             if u.verdict == trained_verdict
-            else ": not on the untrained weights"
+            else ": the one untrained point does not show it"
         )
     return text
 
