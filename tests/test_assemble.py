@@ -316,6 +316,10 @@ def test_table1_bound_rows_by_hand():
     assert card.rows[1]["value"] is None and card.rows[0]["resamples"] is None
     # D reproduced at 72 units, the fewest that can decide: said
     assert "at the edge of the sample count" in card.rows[3]["measured"]
+    # review 10: the heads of a layer are not independent, so the 72 is a threshold on the
+    # count, not a confidence level, and the rule says so
+    assert "independent units" not in card.rows[3]["verdict_rule"]
+    assert "a threshold on the count, not a confidence level" in card.rows[3]["verdict_rule"]
     # rows drawn (analysis.all_rows.rows): a violation among them still refutes; none among
     # them cannot show the bound holds on every row
     card = table1.Scorecard({})

@@ -103,8 +103,10 @@ def bound_claims(
         # it "vacuous", never "holds" (attnlimits.checks).
         rule = (
             f"0 violations; tolerance {r['tolerance']} (a universal bound: one violation refutes "
-            f"it; none is reproduced once the violated share's upper end is below {most:g}, "
-            f"which needs at least {fewest} independent units)"
+            f"it; none is reproduced once at least {fewest} units are checked, heads where the "
+            f"table has them: the count at which an exact binomial upper end would fall below "
+            f"{most:g} if the units were independent; a layer's heads share its input, so this "
+            "is a threshold on the count, not a confidence level)"
         )
         row = (f"bound:{r['bound']}", f"bound holds: {r['bound']}", "holds")
         proved = (r.get("proved") or "") if sums_to_one else ""
