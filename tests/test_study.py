@@ -4,6 +4,7 @@ verdicts, and one small `snakemake study` end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -1028,6 +1029,16 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
         "every seed below softmax's, unpaired order p = 0.1"
     )
     assert study_prose.seed_order(mixed, base, "softmax") == ""
+    # review 10: a censored measure's values are lower ends: "below" is not known, "above" is
+    censored = dataclasses.replace(below, lower_bound=True)
+    assert study_prose.seed_order(censored, base, "softmax") == ""
+    base_censored = dataclasses.replace(base, lower_bound=True)
+    assert study_prose.seed_order(below, base_censored, "softmax") == (
+        "every seed below softmax's, unpaired order p = 0.1"
+    )
+    above = study_seeds.SeedMeasure(0.9, 0.8, 1.0, 3, study.NO_DIFFERENCE, values=(0.8, 0.9, 1.0))
+    assert study_prose.seed_order(above, base_censored, "softmax") == ""
+    assert study_prose.seed_order(dataclasses.replace(above, lower_bound=True), base, "softmax")
 
 
 @pytest.mark.unit

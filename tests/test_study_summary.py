@@ -431,25 +431,42 @@ def test_the_sink_reads_each_rows_share_of_its_own_mass_and_negligible_weights_t
 @pytest.mark.unit
 def test_blow_ups_name_a_rule_far_worse_than_the_baseline_in_every_seed():
     from attnlimits_workflow.assemble.study_report import blow_ups
+    from attnlimits_workflow.study_seeds import SeedMeasure
 
-    def seeds(*values):
-        return [{"tail_perplexity_longest": v} for v in values]
+    def seeds(*pairs):
+        return [{"tail_perplexity": a, "tail_perplexity_longest": b} for a, b in pairs]
 
     per_seed = {
-        "softmax": seeds(164.0, 174.0, 180.0),
-        "sigmoid": seeds(49_395.0, 737.0, 369.0),  # >= 2x in every seed
-        "ssmax": seeds(249.0, 181.0, 210.0),  # not in every seed
+        "softmax": seeds((100, 164.0), (100, 174.0), (100, 180.0)),
+        "sigmoid": seeds((100, 49_395.0), (100, 737.0), (100, 369.0)),  # >= 2x in every seed
+        "ssmax": seeds((100, 249.0), (100, 181.0), (100, 210.0)),  # not in every seed
+        # review 10: worse at every context by the same factor is no blow-up beyond training
+        "worse": seeds((220, 360.0), (230, 400.0), (230, 410.0)),
     }
     text = blow_ups(per_seed, "softmax")
-    assert "sigmoid (49,395 / 737 / 369 against 164 / 174 / 180;" in text and "ssmax" not in text
-    assert blow_ups({"softmax": seeds(1.0, 1.0), "ssmax": seeds(1.5, 1.9)}, "softmax") == ""
-    # review 9: the sentence said "too wide for a verdict" whatever the length verdict beside it;
-    # it now gives each rule's verdict, and "too wide" only where none was shown
-    text = blow_ups(per_seed, "softmax", {"sigmoid": study.TIGHTENS})
-    assert "too wide" not in text and "sigmoid (49,395" in text
-    assert "its length verdict: tightens" in text
-    text = blow_ups(per_seed, "softmax", {"sigmoid": study.NO_DIFFERENCE})
-    assert "its ratio interval is too wide for a verdict" in text
+    assert "sigmoid (x494 / x7.37 / x3.69 against x1.64 / x1.74 / x1.8)" in text
+    assert "ssmax" not in text and "worse" not in text
+    assert blow_ups({"softmax": seeds((1, 1.0)), "ssmax": seeds((1, 1.9))}, "softmax") == ""
+    # each rule's verdict and paired ratio, never a fixed reason (review 9, 10)
+    tight = SeedMeasure(
+        0.3, 0.2, 0.4, 3, study.TIGHTENS, ratio=0.33, ratio_low=0.32, ratio_high=0.34
+    )
+    text = blow_ups(per_seed, "softmax", {"sigmoid": tight})
+    assert "its length verdict: tightens, paired ratio x0.33 [0.32, 0.34])" in text
+    assert "too wide" not in text and "No such model" not in text
+    dropped = SeedMeasure(
+        0.3,
+        0.2,
+        0.4,
+        3,
+        study.NO_DIFFERENCE,
+        ratio=0.5,
+        ratio_low=0.2,
+        ratio_high=0.9,
+        dropped=study.TIGHTENS,
+    )
+    text = blow_ups(per_seed, "softmax", {"sigmoid": dropped})
+    assert "no difference shown (tightens on its own, not kept by Benjamini-Hochberg)" in text
 
 
 @pytest.mark.unit

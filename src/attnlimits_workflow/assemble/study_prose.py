@@ -154,9 +154,10 @@ def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
     data, so both count)."""
     if len(m.values) < 2 or len(base.values) < 2:
         return ""
-    if max(m.values) < min(base.values):
+    # a censored measure's values are its lower ends: below them it is not known, above it is
+    if max(m.values) < min(base.values) and not m.lower_bound:
         side = "below"
-    elif min(m.values) > max(base.values):
+    elif min(m.values) > max(base.values) and not base.lower_bound:
         side = "above"
     else:
         return ""

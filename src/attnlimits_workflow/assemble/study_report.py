@@ -23,10 +23,10 @@ from ..study_limits import (
     LIMITS,
     LOW_TEMPERATURE,
     NO_CHANGE,
-    NO_DIFFERENCE,
     RELAXES,
     TIGHTENS,
 )
+from ..study_seeds import SeedMeasure
 from ..tables import markdown_table
 from .study_prose import (
     UNTRAINED_ALREADY,
@@ -487,7 +487,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "blow_ups": blow_ups(
             s.per_seed or {},
             baseline,
-            {n: m["length"].verdict for n, m in (s.over_seeds or {}).items()},
+            {n: m["length"] for n, m in (s.over_seeds or {}).items()},
         ),
         "empty_rows": empty_rows(s.samples),
         "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
@@ -507,38 +507,48 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
 def blow_ups(
     per_seed: dict[str, list[dict]],
     baseline: str,
-    length_verdicts: Mapping[str, str] | None = None,
+    length_measures: Mapping[str, SeedMeasure] | None = None,
     factor: float = 2.0,
 ) -> str:
-    """The rules whose held-out perplexity at the longest context (last positions) is at least
-    ``factor`` times the baseline's of the same seed in every seed, seed by seed, in words, each
-    with its length-generalisation verdict (``length_verdicts``): a blow-up beyond the training
-    context that the ratio's interval may be too wide to show."""
+    """The rules whose held-out perplexity (last positions) grows from the training context to
+    the longest one at least ``factor`` times as much as the baseline's of the same seed, in
+    every seed, in words: each rule's growth against the baseline's, then its
+    length-generalisation verdict with its paired ratio (``length_measures``). A rule worse at
+    every context by the same factor is no blow-up beyond the training context."""
     base = per_seed.get(baseline)
     if not base:
         return ""
-    key = "tail_perplexity_longest"
+    short, longest = "tail_perplexity", "tail_perplexity_longest"
+
+    def growth(m: Mapping) -> float | None:
+        v, w = m.get(longest), m.get(short)
+        return v / w if v and w else None
+
     named = []
     for n, ms in per_seed.items():
         if n == baseline or len(ms) != len(base):
             continue
-        pairs = [(m.get(key), b.get(key)) for m, b in zip(ms, base, strict=True)]
+        pairs = [(growth(m), growth(b)) for m, b in zip(ms, base, strict=True)]
         if all(v and w and v >= factor * w for v, w in pairs):
-            shown = " / ".join(f"{v:,.0f}" for v, _ in pairs)
-            against = " / ".join(f"{w:,.0f}" for _, w in pairs)
-            found = (length_verdicts or {}).get(n)
-            verdict = (
-                "its ratio interval is too wide for a verdict"
-                if found in (None, NO_DIFFERENCE)
-                else f"its length verdict: {found}"
-            )
-            named.append(f"{n} ({shown} against {against}; {verdict})")
+            shown = " / ".join(f"x{v:,.3g}" for v, _ in pairs)
+            against = " / ".join(f"x{w:,.3g}" for _, w in pairs)
+            m = (length_measures or {}).get(n)
+            verdict = ""
+            if m is not None:
+                verdict = f"; its length verdict: {m.verdict}"
+                if m.dropped:
+                    verdict += f" ({m.dropped} on its own, not kept by Benjamini-Hochberg)"
+                if math.isfinite(m.ratio) and math.isfinite(m.ratio_low):
+                    verdict += (
+                        f", paired ratio x{m.ratio:.3g} [{m.ratio_low:.3g}, {m.ratio_high:.3g}]"
+                    )
+            named.append(f"{n} ({shown} against {against}{verdict})")
     if not named:
         return ""
     return (
-        f"Beyond the training context, perplexity on the last positions at the longest context "
-        f"is at least {factor:g}x {baseline}'s in every seed for: {'; '.join(named)}. No such "
-        "model reads long contexts."
+        f"From the training context to the longest, perplexity on the last positions grows at "
+        f"least {factor:g}x as much as {baseline}'s of the same seed, in every seed, for: "
+        f"{'; '.join(named)}."
     )
 
 
