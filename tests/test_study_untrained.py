@@ -148,3 +148,18 @@ def test_a_rising_low_t_mean_is_said_to_rise():
     assert text == "m's mean rises 4-fold from T = 0.1 to T = 0.01"
     falling = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [2.5, 1.0]})
     assert "falls 4-fold" in study_report.low_temperature_fall(falling, "m")
+
+
+def test_one_seeds_verdicts_withhold_what_the_caps_alone_give():
+    """Review 10: the one-seed page read sparsemax's T ||J|| 0.4 (cap 1) against softmax's 0.2
+    (cap 0.5) as "tightens"; over the seeds and on untrained weights that is withheld. The one
+    measure per rule is now read the same way (study_seeds.capped_verdicts, which Study uses)."""
+    measures = {
+        "softmax": {"gradient_low_t": 0.2, "gradient_low_t_cap": 0.5},
+        "sparsemax": {"gradient_low_t": 0.4, "gradient_low_t_cap": 1.0},
+    }
+    found = study_seeds.capped_verdicts(measures, "softmax", 1.5)
+    assert found["sparsemax"]["gradient_low_t"] == study.CEILING
+    import inspect
+
+    assert "capped_verdicts(" in inspect.getsource(study_report.Study)

@@ -276,14 +276,7 @@ def untrained_comparison(
     the T ||J|| themselves, and a relaxes/tightens that does not survive dividing each by its
     rule's own cap is withheld (:data:`CEILING`), so a rule's cap alone gives no verdict here
     either."""
-    key, cap = "gradient_low_t", "gradient_low_t_cap"
-    scaled = {name: dict(m) for name, m in measures.items()}
-    for m in scaled.values():
-        value, top = m.get(key), m.get(cap)
-        if value is not None and top is not None and top > 0 and math.isfinite(value):
-            m[key] = value / top
-    found = verdicts(measures, baseline, ratio, withheld_by)
-    found_scaled = verdicts(scaled, baseline, ratio, withheld_by)
+    found = capped_verdicts(measures, baseline, ratio, withheld_by)
     out: dict[str, dict[str, Untrained]] = {}
     for name, m in measures.items():
         out[name] = {}
@@ -295,11 +288,31 @@ def untrained_comparison(
                     r = odds(v) / odds(b) if 0 < v < 1 and 0 < b < 1 else math.nan
                 else:
                     r = float(v) / float(b)
-            got = found[name][limit_key]
-            if limit_key == key and got in (RELAXES, TIGHTENS) and found_scaled[name][key] != got:
-                got = CEILING
-            out[name][limit_key] = Untrained(r, got)
+            out[name][limit_key] = Untrained(r, found[name][limit_key])
     return out
+
+
+def capped_verdicts(
+    measures: Mapping[str, Mapping[str, Any]],
+    baseline: str,
+    ratio: float,
+    withheld_by: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, dict[str, str]]:
+    """study.verdicts of one measure per rule (one seed, or untrained weights), with the
+    low-temperature verdict read as ceiling_withheld reads the seeds': a relaxes/tightens that
+    does not survive dividing each rule's T ||J|| by its own cap becomes :data:`CEILING`."""
+    key, cap = "gradient_low_t", "gradient_low_t_cap"
+    scaled = {name: dict(m) for name, m in measures.items()}
+    for m in scaled.values():
+        value, top = m.get(key), m.get(cap)
+        if value is not None and top is not None and top > 0 and math.isfinite(value):
+            m[key] = value / top
+    found = verdicts(measures, baseline, ratio, withheld_by)
+    found_scaled = verdicts(scaled, baseline, ratio, withheld_by)
+    for name, cells in found.items():
+        if cells[key] in (RELAXES, TIGHTENS) and found_scaled[name][key] != cells[key]:
+            cells[key] = CEILING
+    return found
 
 
 def ceiling_withheld(
