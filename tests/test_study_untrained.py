@@ -163,3 +163,12 @@ def test_one_seeds_verdicts_withhold_what_the_caps_alone_give():
     import inspect
 
     assert "capped_verdicts(" in inspect.getsource(study_report.Study)
+
+
+def test_what_leads_the_low_t_mean_is_read_from_its_direction():
+    """Review 10: the page said the mean is led by its largest T whatever the sweep showed; a
+    mean that rises as T falls is not led by its largest T."""
+    falling = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [2.5, 1.0]})
+    rising = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [40.0, 1.0]})
+    assert study_report.low_temperature_lead(falling).startswith("the mean is led by the sweep's")
+    assert study_report.low_temperature_lead(rising).startswith("the mean is not led by")

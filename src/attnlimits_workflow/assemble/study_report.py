@@ -495,6 +495,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         else shown(measures[baseline], "distance"),
         "baseline_distance_vs_paper": baseline_against_paper(s, measures[baseline]),
         "low_t_fall": low_temperature_fall(gradient[baseline], baseline),
+        "low_t_lead": low_temperature_lead(gradient[baseline]),
         "baseline_over_printed_bound": over_printed_bound(gradient[baseline]),
         "training_context": str(s.settings["training"]["context"]),
         "contexts": " / ".join(map(str, contexts)),
@@ -563,21 +564,41 @@ def empty_rows(samples: dict[str, pl.DataFrame]) -> str:
     return ", ".join(listed) + " of the rows" if listed else "none here"
 
 
-def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
-    """How far the mean T ||J|| of model ``name``'s sweep ``g`` falls between the largest T at or
-    below LOW_TEMPERATURE and the smallest T, in words."""
-    low = (
+def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
+    """The mean T ||J|| per temperature of a sweep ``g`` at T <= LOW_TEMPERATURE, by T."""
+    return (
         g.filter(pl.col("T") <= LOW_TEMPERATURE)
         .group_by("T")
         .agg((pl.col("T") * pl.col("jacobian_norm")).mean().alias("c"))
         .sort("T")
     )
+
+
+def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
+    """How far the mean T ||J|| of model ``name``'s sweep ``g`` falls (or rises) between the
+    largest T at or below LOW_TEMPERATURE and the smallest T, in words."""
+    low = low_temperature_means(g)
     if low.height < 2 or not low["c"][0] > 0:
         return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
     ratio = low["c"][-1] / low["c"][0]
     # a mean that grows as T falls is said to grow: "falls 0.25-fold" would invert it
     moves = f"falls {ratio:.3g}-fold" if ratio >= 1 else f"rises {1 / ratio:.3g}-fold"
     return f"{name}'s mean {moves} from T = {low['T'][-1]:g} to T = {low['T'][0]:g}"
+
+
+def low_temperature_lead(g: pl.DataFrame) -> str:
+    """What leads the mean T ||J|| at T <= LOW_TEMPERATURE on sweep ``g``, from the direction it
+    moves in as T falls: its largest T there where it falls, every T where it does not."""
+    low = low_temperature_means(g)
+    if low.height >= 2 and low["c"][0] > 0 and low["c"][-1] / low["c"][0] >= 1:
+        return (
+            f"the mean is led by the sweep's largest T at or below {LOW_TEMPERATURE:g} and reads "
+            "how much of the rows' mass stays near a tie there"
+        )
+    return (
+        f"the mean is not led by the largest T at or below {LOW_TEMPERATURE:g}: its rows keep "
+        "their T ||J|| as T falls, so it reads every temperature there"
+    )
 
 
 # the paper's "N_crit ~ 0.06 L" for GPT-2, as the claim card's approximate band reads it
