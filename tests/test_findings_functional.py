@@ -112,3 +112,36 @@ def test_the_entry_table_carries_the_critical_n_and_whether_it_is_censored():
     assert table["N_crit_over_L_monte_carlo"].to_list() == [0.5, 0.75]
     assert table["N_crit_censored_monte_carlo"].to_list() == [False, True]
     assert table["N_crit_over_L_closed_form"].to_list() == [0.25, None]
+
+
+def test_a_censored_critical_n_prints_as_its_lower_bound():
+    """Review 10: a length whose critical-N search never passed has no N_crit; the page printed
+    ">= n/a". It prints N_crit / L >= its top N tried / L, and the figure marks it open."""
+    from attnlimits_workflow.assemble.effective_set_report import (
+        critical_by_length,
+        effective_set_figure,
+        effective_set_table,
+    )
+
+    critical = pl.DataFrame(
+        {
+            "L": [128, 256],
+            "masked": ["non_selected"] * 2,
+            "expectation": ["closed_form"] * 2,
+            "N_crit": [16.0, float("nan")],
+            "censored": [False, True],
+            "top_N": [16, 255],
+        }
+    )
+    by_length = critical_by_length(critical, "non_selected")
+    assert by_length["N_crit_over_length"].to_list() == [0.125, 255 / 256]
+    summary = n_star_table([61, 116], lengths=(128, 256)).drop(
+        "N_crit_over_L_monte_carlo", "N_crit_censored_monte_carlo"
+    )
+    table = effective_set_table(summary, by_length)
+    correlations = pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
+    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    block = findings_functional.entry_block("smol", table, correlations, 0.05)
+    assert ">= n/a" not in block and ">= 0.996" in block
+    effective_set_figure(table, by_length, 0.05)

@@ -39,11 +39,19 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
     frame = critical
     if "masked" in frame.columns and masked in frame["masked"].to_list():
         frame = frame.filter(pl.col("masked") == masked)
+    # a censored length has no N_crit, only its top N tried: N_crit >= top_N, shown as such
+    censored = pl.col("censored").cast(pl.Boolean)
+    known = pl.col("N_crit").cast(pl.Float64).fill_nan(None)
+    value = (
+        pl.when(censored & known.is_null()).then(pl.col("top_N").cast(pl.Float64)).otherwise(known)
+        if "top_N" in frame.columns
+        else known
+    )
     return frame.select(
         pl.col("L").cast(pl.Int64).alias("length"),
         "expectation",
-        pl.col("N_crit").cast(pl.Float64),
-        pl.col("censored").cast(pl.Boolean).alias("N_crit_censored"),
+        value.alias("N_crit"),
+        censored.alias("N_crit_censored"),
     ).with_columns((pl.col("N_crit") / pl.col("length")).alias("N_crit_over_length"))
 
 
@@ -164,19 +172,33 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
     lengths = summary["length"]
     shown = critical.filter(pl.col("length").is_between(lengths.min(), lengths.max()))
     for (expectation,), part in shown.sort("length").group_by(["expectation"], maintain_order=True):
-        found = part.filter(pl.col("N_crit_over_length").is_not_nan())
+        known = part.filter(pl.col("N_crit_over_length").is_not_null())
+        found = known.filter(~pl.col("N_crit_censored"))
         label = f"N_crit/L, {expectation}"
         if found.is_empty():
             label += ": censored at every L"
+        color = "0.4" if expectation == "closed_form" else "0.65"
         ax.plot(
             found["length"].to_numpy(),
             found["N_crit_over_length"].to_numpy(),
             ls="--",
             marker="s",
             ms=3,
-            color="0.4" if expectation == "closed_form" else "0.65",
+            color=color,
             label=label,
         )
+        bounds = known.filter(pl.col("N_crit_censored"))
+        if bounds.height:
+            # censored: at least its top N tried, an open marker pointing up
+            ax.plot(
+                bounds["length"].to_numpy(),
+                bounds["N_crit_over_length"].to_numpy(),
+                ls="none",
+                marker="^",
+                ms=5,
+                mfc="white",
+                color=color,
+            )
     log_axis(ax, "x", sorted(set(summary["length"].to_list())))
     low, high = ax.get_ylim()
     steps = [m * 10.0**e for e in range(-5, 1) for m in (1, 2, 5) if m * 10.0**e <= 1.0]
