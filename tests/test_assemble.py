@@ -1606,6 +1606,12 @@ def test_what_changes_between_two_context_lengths():
     assert "the first 128 rows both keep" in described
     described = lc.page(compared, short_run, short_run, {}, [], "cmd")
     assert "on the same text (war_and_peace)" in described and "rows both keep" not in described
+    # review 10: a maximum over heads never "moved": its intervals understate the uncertainty
+    maximum = {"claim_id": "gradient_drop", "verdict": "reproduced", "low": 1.0, "high": 1.1}
+    assert not lc.disjoint(maximum, maximum | {"low": 2.0, "high": 2.1})
+    assert lc.disjoint(
+        maximum | {"claim_id": "x"}, maximum | {"claim_id": "x", "low": 2.0, "high": 2.1}
+    )
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
     assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: identical")
