@@ -485,16 +485,33 @@ def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
         "sig": seeds([0.15, 0.19, 0.20], 0.25),  # ~3x under half the cap: stands
         "hidden": [{"gradient_low_t": v} for v in (0.15, 0.19, 0.20)],  # no cap: stands
     }
+    # review 10: the caps are read before Benjamini-Hochberg, inside seed_measures, so that a
+    # withheld cell is no member of the corrected family
     over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
-    assert {n: over[n]["gradient_low_t"].verdict for n in ("sparse", "sig", "hidden")} == {
-        "sparse": study.TIGHTENS,
-        "sig": study.TIGHTENS,
-        "hidden": study.TIGHTENS,
-    }
-    study_seeds.ceiling_withheld(over, per_seed, "softmax", 1.5, 0.95)
     assert over["sparse"]["gradient_low_t"].verdict == study.CEILING
     assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS
     assert over["hidden"]["gradient_low_t"].verdict == study.TIGHTENS
+
+
+@pytest.mark.unit
+def test_a_withheld_cell_is_no_member_of_the_benjamini_hochberg_family():
+    """Review 10: a cell the caps withhold kept its small p in the family and raised the other
+    cells' ranks. Three cells, p 0.001 (withheld), 0.03 and 0.5 at q 0.05: with the withheld
+    one, 0.03 passes (0.03 <= 2/3 x 0.05); without it, 0.03 > 1/2 x 0.05 and is not kept."""
+    from attnlimits_workflow.study_seeds import SeedMeasure, false_discovery_control
+
+    def cell(verdict, p):
+        return SeedMeasure(1.0, 0.5, 1.5, 3, verdict, p_value=p)
+
+    measures = {
+        "a": {"gradient_low_t": cell(study.CEILING, 0.001)},
+        "b": {"vanishing": cell(study.TIGHTENS, 0.03)},
+        "c": {"vanishing": cell(study.NO_DIFFERENCE, 0.5)},
+    }
+    out = false_discovery_control(measures, 0.05)
+    assert out["b"]["vanishing"].verdict == study.NO_DIFFERENCE
+    assert out["b"]["vanishing"].dropped == study.TIGHTENS
+    assert out["a"]["gradient_low_t"].verdict == study.CEILING
 
 
 @pytest.mark.unit

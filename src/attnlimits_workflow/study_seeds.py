@@ -190,6 +190,8 @@ def seed_measures(
                 )
                 continue
             out[name][key] = SeedMeasure(mean, low, high, n, found, censored, logs, values)
+    # the caps first: a low-T cell they withhold is no finding, and no member of the family
+    ceiling_withheld(out, per_seed, baseline, ratio, level)
     out = false_discovery_control(out, 1.0 - level)
     for key, label in (("perplexity", "perplexity_cost"), ("sink", "sink_change")):
         for name, change in paired_differences(per_seed, baseline, key, level).items():
@@ -210,7 +212,7 @@ def false_discovery_control(
         (name, key)
         for name, row in measures.items()
         for key, m in row.items()
-        if key in LIMITS and not math.isnan(m.p_value)
+        if key in LIMITS and not math.isnan(m.p_value) and m.verdict != CEILING
     ]
     kept = benjamini_hochberg([measures[n][k].p_value for n, k in cells], q) if cells else []
     out = {name: dict(row) for name, row in measures.items()}

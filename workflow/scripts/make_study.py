@@ -21,7 +21,6 @@ from attnlimits_workflow.plotting import save, use_style
 from attnlimits_workflow.study import limit_measures
 from attnlimits_workflow.study_limits import ZERO_WEIGHT_ROWS_SHARE
 from attnlimits_workflow.study_seeds import (
-    ceiling_withheld,
     seed_measures,
     untrained_comparison,
 )
@@ -106,7 +105,6 @@ study.per_seed = per_seed
 study.over_seeds = seed_measures(
     per_seed, study.baseline, study.ratio, p.study["interval_level"], study.withheld_by
 )
-ceiling_withheld(study.over_seeds, per_seed, study.baseline, study.ratio, p.study["interval_level"])
 # the same comparisons on untrained weights (study.untrained_seeds; the first such seed)
 untrained_seeds = [sd for sd in untrained_seeds_of(p.study) if sd in seeds]
 if untrained_seeds:
