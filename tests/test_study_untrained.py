@@ -172,3 +172,14 @@ def test_what_leads_the_low_t_mean_is_read_from_its_direction():
     rising = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [40.0, 1.0]})
     assert study_report.low_temperature_lead(falling).startswith("the mean is led by the sweep's")
     assert study_report.low_temperature_lead(rising).startswith("the mean is not led by")
+
+
+def test_the_study_pages_paper_band_is_the_claim_cards():
+    """The band the study page sets the baseline's N_crit / L against is the claim card's
+    approximate one (paper_claims.yaml), kept in sync by this test."""
+    import yaml
+    from project import REPO
+
+    card = yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text())
+    approx = card["critical_n"]["rules"]["approx"]
+    assert study_report.PAPER_BAND == (approx["low"], approx["high"])

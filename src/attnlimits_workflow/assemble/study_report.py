@@ -462,6 +462,12 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "heads_chunks": str(int(heads[names[0]]["chunks"][0])),
         "baseline": baseline,
         "ratio": f"{ratio:g}",
+        "seeds_caveat": (
+            "only the verdicts over the seeds are given, and they need their intervals apart"
+            if several_seeds(s)
+            else "one seed: its verdicts read one model per rule, with no interval, so a seed's "
+            "luck is not told apart from the rule's effect"
+        ),
         "answers": "\n".join(
             f"- {answer_line_over_seeds(k, headers[k], s.over_seeds, baseline)}"
             if several_seeds(s)
