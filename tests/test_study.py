@@ -25,7 +25,7 @@ from attnlimits import attention_rules, intervals, rules
 from attnlimits import normalizers as nz
 from attnlimits.extraction import register_rule_attention
 from attnlimits_workflow import study, study_seeds, training
-from attnlimits_workflow.assemble import study_prose
+from attnlimits_workflow.assemble import study_effective_set, study_prose
 from attnlimits_workflow.dumps.write import write_batch
 from attnlimits_workflow.loading import load_model
 
@@ -917,7 +917,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         "more keys",
         study.NO_DIFFERENCE,
         "no difference shown (the windows' intervals overlap in a seed)",
-        "no verdict: no window-bootstrap interval (too few windows)",
+        study_effective_set.NO_WINDOW_INTERVAL,
     }
     assert (n_star["base_nll_per_target"] > 0).all()
     assert ((n_star["n_star_mean"] >= 1) & (n_star["n_star_mean"] <= n_star["length"])).all()

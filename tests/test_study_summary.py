@@ -358,7 +358,7 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
         "Beyond it on its own, not kept by Benjamini-Hochberg across the table: kept_out."
         in vanishing
     )
-    assert "No paired ratio (censored or unmeasured seeds): unpaired." in vanishing
+    assert "No paired ratio (censored, unmeasured or non-positive seeds): unpaired." in vanishing
 
 
 def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():

@@ -15,7 +15,8 @@ from ..plotting import log_axis
 NOTE = (
     "N*: the least N for which keeping only the N keys of each query (every head and layer) raises "
     "the next-token loss of the same final targets by at most tau; bars: paired-chunk bootstrap "
-    "intervals (read on the cells between evaluated N; withheld below 8 chunks); open markers: censored "
+    "intervals (read on the cells between evaluated N; withheld below 8 chunks, or where more "
+    "resamples than a tail pass at no N searched); open markers: censored "
     "(a lower bound). "
     "N_crit: the paper's critical N (KS test), from the model's critical-N summary."
 )

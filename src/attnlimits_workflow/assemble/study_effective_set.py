@@ -22,7 +22,10 @@ FEWER, MORE = "fewer keys", "more keys"
 CENSORED = "no verdict: a seed's N* is censored (above every N searched)"
 # Every model of the study reads the same windows, so the seeds' spread leaves out the text's:
 # a reading also needs, in every seed, the two models' window-bootstrap intervals apart.
-NO_WINDOW_INTERVAL = "no verdict: no window-bootstrap interval (too few windows)"
+NO_WINDOW_INTERVAL = (
+    "no verdict: no window-bootstrap interval (too few windows, or too many resamples pass at "
+    "no N searched)"
+)
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
 
 

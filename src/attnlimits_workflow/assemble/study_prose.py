@@ -321,7 +321,7 @@ def which_rule_when(
             )
         if unpaired:
             text += (
-                " No paired ratio (censored or unmeasured seeds): "
+                " No paired ratio (censored, unmeasured or non-positive seeds): "
                 + ", ".join(r["normalizer"] for r in unpaired)
                 + "."
             )
