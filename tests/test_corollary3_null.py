@@ -542,7 +542,8 @@ def test_a_model_that_holds_where_its_null_rarely_breaks_is_no_finding():
     )
     no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
     assert note == "" and no_verdict.startswith(
-        "the model violates it on none of its rows, but the 3 layers whose null violates it "
+        "the model violates it on none of its (row, T) checks, but the 3 layers whose null "
+        "violates it "
         "cannot reach 0.05"
     )
     assert "holding is no finding about the model" in no_verdict
@@ -562,7 +563,10 @@ def test_violations_on_rows_without_a_null_are_never_called_holding():
         frame = null_frame(6, 0, null, elsewhere=16)
         no_verdict, note = gradient_null.null_decision(frame, "jacobian_paper_check")
         assert note == ""
-        assert "violates it on 96 rows without a null and on none of those with one" in no_verdict
+        assert (
+            "violates it on 96 (row, T) checks without a null and on none of those with one"
+            in no_verdict
+        )
         card = table1.Scorecard({})
         violations = pl.DataFrame(
             [
@@ -711,3 +715,14 @@ def test_a_p_just_under_the_level_is_not_printed_as_the_level():
     assert 0.0495 < p < 0.05
     _, note = gradient_null.null_decision(frame, "jacobian_paper_check")
     assert "p = 0.05 <" not in note and f"p = {p:.3g} < 0.05" in note
+
+
+@pytest.mark.parametrize("p", [1000 / 20001, 3276 / 65536, 0.05, 0.0500001, 0.03125, 0.0625])
+def test_a_printed_p_stays_on_its_side_of_the_level(p):
+    """Review 11: 1000/20001 (the drawn test's p beyond 16 layers) and 3276/65536 (16 layers,
+    exact) printed as 0.05 beside "< 0.05"; the digits now grow until the side is kept."""
+    from attnlimits.intervals import p_text
+
+    shown = p_text(p, 0.05)
+    assert (float(shown) < 0.05) == (p < 0.05)
+    assert abs(float(shown) - p) <= 0.005 * p  # 3 significant digits at least

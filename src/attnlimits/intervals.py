@@ -237,3 +237,13 @@ def sign_flip_pvalue(differences, draws: int = 20_000, seed: int = 0) -> float:
     signs = rng.choice(np.array([-1.0, 1.0]), size=(draws, d.size))
     hits = int((np.abs(signs @ d) >= observed - tol).sum())
     return (1 + hits) / (1 + draws)
+
+
+def p_text(p: float, alpha: float, digits: int = 3) -> str:
+    """``p`` to ``digits`` significant digits, or more where fewer would put it on the other side
+    of ``alpha`` in print: 1000/20001 = 0.049998 reads "0.049998", never "0.05" beside "< 0.05"."""
+    for shown_digits in range(digits, 17):
+        shown = f"{p:.{shown_digits}g}"
+        if (float(shown) < alpha) == (p < alpha):
+            return shown
+    return repr(p)

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.intervals import SIGN_FLIP_EXACT_UNITS, sign_flip_pvalue
+from attnlimits.intervals import SIGN_FLIP_EXACT_UNITS, p_text, sign_flip_pvalue
 
 
 def null_rows_of(rows: NDArray, length: int, stride: int) -> NDArray[np.intp]:
@@ -107,8 +107,8 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         f"each row's own spread), the model violates it on {model}, the null on {null}; the "
         f"model exceeds its null in {above} and falls below it in {below} of {heads.height} "
         f"heads, two-sided sign-flip test of the {by_layer.height} {layers} summed differences "
-        f"p = {p:.3g} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers taken as "
-        "independent (correlated layers make p too small)"
+        f"p = {p_text(p, NULL_ALPHA)} {'<' if p < NULL_ALPHA else '>='} {NULL_ALPHA:g}, layers "
+        "taken as independent (correlated layers make p too small)"
     )
     if 0 < units <= SIGN_FLIP_EXACT_UNITS:
         counts += (
@@ -121,7 +121,7 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
     if model == 0 and elsewhere > 0:
         return (
             f"the theorem is false (docs/paper-notes.md section 1); the model violates it on "
-            f"{elsewhere} rows without a null and on none of those with one: {counts}, so its "
+            f"{elsewhere} {unit} without a null and on none of those with one: {counts}, so its "
             "null cannot decide it",
             "",
         )
@@ -161,7 +161,7 @@ def null_decision(frame: pl.DataFrame, column: str) -> tuple[str, str]:
         # every layer's sum is <= 0 here, so p is 2 / 2^units: undecided only for too few
         # layers whose null violates it
         return (
-            f"the model violates it on none of its rows, but the {units} "
+            f"the model violates it on none of its {unit}, but the {units} "
             f"layer{'s' * (units != 1)} whose null violates it cannot reach {NULL_ALPHA:g}: "
             f"{counts}, so holding is no finding about the model",
             "",

@@ -106,7 +106,7 @@ def counts_against_null(measured: str) -> tuple[str, str, str, str] | None:
     (analyses.gradient_null.null_decision), or None for any other row, and for one whose
     violations all lie on rows without a null: its comparison counts none of them, so the
     heads with a violating row are the number to show."""
-    if "rows without a null and on none of those with one" in measured:
+    if "without a null and on none of those with one" in measured:
         return None
     found = re.search(
         r"on the \d+ (.+?) with a null of matched spread.*?the model violates it on (\d+), the "
