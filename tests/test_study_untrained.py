@@ -166,12 +166,22 @@ def test_one_seeds_verdicts_withhold_what_the_caps_alone_give():
 
 
 def test_what_leads_the_low_t_mean_is_read_from_its_direction():
-    """Review 10: the page said the mean is led by its largest T whatever the sweep showed; a
-    mean that rises as T falls is not led by its largest T."""
+    """Review 10, 11: the page said the mean is led by its largest T whatever the sweep showed;
+    a mean that rises as T falls is led by its smallest T, a flat one by none, and one that
+    falls to 0 still by its largest."""
     falling = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [2.5, 1.0]})
     rising = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [40.0, 1.0]})
-    assert study_report.low_temperature_lead(falling).startswith("the mean is led by the sweep's")
-    assert study_report.low_temperature_lead(rising).startswith("the mean is not led by")
+    flat = pl.DataFrame({"T": [0.001, 0.1], "jacobian_norm": [1000.0, 10.1]})
+    to_zero = pl.DataFrame({"T": [0.001, 0.1], "jacobian_norm": [0.0, 5.0]})
+    lead = study_report.low_temperature_lead
+    assert lead(falling).startswith("the mean is led by the sweep's largest T")
+    assert lead(rising).startswith("the mean is led by the sweep's smallest T")
+    assert lead(flat).startswith("no one temperature")
+    assert lead(to_zero).startswith("the mean is led by the sweep's largest T")
+    fall = study_report.low_temperature_fall
+    assert fall(to_zero, "m") == "m's mean falls to 0 from T = 0.1 to T = 0.001"
+    assert fall(flat, "m").startswith("m's mean stays within 1.25x from T = 0.1 to T = 0.001")
+    assert fall(rising, "m") == "m's mean rises 4-fold from T = 0.1 to T = 0.01"
 
 
 def test_the_study_pages_paper_band_is_the_claim_cards():

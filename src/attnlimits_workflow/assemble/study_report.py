@@ -580,31 +580,66 @@ def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
-    """How far the mean T ||J|| of model ``name``'s sweep ``g`` falls (or rises) between the
-    largest T at or below LOW_TEMPERATURE and the smallest T, in words."""
+# a low-T mean within this factor between its largest and smallest T is called roughly flat:
+# no single temperature leads it
+ROUGHLY_FLAT = 1.25
+
+
+def low_temperature_direction(g: pl.DataFrame) -> tuple[str, float] | None:
+    """How the mean T ||J|| of sweep ``g`` moves as T falls from the largest T at or below
+    LOW_TEMPERATURE to the smallest: ("falls", factor), ("rises", factor), ("flat", factor) or
+    ("falls to 0", 0); None with fewer than two such temperatures or no mean above 0."""
     low = low_temperature_means(g)
-    if low.height < 2 or not low["c"][0] > 0:
-        return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
-    ratio = low["c"][-1] / low["c"][0]
-    # a mean that grows as T falls is said to grow: "falls 0.25-fold" would invert it
-    moves = f"falls {ratio:.3g}-fold" if ratio >= 1 else f"rises {1 / ratio:.3g}-fold"
-    return f"{name}'s mean {moves} from T = {low['T'][-1]:g} to T = {low['T'][0]:g}"
+    if low.height < 2 or not low["c"][-1] > 0:
+        return None
+    first, last = float(low["c"][-1]), float(low["c"][0])
+    if last == 0:
+        return "falls to 0", 0.0
+    ratio = first / last
+    if ratio >= ROUGHLY_FLAT:
+        return "falls", ratio
+    if ratio <= 1 / ROUGHLY_FLAT:
+        return "rises", 1 / ratio
+    return "flat", ratio
+
+
+def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
+    """How the mean T ||J|| of model ``name``'s sweep ``g`` moves between the largest T at or
+    below LOW_TEMPERATURE and the smallest T, in words."""
+    low = low_temperature_means(g)
+    found = low_temperature_direction(g)
+    if found is None:
+        return (
+            f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g} "
+            "with a mean T ||J|| above 0"
+        )
+    way, factor = found
+    span = f"from T = {low['T'][-1]:g} to T = {low['T'][0]:g}"
+    if way == "falls to 0":
+        return f"{name}'s mean falls to 0 {span}"
+    if way == "flat":
+        return f"{name}'s mean stays within {ROUGHLY_FLAT:g}x {span} (x{1 / factor:.3g})"
+    return f"{name}'s mean {way} {factor:.3g}-fold {span}"
 
 
 def low_temperature_lead(g: pl.DataFrame) -> str:
-    """What leads the mean T ||J|| at T <= LOW_TEMPERATURE on sweep ``g``, from the direction it
-    moves in as T falls: its largest T there where it falls, every T where it does not."""
-    low = low_temperature_means(g)
-    if low.height >= 2 and low["c"][0] > 0 and low["c"][-1] / low["c"][0] >= 1:
+    """What leads the mean T ||J|| at T <= LOW_TEMPERATURE on sweep ``g``, from the way it moves
+    as T falls: the largest T where it falls, the smallest where it rises, none where flat."""
+    found = low_temperature_direction(g)
+    way = None if found is None else found[0]
+    if way in ("falls", "falls to 0"):
         return (
             f"the mean is led by the sweep's largest T at or below {LOW_TEMPERATURE:g} and reads "
             "how much of the rows' mass stays near a tie there"
         )
-    return (
-        f"the mean is not led by the largest T at or below {LOW_TEMPERATURE:g}: its rows keep "
-        "their T ||J|| as T falls, so it reads every temperature there"
-    )
+    if way == "rises":
+        return (
+            "the mean is led by the sweep's smallest T, where rows that were near uniform reach "
+            "a tie"
+        )
+    if way == "flat":
+        return f"no one temperature at or below {LOW_TEMPERATURE:g} leads the mean"
+    return "no temperature can be said to lead the mean"
 
 
 # the paper's "N_crit ~ 0.06 L" for GPT-2, as the claim card's approximate band reads it
