@@ -443,6 +443,9 @@ def test_blow_ups_name_a_rule_far_worse_than_the_baseline_in_every_seed():
         # review 10: worse at every context by the same factor is no blow-up beyond training
         "worse": seeds((220, 360.0), (230, 400.0), (230, 410.0)),
     }
+    # review 11: x1 against a baseline that improves (x0.5) grows nothing
+    flat = {"softmax": seeds((100, 50.0)), "same": seeds((100, 100.0))}
+    assert blow_ups(flat, "softmax") == ""
     text = blow_ups(per_seed, "softmax")
     assert "sigmoid (x494 / x7.37 / x3.69 against x1.64 / x1.74 / x1.8)" in text
     assert "ssmax" not in text and "worse" not in text

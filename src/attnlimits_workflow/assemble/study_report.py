@@ -536,7 +536,9 @@ def blow_ups(
         if n == baseline or len(ms) != len(base):
             continue
         pairs = [(growth(m), growth(b)) for m, b in zip(ms, base, strict=True)]
-        if all(v and w and v >= factor * w for v, w in pairs):
+        # a blow-up: the rule's perplexity grows beyond the training context, and at least
+        # ``factor`` times as much as the baseline's (x1 against x0.5 grows nothing)
+        if all(v and w and v > 1 and v >= factor * w for v, w in pairs):
             shown = " / ".join(f"x{v:,.3g}" for v, _ in pairs)
             against = " / ".join(f"x{w:,.3g}" for _, w in pairs)
             m = (length_measures or {}).get(n)
