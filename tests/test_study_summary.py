@@ -359,6 +359,10 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
         in vanishing
     )
     assert "No paired ratio (censored, unmeasured or non-positive seeds): unpaired." in vanishing
+    # review 11: a dropped cell without a ratio is named once, as dropped
+    t = t.with_columns(pl.Series("vanishing_ratio", [1.0, math.nan, 1.1, math.nan]))
+    vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
+    assert vanishing.count("kept_out") == 1
 
 
 def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():

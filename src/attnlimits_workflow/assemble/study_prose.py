@@ -285,6 +285,7 @@ def which_rule_when(
             r
             for r in rows
             if r.get(f"{key}_verdict") == NO_DIFFERENCE
+            and r.get(f"{key}_dropped_by_fdr") != RELAXES
             and f"{key}_ratio" in r
             and not (r[f"{key}_ratio"] is not None and math.isfinite(r[f"{key}_ratio"]))
         ]
