@@ -171,8 +171,8 @@ LIMITS: dict[str, Limit] = {
         "Gradient sensitivity at low temperature (Corollary 3)",
         "Gradient sensitivity (Cor. 3): mean T ||J|| over T <= {t_low:g}",
         f"mean T x ||d rule(z / T) / d z||_2 over the sweep's rows at T <= {LOW_TEMPERATURE:g}"
-        " (led by the largest such T: rows with a clear top turn one-hot and their T ||J|| falls;"
-        " the largest reaches each rule's own ceiling, the median vanishes with the one-hot rows)",
+        " (which T leads it depends on the rows: the text below says it for the baseline; the"
+        " largest reaches each rule's own ceiling, the median vanishes with the one-hot rows)",
         "smaller",
         (
             Quote(

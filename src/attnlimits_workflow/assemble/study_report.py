@@ -582,66 +582,35 @@ def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-# a low-T mean within this factor between its largest and smallest T is called roughly flat:
-# no single temperature leads it
-ROUGHLY_FLAT = 1.25
-
-
-def low_temperature_direction(g: pl.DataFrame) -> tuple[str, float] | None:
-    """How the mean T ||J|| of sweep ``g`` moves as T falls from the largest T at or below
-    LOW_TEMPERATURE to the smallest: ("falls", factor), ("rises", factor), ("flat", factor) or
-    ("falls to 0", 0); None with fewer than two such temperatures or no mean above 0."""
-    low = low_temperature_means(g)
-    if low.height < 2 or not low["c"][-1] > 0:
-        return None
-    first, last = float(low["c"][-1]), float(low["c"][0])
-    if last == 0:
-        return "falls to 0", 0.0
-    ratio = first / last
-    if ratio >= ROUGHLY_FLAT:
-        return "falls", ratio
-    if ratio <= 1 / ROUGHLY_FLAT:
-        return "rises", 1 / ratio
-    return "flat", ratio
-
-
 def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
-    """How the mean T ||J|| of model ``name``'s sweep ``g`` moves between the largest T at or
-    below LOW_TEMPERATURE and the smallest T, in words."""
-    low = low_temperature_means(g)
-    found = low_temperature_direction(g)
-    if found is None:
-        return (
-            f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g} "
-            "with a mean T ||J|| above 0"
-        )
-    way, factor = found
-    span = f"from T = {low['T'][-1]:g} to T = {low['T'][0]:g}"
-    if way == "falls to 0":
-        return f"{name}'s mean falls to 0 {span}"
-    if way == "flat":
-        return f"{name}'s mean stays within {ROUGHLY_FLAT:g}x {span} (x{1 / factor:.3g})"
-    return f"{name}'s mean {way} {factor:.3g}-fold {span}"
+    """The mean T ||J|| of model ``name``'s sweep ``g`` at each T <= LOW_TEMPERATURE, from the
+    largest T to the smallest, and whether it falls, rises or neither as T falls, in words."""
+    low = low_temperature_means(g).sort("T", descending=True)
+    if low.height < 2:
+        return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
+    c = low["c"].to_numpy()
+    steps = np.diff(c)
+    shape = "falls" if (steps <= 0).all() else "rises" if (steps >= 0).all() else "is not monotone"
+    temperatures = " / ".join(f"{t:g}" for t in low["T"])
+    means = " / ".join(f"{v:.3g}" for v in c)
+    return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (it {shape} as T falls)"
 
 
 def low_temperature_lead(g: pl.DataFrame) -> str:
-    """What leads the mean T ||J|| at T <= LOW_TEMPERATURE on sweep ``g``, from the way it moves
-    as T falls: the largest T where it falls, the smallest where it rises, none where flat."""
-    found = low_temperature_direction(g)
-    way = None if found is None else found[0]
-    if way in ("falls", "falls to 0"):
-        return (
-            f"the mean is led by the sweep's largest T at or below {LOW_TEMPERATURE:g} and reads "
-            "how much of the rows' mass stays near a tie there"
-        )
-    if way == "rises":
-        return (
-            "the mean is led by the sweep's smallest T, where rows that were near uniform reach "
-            "a tie"
-        )
-    if way == "flat":
-        return f"no one temperature at or below {LOW_TEMPERATURE:g} leads the mean"
-    return "no temperature can be said to lead the mean"
+    """Which temperature at or below LOW_TEMPERATURE gives sweep ``g``'s mean T ||J|| (over
+    those temperatures) its largest share, with that share: read off every temperature, not
+    the two ends."""
+    low = low_temperature_means(g).sort("T", descending=True)
+    total = float(low["c"].sum()) if low.height else 0.0
+    if not total > 0:
+        return f"no temperature at or below {LOW_TEMPERATURE:g} leads the mean: it is 0"
+    share = low["c"].to_numpy() / total
+    i = int(np.argmax(share))
+    where = ", the largest such T" if i == 0 else ", the smallest" if i == low.height - 1 else ""
+    return (
+        f"the largest share of the mean comes from T = {low['T'][i]:g}{where} ({share[i]:.0%} "
+        f"of it, against {1 / low.height:.0%} if every T gave as much)"
+    )
 
 
 # the paper's "N_crit ~ 0.06 L" for GPT-2, as the claim card's approximate band reads it
