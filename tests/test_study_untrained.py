@@ -189,3 +189,14 @@ def test_the_study_pages_paper_band_is_the_claim_cards():
     card = yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text())
     approx = card["critical_n"]["rules"]["approx"]
     assert study_report.PAPER_BAND == (approx["low"], approx["high"])
+
+
+def test_a_cell_the_caps_withhold_prints_no_p():
+    """Review 12: a withheld low-T cell is no member of the Benjamini-Hochberg family, yet it
+    printed "p = 0.00096", which reads as an uncorrected finding."""
+    from attnlimits_workflow.assemble.study_prose import significance_text
+
+    withheld = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.CEILING, p_value=0.00096)
+    assert significance_text(withheld) == ""
+    kept = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.TIGHTENS, p_value=0.00096)
+    assert significance_text(kept).startswith("; p = 0.00096")

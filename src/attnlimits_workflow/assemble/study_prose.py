@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from ..study_limits import (
+    CEILING,
     HIGHER,
     LIMITS,
     LOWER,
@@ -132,7 +133,9 @@ def significance_text(m: SeedMeasure) -> str:
     """The tests behind a verdict: '; p = x, sign test p = y' (both two-sided, beyond
     relax_ratio; the sign test where the seeds pair) for a kept verdict, and for one
     Benjamini-Hochberg did not keep, what it was and at which p; '' where no test ran."""
-    if math.isnan(m.p_value):
+    if math.isnan(m.p_value) or m.verdict == CEILING:
+        # a cell the caps withhold is no member of the corrected family: its p would read as
+        # an uncorrected finding
         return ""
     if m.dropped:
         return (
