@@ -726,3 +726,18 @@ def test_a_printed_p_stays_on_its_side_of_the_level(p):
     shown = p_text(p, 0.05)
     assert (float(shown) < 0.05) == (p < 0.05)
     assert abs(float(shown) - p) <= 0.005 * p  # 3 significant digits at least
+
+
+def test_vacuous_samples_are_no_part_of_the_null_comparisons_count():
+    """Review 12: g at eps = 10 is vacuous at every T <= 1.77 (the bound is above sqrt 2 / eps),
+    yet its checks were counted in "on the N (row, T, eps) checks with a null"."""
+    frame = null_frame(12, 3, 0)
+    vacuous = frame.with_columns(
+        pl.lit("vacuous").alias("jacobian_paper_check"),
+        pl.lit(0).alias("jacobian_paper_paired_violated_rows"),
+        pl.lit(0).alias("jacobian_paper_null_violated_rows"),
+        pl.lit(0).alias("jacobian_paper_violated_rows"),
+    )
+    both = pl.concat([frame, vacuous])
+    _, note = gradient_null.null_decision(both, "jacobian_paper_check")
+    assert f"on the {12 * 8} (row, T) checks with a null" in note, note
