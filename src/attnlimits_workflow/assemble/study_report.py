@@ -555,9 +555,9 @@ def blow_ups(
     if not named:
         return ""
     return (
-        f"From the training context to the longest, perplexity on the last positions grows at "
-        f"least {factor:g}x as much as {baseline}'s of the same seed, in every seed, for: "
-        f"{'; '.join(named)}."
+        f"From the training context to the longest, perplexity on the last positions grows, "
+        f"and by a factor (longest over training) at least {factor:g}x {baseline}'s of the same "
+        f"seed, in every seed, for: {'; '.join(named)}."
     )
 
 
