@@ -616,7 +616,11 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     assert variant == ("fragile", "x_key: reproduced", "")
     status = findings.claim_status(score, groups, readings)
     by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
-    assert [c for c, r in by.items() if r["robust"]] == ["same", "gradient_drop"]
+    # a maximum over heads (gradient_drop) is never robust: its head bootstrap understates the
+    # uncertainty (review 13)
+    assert [c for c, r in by.items() if r["robust"]] == ["same"]
+    assert by["gradient_drop"]["readings"] == "untested"
+    assert by["gradient_drop"]["readings_unsettled_by"] == findings.MAXIMUM_NOTE
     # decided both ways on the two texts: fragile; untested under one text's readings
     assert by["texts_differ"]["texts"] == "fragile" and by["texts_differ"]["readings"] == "untested"
     # undecided on both texts: unresolved, never a robust result
@@ -1827,3 +1831,35 @@ def test_the_tie_note_names_only_the_models_lemma_1_holds_on():
     only_b = status.filter(pl.col("model") == "b")
     said = claim_lists.what_we_can_say(only_b, score, groups).splitlines()
     assert "one question" not in said[0]
+
+
+def test_a_flip_between_one_text_under_one_reading_and_another_is_fragile():
+    """Review 13: texts were compared under the default reading only, and readings within one
+    text; book {default, x_key: reproduced} against docs {default: undecided, x_key: not
+    reproduced} read "unresolved" on both axes, though two of its (text, reading) pairs decide
+    it differently: fragile, named by the pairs."""
+    score = pl.DataFrame(
+        {"claim_id": ["c"], "claim": ["C"], "m": ["reproduced"], "m.docs": ["undecided"]}
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}}
+
+    def table(default, x_key):
+        return pl.DataFrame(
+            {
+                "claim_id": ["c", "c"],
+                "reading": ["default", "x_key"],
+                "verdict": [default, x_key],
+                "robustness": ["robust" if default == x_key else "unresolved"] * 2,
+                "flipped_by": ["", ""],
+                "unsettled_by": ["", "" if default == x_key else f"default: {default}"],
+            }
+        )
+
+    readings = {
+        "m": table("reproduced", "reproduced"),
+        "m.docs": table("undecided", "not reproduced"),
+    }
+    (row,) = findings.claim_status(score, groups, readings).to_dicts()
+    assert row["texts"] == "fragile" and not row["robust"]
+    assert "docs, x_key: not reproduced" in row["texts_flipped_by"]
+    assert "(fragile: text)" in findings.group_cell(row)

@@ -57,14 +57,19 @@ def what_we_can_say(
         if len(found) == 1 and (side := found.pop()) is not None:
             sides[(r["claim_id"], r["model"])] = f", {side[0]} the rule's {side[1]}"
     lines, maxima = [], []
+    alike = status.filter(
+        pl.col("decided_alike" if "decided_alike" in status.columns else "robust")
+    )
+    for (claim_id, claim), g in alike.group_by("claim_id", "claim", maintain_order=True):
+        if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
+            maxima.append(f"{claim} ({', '.join(g['model'])})")
     robust = status.filter(pl.col("robust"))
     robust_models: dict[str, set[str]] = {}
     for r in robust.iter_rows(named=True):
         robust_models.setdefault(r["claim_id"].split(":", 1)[0], set()).add(r["model"])
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
-            maxima.append(f"{claim} ({', '.join(g['model'])})")
-            continue
+            continue  # never robust (findings.claim_status): kept as a guard
         parts, shown = [], {}
         for r in g.iter_rows(named=True):
             values = "; ".join(

@@ -33,9 +33,12 @@ from .claim_lists import (
     unresolved_list,
     what_we_can_say,
 )
+from .claims import MAXIMUM_CLAIMS
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
 STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
+# why a claim read on a maximum over heads gets no robustness status
+MAXIMUM_NOTE = "a maximum over heads: its head bootstrap understates the uncertainty"
 
 
 class MissingCell(ValueError):
@@ -129,6 +132,22 @@ def reading_status(
     return hit["robustness"][0], hit["flipped_by"][0] or "", unsettled or ""
 
 
+def reading_verdicts(
+    readings: dict[str, pl.DataFrame], entry: str, claim_id: str, masked: str = "non_selected"
+) -> dict[str, str]:
+    """``claim_id``'s verdict under each reading of ``entry`` that reaches it (its robustness
+    table's rows, the same ones reading_status compares); {} where the table has none."""
+    table = readings.get(entry)
+    if table is None or not {"reading", "verdict"} <= set(table.columns):
+        return {}
+    base, _, suffix = claim_id.rpartition(":")
+    plain = base if base and suffix in MASKED_READINGS else claim_id
+    hit = table.filter(pl.col("claim_id") == plain)
+    if "masked" in hit.columns and hit["masked"].drop_nulls().len():
+        hit = hit.filter(pl.col("masked") == (suffix if plain != claim_id else masked))
+    return dict(zip(hit["reading"].to_list(), hit["verdict"].to_list(), strict=True))
+
+
 def worst(statuses) -> str:
     """The status of a claim over several (unaffected counts as robust: no reading reaches it)."""
     present = {ROBUST if s == UNAFFECTED else s for s in statuses}
@@ -156,6 +175,24 @@ def claim_status(
                 for e in members.values()
             }
             reading = worst(status for status, _, _ in per_reading.values())
+            texts, texts_flipped_by = t["robustness"], t["flipped_by"]
+            # every (text, reading) pair against every other: a flip between one text under one
+            # reading and another text under another is a flip too (review 13), which the two
+            # comparisons above (texts under the default, readings within a text) do not see
+            pooled = {
+                f"{text}, {name}": v
+                for text, e in members.items()
+                for name, v in (
+                    reading_verdicts(
+                        readings, e, r["claim_id"], (masked or {}).get(e, "non_selected")
+                    )
+                    or {"default": r[e]}
+                ).items()
+            }
+            status, flipped, _ = compare(pooled, next(iter(pooled)))
+            if status == FRAGILE and FRAGILE not in (texts, reading):
+                texts, texts_flipped_by = FRAGILE, flipped
+            maximum = r["claim_id"].split(":", 1)[0] in MAXIMUM_CLAIMS
 
             def named(column: int, per_reading=per_reading, members=members) -> str:
                 return "; ".join(
@@ -173,12 +210,20 @@ def claim_status(
                     "alike": len({r[e] for e in members.values()}) == 1,
                     # one text: nothing to compare across texts (the models table says so)
                     "texts_compared": len(members) > 1,
-                    "texts": t["robustness"],
-                    "texts_flipped_by": t["flipped_by"],
-                    "readings": reading,
-                    "readings_flipped_by": named(1),
-                    "readings_unsettled_by": named(2),
-                    "robust": t["robustness"] == ROBUST
+                    # a maximum over heads: its head bootstrap understates the uncertainty, so
+                    # agreement across texts and readings is no robustness (review 13)
+                    "texts": UNTESTED if maximum else texts,
+                    "texts_flipped_by": "" if maximum else texts_flipped_by,
+                    "readings": UNTESTED if maximum else reading,
+                    "readings_flipped_by": "" if maximum else named(1),
+                    "readings_unsettled_by": MAXIMUM_NOTE if maximum else named(2),
+                    "robust": not maximum
+                    and texts == ROBUST
+                    and reading == ROBUST
+                    and t["verdict"] in DECIDED,
+                    # decided the same way on every text and reading, whether or not that may be
+                    # called robust (a maximum's may not): what_we_can_say names those apart
+                    "decided_alike": texts == ROBUST
                     and reading == ROBUST
                     and t["verdict"] in DECIDED,
                     "verdict": t["verdict"],
