@@ -408,12 +408,51 @@ def test_table1_saturation_box_by_hand():
         point = frame([1.0, sum(lo) / 2, sum(hi) / 2])  # each value amid its replicates
         separability_analysis.claims(card, point, [(None, "")], reps)
         outcomes[name] = card.rows[0]["verdict"]
-        assert card.rows[1]["verdict"] == "vacuous"  # every max N_s/N >= 0.9: cannot fail
+        # every max N_s/N >= 0.9: the maximum alone passes it, whatever the bound's value
+        assert card.rows[1]["verdict"] == "no verdict"
     assert outcomes == {
         "inside": "reproduced",
         "one end out": "not reproduced",
         "straddles": "undecided",
     }
+
+
+def test_upper_bound_tracking_is_decided_only_where_the_bound_can_matter():
+    """Review 13: Theorem 2's bound lies in [0.939, 1] on any data, so with a tolerance of 0.1 a
+    maximum >= 0.9 passes and one < 0.839 fails whatever the bound's value. The first was called
+    vacuous, the second not reproduced; both are now no verdict, and only maxima in between
+    (where the bound's value decides) give reproduced or not reproduced."""
+    claims = {
+        "saturation": {
+            "claim": "s",
+            "paper": "p",
+            "rule": "r",
+            "from_n": 16,
+            "low": 0.7,
+            "high": 0.85,
+        },
+        "upper_bound_tracks": {"claim": "tracks", "paper": "tight", "rule": "gap", "max_gap": 0.1},
+    }
+
+    def verdict(ratio_max: float, bound: float) -> dict:
+        frame = pl.DataFrame(
+            {
+                "N": [1, 16, 32],
+                "ratio_median": [1.0, 0.8, 0.8],
+                "ratio_max": [1.0, ratio_max, ratio_max],
+                "upper_bound_mean": [None, bound, bound],
+                "zero_weight_selected_mean": [0.0, 0.0, 0.0],
+            }
+        )
+        card = table1.Scorecard(claims, level=0.9)
+        separability_analysis.claims(card, frame, [(None, "")], [frame] * 20)
+        return card.rows[1]
+
+    assert verdict(0.95, 0.97)["verdict"] == "no verdict"
+    low = verdict(0.80, 0.94)
+    assert low["verdict"] == "no verdict" and "whatever the bound" in low["measured"]
+    assert verdict(0.87, 0.96)["verdict"] == "reproduced"
+    assert verdict(0.85, 0.99)["verdict"] == "not reproduced"
 
 
 # ---------------------------------------------------------------------------------- Table 2
