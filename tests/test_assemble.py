@@ -1430,18 +1430,42 @@ def test_linear_growth_in_length_needs_an_exponent_near_one():
     lengths = np.array([32, 64, 128, 256, 512])
     analysis = {"distance": {"n_fixed": 5, "length_fixed": 512}}
     verdicts = {}
-    for name, d in (("linear", 3.0 * (lengths - 5)), ("sqrt", 10.0 * np.sqrt(lengths))):
+    for name, d in (
+        ("linear", 3.0 * (lengths - 5)),
+        ("sqrt", 10.0 * np.sqrt(lengths)),
+        # review 13: a line with an intercept grows linearly, yet its log-log slope is 0.68 here
+        ("intercept", 100.0 + lengths),
+        ("sqrt with intercept", 100.0 + 10.0 * np.sqrt(lengths)),
+    ):
         card = table1.Scorecard(claims)
         dist = pl.DataFrame({"L": lengths, "N": [5] * 5, "distance_median": d})
         distance_analysis.claims(card, dist, analysis, [(None, "")])
         row = next(r for r in card.rows if r["claim_id"] == "linear_in_length")
         verdicts[name] = row["verdict"]
-        assert "log-log slope = " in row["measured"]
+        assert "growth exponent = " in row["measured"]
     from attnlimits.critical import linear_fit
 
     _, _, r2 = linear_fit(lengths.astype(float), 10.0 * np.sqrt(lengths))
     assert r2 > claims["linear_in_length"]["min_r2"]  # R^2 alone would reproduce sqrt(L)
-    assert verdicts == {"linear": "reproduced", "sqrt": "not reproduced"}
+    assert verdicts == {
+        "linear": "reproduced",
+        "sqrt": "not reproduced",
+        "intercept": "reproduced",
+        "sqrt with intercept": "not reproduced",
+    }
+    # the exponent by hand: exact for a + b L on any grid, and for a + b L^p on a doubling one
+    uneven = np.array([10.0, 30.0, 35.0, 200.0])
+    assert distance_analysis.growth_exponent(uneven, 7.0 + 2.0 * uneven) == pytest.approx(1.0)
+    assert distance_analysis.growth_exponent(
+        lengths.astype(float), 5.0 + np.sqrt(lengths)
+    ) == pytest.approx(0.5)
+    assert math.isnan(distance_analysis.growth_exponent(uneven, np.array([1.0, 2.0, 2.0, 3.0])))
+    # growing overall (R^2 0.98, slope > 0) but flat between two lengths: no exponent, undecided
+    card = table1.Scorecard(claims)
+    dip = pl.DataFrame({"L": lengths, "N": [5] * 5, "distance_median": [10.0, 20, 19.9, 60, 120]})
+    distance_analysis.claims(card, dip, analysis, [(None, "")])
+    row = next(r for r in card.rows if r["claim_id"] == "linear_in_length")
+    assert row["verdict"] == "undecided" and "no growth exponent" in row["measured"]
 
 
 def test_linear_growth_under_the_l_by_l_reading_is_scored_not_vacuous():
