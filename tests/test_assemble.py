@@ -170,6 +170,10 @@ def test_table1_vanishing_verdict_by_hand():
     assert card.rows[0]["measured"] == "log-log slope of median max weight -1.00"
     assert card.rows[0]["verdict_rule"] == "slope <= -0.5"
     assert [r["verdict"] for r in card.rows] == ["reproduced", "not reproduced"]
+    # review 13: the page's number is named ("-1.00" alone says nothing of what it is)
+    from attnlimits_workflow.assemble.scorecard import interval_cell
+
+    assert interval_cell(card.rows[0]) == "log-log slope -1"
     vanishing.claims(card, flat.head(1))  # one length: no row
     assert len(card.rows) == 2
     # the configured claim is a band around Lemma 1's -1: 1/sqrt(L) and 1/L^3 are no 1/L

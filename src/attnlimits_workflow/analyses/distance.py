@@ -547,6 +547,7 @@ def claims(
                 rule,
                 joint_verdict((pct,), (Band(0.0, 100 * c["max_relative_change"]),)),
                 pct,
+                reads="change of median d~ (%)",
             )
     else:
         card.cannot_score(

@@ -168,6 +168,7 @@ def claims(
                 ),
             ),
             s,
+            reads="log-log slope",
         )
 
 
