@@ -665,7 +665,7 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     # uncertainty (review 13)
     assert [c for c, r in by.items() if r["robust"]] == ["same"]
     assert by["gradient_drop"]["readings"] == "untested"
-    assert by["gradient_drop"]["readings_unsettled_by"] == findings.MAXIMUM_NOTE
+    assert by["gradient_drop"]["readings_unsettled_by"].startswith(findings.MAXIMUM_NOTE)
     # decided both ways on the two texts: fragile; untested under one text's readings
     assert by["texts_differ"]["texts"] == "fragile" and by["texts_differ"]["readings"] == "untested"
     # undecided on both texts: unresolved, never a robust result
@@ -1932,3 +1932,13 @@ def test_a_flip_between_one_text_under_one_reading_and_another_is_fragile():
     assert row["texts"] == "fragile" and not row["robust"]
     assert "docs, x_key: not reproduced" in row["texts_flipped_by"]
     assert "(fragile: text)" in findings.group_cell(row)
+    # review 14: the fragile list names the pair that flips it, not the default verdicts
+    assert claim_lists.fragile_list(pl.DataFrame([row])) == (
+        "- C on m: flipped by the text and the reading together (docs, x_key: not reproduced)."
+    )
+    # a maximum over heads decided both ways on the two texts is still fragile (review 14)
+    maxima = score.with_columns(
+        pl.lit("gradient_drop").alias("claim_id"), pl.lit("not reproduced").alias("m.docs")
+    )
+    (row,) = findings.claim_status(maxima, groups, {}).to_dicts()
+    assert row["texts"] == "fragile" and not row["robust"]

@@ -175,7 +175,10 @@ def fragile_list(status: pl.DataFrame) -> str:
         & (pl.col("verdict") != NOT_APPLICABLE)
     ).iter_rows(named=True):
         why = []
-        if r["texts"] == FRAGILE:
+        if r["texts"] == FRAGILE and r.get("flipped_across"):
+            # one text under one reading against another under another (findings.claim_status)
+            why.append(f"the text and the reading together ({r['texts_flipped_by']})")
+        elif r["texts"] == FRAGILE:
             why.append(f"the text ({r['verdicts']})")
         if r["readings"] == FRAGILE:
             why.append(f"the reading ({r['readings_flipped_by']})")

@@ -190,9 +190,15 @@ def claim_status(
                 ).items()
             }
             status, flipped, _ = compare(pooled, next(iter(pooled)))
-            if status == FRAGILE and FRAGILE not in (texts, reading):
+            across = status == FRAGILE and FRAGILE not in (texts, reading)
+            if across:
                 texts, texts_flipped_by = FRAGILE, flipped
             maximum = r["claim_id"].split(":", 1)[0] in MAXIMUM_CLAIMS
+
+            def for_maximum(found: str, maximum: bool = maximum) -> str:
+                # a maximum over heads: agreement is no robustness (its head bootstrap
+                # understates the uncertainty), but a flip or an undecided text still shows
+                return UNTESTED if maximum and found == ROBUST else found
 
             def named(column: int, per_reading=per_reading, members=members) -> str:
                 return "; ".join(
@@ -212,11 +218,15 @@ def claim_status(
                     "texts_compared": len(members) > 1,
                     # a maximum over heads: its head bootstrap understates the uncertainty, so
                     # agreement across texts and readings is no robustness (review 13)
-                    "texts": UNTESTED if maximum else texts,
-                    "texts_flipped_by": "" if maximum else texts_flipped_by,
-                    "readings": UNTESTED if maximum else reading,
-                    "readings_flipped_by": "" if maximum else named(1),
-                    "readings_unsettled_by": MAXIMUM_NOTE if maximum else named(2),
+                    "texts": for_maximum(texts),
+                    "texts_flipped_by": texts_flipped_by,
+                    # the flip is between one text under one reading and another under another
+                    "flipped_across": across,
+                    "readings": for_maximum(reading),
+                    "readings_flipped_by": named(1),
+                    "readings_unsettled_by": "; ".join(
+                        x for x in (MAXIMUM_NOTE if maximum else "", named(2)) if x
+                    ),
                     "robust": not maximum
                     and texts == ROBUST
                     and reading == ROBUST
