@@ -178,6 +178,11 @@ def test_what_leads_the_low_t_mean_is_read_from_every_temperature():
     assert "T = 0.01, the smallest (80%" in study_report.low_temperature_lead(rising)
     zero = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [0.0, 0.0]})
     assert study_report.low_temperature_lead(zero).endswith("it is 0")
+    # review 14: c / T at every T (the reference law) stays flat, and no T leads it
+    flat = pl.DataFrame({"T": [0.001, 0.01, 0.1], "jacobian_norm": [250.0, 25.0, 2.5]})
+    assert "(it stays flat as T falls)" in study_report.low_temperature_fall(flat, "m")
+    assert study_report.low_temperature_lead(flat).startswith("no one temperature")
+    assert "(it stays flat as T falls)" in study_report.low_temperature_fall(zero, "m")
 
 
 def test_the_study_pages_paper_band_is_the_claim_cards():

@@ -582,6 +582,10 @@ def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# relative differences this small between the low-T means are ties (rounding of one sweep)
+FLAT = 1e-9
+
+
 def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
     """The mean T ||J|| of model ``name``'s sweep ``g`` at each T <= LOW_TEMPERATURE, from the
     largest T to the smallest, and whether it falls, rises or neither as T falls, in words."""
@@ -590,7 +594,15 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
         return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
     c = low["c"].to_numpy()
     steps = np.diff(c)
-    shape = "falls" if (steps <= 0).all() else "rises" if (steps >= 0).all() else "is not monotone"
+    if float(np.max(c) - np.min(c)) <= FLAT * float(np.max(np.abs(c))):
+        # c / T for every row (the reference the text names), or a mean of 0 everywhere
+        shape = "stays flat"
+    elif (steps <= 0).all():
+        shape = "falls"
+    elif (steps >= 0).all():
+        shape = "rises"
+    else:
+        shape = "is not monotone"
     temperatures = " / ".join(f"{t:g}" for t in low["T"])
     means = " / ".join(f"{v:.3g}" for v in c)
     return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (it {shape} as T falls)"
@@ -606,6 +618,9 @@ def low_temperature_lead(g: pl.DataFrame) -> str:
         return f"no temperature at or below {LOW_TEMPERATURE:g} leads the mean: it is 0"
     share = low["c"].to_numpy() / total
     i = int(np.argmax(share))
+    if share[i] - np.sort(share)[-2] <= FLAT:
+        # a tie for the largest share (a flat mean among them): no one temperature leads
+        return f"no one temperature at or below {LOW_TEMPERATURE:g} leads the mean"
     where = ", the largest such T" if i == 0 else ", the smallest" if i == low.height - 1 else ""
     return (
         f"the largest share of the mean comes from T = {low['T'][i]:g}{where} ({share[i]:.0%} "
