@@ -459,6 +459,7 @@ def test_upper_bound_tracking_is_decided_only_where_the_bound_can_matter():
     assert low["verdict"] == "not reproduced" and "fail whatever its value" in low["measured"]
     assert verdict(0.87, 0.96)["verdict"] == "reproduced"
     assert verdict(0.85, 0.99)["verdict"] == "not reproduced"
+    assert verdict(0.85, 0.99)["reads"] == "largest |gap|"  # the page names its number
 
 
 # ---------------------------------------------------------------------------------- Table 2

@@ -513,6 +513,7 @@ def claims(
             rule,
             "not testable" if sampled else joint_verdict((s,), (Band(c["low"], c["high"]),)),
             s,
+            reads="log-log slope of the largest head's g",
         )
     else:
         card.cannot_score(
@@ -544,6 +545,7 @@ def claims(
             rule,
             "not testable" if sampled else joint_verdict((drop,), (Band(low=c["min_decades"]),)),
             drop,
+            reads="decades",
         )
     else:
         card.cannot_score(

@@ -567,6 +567,7 @@ def claims(
         rule,
         "no verdict" if not deciding.height else joint_verdict((gap,), (Band(0.0, max_gap),)),
         gap,
+        reads="largest |gap|",
     )
 
 
