@@ -205,3 +205,15 @@ def test_a_cell_the_caps_withhold_prints_no_p():
     assert significance_text(withheld) == ""
     kept = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.TIGHTENS, p_value=0.00096)
     assert significance_text(kept).startswith("; p = 0.00096")
+
+
+def test_a_missing_cap_divides_neither_side():
+    """Review 14: with the baseline's cap missing, one measure was divided and the other not,
+    and the cell withheld; over the seeds the same cell stands. Neither side is divided now."""
+    measures = {
+        "softmax": {"gradient_low_t": 0.2, "gradient_low_t_cap": math.nan},
+        "rule": {"gradient_low_t": 0.6, "gradient_low_t_cap": 4.0},
+    }
+    assert study_seeds.capped_verdicts(measures, "softmax", 1.5)["rule"]["gradient_low_t"] == (
+        study.TIGHTENS
+    )

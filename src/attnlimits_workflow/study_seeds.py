@@ -304,14 +304,23 @@ def capped_verdicts(
     low-temperature verdict read as ceiling_withheld reads the seeds': a relaxes/tightens that
     does not survive dividing each rule's T ||J|| by its own cap becomes :data:`CEILING`."""
     key, cap = "gradient_low_t", "gradient_low_t_cap"
+
+    def has_cap(m: Mapping[str, Any]) -> bool:
+        value, top = m.get(key), m.get(cap)
+        return value is not None and top is not None and top > 0 and math.isfinite(value)
+
+    found = verdicts(measures, baseline, ratio, withheld_by)
+    if not has_cap(measures.get(baseline, {})):
+        # no cap to divide the baseline by: nothing is divided, as ceiling_withheld does
+        return found
     scaled = {name: dict(m) for name, m in measures.items()}
     for m in scaled.values():
-        value, top = m.get(key), m.get(cap)
-        if value is not None and top is not None and top > 0 and math.isfinite(value):
-            m[key] = value / top
-    found = verdicts(measures, baseline, ratio, withheld_by)
+        if has_cap(m):
+            m[key] = m[key] / m[cap]
     found_scaled = verdicts(scaled, baseline, ratio, withheld_by)
     for name, cells in found.items():
+        if not has_cap(measures[name]):
+            continue  # one side only divided would compare two scales
         if cells[key] in (RELAXES, TIGHTENS) and found_scaled[name][key] != cells[key]:
             cells[key] = CEILING
     return found
