@@ -318,3 +318,19 @@ def test_the_glance_and_robust_list_print_the_cells_not_their_tops():
     exact = {r["claim_id"]: r for r in scored(curve([100, 200, 400], [1, 2, 4], [1, 2, 4]))}
     approx = exact["critical_n:closed_form:approx"]
     assert glance_number(interval_cell(approx), approx["measured"]) == interval_cell(approx)
+
+
+def test_a_printed_ks_p_keeps_its_side_of_alpha():
+    """Review 14: a failing N's p of 0.00996 at alpha 0.01 printed "(p 0.01)"."""
+    curve = pl.DataFrame(
+        {
+            "L": [100],
+            "N_crit": [10],
+            "least_p_above": [0.00996],
+            "N_least_p_above": [20],
+            "most_p_below": [None],
+            "N_most_p_below": [None],
+        }
+    )
+    text = critical_cells.non_monotone_text(curve, 0.01)
+    assert "fails at N = 20 (p 0.00996)" in text, text

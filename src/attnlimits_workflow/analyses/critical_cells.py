@@ -10,6 +10,7 @@ import polars as pl
 
 from attnlimits.bootstrap import Interval, percentile_interval
 from attnlimits.critical import CensoredSlope, censored_slope
+from attnlimits.intervals import p_text
 
 
 def slope_interval(
@@ -90,9 +91,13 @@ def non_monotone_text(curve: pl.DataFrame, alpha: float) -> str:
     for r in curve.sort("L").iter_rows(named=True):
         seen = []
         if (r.get("least_p_above") is not None) and r["least_p_above"] < alpha:
-            seen.append(f"fails at N = {r['N_least_p_above']} (p {r['least_p_above']:.2g})")
+            seen.append(
+                f"fails at N = {r['N_least_p_above']} (p {p_text(r['least_p_above'], alpha, 2)})"
+            )
         if (r.get("most_p_below") is not None) and r["most_p_below"] >= alpha:
-            seen.append(f"passes at N = {r['N_most_p_below']} (p {r['most_p_below']:.2g})")
+            seen.append(
+                f"passes at N = {r['N_most_p_below']} (p {p_text(r['most_p_below'], alpha, 2)})"
+            )
         if seen:
             first = "no pass" if r["N_crit"] is None else f"first pass N = {r['N_crit']}"
             parts.append(f"L = {r['L']} ({first}; {', '.join(seen)})")

@@ -493,7 +493,13 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "blow_ups": blow_ups(
             s.per_seed or {},
             baseline,
-            {n: m["length"] for n, m in (s.over_seeds or {}).items()},
+            # the verdicts the page gives: over the seeds, or this seed's own on a one-seed page
+            {n: m["length"] for n, m in (s.over_seeds or {}).items()}
+            if several_seeds(s)
+            else {
+                n: SeedMeasure(math.nan, math.nan, math.nan, 1, s.found[n]["length"])
+                for n in s.names
+            },
         ),
         "empty_rows": empty_rows(s.samples),
         "baseline_distance": shown_over_seeds(s.over_seeds[baseline]["distance"])
