@@ -1471,6 +1471,14 @@ def test_linear_growth_in_length_needs_an_exponent_near_one():
     dipped[2] -= 5.0
     assert distance_analysis.growth_exponent(lengths.astype(float), dipped) < 0.6
     assert math.isnan(distance_analysis.growth_exponent(uneven[:2], uneven[:2]))
+    # review 15: a missing or constant median, or a fit at the search's end, has no exponent
+    # (the search returned 0.29, 1.73 or 4.0), and a residual with two minima finds the lower
+    grid = lengths.astype(float)
+    for d in ([32, 64, np.nan, 256, 512], [5.0] * 5, [10, 10.5, 11, 11.5, 200]):
+        assert math.isnan(distance_analysis.growth_exponent(grid, np.array(d, dtype=float)))
+    wide = np.array([32, 64, 128, 256, 512, 1024.0])
+    two_minima = np.array([72.5, 286.02, 378.44, 1041.48, 468.02, 155.63])
+    assert distance_analysis.growth_exponent(wide, two_minima) == pytest.approx(-1.68, abs=0.01)
 
 
 def test_linear_growth_under_the_l_by_l_reading_is_scored_not_vacuous():
@@ -1933,7 +1941,8 @@ def test_a_flip_between_one_text_under_one_reading_and_another_is_fragile():
     assert "(fragile: text)" in findings.group_cell(row)
     # review 14: the fragile list names the pair that flips it, not the default verdicts
     assert claim_lists.fragile_list(pl.DataFrame([row])) == (
-        "- C on m: flipped by the text and the reading together (docs, x_key: not reproduced)."
+        "- C on m: flipped by the text and the reading together (book, default: reproduced "
+        "against docs, x_key: not reproduced)."
     )
     # a maximum over heads decided both ways on the two texts is still fragile (review 14)
     maxima = score.with_columns(

@@ -183,6 +183,10 @@ def test_what_leads_the_low_t_mean_is_read_from_every_temperature():
     assert "(it stays flat as T falls)" in study_report.low_temperature_fall(flat, "m")
     assert study_report.low_temperature_lead(flat).startswith("no one temperature")
     assert "(it stays flat as T falls)" in study_report.low_temperature_fall(zero, "m")
+    # review 15: a grid with one temperature at or below 0.1 (a user's) must not crash
+    one = pl.DataFrame({"T": [0.1, 1.0, 10.0], "jacobian_norm": [3.0, 1.0, 0.1]})
+    assert "T = 0.1, the largest such T (100%" in study_report.low_temperature_lead(one)
+    assert "fewer than two temperatures" in study_report.low_temperature_fall(one, "m")
 
 
 def test_the_study_pages_paper_band_is_the_claim_cards():

@@ -550,7 +550,7 @@ def claims(
         f"({failing.height} of {per_n.height})"
         if bound_span.len()
         else f"bound - max N_s/N per N: {gaps}"
-    ) + f"; largest |gap| where the bound's value decides {interval_text(gap, '.2f')}"
+    ) + f"; largest |gap| over the N not set apart {interval_text(gap, '.2f')}"
     measured += f"; {MAXIMUM_CAVEAT}"
     if not deciding.height:
         # every maximum passes whatever the bound: the bound's tracking is not tested (not

@@ -189,10 +189,14 @@ def claim_status(
                     or {"default": r[e]}
                 ).items()
             }
-            status, flipped, _ = compare(pooled, next(iter(pooled)))
+            reference = next(iter(pooled))
+            status, flipped, _ = compare(pooled, reference)
             across = status == FRAGILE and FRAGILE not in (texts, reading)
             if across:
-                texts, texts_flipped_by = FRAGILE, flipped
+                # both sides of the flip: the reference pair and the pairs that decide otherwise
+                # (compare reads the first decided pair where the reference is not decided)
+                ref = next(k for k in (reference, *pooled) if pooled[k] in DECIDED)
+                texts, texts_flipped_by = FRAGILE, f"{ref}: {pooled[ref]} against {flipped}"
             maximum = r["claim_id"].split(":", 1)[0] in MAXIMUM_CLAIMS
 
             def for_maximum(found: str, maximum: bool = maximum) -> str:
@@ -224,9 +228,10 @@ def claim_status(
                     "flipped_across": across,
                     "readings": for_maximum(reading),
                     "readings_flipped_by": named(1),
-                    "readings_unsettled_by": "; ".join(
-                        x for x in (MAXIMUM_NOTE if maximum else "", named(2)) if x
-                    ),
+                    # the maximum's note only where it replaced robust (not beside a flip)
+                    "readings_unsettled_by": MAXIMUM_NOTE
+                    if maximum and reading == ROBUST
+                    else named(2),
                     "robust": not maximum
                     and texts == ROBUST
                     and reading == ROBUST

@@ -624,7 +624,7 @@ def low_temperature_lead(g: pl.DataFrame) -> str:
         return f"no temperature at or below {LOW_TEMPERATURE:g} leads the mean: it is 0"
     share = low["c"].to_numpy() / total
     i = int(np.argmax(share))
-    if share[i] - np.sort(share)[-2] <= FLAT:
+    if low.height > 1 and share[i] - np.sort(share)[-2] <= FLAT:
         # a tie for the largest share (a flat mean among them): no one temperature leads
         return f"no one temperature at or below {LOW_TEMPERATURE:g} leads the mean"
     where = ", the largest such T" if i == 0 else ", the smallest" if i == low.height - 1 else ""
