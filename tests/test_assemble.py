@@ -1474,8 +1474,18 @@ def test_linear_growth_in_length_needs_an_exponent_near_one():
     # review 15: a missing or constant median, or a fit at the search's end, has no exponent
     # (the search returned 0.29, 1.73 or 4.0), and a residual with two minima finds the lower
     grid = lengths.astype(float)
-    for d in ([32, 64, np.nan, 256, 512], [5.0] * 5, [10, 10.5, 11, 11.5, 200]):
+    for d in ([32, 64, np.nan, 256, 512], [5.0] * 5):
         assert math.isnan(distance_analysis.growth_exponent(grid, np.array(d, dtype=float)))
+    # review 16: steeper than the search is +inf, beyond the band: not reproduced, as a flatter
+    # steep curve is (a NaN had made the steeper one "undecided")
+    steep = np.array([10, 10.5, 11, 11.5, 200.0])
+    assert distance_analysis.growth_exponent(grid, steep) == math.inf
+    for d in (steep, np.array([10.0, 10.05, 10.3, 14.0, 30.0])):
+        card = table1.Scorecard(claims)
+        frame = pl.DataFrame({"L": lengths, "N": [5] * 5, "distance_median": d})
+        distance_analysis.claims(card, frame, analysis, [(None, "")])
+        row = next(r for r in card.rows if r["claim_id"] == "linear_in_length")
+        assert row["verdict"] == "not reproduced", row["measured"]
     wide = np.array([32, 64, 128, 256, 512, 1024.0])
     two_minima = np.array([72.5, 286.02, 378.44, 1041.48, 468.02, 155.63])
     assert distance_analysis.growth_exponent(wide, two_minima) == pytest.approx(-1.68, abs=0.01)

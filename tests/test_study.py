@@ -1024,9 +1024,9 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
         0.05, 1e-4, 20.0, 3, study.NO_DIFFERENCE, values=(0.0015, 0.1, 0.2)
     )
     mixed = study_seeds.SeedMeasure(0.4, 0.1, 0.9, 3, study.NO_DIFFERENCE, values=(0.1, 0.45, 0.9))
-    # the side is read off the data: 2 / C(6, 3) = 0.1
+    # the side is read off the data, and the seeds pair (review 16): 2 / 2^3 = 0.25
     assert study_prose.seed_order(below, base, "softmax") == (
-        "every seed below softmax's, unpaired order p = 0.1"
+        "every seed below softmax's, paired p = 0.25"
     )
     assert study_prose.seed_order(mixed, base, "softmax") == ""
     # review 10: a censored measure's values are lower ends: "below" is not known, "above" is
@@ -1034,7 +1034,7 @@ def test_seed_order_names_a_rule_whose_every_seed_is_beyond_the_baselines():
     assert study_prose.seed_order(censored, base, "softmax") == ""
     base_censored = dataclasses.replace(base, lower_bound=True)
     assert study_prose.seed_order(below, base_censored, "softmax") == (
-        "every seed below softmax's, unpaired order p = 0.1"
+        "every seed below softmax's, paired p = 0.25"
     )
     above = study_seeds.SeedMeasure(0.9, 0.8, 1.0, 3, study.NO_DIFFERENCE, values=(0.8, 0.9, 1.0))
     assert study_prose.seed_order(above, base_censored, "softmax") == ""

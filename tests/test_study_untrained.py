@@ -185,7 +185,19 @@ def test_what_leads_the_low_t_mean_is_read_from_every_temperature():
     assert "(it stays flat as T falls)" in study_report.low_temperature_fall(zero, "m")
     # review 15: a grid with one temperature at or below 0.1 (a user's) must not crash
     one = pl.DataFrame({"T": [0.1, 1.0, 10.0], "jacobian_norm": [3.0, 1.0, 0.1]})
-    assert "T = 0.1, the largest such T (100%" in study_report.low_temperature_lead(one)
+    assert study_report.low_temperature_lead(one) == (
+        "the sweep has one temperature at or below 0.1, T = 0.1"
+    )
+    # review 16: a missing norm is left out (not "nan" and "it is 0"); no low T is said so
+    holes = pl.DataFrame(
+        {"T": [0.001, 0.01, 0.01, 0.1], "jacobian_norm": [100.0, float("nan"), 20.0, 3.0]}
+    )
+    assert "is 0.3 / 0.2 / 0.1 (it falls as T falls)" in study_report.low_temperature_fall(
+        holes, "m"
+    )
+    assert "T = 0.1, the largest such T" in study_report.low_temperature_lead(holes)
+    high = pl.DataFrame({"T": [1.0, 10.0], "jacobian_norm": [0.1, 0.01]})
+    assert study_report.low_temperature_lead(high) == "the sweep has no temperature at or below 0.1"
     assert "fewer than two temperatures" in study_report.low_temperature_fall(one, "m")
 
 

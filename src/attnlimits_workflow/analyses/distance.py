@@ -444,8 +444,9 @@ def growth_exponent(length: np.ndarray, d: np.ndarray) -> float:
     least squares; p by a bounded scalar search over GROWTH_EXPONENT_RANGE). Unlike the
     log-log slope of d itself it does not fall below 1 for a line with an intercept (100 + L
     over 32..1024: 0.62), and unlike an exponent read from the increments it stays defined
-    where d~ dips between two lengths. NaN with fewer than 3 lengths, a non-finite or constant
-    d~, or a best fit at an end of GROWTH_EXPONENT_RANGE."""
+    where d~ dips between two lengths. NaN with fewer than 3 lengths or a non-finite or
+    constant d~; +inf (-inf) where the best fit lies at the upper (lower) end of
+    GROWTH_EXPONENT_RANGE: steeper (flatter) than it searches."""
     from scipy.optimize import minimize_scalar
 
     x = np.asarray(length, dtype=np.float64)
@@ -473,8 +474,13 @@ def growth_exponent(length: np.ndarray, d: np.ndarray) -> float:
         options={"xatol": 1e-6},
     )
     p = float(found.x)
-    # at an end of the range the fit wants a steeper (or flatter) law than it searches
-    return math.nan if min(p - low, high - p) < 1e-3 else p
+    # at an end of the range the fit wants a steeper (or flatter) law than it searches: beyond
+    # the band on that side, which +-inf keeps (an interval of them reads "not reproduced")
+    if high - p < 1e-3:
+        return math.inf
+    if p - low < 1e-3:
+        return -math.inf
+    return p
 
 
 def claims(
@@ -524,12 +530,11 @@ def claims(
             # the row's number: the part the verdict rests on (an R^2 of 0.999 does not say
             # why a fit with a log-log slope straddling 0.8 is undecided)
             verdict_now = joint_verdict(parts, bands)
-            if verdict_now == "no verdict" and not math.isfinite(exponent.value):
-                # no exponent fits (a missing or constant median, or a law steeper than the
-                # search): whether the growth is linear cannot be read; where R^2 or the slope
-                # fail, the verdict is theirs
-                verdict_now = "undecided"
-                note += "; no growth exponent could be fitted"
+            if math.isinf(exponent.value):
+                note += (
+                    f"; growth exponent {exponent.value:+g}: the fit wants a law beyond "
+                    f"L^{GROWTH_EXPONENT_RANGE[1]:g} (or below L^{GROWTH_EXPONENT_RANGE[0]:g})"
+                )
             # all in their bands: the growth exponent, the part that tells L from sqrt(L)
             k = 2 if verdict_now == "reproduced" else deciding_part(parts, bands)
             card.add_measured(

@@ -149,13 +149,13 @@ def significance_text(m: SeedMeasure) -> str:
 
 
 def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
-    """'every seed below <baseline>'s, unpaired order p = 0.1' where all of a rule's seeds lie
-    on one side of all the baseline's, else '' (unpaired: it ignores that seed i of each rule
-    shares its data order). The t-intervals can miss it when the seeds spread by
-    orders of magnitude; the order alone has the exact p of all n rule values falling on one
-    side or the other of m baseline values by chance, 2 / C(n + m, n) (the side is read off the
-    data, so both count)."""
-    if len(m.values) < 2 or len(base.values) < 2:
+    """'every seed below <baseline>'s, paired p = 0.25' where all of a rule's seeds lie on one
+    side of all the baseline's, else ''. The t-intervals can miss it when the seeds spread by
+    orders of magnitude. Seed i of each rule shares its initial weights and data order with the
+    baseline's seed i, so under the null only the two values of a pair are exchangeable: with
+    every pair on one side, the randomisation p is 2 / 2^n (the side is read off the data), the
+    paired sign test's floor, not the unpaired 2 / C(2n, n)."""
+    if len(m.values) < 2 or len(m.values) != len(base.values):
         return ""
     # a censored measure's values are its lower ends: below them it is not known, above it is
     if max(m.values) < min(base.values) and not m.lower_bound:
@@ -164,8 +164,8 @@ def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
         side = "above"
     else:
         return ""
-    p = 2 / math.comb(len(m.values) + len(base.values), len(m.values))
-    return f"every seed {side} {baseline}'s, unpaired order p = {p:.2g}"
+    p = 2.0 ** (1 - len(m.values))
+    return f"every seed {side} {baseline}'s, paired p = {p:.2g}"
 
 
 def answer_line_over_seeds(

@@ -582,8 +582,11 @@ def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
     """The mean T ||J|| per temperature of a sweep ``g`` at T <= LOW_TEMPERATURE, by T."""
     return (
         g.filter(pl.col("T") <= LOW_TEMPERATURE)
+        .with_columns(c=(pl.col("T") * pl.col("jacobian_norm")).fill_nan(None))
+        # a missing norm is left out, as low_temperature_sensitivity leaves it out
+        .drop_nulls("c")
         .group_by("T")
-        .agg((pl.col("T") * pl.col("jacobian_norm")).mean().alias("c"))
+        .agg(pl.col("c").mean())
         .sort("T")
     )
 
@@ -619,12 +622,16 @@ def low_temperature_lead(g: pl.DataFrame) -> str:
     those temperatures) its largest share, with that share: read off every temperature, not
     the two ends."""
     low = low_temperature_means(g).sort("T", descending=True)
-    total = float(low["c"].sum()) if low.height else 0.0
+    if low.height == 0:
+        return f"the sweep has no temperature at or below {LOW_TEMPERATURE:g}"
+    if low.height == 1:
+        return f"the sweep has one temperature at or below {LOW_TEMPERATURE:g}, T = {low['T'][0]:g}"
+    total = float(low["c"].sum())
     if not total > 0:
         return f"no temperature at or below {LOW_TEMPERATURE:g} leads the mean: it is 0"
     share = low["c"].to_numpy() / total
     i = int(np.argmax(share))
-    if low.height > 1 and share[i] - np.sort(share)[-2] <= FLAT:
+    if share[i] - np.sort(share)[-2] <= FLAT:
         # a tie for the largest share (a flat mean among them): no one temperature leads
         return f"no one temperature at or below {LOW_TEMPERATURE:g} leads the mean"
     where = ", the largest such T" if i == 0 else ", the smallest" if i == low.height - 1 else ""
