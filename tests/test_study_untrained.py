@@ -233,3 +233,13 @@ def test_a_missing_cap_divides_neither_side():
     assert study_seeds.capped_verdicts(measures, "softmax", 1.5)["rule"]["gradient_low_t"] == (
         study.TIGHTENS
     )
+
+
+def test_one_seeds_critical_n_is_set_against_the_paper_by_both_ends():
+    """Review 16: one seed's N_crit / L read only its lower end; with a censored length the upper
+    end can lie inside the band, and "below" would have no grounds."""
+    s = study_report.Study.__new__(study_report.Study)
+    s.over_seeds, s.baseline = None, "softmax"
+    measure = {"distance": 0.01, "distance_upper": 0.5}
+    assert study_report.baseline_against_paper(s, measure).startswith("not apart")
+    assert study_report.baseline_against_paper(s, {"distance": 0.01}).startswith("below")

@@ -18,6 +18,7 @@ from ..study import (
     same_weights_as_baseline,
 )
 from ..study_limits import (
+    CEILING,
     FIXED_TEMPERATURE,
     LIMITS,
     LOW_TEMPERATURE,
@@ -239,7 +240,8 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_ratio_low": m.ratio_low,
                     f"{key}_ratio_high": m.ratio_high,
                     # the tests behind the verdict (study_seeds.seed_measures)
-                    f"{key}_p": m.p_value,
+                    # no p for a cell the caps withhold: it is out of the corrected family
+                    f"{key}_p": math.nan if m.verdict == CEILING else m.p_value,
                     f"{key}_sign_p": m.sign_p,
                     f"{key}_dropped_by_fdr": m.dropped,
                 }
@@ -666,8 +668,11 @@ def baseline_against_paper(s: Study, measure: dict) -> str:
     if s.over_seeds:
         m = s.over_seeds[s.baseline]["distance"]
         return against_paper_share(m.low, m.high, m.mean)
-    value = measure.get("distance")
-    return against_paper_share(math.nan, math.nan, math.nan if value is None else float(value))
+    # one seed: the mean share's ends (a censored length's lower end, its upper end)
+    low, high = measure.get("distance"), measure.get("distance_upper")
+    if low is None or high is None:
+        return against_paper_share(math.nan, math.nan, math.nan if low is None else float(low))
+    return against_paper_share(float(low), float(high))
 
 
 def over_printed_bound(g: pl.DataFrame) -> str:
