@@ -1702,6 +1702,15 @@ def test_what_changes_between_two_context_lengths():
     assert lc.disjoint(
         maximum | {"claim_id": "x"}, maximum | {"claim_id": "x", "low": 2.0, "high": 2.1}
     )
+    # review 17: two infinite numbers (fits off their search range) are no shared number
+    steep = {
+        "claim_id": "x",
+        "verdict": "not reproduced",
+        "value": math.inf,
+        "low": math.inf,
+        "high": math.inf,
+    }
+    assert lc.shared(steep, dict(steep)) == ""
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
     assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: identical")

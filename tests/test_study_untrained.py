@@ -129,6 +129,9 @@ def test_the_baseline_sweep_is_counted_against_the_printed_bound():
     sqrt 2 but not 1/(4T) = 25; at T = 1 an ||J|| of 0.3 exceeds 1/4 (the min there)."""
     sweep = pl.DataFrame({"T": [0.01, 0.01, 1.0, 1.0], "jacobian_norm": [3.0, 1.0, 0.3, 0.2]})
     assert study_report.over_printed_bound(sweep) == "2 of 4"
+    # review 17: a missing norm is not counted in "of N"
+    holes = pl.concat([sweep, pl.DataFrame({"T": [1.0], "jacobian_norm": [float("nan")]})])
+    assert study_report.over_printed_bound(holes) == "2 of 4"
 
 
 def test_the_baseline_critical_n_is_set_against_the_paper_by_its_numbers():
@@ -239,7 +242,10 @@ def test_one_seeds_critical_n_is_set_against_the_paper_by_both_ends():
     """Review 16: one seed's N_crit / L read only its lower end; with a censored length the upper
     end can lie inside the band, and "below" would have no grounds."""
     s = study_report.Study.__new__(study_report.Study)
-    s.over_seeds, s.baseline = None, "softmax"
+    s.over_seeds, s.baseline, s.seeds = None, "softmax", [0]
     measure = {"distance": 0.01, "distance_upper": 0.5}
     assert study_report.baseline_against_paper(s, measure).startswith("not apart")
     assert study_report.baseline_against_paper(s, {"distance": 0.01}).startswith("below")
+    # review 17: the workflow's one-seed page has over_seeds too (seed_measures of one seed)
+    s.over_seeds = study_seeds.seed_measures({"softmax": [measure]}, "softmax", 1.5, 0.95)
+    assert study_report.baseline_against_paper(s, measure).startswith("not apart")

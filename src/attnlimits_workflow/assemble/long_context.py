@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def shared(short: dict | None, long: dict | None) -> str:
     where the verdicts differ (:func:`change` says how)."""
     if not (short and long) or short.get("value") is None:
         return ""
+    if not math.isfinite(short["value"]):
+        return ""  # two fits that ran off their search range are not one number
     if short.get("value") != long.get("value"):
         return ""
     if change(short.get("verdict"), long.get("verdict")) != "same":

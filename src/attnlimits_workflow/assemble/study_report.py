@@ -242,7 +242,7 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     # the tests behind the verdict (study_seeds.seed_measures)
                     # no p for a cell the caps withhold: it is out of the corrected family
                     f"{key}_p": math.nan if m.verdict == CEILING else m.p_value,
-                    f"{key}_sign_p": m.sign_p,
+                    f"{key}_sign_p": math.nan if m.verdict == CEILING else m.sign_p,
                     f"{key}_dropped_by_fdr": m.dropped,
                 }
                 cells.append(
@@ -325,7 +325,10 @@ def gradient_row(s: "Study", n: str) -> list[str]:
     """Model ``n``'s row of the page's gradient table: ||J|| over the temperature sweep."""
     gradient = s.gradient
     g = (
+        # a missing norm is left out (polars' median sorts NaN above every number)
         gradient[n]
+        .with_columns(pl.col("jacobian_norm").fill_nan(None))
+        .drop_nulls("jacobian_norm")
         .group_by("T")
         .agg(
             pl.col("jacobian_norm").median().alias("median"),
@@ -665,7 +668,7 @@ def against_paper_share(low: float, high: float, point: float = math.nan) -> str
 def baseline_against_paper(s: Study, measure: dict) -> str:
     """The baseline's N_crit / L against the paper's (:func:`against_paper_share`): its interval
     over the seeds, or its one value."""
-    if s.over_seeds:
+    if s.over_seeds and several_seeds(s):
         m = s.over_seeds[s.baseline]["distance"]
         return against_paper_share(m.low, m.high, m.mean)
     # one seed: the mean share's ends (a censored length's lower end, its upper end)
@@ -678,8 +681,10 @@ def baseline_against_paper(s: Study, measure: dict) -> str:
 def over_printed_bound(g: pl.DataFrame) -> str:
     """How many (row, T) pairs of a sweep exceed the paper's printed min{1/(4T), sqrt 2}
     (Corollary 3, as printed: sqrt 2 below T = 1/(4 sqrt 2)), in words."""
-    over = int((g["jacobian_norm"].to_numpy() > corollary3_bound(g["T"].to_numpy())).sum())
-    return f"{over} of {g.height}"
+    norms, temperatures = g["jacobian_norm"].to_numpy(), g["T"].to_numpy()
+    known = np.isfinite(norms)  # a missing norm is neither over nor under the bound
+    over = int((norms[known] > corollary3_bound(temperatures[known])).sum())
+    return f"{over} of {int(known.sum())}"
 
 
 def context_multiples(contexts: list[int]) -> str:
