@@ -1711,6 +1711,10 @@ def test_what_changes_between_two_context_lengths():
         "high": math.inf,
     }
     assert lc.shared(steep, dict(steep)) == ""
+    # nor "the same point" with their intervals apart (review 18)
+    a = table([("x", "not reproduced", math.inf, 2.0, math.inf)])
+    b = table([("x", "not reproduced", math.inf, 3.0, math.inf)])
+    assert not lc.compare_lengths(a, b)["same_point"][0]
     # identical numbers are data both runs share; a search's floor never moves
     same = table([("s", "not reproduced", 0.7, 0.6, 0.8)])
     assert lc.compare_lengths(same, same)["change"][0].startswith("same numbers: identical")

@@ -249,3 +249,31 @@ def test_one_seeds_critical_n_is_set_against_the_paper_by_both_ends():
     # review 17: the workflow's one-seed page has over_seeds too (seed_measures of one seed)
     s.over_seeds = study_seeds.seed_measures({"softmax": [measure]}, "softmax", 1.5, 0.95)
     assert study_report.baseline_against_paper(s, measure).startswith("not apart")
+
+
+def test_the_gradient_row_reads_the_headers_temperatures_and_survives_nan():
+    """Review 18: dropping a temperature whose norms are all NaN printed the next temperature's
+    median under its header, and a model with no finite norm crashed the page."""
+    s = study_report.Study.__new__(study_report.Study)
+    sweep = pl.DataFrame(
+        {
+            "T": [0.01, 0.01, 1.0, 1.0, 100.0, 100.0],
+            "jacobian_norm": [float("nan"), float("nan"), 0.3, 0.2, 0.001, 0.002],
+            "bound": [50.0, 50.0, 0.5, 0.5, 0.005, 0.005],
+            "violated": [False] * 6,
+            "not_testable": [False] * 6,
+        }
+    )
+    empty = sweep.with_columns(pl.lit(float("nan")).alias("jacobian_norm"))
+    s.names, s.gradient = ["a", "b"], {"a": sweep, "b": empty}
+    assert study_report.gradient_row(s, "a")[1] == "n/a / 0.25 / 0.0015"
+    row = study_report.gradient_row(s, "b")
+    assert row[1] == "n/a / n/a / n/a" and row[2] == "n/a"
+    # an infinite norm exceeds the printed bound and is counted (only NaN is left out)
+    inf = pl.DataFrame({"T": [1.0, 1.0], "jacobian_norm": [float("inf"), 0.1]})
+    assert study_report.over_printed_bound(inf) == "1 of 2"
+    # one ulp between two means is no step (review 18)
+    ulp = pl.DataFrame(
+        {"T": [0.0001, 0.001, 0.01], "jacobian_norm": [2500.0000000000005, 250.0, 35.0]}
+    )
+    assert "(it falls as T falls)" in study_report.low_temperature_fall(ulp, "m")

@@ -531,9 +531,10 @@ def claims(
             # why a fit with a log-log slope straddling 0.8 is undecided)
             verdict_now = joint_verdict(parts, bands)
             if math.isinf(exponent.value):
+                end = GROWTH_EXPONENT_RANGE[1 if exponent.value > 0 else 0]
                 note += (
-                    f"; growth exponent {exponent.value:+g}: the fit wants a law beyond "
-                    f"L^{GROWTH_EXPONENT_RANGE[1]:g} (or below L^{GROWTH_EXPONENT_RANGE[0]:g})"
+                    f"; growth exponent {exponent.value:+g}: the fit sits at the edge of its "
+                    f"search range (p = {end:g}), outside the band either way"
                 )
             # all in their bands: the growth exponent, the part that tells L from sqrt(L)
             k = 2 if verdict_now == "reproduced" else deciding_part(parts, bands)

@@ -97,6 +97,7 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
                     s
                     and lg
                     and s.get("value") is not None
+                    and math.isfinite(s["value"])  # two fits off their range are not one point
                     and s["value"] == lg.get("value")
                     and s["verdict"] in TESTED
                     and lg["verdict"] in TESTED

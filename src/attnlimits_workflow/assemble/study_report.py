@@ -322,30 +322,36 @@ def limits_markdown(s: Study, table_md: str) -> str:
 
 
 def gradient_row(s: "Study", n: str) -> list[str]:
-    """Model ``n``'s row of the page's gradient table: ||J|| over the temperature sweep."""
-    gradient = s.gradient
+    """Model ``n``'s row of the page's gradient table: ||J|| over the temperature sweep, at the
+    header's temperatures (the first model's), "n/a" where a temperature has no norm."""
+    temperatures = sorted(s.gradient[s.names[0]]["T"].unique())
     g = (
+        s.gradient[n]
         # a missing norm is left out (polars' median sorts NaN above every number)
-        gradient[n]
         .with_columns(pl.col("jacobian_norm").fill_nan(None))
-        .drop_nulls("jacobian_norm")
         .group_by("T")
         .agg(
             pl.col("jacobian_norm").median().alias("median"),
             pl.col("jacobian_norm").max().alias("max"),
-            (pl.col("jacobian_norm") / pl.col("bound")).max().alias("tightness"),
+            (pl.col("jacobian_norm") / pl.col("bound")).fill_nan(None).max().alias("tightness"),
         )
-        .sort("T")
     )
-    at_one = g.filter(pl.col("T") == 1.0)
-    tight = g["tightness"].drop_nans().drop_nulls()
-    text, _ = bound_check(gradient[n])
+    median = dict(zip(g["T"].to_list(), g["median"].to_list(), strict=True))
+
+    def at(t: float) -> str:
+        value = median.get(t)
+        return "n/a" if value is None else f"{value:.3g}"
+
+    shown = [at(temperatures[0]), at(1.0) if 1.0 in temperatures else "-", at(temperatures[-1])]
+    known = g.drop_nulls("max")
+    tight = g["tightness"].drop_nulls()
+    text, _ = bound_check(s.gradient[n])
     return [
         n,
-        f"{g['median'][0]:.3g} / {at_one['median'][0]:.3g} / {g['median'][-1]:.3g}"
-        if at_one.height
-        else f"{g['median'][0]:.3g} / - / {g['median'][-1]:.3g}",
-        f"{g['max'].max():.3g} (T = {g['T'][int(g['max'].arg_max())]:g})",
+        " / ".join(shown),
+        f"{known['max'].max():.3g} (T = {known['T'][int(known['max'].arg_max())]:g})"
+        if known.height
+        else "n/a",
         f"{tight.max():.3f}" if tight.len() else "no known bound",
         text,
     ]
@@ -608,6 +614,8 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
         return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
     c = low["c"].to_numpy()
     steps = np.diff(c)
+    # a step within rounding of the means is no step
+    steps = np.where(np.abs(steps) <= FLAT * float(np.max(np.abs(c))), 0.0, steps)
     if float(np.max(c) - np.min(c)) <= FLAT * float(np.max(np.abs(c))):
         # c / T for every row (the reference the text names), or a mean of 0 everywhere
         shape = "stays flat"
@@ -682,7 +690,7 @@ def over_printed_bound(g: pl.DataFrame) -> str:
     """How many (row, T) pairs of a sweep exceed the paper's printed min{1/(4T), sqrt 2}
     (Corollary 3, as printed: sqrt 2 below T = 1/(4 sqrt 2)), in words."""
     norms, temperatures = g["jacobian_norm"].to_numpy(), g["T"].to_numpy()
-    known = np.isfinite(norms)  # a missing norm is neither over nor under the bound
+    known = ~np.isnan(norms)  # a missing norm is neither over nor under the bound
     over = int((norms[known] > corollary3_bound(temperatures[known])).sum())
     return f"{over} of {int(known.sum())}"
 
