@@ -277,3 +277,23 @@ def test_the_gradient_row_reads_the_headers_temperatures_and_survives_nan():
         {"T": [0.0001, 0.001, 0.01], "jacobian_norm": [2500.0000000000005, 250.0, 35.0]}
     )
     assert "(it falls as T falls)" in study_report.low_temperature_fall(ulp, "m")
+
+
+def test_review_19_denominators_and_steps():
+    """Review 19: the rule's bound check counted missing norms in "of N"; a rise from 1e-12 to
+    2e-10 was zeroed by a tolerance scaled to the largest mean and read "falls"."""
+    g = pl.DataFrame(
+        {
+            "T": [0.01, 0.01, 1.0, 1.0],
+            "jacobian_norm": [float("nan"), float("nan"), 0.3, 0.2],
+            "bound": [50.0, 50.0, 0.5, 0.5],
+            "violated": [False] * 4,
+            "not_testable": [False] * 4,
+        }
+    )
+    assert study_report.bound_check(g)[0] == "0 of 2 (row, T) above it"
+    means = {0.1: 0.35, 0.01: 1e-12, 0.001: 2e-10}
+    rise = pl.DataFrame({"T": list(means), "jacobian_norm": [c / t for t, c in means.items()]})
+    assert "(it is not monotone as T falls)" in study_report.low_temperature_fall(rise, "m")
+    inf = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [float("inf"), 3.0]})
+    assert study_report.low_temperature_fall(inf, "m").endswith("(infinite at some T)")

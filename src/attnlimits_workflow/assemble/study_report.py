@@ -147,7 +147,9 @@ def bound_check(g: pl.DataFrame) -> tuple[str, int | None]:
         return "no known bound", None
     over = int(g["violated"].sum())
     untestable = int(g["not_testable"].sum())
-    text = f"{over} of {g.height} (row, T) above it"
+    # a missing norm has no outcome (checks.check_bound): it is no (row, T) checked
+    checked = int((g["jacobian_norm"].is_not_null() & ~g["jacobian_norm"].is_nan()).sum())
+    text = f"{over} of {checked} (row, T) above it"
     return text + (f", {untestable} not testable" if untestable else ""), over
 
 
@@ -335,6 +337,7 @@ def gradient_row(s: "Study", n: str) -> list[str]:
             pl.col("jacobian_norm").max().alias("max"),
             (pl.col("jacobian_norm") / pl.col("bound")).fill_nan(None).max().alias("tightness"),
         )
+        .sort("T")  # the largest norm's T is the smallest one on ties: the same on every run
     )
     median = dict(zip(g["T"].to_list(), g["median"].to_list(), strict=True))
 
@@ -614,9 +617,14 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
         return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
     c = low["c"].to_numpy()
     steps = np.diff(c)
-    # a step within rounding of the means is no step
-    steps = np.where(np.abs(steps) <= FLAT * float(np.max(np.abs(c))), 0.0, steps)
-    if float(np.max(c) - np.min(c)) <= FLAT * float(np.max(np.abs(c))):
+    # a step within rounding of its own two means is no step
+    pair = np.maximum(np.abs(c[:-1]), np.abs(c[1:]))
+    steps = np.where(np.isfinite(steps) & (np.abs(steps) <= FLAT * pair), 0.0, steps)
+    temperatures = " / ".join(f"{t:g}" for t in low["T"])
+    means = " / ".join(f"{v:.3g}" for v in c)
+    if not np.isfinite(c).all():
+        return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (infinite at some T)"
+    if (steps == 0).all():
         # c / T for every row (the reference the text names), or a mean of 0 everywhere
         shape = "stays flat"
     elif (steps <= 0).all():
@@ -625,8 +633,6 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
         shape = "rises"
     else:
         shape = "is not monotone"
-    temperatures = " / ".join(f"{t:g}" for t in low["T"])
-    means = " / ".join(f"{v:.3g}" for v in c)
     return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (it {shape} as T falls)"
 
 
