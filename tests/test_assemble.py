@@ -1192,6 +1192,7 @@ def test_fig1_ratio_is_the_share_inside_the_ball():
 def test_study_bound_check_and_rule_text():
     g = pl.DataFrame(
         {
+            "jacobian_norm": [1.5, 1.0, 0.5],
             "bound": [1.0, 1.0, 1.0],
             "violated": [True, False, False],
             "not_testable": [False, True, False],

@@ -297,3 +297,24 @@ def test_review_19_denominators_and_steps():
     assert "(it is not monotone as T falls)" in study_report.low_temperature_fall(rise, "m")
     inf = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [float("inf"), 3.0]})
     assert study_report.low_temperature_fall(inf, "m").endswith("(infinite at some T)")
+
+
+def test_review_20_infinities_and_no_outcome_samples():
+    """Review 20: an infinite mean printed "nan%"; an infinite ||J|| held its bound within an
+    infinite tolerance; the per-N text counted samples with no outcome."""
+    from attnlimits.checks import HOLDS, VIOLATED, check_bound
+    from attnlimits_workflow.assemble.summaries import by_n
+
+    inf = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [float("inf"), 3.0]})
+    assert study_report.low_temperature_lead(inf) == (
+        "the mean is infinite at T = 0.01: no share can be read"
+    )
+    got = check_bound(
+        np.array([np.inf, 100.0, 0.1]), np.array([0.5, 0.5, 0.5]), upper=True, rtol=1e-9
+    )
+    assert list(got) == [VIOLATED, VIOLATED, HOLDS]
+    frame = pl.DataFrame(
+        {"N": [2, 2, 2, 2], "x_check": [VIOLATED, None, None, HOLDS]},
+        schema_overrides={"x_check": pl.String},
+    )
+    assert by_n(frame, "x_check") == "N=2: 1 of 2 samples (0 vacuous)"

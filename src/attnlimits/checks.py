@@ -56,7 +56,12 @@ def check_bound(
     bound = np.asarray(bound, dtype=np.float64)
     value, bound = np.broadcast_arrays(value, bound)
     with np.errstate(invalid="ignore", over="ignore"):
-        tol = rtol * (np.abs(value) + np.where(np.isfinite(bound), np.abs(bound), 0.0))
+        # the tolerance of the finite parts only: an infinite value against a finite bound is
+        # a violation, not within an infinite tolerance
+        tol = rtol * (
+            np.where(np.isfinite(value), np.abs(value), 0.0)
+            + np.where(np.isfinite(bound), np.abs(bound), 0.0)
+        )
         if upper:
             ok = value <= bound + tol
             vacuous = ~np.isfinite(bound)

@@ -645,6 +645,11 @@ def low_temperature_lead(g: pl.DataFrame) -> str:
         return f"the sweep has no temperature at or below {LOW_TEMPERATURE:g}"
     if low.height == 1:
         return f"the sweep has one temperature at or below {LOW_TEMPERATURE:g}, T = {low['T'][0]:g}"
+    if not np.isfinite(low["c"].to_numpy()).all():
+        infinite = " / ".join(
+            f"{t:g}" for t, c in zip(low["T"], low["c"], strict=True) if not np.isfinite(c)
+        )
+        return f"the mean is infinite at T = {infinite}: no share can be read"
     total = float(low["c"].sum())
     if not total > 0:
         return f"no temperature at or below {LOW_TEMPERATURE:g} leads the mean: it is 0"

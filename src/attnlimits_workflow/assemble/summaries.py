@@ -135,8 +135,9 @@ def by_n(frame: pl.DataFrame, column: str) -> str:
             parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
         else:
             c = g[column]
+            # a sample with no outcome (a NaN side) is no sample checked
             parts.append(
-                f"N={n}: {int((c == VIOLATED).sum())} of {g.height} samples "
+                f"N={n}: {int((c == VIOLATED).sum())} of {int(c.is_not_null().sum())} samples "
                 f"({int((c == VACUOUS).sum())} vacuous)"
             )
     return "; ".join(parts)
