@@ -77,7 +77,8 @@ def test_by_n_counts_rows_where_the_table_has_them():
     )
     plain = frame.select("N", "lower_bound_check")
     assert summaries.by_n(plain, "lower_bound_check") == (
-        "N=2: 0 of 2 samples (0 vacuous); N=4: 1 of 1 samples (0 vacuous)"
+        "N=2: 0 of 2 samples (0 vacuous, 0 not testable); N=4: 1 of 1 samples (0 vacuous, 0 not "
+        "testable)"
     )
 
 

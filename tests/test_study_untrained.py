@@ -314,7 +314,9 @@ def test_review_20_infinities_and_no_outcome_samples():
     )
     assert list(got) == [VIOLATED, VIOLATED, HOLDS]
     frame = pl.DataFrame(
-        {"N": [2, 2, 2, 2], "x_check": [VIOLATED, None, None, HOLDS]},
-        schema_overrides={"x_check": pl.String},
+        {"N": [2, 2, 2, 2, 2], "x_check": [VIOLATED, None, None, HOLDS, "not testable"]},
     )
-    assert by_n(frame, "x_check") == "N=2: 1 of 2 samples (0 vacuous)"
+    # review 21: the denominator is the samples that could fail, as count() has it
+    assert by_n(frame, "x_check") == "N=2: 1 of 2 samples (0 vacuous, 1 not testable)"
+    empty = pl.DataFrame({"N": [2, 2], "x_check": [None, None]})
+    assert by_n(empty, "x_check") == "N=2: 0 of 0 samples (0 vacuous, 0 not testable)"

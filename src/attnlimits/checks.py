@@ -48,7 +48,9 @@ def check_bound(
     bound_ceiling: float | None = None,
 ) -> NDArray[np.object_]:
     """Per sample: HOLDS, VIOLATED, NOT_TESTABLE or VACUOUS for value <= bound (``upper``) or
-    value >= bound, with tol = rtol (|value| + |bound|); None where either side is NaN.
+    value >= bound, with tol = rtol (|value| + |bound|) over the finite parts (an infinite value
+    against a finite bound is decided, not swallowed by its tolerance); None where either side
+    is NaN.
     ``floor``/``ceiling``: the range of the value on any data (scalars or per sample);
     ``bound_floor`` (upper checks) / ``bound_ceiling`` (lower checks): the least / largest value
     the bound itself can take on any data."""

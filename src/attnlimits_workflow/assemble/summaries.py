@@ -134,11 +134,15 @@ def by_n(frame: pl.DataFrame, column: str) -> str:
             total = int(g[f"{name}_rows"].sum() if f"{name}_rows" in g.columns else g["rows"].sum())
             parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
         else:
-            c = g[column]
-            # a sample with no outcome (a NaN side) is no sample checked
+            # an all-None column reads back as Null: compare as strings (as count() does)
+            c = g[column].cast(pl.String)
+            # the samples that could fail (holds or violated), as count() counts them checked;
+            # the others are named
+            checked = int(c.is_in([HOLDS, VIOLATED]).sum())
             parts.append(
-                f"N={n}: {int((c == VIOLATED).sum())} of {int(c.is_not_null().sum())} samples "
-                f"({int((c == VACUOUS).sum())} vacuous)"
+                f"N={n}: {int((c == VIOLATED).sum())} of {checked} samples "
+                f"({int((c == VACUOUS).sum())} vacuous, {int((c == NOT_TESTABLE).sum())} not "
+                "testable)"
             )
     return "; ".join(parts)
 
