@@ -18,6 +18,7 @@ from project import (
     write_config,
 )
 
+from attnlimits_workflow.assemble.claims import MAXIMUM_NOTE, is_maximum
 from attnlimits_workflow.config import (
     ConfigError,
     load_config,
@@ -296,6 +297,30 @@ def test_a_reading_that_cannot_reach_a_claim_does_not_confirm_it():
 
 
 @pytest.mark.unit
+def test_a_maximum_over_heads_is_never_robust_in_the_readings_table():
+    """A claim read on a maximum over heads (claims.MAXIMUM_CLAIMS) that every reading decides
+    alike is untested, with the reason, as on the findings page: its head bootstrap understates
+    the uncertainty. A flip still shows."""
+    rows = [
+        ("upper_bound_tracks", "reproduced"),
+        ("gradient_drop:prefix", "reproduced"),
+        ("gradient_inverse_t", "reproduced"),
+        ("flat", "reproduced"),
+    ]
+    flipped = [*rows[:2], ("gradient_inverse_t", "not reproduced"), rows[3]]
+    tables = {"default": table1(rows), "x_key": table1(flipped)}
+    long, claims = robustness_table(tables, "default", "non_selected")
+    got = {r["claim_id"]: r for r in claims.iter_rows(named=True)}
+    for claim in ("upper_bound_tracks", "gradient_drop"):
+        assert got[claim]["robustness"] == "untested"
+        assert "maximum over heads" in got[claim]["unsettled_by"]
+    assert got["gradient_inverse_t"]["robustness"] == "fragile"
+    assert got["flat"]["robustness"] == "robust"
+    tracks = long.filter(pl.col("claim_id") == "upper_bound_tracks")
+    assert (tracks["robustness"] == "untested").all()
+
+
+@pytest.mark.unit
 def test_robustness_table_carries_tables_intervals():
     # Table 1 with value/low/high (bootstrap intervals) and an undecided verdict
     rows = [("a", "reproduced"), ("b", "undecided")]
@@ -436,6 +461,10 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
             assert status == "unresolved" and not flipped, claim
         elif len(decided) < 2 or len(decided) < len(by_reading):
             assert status == ("untested" if reached else "unaffected"), claim
+        elif is_maximum(claim):
+            # a maximum over heads: agreement is no robustness
+            assert status == "untested" and not flipped, claim
+            assert rows["unsettled_by"][0] == MAXIMUM_NOTE
         else:
             assert status == "robust" and not flipped, claim
     assert {"robust", "fragile"} <= seen

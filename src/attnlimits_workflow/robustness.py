@@ -10,6 +10,9 @@ configured default reading, the first text), a claim is:
   testable, no verdict, not scored), or fewer than two alternatives decide it: a check no data
   could fail under one reading says nothing about whether the others agree;
 - **robust** only when every alternative decides it, the same way, and there are at least two.
+  A claim read on a maximum over heads (claims.MAXIMUM_CLAIMS) is never robust: where its
+  alternatives agree it is untested, as the findings page says (its head bootstrap understates
+  the uncertainty).
 ``unsettled_by`` names the undecided and undecidable alternatives.
 
 An alternative whose verdict is "not applicable" does not exist for that model (Table 1's
@@ -22,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import polars as pl
+
+from .assemble.claims import MAXIMUM_NOTE, is_maximum
 
 ROBUST = "robust"
 FRAGILE = "fragile"
@@ -216,6 +221,13 @@ def robustness_table(
         )
         .then(pl.lit(UNAFFECTED))
         .otherwise(pl.col("robustness"))
+    )
+    # a maximum over heads: agreement is no robustness (as on the findings page); a flip shows
+    maxima = sorted(c for c in claims["claim_id"] if is_maximum(c))
+    agreed = pl.col("claim_id").is_in(maxima) & (pl.col("robustness") == ROBUST)
+    claims = claims.with_columns(
+        unsettled_by=pl.when(agreed).then(pl.lit(MAXIMUM_NOTE)).otherwise(pl.col("unsettled_by")),
+        robustness=pl.when(agreed).then(pl.lit(UNTESTED)).otherwise(pl.col("robustness")),
     )
     long = long.join(
         claims.select("claim_id", "robustness", "flipped_by", "unsettled_by"),

@@ -21,7 +21,8 @@ header = (
     f"Robustness of Table 1 over the readings {', '.join(readings)} of {snakemake.wildcards.model}"
     " (and both readings of a causal row's masked keys): robust = decided the same way under every"
     " one; fragile = decided differently; unresolved = undecided under one; untested = undecidable"
-    " under one (vacuous, not testable) or decided under fewer than two"
+    " under one (vacuous, not testable) or decided under fewer than two, and a maximum over heads"
+    " however its readings decide it (its head bootstrap understates the uncertainty)"
 )
 write_markdown(by_claim, snakemake.output.md, header)
 log.info("robustness: %s", dict(by_claim["robustness"].value_counts().iter_rows()))

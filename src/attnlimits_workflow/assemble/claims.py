@@ -173,6 +173,13 @@ POSITIVE = Band(low=np.nextafter(0.0, 1.0))
 MAXIMUM_CAVEAT = "read on a maximum over heads: its interval understates the uncertainty"
 # The claims whose statistic is such a maximum (the findings page keeps them out of its results)
 MAXIMUM_CLAIMS = ("gradient_inverse_t", "gradient_drop", "upper_bound_tracks")
+# why such a claim gets no robustness status where its alternatives agree
+MAXIMUM_NOTE = "a maximum over heads: its head bootstrap understates the uncertainty"
+
+
+def is_maximum(claim_id: str) -> bool:
+    """Whether the claim (any variant of it: "<claim>:<variant>") reads a maximum over heads."""
+    return claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS
 
 
 @dataclass(frozen=True)

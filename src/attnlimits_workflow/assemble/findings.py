@@ -33,12 +33,10 @@ from .claim_lists import (
     unresolved_list,
     what_we_can_say,
 )
-from .claims import MAXIMUM_CLAIMS
+from .claims import MAXIMUM_NOTE, is_maximum
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
 STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
-# why a claim read on a maximum over heads gets no robustness status
-MAXIMUM_NOTE = "a maximum over heads: its head bootstrap understates the uncertainty"
 
 
 class MissingCell(ValueError):
@@ -197,7 +195,7 @@ def claim_status(
                 # (compare reads the first decided pair where the reference is not decided)
                 ref = next(k for k in (reference, *pooled) if pooled[k] in DECIDED)
                 texts, texts_flipped_by = FRAGILE, f"{ref}: {pooled[ref]} against {flipped}"
-            maximum = r["claim_id"].split(":", 1)[0] in MAXIMUM_CLAIMS
+            maximum = is_maximum(r["claim_id"])
 
             def for_maximum(found: str, maximum: bool = maximum) -> str:
                 # a maximum over heads: agreement is no robustness (its head bootstrap
