@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED, describe_tolerance
 from attnlimits.critical import CensoredSlope
 from attnlimits_workflow.analyses import critical_cells, vanishing
 from attnlimits_workflow.analyses import critical_n as critical_n_analysis
@@ -101,7 +101,8 @@ def test_vanishing_summary_and_its_checks():
     assert s["max_weight_median"].to_list() == pytest.approx([0.3, 0.2])
     viol = out["violations"]
     assert viol["checked"].to_list() == [3, 4] and viol["violations"].to_list() == [0, 1]
-    assert viol["tolerance"][0] == "rtol 1e-05 x (|value| + |bound|)"
+    assert viol["tolerance"][0] == describe_tolerance(1e-5)
+    assert viol["tolerance"][0].startswith("rtol 1e-05 x (|value| + |bound|), over the finite")
 
 
 def test_normalizer_summary_by_hand():

@@ -13,6 +13,7 @@ from attnlimits.checks import (
     VACUOUS,
     VIOLATED,
     check_bound,
+    describe_tolerance,
     head_outcomes,
     log10_slack,
     row_outcome_columns,
@@ -145,3 +146,12 @@ def test_log_space_quantities_match_high_precision():
         want_max = float(mpmath.log(5 * max(e) / total))
     assert res.log_min_scaled[0] == pytest.approx(want_min, rel=1e-14)
     assert res.log_max_scaled[0] == pytest.approx(want_max, rel=1e-14)
+
+
+def test_the_stated_tolerance_is_the_one_check_bound_applies():
+    """The scorecard's tolerance text names the finite parts, as check_bound computes it: an
+    infinite value against a finite bound is a violation, not inside an infinite tolerance."""
+    assert check_bound([np.inf], [1.0], upper=True, rtol=1e-9).tolist() == [VIOLATED]
+    text = describe_tolerance(1e-9)
+    assert text.startswith("rtol 1e-09 x (|value| + |bound|)")
+    assert "finite" in text

@@ -103,7 +103,7 @@ def log10_slack(value: ArrayLike, bound: ArrayLike, *, upper: bool) -> NDArray[n
 
 def describe_tolerance(rtol: float) -> str:
     """The tolerance as the scorecard states it."""
-    return f"rtol {rtol:g} x (|value| + |bound|)"
+    return f"rtol {rtol:g} x (|value| + |bound|), over the finite parts (an infinite value is decided, never within it)"
 
 
 def row_outcome_columns(name: str, outcome: NDArray[np.object_]) -> dict[str, NDArray]:
