@@ -279,6 +279,26 @@ def test_the_gradient_row_reads_the_headers_temperatures_and_survives_nan():
     assert "(it falls as T falls)" in study_report.low_temperature_fall(ulp, "m")
 
 
+def test_the_gradient_header_names_only_the_temperatures_of_the_grid():
+    """The header said "T = first / 1 / last" on a grid without T = 1, over a "-" in each row."""
+    sweep = pl.DataFrame(
+        {
+            "T": [0.01, 0.01, 100.0, 100.0],
+            "jacobian_norm": [3.0, 5.0, 0.001, 0.002],
+            "bound": [50.0, 50.0, 0.005, 0.005],
+            "violated": [False] * 4,
+            "not_testable": [False] * 4,
+        }
+    )
+    assert study_report.shown_temperatures([0.01, 100.0]) == [0.01, 100.0]
+    assert study_report.shown_temperatures([0.01, 1.0, 100.0]) == [0.01, 1.0, 100.0]
+    assert study_report.gradient_header([0.01, 100.0]) == "median ||J|| at T = 0.01 / 100"
+    assert study_report.gradient_header([0.01, 1, 100.0]) == "median ||J|| at T = 0.01 / 1 / 100"
+    s = study_report.Study.__new__(study_report.Study)
+    s.names, s.gradient = ["a"], {"a": sweep}
+    assert study_report.gradient_row(s, "a")[1] == "4 / 0.0015"
+
+
 def test_review_19_denominators_and_steps():
     """Review 19: the rule's bound check counted missing norms in "of N"; a rise from 1e-12 to
     2e-10 was zeroed by a tolerance scaled to the largest mean and read "falls"."""

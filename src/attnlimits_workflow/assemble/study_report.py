@@ -323,6 +323,18 @@ def limits_markdown(s: Study, table_md: str) -> str:
     )
 
 
+def shown_temperatures(temperatures: list[float]) -> list[float]:
+    """The temperatures the gradient table shows: the grid's ends, and T = 1 where it has it."""
+    middle = [1.0] if 1.0 in temperatures[1:-1] else []
+    return [temperatures[0], *middle, temperatures[-1]]
+
+
+def gradient_header(temperatures: list[float]) -> str:
+    """The gradient table's median column, naming :func:`shown_temperatures` of the grid."""
+    shown = " / ".join(f"{t:g}" for t in shown_temperatures(sorted(temperatures)))
+    return f"median ||J|| at T = {shown}"
+
+
 def gradient_row(s: "Study", n: str) -> list[str]:
     """Model ``n``'s row of the page's gradient table: ||J|| over the temperature sweep, at the
     header's temperatures (the first model's), "n/a" where a temperature has no norm."""
@@ -345,7 +357,7 @@ def gradient_row(s: "Study", n: str) -> list[str]:
         value = median.get(t)
         return "n/a" if value is None else f"{value:.3g}"
 
-    shown = [at(temperatures[0]), at(1.0) if 1.0 in temperatures else "-", at(temperatures[-1])]
+    shown = [at(t) for t in shown_temperatures(temperatures)]
     known = g.drop_nulls("max")
     tight = g["tightness"].drop_nulls()
     text, _ = bound_check(s.gradient[n])
@@ -452,7 +464,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "gradient_table": markdown_table(
             [
                 "normalizer",
-                f"median ||J|| at T = {temperatures[0]:g} / 1 / {temperatures[-1]:g}",
+                gradient_header(temperatures),
                 "largest ||J|| (at T)",
                 "largest ||J|| / bound",
                 "bound check",
