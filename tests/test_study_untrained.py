@@ -12,7 +12,7 @@ import pytest
 
 from attnlimits import rules
 from attnlimits_workflow import study, study_seeds
-from attnlimits_workflow.assemble import study_report
+from attnlimits_workflow.assemble import study_figure, study_report
 from attnlimits_workflow.config_study import study_errors, study_model_name, untrained_seeds
 
 pytestmark = pytest.mark.unit
@@ -340,3 +340,19 @@ def test_review_20_infinities_and_no_outcome_samples():
     assert by_n(frame, "x_check") == "N=2: 1 of 2 samples (0 vacuous, 1 not testable)"
     empty = pl.DataFrame({"N": [2, 2], "x_check": [None, None]})
     assert by_n(empty, "x_check") == "N=2: 0 of 0 samples (0 vacuous, 0 not testable)"
+
+
+def test_the_study_figures_medians_leave_nan_out():
+    """Panel (d) and the panels against L took polars' median over NaN norms, which sorts NaN
+    above every number: two NaN of three rows gave NaN, one of three the larger finite value."""
+    frame = pl.DataFrame(
+        {
+            "T": [0.01, 0.01, 0.01, 1.0, 1.0, 1.0],
+            "jacobian_norm": [float("nan"), float("nan"), 2.0, float("nan"), 1.0, 3.0],
+            "bound": [5.0] * 6,
+        }
+    )
+    got = study_figure.medians(frame, "T", "jacobian_norm", pl.col("bound").max())
+    assert got["T"].to_list() == [0.01, 1.0]
+    assert got["jacobian_norm"].to_list() == [2.0, 2.0]
+    assert got["bound"].to_list() == [5.0, 5.0]

@@ -23,10 +23,21 @@ if TYPE_CHECKING:
 GRADIENT_RANGE = (1e-5, 1e4)
 
 
+def medians(frame: pl.DataFrame, by: str, column: str, *others: pl.Expr) -> pl.DataFrame:
+    """The median of ``column`` per value of ``by`` (sorted), a NaN left out as a missing value
+    (polars' median sorts NaN above every number, so NaN rows would raise it), with ``others``."""
+    return (
+        frame.with_columns(pl.col(column).fill_nan(None))
+        .group_by(by)
+        .agg(pl.col(column).median(), *others)
+        .sort(by)
+    )
+
+
 def medians_by_length(ax, samples: dict[str, pl.DataFrame], column: str, style: dict) -> None:
     """Per model, the median of ``column`` against L."""
     for n, frame in samples.items():
-        per_l = frame.group_by("L").agg(pl.col(column).median()).sort("L")
+        per_l = medians(frame, "L", column)
         ax.plot(per_l["L"], per_l[column], **style[n])
 
 
@@ -106,12 +117,7 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     length_axes(ax, ls, "median ||d weights / d logits||", "(g) gradient vs L (Lemma 2)")
     ax = axes[0, 3]
     for n in names:
-        g = (
-            gradient[n]
-            .group_by("T")
-            .agg(pl.col("jacobian_norm").median(), pl.col("bound").max())
-            .sort("T")
-        )
+        g = medians(gradient[n], "T", "jacobian_norm", pl.col("bound").max())
         ax.plot(g["T"], g["jacobian_norm"], **style[n])
         # a bound with a learned parameter is one per row (per head), not a curve
         if g["bound"].is_finite().all() and not rule_table.get(rules[n]["kind"]).learned:
