@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from attnlimits_workflow import study, study_seeds
+from attnlimits_workflow import study, study_limits, study_seeds
 from attnlimits_workflow.analyses import normalizer
 from attnlimits_workflow.assemble import study_prose
 
@@ -363,6 +363,28 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
     t = t.with_columns(pl.Series("vanishing_ratio", [1.0, math.nan, 1.1, math.nan]))
     vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
     assert vanishing.count("kept_out") == 1
+
+
+def test_one_seed_with_a_withheld_cell_names_it_instead_of_zero_rules_compared():
+    """One seed, one rule withheld at low T (its T ||J|| ceiling differs): the line read "of 0
+    rules compared with softmax, none has ...", a comparison that never took place."""
+    one = {k: study.ONE_SEED for k in study.LIMITS if study.LIMITS[k].relaxes != "either"}
+    ceiling = {**one, "gradient_low_t": study_limits.CEILING}
+    t = table(
+        BASE,
+        ("a", one, (1.0, math.nan, math.nan, study.ONE_SEED), study.ONE_SEED),
+        ("b", ceiling, (1.0, math.nan, math.nan, study.ONE_SEED), study.ONE_SEED),
+    )
+    text = study_prose.which_rule_when(t, "softmax")
+    (low,) = [x for x in text.splitlines() if study_limits.CEILING in x]
+    assert "of 0 rules compared" not in low
+    assert "one seed: no interval, so no difference from softmax is shown." in low
+    assert low.endswith(f"Not compared: b: {study_limits.CEILING}."), low
+    assert "Not compared" not in line(text, "a few tokens")
+    # three seeds, every rule withheld: nothing compared either
+    t = table(BASE, ("b", {"gradient_low_t": study_limits.CEILING}, (1.0, 0.5, 1.5, "x"), "x"))
+    (low,) = [x for x in study_prose.which_rule_when(t, "softmax").splitlines() if "ceiling" in x]
+    assert "no rule could be compared with softmax. Not compared: b: " in low, low
 
 
 def test_which_rule_when_with_one_seed_and_an_unmeasured_cost():

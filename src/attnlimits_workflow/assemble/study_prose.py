@@ -306,8 +306,16 @@ def which_rule_when(
         )
         if relax:
             text = f"{lead} {_named(relax, limit_notes)}."
-        elif rows and all(r.get(f"{key}_verdict") == ONE_SEED for r in rows):
-            text = f"{lead} one seed: no interval, so no difference from {baseline} is shown."
+        elif not compared:
+            # nothing compared: no "of 0 rules compared", and each other reason named
+            text = (
+                f"{lead} one seed: no interval, so no difference from {baseline} is shown."
+                if any(r.get(f"{key}_verdict") == ONE_SEED for r in rows)
+                else f"{lead} no rule could be compared with {baseline}."
+            )
+            withheld = [a for a in apart if not a.endswith(f": {ONE_SEED}")]
+            if withheld:
+                text += f" Not compared: {'; '.join(withheld)}."
         else:
             # no shown difference is not a shown equivalence: say how many rules were compared
             text = (
