@@ -356,3 +356,14 @@ def test_the_study_figures_medians_leave_nan_out():
     assert got["T"].to_list() == [0.01, 1.0]
     assert got["jacobian_norm"].to_list() == [2.0, 2.0]
     assert got["bound"].to_list() == [5.0, 5.0]
+
+
+def test_the_printed_bound_count_uses_the_checks_tolerance():
+    """over_printed_bound counted a norm one rounding above min{1/(4T), sqrt 2} as over it,
+    where every other bound check of the study (check_bound, RTOL_FLOAT64) reads it as holding."""
+    from attnlimits.gradient import corollary3_bound
+
+    t = np.array([1.0, 1.0, 0.01])
+    bound = corollary3_bound(t)
+    g = pl.DataFrame({"T": t, "jacobian_norm": [bound[0] * (1 + 1e-12), bound[1] * 1.01, 0.1]})
+    assert study_report.over_printed_bound(g) == "1 of 3"
