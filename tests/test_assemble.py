@@ -1633,13 +1633,34 @@ def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
         "gradient_inverse_t": {"claim": "c", "paper": "p", "rule": "r", "below_t": 0.1}
         | {"low": -1.25, "high": -0.8},
         "gradient_drop": {"claim": "d", "paper": "p", "rule": "r", "high_t": 1.0}
-        | {"low_point_t": 0.01, "min_decades": 1.5},
+        | {"low_point_t": 0.01, "min_decades": 1.5, "max_decades": 2.5},
     }
     for sampled, want in ((False, "reproduced"), (True, "not testable")):
         card = table1.Scorecard(claims)
         gradient_analysis.claims(card, grad, None, sampled)
         assert [r["verdict"] for r in card.rows] == [want, want]
         assert ("sampled rows" in card.rows[0]["measured"]) == sampled
+
+
+def test_a_drop_of_many_more_decades_than_two_is_not_the_papers_two():
+    """The paper's "drop by two orders of magnitude" (Fig. 4) had a lower end only, so a drop of
+    four decades reproduced "~2 decades"."""
+    claims = {
+        "gradient_inverse_t": {"claim": "c", "paper": "p", "rule": "r", "below_t": 0.1}
+        | {"low": -1.25, "high": -0.8},
+        "gradient_drop": {"claim": "d", "paper": "p", "rule": "r", "high_t": 1.0}
+        | {"low_point_t": 0.01, "min_decades": 1.5, "max_decades": 2.5},
+    }
+    for g_low, want in ((100.0, "reproduced"), (1e4, "not reproduced"), (10.0, "not reproduced")):
+        grad = pl.DataFrame(
+            {"eps": [0.001] * 2, "T": [0.01, 1.0], "g_max_over_heads": [g_low, 1.0]}
+        )
+        card = table1.Scorecard(claims)
+        gradient_analysis.claims(card, grad, None, False)
+        assert [r["verdict"] for r in card.rows if r["claim_id"] == "gradient_drop"] == [want]
+    drop = paper_claims()["gradient_drop"]
+    assert (drop["min_decades"], drop["max_decades"]) == (1.5, 2.5)
+    assert "{max_decades}" in drop["rule"]
 
 
 def test_what_changes_between_two_context_lengths():

@@ -543,7 +543,9 @@ def claims(
             f"T = {c['high_t']:g}); {MAXIMUM_CAVEAT}"
             + (f"; {SAMPLED_GRADIENT}" if sampled else ""),
             rule,
-            "not testable" if sampled else joint_verdict((drop,), (Band(low=c["min_decades"]),)),
+            "not testable"
+            if sampled
+            else joint_verdict((drop,), (Band(low=c["min_decades"], high=c["max_decades"]),)),
             drop,
             reads="decades",
         )
