@@ -367,3 +367,12 @@ def test_the_printed_bound_count_uses_the_checks_tolerance():
     bound = corollary3_bound(t)
     g = pl.DataFrame({"T": t, "jacobian_norm": [bound[0] * (1 + 1e-12), bound[1] * 1.01, 0.1]})
     assert study_report.over_printed_bound(g) == "1 of 3"
+
+
+def test_the_low_temperature_sentence_says_it_reads_one_seed():
+    """The sentence read the first seed's sweep only, without saying so on a study of several."""
+    g = pl.DataFrame({"T": [0.001, 0.01, 0.1], "jacobian_norm": [300.0, 40.0, 5.0]})
+    assert study_report.low_temperature_fall(g, "softmax", 0).startswith(
+        "softmax's mean T ||J|| on seed 0 alone at T = 0.1 / 0.01 / 0.001"
+    )
+    assert study_report.low_temperature_fall(g, "softmax").startswith("softmax's mean T ||J||")

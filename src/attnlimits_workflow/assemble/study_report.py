@@ -533,7 +533,9 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         if s.over_seeds
         else shown(measures[baseline], "distance"),
         "baseline_distance_vs_paper": baseline_against_paper(s, measures[baseline]),
-        "low_t_fall": low_temperature_fall(gradient[baseline], baseline),
+        "low_t_fall": low_temperature_fall(
+            gradient[baseline], baseline, s.seed if several_seeds(s) else None
+        ),
         "low_t_lead": low_temperature_lead(gradient[baseline]),
         "baseline_over_printed_bound": over_printed_bound(gradient[baseline]),
         "training_context": str(s.settings["training"]["context"]),
@@ -622,12 +624,16 @@ def low_temperature_means(g: pl.DataFrame) -> pl.DataFrame:
 FLAT = 1e-9
 
 
-def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
+def low_temperature_fall(g: pl.DataFrame, name: str, seed: int | None = None) -> str:
     """The mean T ||J|| of model ``name``'s sweep ``g`` at each T <= LOW_TEMPERATURE, from the
-    largest T to the smallest, and whether it falls, rises or neither as T falls, in words."""
+    largest T to the smallest, and whether it falls, rises or neither as T falls, in words.
+    ``seed``: the sweep is this seed's alone (a study of several seeds reads the first's)."""
     low = low_temperature_means(g).sort("T", descending=True)
+    alone = "" if seed is None else f" on seed {seed} alone"
     if low.height < 2:
-        return f"{name}'s sweep has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
+        return (
+            f"{name}'s sweep{alone} has fewer than two temperatures at or below {LOW_TEMPERATURE:g}"
+        )
     c = low["c"].to_numpy()
     steps = np.diff(c)
     # a step within rounding of its own two means is no step
@@ -636,7 +642,7 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
     temperatures = " / ".join(f"{t:g}" for t in low["T"])
     means = " / ".join(f"{v:.3g}" for v in c)
     if not np.isfinite(c).all():
-        return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (infinite at some T)"
+        return f"{name}'s mean T ||J||{alone} at T = {temperatures} is {means} (infinite at some T)"
     if (steps == 0).all():
         # c / T for every row (the reference the text names), or a mean of 0 everywhere
         shape = "stays flat"
@@ -646,7 +652,7 @@ def low_temperature_fall(g: pl.DataFrame, name: str) -> str:
         shape = "rises"
     else:
         shape = "is not monotone"
-    return f"{name}'s mean T ||J|| at T = {temperatures} is {means} (it {shape} as T falls)"
+    return f"{name}'s mean T ||J||{alone} at T = {temperatures} is {means} (it {shape} as T falls)"
 
 
 def low_temperature_lead(g: pl.DataFrame) -> str:
