@@ -276,13 +276,16 @@ def group_cell(status: dict) -> str:
     text's; then "(robust)", or what keeps it from being robust: "(<status>: text)" for its
     status across the texts and "(<status>: reading)" for its status across the readings, each
     where it is fragile, unresolved or untested (one parenthesis per status: "(untested: text,
-    reading)")."""
+    reading)"); "(one text)" where the group reads one text."""
     cell = (status["verdict"] or "-") if status["alike"] else status["verdicts"]
     if status["alike"] and status["verdict"] == NOT_APPLICABLE:
         return cell  # the claim does not exist for the model: nothing to be robust about
     if status["robust"]:
         return cell + " (robust)"
     marks: dict[str, list[str]] = {}
+    if not status.get("texts_compared", True):
+        # nothing to compare across texts: said, so that the verdict does not look settled
+        cell += " (one text)"
     for what in ("text", "reading"):
         if what == "text" and not status.get("texts_compared", True):
             continue
