@@ -12,8 +12,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from attnlimits import distance as dist
 from attnlimits import reference
 from attnlimits.checks import HOLDS, NOT_TESTABLE, VACUOUS, VIOLATED
+from attnlimits.critical import ks_test
 from attnlimits_workflow.analyses import (
     critical_n,
     distance,
@@ -369,16 +371,55 @@ class TestCriticalN:
     """x = 0: d~ and both expectations are 0 at every N, so the KS test passes at N = 1 with
     D = 0 and p = 1."""
 
-    def test_last_row_passes_at_one(self):
+    def test_last_row_passes_at_the_lists_first_n(self):
         pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)))
         table = critical_n.last_row(pack, critical_settings("last_row"))
         assert set(table["expectation"]) == set(critical_n.KINDS)
+        # Algorithm 3 walks N = 0.5 L, 0.99 L (analysis.all_rows.critical_n_fractions), as the
+        # all-rows protocol does
         search = table.filter(pl.col("step") == "search")
-        assert search["N"].to_list() == [1, 1] and search["p_value"].to_list() == [1.0, 1.0]
+        assert search["N"].to_list() == [3, 3] and search["p_value"].to_list() == [1.0, 1.0]
         fixed = table.filter(pl.col("step") == "fixed_fraction")
         assert fixed["N"].to_list() == [3, 3] and fixed["ks_statistic"].to_list() == [0.0, 0.0]
-        assert set(table["N_crit"]) == {1} and not table["censored"].any()
+        assert set(table["N_crit"]) == {3} and not table["censored"].any()
         assert set(table["masked"]) == {"both"} and set(table["ks_samples"]) == {10}
+
+    def test_last_row_walks_the_list_and_finds_a_pass_between_two_failing_ends(self):
+        """Review 22: the last-row search tried N = 1 and N = L - 1 and, both rejecting, called
+        the length censored ("no pass up to N = L - 1"), though against Theorem 1.2's term the
+        KS test passes in a window between them (here N = 2..15 at L = 32). Algorithm 3 walks
+        its increasing N list and returns the first N that passes."""
+        S, d, L = 64, 8, 32
+        rng = np.random.default_rng(1)
+        sink, sigma, mean_scale = rng.uniform(0, 6), rng.uniform(0.5, 3), rng.uniform(0, 2)
+        logits = rng.normal(0, sigma, (S, L))
+        logits[:, 0] += sink
+        w = np.exp(logits - logits.max(1, keepdims=True))
+        w /= w.sum(1, keepdims=True)
+        x = rng.normal(0, 1, (S, L, d)) + rng.normal(0, mean_scale, d)
+        pack = make_pack(w, x)
+        # brute force over every N: rejects at both ends, passes in a window
+        weighted = dist.weighted(pack.weights, pack.x)
+        p = {
+            n: ks_test(
+                dist.distance_to_context(weighted, n=n), dist.expectation_term(weighted, n=n)
+            ).pvalue
+            for n in range(1, L)
+        }
+        assert p[1] < 0.01 and p[L - 1] < 0.01 and p[3] >= 0.01
+        rows = {**ALL_ROWS, "critical_n_fractions": [0.1, 0.25, 0.5, 0.99]}
+        settings = dataclasses.replace(critical_settings("last_row"), all_rows=rows)
+        table = critical_n.last_row(pack, settings)
+        closed = table.filter(pl.col("expectation") == "closed_form")
+        assert closed["N_crit"].unique().to_list() == [3]
+        assert not closed["censored"].any()
+        search = closed.filter(pl.col("step") == "search")
+        assert search["N"].to_list() == [3]  # the list is [3, 8, 16, 31]; 3 passes first
+        assert search["p_value"][0] == pytest.approx(p[3], rel=1e-9)
+        walked = table.filter(
+            (pl.col("expectation") == "monte_carlo") & (pl.col("step") == "search")
+        )
+        assert walked["N"].to_list() == [3, 8, 16, 31][: walked.height]
 
     def test_all_rows_passes_at_one(self):
         pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)), rows=True, head=np.arange(10))
@@ -407,9 +448,8 @@ class TestCriticalN:
         reps = table.filter(pl.col("step") == "replicate")
         assert reps.height == 3 * len(critical_n.KINDS)
         assert sorted(reps["replicate"].to_list()) == [0, 0, 1, 1, 2, 2]
-        first = 1 if protocol == "last_row" else 3
-        assert set(reps["N_crit"]) == {first} and not reps["censored"].any()
-        assert set(reps["top_N"]) == {first}
+        assert set(reps["N_crit"]) == {3} and not reps["censored"].any()
+        assert set(reps["top_N"]) == {3}
 
 
 def test_vanishing_hand_case():

@@ -334,3 +334,14 @@ def test_a_printed_ks_p_keeps_its_side_of_alpha():
     )
     text = critical_cells.non_monotone_text(curve, 0.01)
     assert "fails at N = 20 (p 0.00996)" in text, text
+
+
+def test_an_expectation_without_rows_reads_no_critical_n_rows():
+    """Review 22 (7): the D spread was formatted before the empty-frame check, so a summary with
+    the closed form alone raised TypeError instead of scoring "no critical-N rows"."""
+    from attnlimits_workflow.assemble.summaries import critical_n_summary
+
+    only = search_table(100, [(1, 0.0), (5, 0.001), (10, 0.4)], {0.5: (50, 0.6)}, 10, 6, 10)
+    rows = {r["claim_id"]: r for r in scored(critical_n_summary(only))}
+    assert rows["critical_n:monte_carlo:below"]["measured"] == "no critical-N rows"
+    assert rows["critical_n:closed_form:below"]["measured"] != "no critical-N rows"

@@ -26,17 +26,15 @@ from attnlimits.bootstrap import Band, resample_indices
 from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import (
     BlockedDistances,
-    bisected_n_resampled,
     censored_slope,
-    critical_n_search,
+    first_passing_n_resampled,
     ks_min_pvalue,
     ks_subsample,
     ks_test,
     largest_share,
-    resample_grid,
     slope_within,
 )
-from attnlimits.critical_search import cell_floor
+from attnlimits.critical_search import cell_floor, first_passing_n
 from attnlimits.protocol import critical_n_list, fixed_fraction_ns
 from attnlimits_workflow.assemble.claims import Scorecard, Scoring, verdict
 from attnlimits_workflow.jobs import Timer, blocks
@@ -278,8 +276,11 @@ def engine_tables(pack, settings, values, pooled, log, timer) -> dict[str, pl.Da
 
 
 def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.DataFrame:
-    """The search over N = 1..L - 1 on the samples' analysed rows, against each expectation, on
-    a seeded subset of the samples."""
+    """Algorithm 3 on the samples' analysed rows, against each expectation, on a seeded subset
+    of the samples: the first N of the all-rows protocol's N list (:func:`n_list`) whose KS test
+    does not reject, each N computed only when the walk reaches it. Not a bracketing search:
+    against Theorem 1.2's term the test can pass in a window and reject at both N = 1 and
+    N = L - 1 (review 22), so only a walk of the list finds the first pass."""
     timer = Timer()
     L, S = pack.length, pack.weights.shape[0]
     # The products every evaluation shares, kept within analysis.critical_n.cache_mb: past it,
@@ -319,16 +320,22 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
         return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
 
     draws = unit_draws(len(keep), settings)
-    grid = resample_grid(L - 1)
+    grid = n_list(L, settings.all_rows)
     rows, replicates = [], []
     for kind in KINDS:
-        result = critical_n_search(lambda n, k=kind: ks_at(k, n), L - 1, settings.ks_alpha)
+        result = first_passing_n(
+            (
+                (n, distances.distance(n), expectation(kind, n))
+                for n in grid  # lazily: the walk stops at its first pass
+            ),
+            alpha=settings.ks_alpha,
+            keep=keep,
+        )
         if draws is not None:
-            # the search on resamples of the kept rows, by bisection over N spaced 1 % apart
-            # (critical.RESAMPLE_N_STEP): each resample's own regula falsi would visit its own
-            # N, each a pass over every row (minutes at L = 8192); each N is computed once
+            # the same walk on resamples of the kept rows, every resample at once per N (each
+            # N computed once, whichever resample asks for it)
             started, before = Timer(), len(expectations)
-            resampled = bisected_n_resampled(
+            resampled = first_passing_n_resampled(
                 lambda n, k=kind: (distances.distance(n)[keep], expectation(k, n)[keep]),
                 grid,
                 settings.ks_alpha,
@@ -347,11 +354,12 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             f: (n, ks_at(kind, n)) for f, n in fixed_fraction_ns(L, settings.d_fractions).items()
         }
         log.info(
-            "%s: N_crit=%s after %d evaluations %s; D at %s",
+            "%s: N_crit=%s%s (Algorithm 3, N list %s; p-values %s); D at %s",
             kind,
-            result.n_crit,
-            len(result.evaluations),
-            result.evaluations,
+            result.critical_n,
+            " (censored)" if result.censored else "",
+            grid,
+            [round(pv, 4) for _, pv in result.tried],
             {f: round(r.statistic, 3) for f, (_, r) in fixed.items()},
         )
         # the analysed row (the last of a causal model, an encoder's) has no masked key
@@ -359,9 +367,9 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
             L,
             "both",
             kind,
-            result.evaluations,
+            result.tried,
             fixed,
-            result.n_crit,
+            None if result.censored else result.critical_n,
             result.censored,
             result.top_n,
             len(keep),
@@ -415,8 +423,11 @@ def claims(
             blind = f.filter(pl.col("ks_min_pvalue") >= alpha)
             censored = f.filter(pl.col("censored"))
             d_cols = [col for col in f.columns if col.startswith("D_at_")]
+            # no rows of this expectation: no spread (the rule reads "no critical-N rows")
             spread = "; ".join(
-                f"D at {col[5:-1]} L {f[col].min():.2f}-{f[col].max():.2f}" for col in d_cols[:2]
+                f"D at {col[5:-1]} L {f[col].min():.2f}-{f[col].max():.2f}"
+                for col in d_cols[:2]
+                if f.height
             )
             for rule_name, c in card.claims["critical_n"]["rules"].items():
                 claim_id = f"critical_n:{kind}:{rule_name}" + (
@@ -461,7 +472,8 @@ def claims(
                     )
                     measured = (
                         f"{name} >= {slope.at_least:.3f}: {slope.censored}/{f.height} lengths "
-                        f"censored (no pass up to N = {top}, counted as N_crit >= {top})"
+                        f"censored (no N of the list passed up to N = {top}, counted as N_crit "
+                        f">= {top})"
                     )
                     if slope.censored < f.height:
                         measured += f"; through the found lengths only {slope.found:.3f}"
