@@ -1997,3 +1997,19 @@ def test_a_flip_between_one_text_under_one_reading_and_another_is_fragile():
     )
     (row,) = findings.claim_status(maxima, groups, {}).to_dicts()
     assert row["texts"] == "fragile" and not row["robust"]
+
+
+def test_every_verdict_page_states_what_the_intervals_resample(monkeypatch):
+    """Review 22 (2): every interval resamples heads one by one, though heads of one layer are
+    correlated (the Corollary 3 null moved to layer units for that reason); the scorecard and
+    the glance legend say so beside the verdicts."""
+    from attnlimits_workflow.assemble.claims import BOOTSTRAP_UNIT_CAVEAT
+
+    assert "heads (and chunks) as independent units" in BOOTSTRAP_UNIT_CAVEAT
+    assert BOOTSTRAP_UNIT_CAVEAT in findings.GLANCE_LEGEND
+    from attnlimits_workflow import plotting
+
+    monkeypatch.setattr(plotting, "protocol_text", lambda run: "the protocol")
+    run = {"model": "m", "weights": "w", "corpus": "c", "chunks": 2}
+    header = table1.table1_header(run)
+    assert BOOTSTRAP_UNIT_CAVEAT.capitalize() in header

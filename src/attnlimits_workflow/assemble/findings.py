@@ -33,7 +33,7 @@ from .claim_lists import (
     unresolved_list,
     what_we_can_say,
 )
-from .claims import MAXIMUM_NOTE, is_maximum
+from .claims import BOOTSTRAP_UNIT_CAVEAT, MAXIMUM_NOTE, is_maximum
 
 # Worst first: the status of a claim over several robustness statuses (a group's texts' readings)
 STATUS_ORDER = (FRAGILE, UNRESOLVED, UNTESTED, ROBUST)
@@ -312,7 +312,7 @@ GLANCE_LEGEND = (
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it); each text's "
     "mark comes with the number its verdict reads (a bound check: its violating units; >=: a "
-    "censored critical N, a lower bound)."
+    "censored critical N, a lower bound). Intervals: " + BOOTSTRAP_UNIT_CAVEAT + "."
 )
 
 

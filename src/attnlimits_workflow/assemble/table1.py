@@ -18,6 +18,7 @@ from attnlimits.families import FAMILIES
 from .. import registry
 from ..analyses.gradient_null import LESS_OFTEN
 from .claims import (  # noqa: F401  (re-exported: the scoring pieces tests and scripts name here)
+    BOOTSTRAP_UNIT_CAVEAT,
     MAXIMUM_CAVEAT,
     MAXIMUM_CLAIMS,
     NOT_SCORED,
@@ -219,5 +220,5 @@ def table1_header(run: dict) -> str:
 
     return (
         f"Reproduction scorecard: {run['model']} ({run['weights']}), corpus {run['corpus']}, "
-        f"{run['chunks']} chunks; {protocol_text(run)}."
+        f"{run['chunks']} chunks; {protocol_text(run)}. {BOOTSTRAP_UNIT_CAVEAT.capitalize()}."
     )
