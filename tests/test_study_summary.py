@@ -297,11 +297,11 @@ def test_which_rule_when_lists_the_helpers_cheapest_first_with_their_cost():
     assert "no verdict, both readings defensible" in line(text, "gradients must stay")
     assert line(text, "the attention sink").endswith(
         "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). "
-        "Higher than softmax's: raw."
+        "Higher than softmax's: raw." + study_prose.UNCORRECTED
     )
     assert line(text, "held-out perplexity").endswith(
         "lower than softmax's: gated (and lowers held-out perplexity, -2 [-3, -1]). "
-        "Higher: sparsemax."
+        "Higher: sparsemax." + study_prose.UNCORRECTED
     )
     assert len(text.splitlines()) == len(study.LIMITS) + 2
 
@@ -594,3 +594,40 @@ def test_which_rule_when_marks_a_verdict_the_untrained_weights_already_give():
     vanishing = line(text, "a few tokens")
     assert "sparsemax, the untrained weights already give it (costs" in vanishing
     assert "ssmax (perplexity cost unresolved" in vanishing
+
+
+def test_a_p_below_the_level_is_never_printed_as_the_level():
+    """Review 22 (4): significance_text printed p = 0.0496 as "p = 0.05" beside a kept verdict."""
+    m = study_seeds.SeedMeasure(2.0, 1.6, 2.4, 3, study.RELAXES, p_value=0.0496, sign_p=0.25)
+    assert study_prose.significance_text(m) == "; p = 0.0496, sign test p = 0.25"
+    assert study_prose.significance_text(m, 0.01) == "; p = 0.0496, sign test p = 0.25"
+    dropped = study_seeds.SeedMeasure(
+        2.0, 1.6, 2.4, 3, study.NO_DIFFERENCE, p_value=0.04999, dropped=study.RELAXES
+    )
+    assert "at p = 0.04999 on its own" in study_prose.significance_text(dropped)
+
+
+def test_an_answer_line_names_a_cell_the_correction_dropped():
+    """Review 22 (5): "No difference shown: ssmax (...; paired ratio x1.9 [1.6, 2.3])" beside an
+    interval wholly beyond the ratio, without saying Benjamini-Hochberg dropped it."""
+    base = study_seeds.SeedMeasure(1.0, 0.9, 1.1, 3, "baseline", values=(0.9, 1.0, 1.1))
+    kept_out = study_seeds.SeedMeasure(
+        1.9, 1.6, 2.3, 3, study.NO_DIFFERENCE, p_value=0.03, dropped=study.RELAXES
+    )
+    over = {"softmax": {"vanishing": base}, "ssmax": {"vanishing": kept_out}}
+    line = study_prose.answer_line_over_seeds("vanishing", "Vanishing", over, "softmax")
+    assert "ssmax (" in line
+    assert "relaxes on its own, not kept by Benjamini-Hochberg)" in line, line
+
+
+def test_sink_and_perplexity_differences_are_labelled_uncorrected():
+    """Review 22 (3): the sink and perplexity "lower/higher" calls are single t-intervals per rule
+    with no multiple-comparison control; in a null of 14 rules and 3 seeds 43 % of studies named
+    at least one. The summary says so where it names any."""
+    t = table(BASE, ("a", {}, (-3.0, -5.0, -1.0, study.LOWER), study.HIGHER))
+    text = study_prose.which_rule_when(t, "softmax")
+    for lead in ("the attention sink", "held-out perplexity"):
+        assert line(text, lead).endswith(study_prose.UNCORRECTED), line(text, lead)
+    plain = table(BASE, ("a", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE))
+    text = study_prose.which_rule_when(plain, "softmax")
+    assert study_prose.UNCORRECTED not in text

@@ -155,8 +155,8 @@ def study_figure(s: Study) -> tuple[Figure, str]:
         f"({arch['kv_heads']} KV), d={arch['hidden_size']}, identical but for the attention rule; "
         f"{tr['steps']} steps of {tr['batch_size']} x {tr['context']} tokens, seed {p.seed} (of {p.seeds or [p.seed]}). "
         f"(c)-(h): each model's own attention on held-out chunks, analysed row of each (layer, "
-        f"chunk, head): {first.filter(pl.col('L') == l_max).height} rows per L; N = "
-        f"{p.n_fixed[models[0]]} for (e). (d): the rows of (g) at one L, the trained rule applied to z / T; "
+        f"chunk, head): {first.filter(pl.col('L') == l_max).height} rows per L. "
+        f"(d): the rows of (g) at one L, the trained rule applied to z / T; "
         f"Scalable-Softmax's bound is per row (table); norms outside "
         f"{GRADIENT_RANGE[0]:g}-{GRADIENT_RANGE[1]:g} are off the axis. (h): one point per (layer, head)."
     )

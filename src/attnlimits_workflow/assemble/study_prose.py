@@ -11,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from attnlimits.intervals import p_text
+
 from ..study_limits import (
     CEILING,
     HIGHER,
@@ -129,7 +131,7 @@ def shown_over_seeds(m: SeedMeasure) -> str:
     return f"{mean} [{m.low:.3g}, {m.high:.3g}]{paired}"
 
 
-def significance_text(m: SeedMeasure) -> str:
+def significance_text(m: SeedMeasure, alpha: float = 0.05) -> str:
     """The tests behind a verdict: '; p = x, sign test p = y' (both two-sided, beyond
     relax_ratio; the sign test where the seeds pair) for a kept verdict, and for one
     Benjamini-Hochberg did not keep, what it was and at which p; '' where no test ran."""
@@ -137,12 +139,14 @@ def significance_text(m: SeedMeasure) -> str:
         # a cell the caps withhold is no member of the corrected family: its p would read as
         # an uncorrected finding
         return ""
+    # p_text keeps a printed p on its side of alpha (1 - the interval level, Benjamini-
+    # Hochberg's q): 0.0496 is not "0.05"
     if m.dropped:
         return (
-            f"; {m.dropped} at p = {m.p_value:.2g} on its own, not kept by Benjamini-Hochberg "
-            "over the table"
+            f"; {m.dropped} at p = {p_text(m.p_value, alpha)} on its own, not kept by "
+            "Benjamini-Hochberg over the table"
         )
-    text = f"; p = {m.p_value:.2g}"
+    text = f"; p = {p_text(m.p_value, alpha)}"
     if not math.isnan(m.sign_p):
         text += f", sign test p = {m.sign_p:.3g}"
     return text
@@ -186,7 +190,11 @@ def answer_line_over_seeds(
 
         def named(n: str, m: SeedMeasure, v=v) -> str:
             order = seed_order(m, over[baseline][key], baseline) if v == NO_DIFFERENCE else ""
-            return f"{n} ({shown_over_seeds(m)}{'; ' + order if order else ''})"
+            # beyond the ratio on its own, dropped by the correction: said, beside its interval
+            dropped = (
+                f"; {m.dropped} on its own, not kept by Benjamini-Hochberg" if m.dropped else ""
+            )
+            return f"{n} ({shown_over_seeds(m)}{'; ' + order if order else ''}{dropped})"
 
         names = [named(n, m) for n, m in others.items() if m.verdict == v]
         parts.append(f"{v[0].upper()}{v[1:]}: {', '.join(names)}.")
@@ -194,6 +202,10 @@ def answer_line_over_seeds(
 
 
 RATIO_WORD = "the configured ratio"
+# beside the sink and perplexity differences: outside the Benjamini-Hochberg family of the limits
+UNCORRECTED = (
+    " Each is one rule's t-interval over the seeds, not corrected for the number of rules compared."
+)
 # beside a rule whose untrained weights already give its trained verdict (study_report's
 # untrained comparison): a property of the rule, not of what it learnt
 UNTRAINED_ALREADY = "the untrained weights already give it"
@@ -359,6 +371,8 @@ def which_rule_when(
         text = f"{lead} no rule's first-token weight is shown lower than {baseline}'s."
     if more:
         text += f" Higher than {baseline}'s: {', '.join(more)}."
+    if sink or more:
+        text += UNCORRECTED
     lines.append(text)
     cheaper = [r for r in rows if r.get("perplexity_cost_verdict") == LOWER]
     costly = [r["normalizer"] for r in rows if r.get("perplexity_cost_verdict") == HIGHER]
@@ -369,5 +383,7 @@ def which_rule_when(
         text = f"{lead} no rule's held-out perplexity is shown lower than {baseline}'s."
     if costly:
         text += f" Higher: {', '.join(costly)}."
+    if cheaper or costly:
+        text += UNCORRECTED
     lines.append(text)
     return "\n".join(lines)

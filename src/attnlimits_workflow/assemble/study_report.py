@@ -249,7 +249,8 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_dropped_by_fdr": m.dropped,
                 }
                 cells.append(
-                    f"{m.verdict}: {shown_over_seeds(m)}{significance_text(m)}"
+                    f"{m.verdict}: {shown_over_seeds(m)}"
+                    + significance_text(m, 1.0 - s.settings.get("interval_level", 0.95))
                     + untrained_text(s, n, key, m.verdict)
                 )
                 if s.untrained is not None and n in s.untrained:
