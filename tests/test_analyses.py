@@ -452,6 +452,28 @@ class TestCriticalN:
         assert set(reps["top_N"]) == {3}
 
 
+@pytest.mark.parametrize("protocol", ["last_row", "all_rows"])
+def test_the_layer_bootstrap_draws_whole_layers_for_the_critical_n(protocol):
+    """analysis.bootstrap.unit: layer: the critical N's resamples draw the units' layers whole
+    (attnlimits.bootstrap.cluster_indices) from the same generator as the summaries' draws."""
+    layer = np.repeat([0, 1], 5)
+    rows = {"rows": True, "head": np.arange(10) % 5} if protocol == "all_rows" else {}
+    pack = make_pack(np.full((10, 6), 1 / 6), np.zeros((6, 2)), layer=layer, **rows)
+    settings = dataclasses.replace(
+        critical_settings(protocol), bootstrap={"resamples": 4, "seed": 7, "unit": "layer"}
+    )
+    draws = critical_n.unit_draws(layer, settings)
+    assert draws.shape == (4, 10)
+    for row in draws:  # each resample: two drawn layers, five units each, whole
+        assert sorted(np.bincount(layer[row], minlength=2).tolist()) in ([0, 10], [5, 5])
+    table = critical_n.analyse(pack, settings)
+    reps = table.filter(pl.col("step") == "replicate")
+    assert reps.height == 4 * len(critical_n.KINDS) and set(reps["N_crit"]) == {3}
+    # unequal layers (a subset of the units) are refused with the setting to change
+    with pytest.raises(ValueError, match="analysis.critical_n.samples"):
+        critical_n.unit_draws(np.array([0, 0, 1]), settings)
+
+
 def test_vanishing_hand_case():
     """alpha = (0.25, 0.75), Delta/T = 1 * 2 * 0.5: L alpha in [0.5, 1.5] within exp(-+2); the
     upper bound e^2 >= L = 2 cannot be exceeded (vacuous)."""

@@ -2013,3 +2013,6 @@ def test_every_verdict_page_states_what_the_intervals_resample(monkeypatch):
     run = {"model": "m", "weights": "w", "corpus": "c", "chunks": 2}
     header = table1.table1_header(run)
     assert BOOTSTRAP_UNIT_CAVEAT.capitalize() in header
+    # a cluster bootstrap over layers says what it resamples instead
+    layered = table1.table1_header(run, "layer")
+    assert "resample whole layers" in layered and BOOTSTRAP_UNIT_CAVEAT not in layered.lower()

@@ -19,6 +19,7 @@ from attnlimits.bootstrap import (
     bootstrap,
     bootstrap_mean,
     clopper_pearson,
+    cluster_indices,
     joint_verdict,
     percentile_interval,
     verdict,
@@ -219,3 +220,46 @@ def test_too_many_undefined_resamples_leave_a_claim_undecided():
     assert verdict(Interval(**inside, undefined=51), band) == "undecided"
     outside = {**inside, "low": 2.0, "high": 3.0}
     assert verdict(Interval(**outside, undefined=400), band) == "undecided"
+
+
+def test_cluster_indices_by_hand():
+    """Units 0-5 in layers (1, 0, 1, 0, 2, 2): a resample that draws layers 2, 2, 0 holds units
+    4, 5, 4, 5, 1, 3, each drawn layer whole, as a plain loop over the same draws gives."""
+    clusters = np.array([1, 0, 1, 0, 2, 2])
+
+    class Fixed:
+        def integers(self, low, high, size):
+            assert (low, high, size) == (0, 3, (2, 3))
+            return np.array([[2, 2, 0], [1, 0, 1]])
+
+    got = cluster_indices(clusters, 2, Fixed())
+    assert got.tolist() == [[4, 5, 4, 5, 1, 3], [0, 2, 1, 3, 0, 2]]
+
+
+@given(
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.integers(0, 2**32 - 1),
+)
+def test_cluster_indices_against_a_plain_loop(layers, per_layer, resamples, seed):
+    order = np.random.default_rng(seed).permutation(layers * per_layer)
+    clusters = np.repeat(np.arange(layers), per_layer)[order]
+    got = cluster_indices(clusters, resamples, np.random.default_rng(seed))
+    picks = np.random.default_rng(seed).integers(0, layers, size=(resamples, layers))
+    want = [
+        [unit for layer in row for unit in range(len(clusters)) if clusters[unit] == layer]
+        for row in picks
+    ]
+    assert got.tolist() == want
+    # every drawn layer is whole: each resample's units come in whole layers
+    for row in got:
+        counts = np.bincount(clusters[row], minlength=layers)
+        assert (counts % per_layer == 0).all()
+
+
+def test_cluster_indices_refuses_unequal_clusters_and_no_resamples():
+    with pytest.raises(ValueError, match="same number of units in every cluster, got 0: 2, 1: 1"):
+        cluster_indices([0, 0, 1], 3, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="resamples must be >= 1"):
+        cluster_indices([0, 1], 0, np.random.default_rng(0))

@@ -160,3 +160,37 @@ def test_a_nan_cell_is_left_out_of_the_point_as_of_its_resamples():
     assert point["m"].to_list() == [1.5]
     mean = per_group(table, ("L",), [pl.col("x").mean().alias("m")], ("L",))
     assert mean["m"].to_list() == [1.5]
+
+
+@pytest.mark.parametrize("how", ["median", "mean", "max"])
+def test_the_layer_bootstrap_draws_whole_layers_as_a_loop_does(how):
+    """analysis.bootstrap.unit: layer. Three layers x two heads x two chunks: each resample draws
+    three layers with replacement and takes both heads of each, then the chunks one by one, all
+    from one generator; a loop over explicit indices gives the same statistics."""
+    rng = np.random.default_rng(1)
+    rows = [
+        {"layer": layer, "head": head, "chunk": chunk, "L": 8, "x": float(rng.normal())}
+        for layer in (0, 1, 2)
+        for head in (0, 1)
+        for chunk in (0, 1)
+    ]
+    got = replicate_summaries(
+        _frame(rows), ("L",), {"s": ("x", how)}, resamples=20, seed=4, unit="layer"
+    )
+    draws = np.random.default_rng(4)
+    layers = draws.integers(0, 3, size=(20, 3))
+    chunk_draws = draws.integers(0, 2, size=(20, 2))
+    reduce = {"median": np.median, "mean": np.mean, "max": np.max}[how]
+    for rep in range(20):
+        values = [
+            r["x"]
+            for layer in layers[rep]
+            for head in (0, 1)
+            for chunk in chunk_draws[rep]
+            for r in rows
+            if (r["layer"], r["head"], r["chunk"]) == (layer, head, chunk)
+        ]
+        assert got["s"][rep] == pytest.approx(reduce(values), rel=1e-12)
+    # an unknown unit is refused, not read as heads
+    with pytest.raises(ValueError, match="head or layer"):
+        replicate_summaries(_frame(rows), ("L",), {"s": ("x", how)}, resamples=2, seed=0, unit="x")

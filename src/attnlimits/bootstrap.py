@@ -73,6 +73,31 @@ def resample_indices(
     return [rng.integers(0, n, size=(resamples, n)) for n in sizes]
 
 
+def cluster_indices(
+    clusters: ArrayLike, resamples: int, rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """(resamples, units) indices of a cluster bootstrap: each resample draws as many clusters
+    as there are, with replacement, and takes every unit of each drawn cluster (in unit order,
+    clusters in drawn order). ``clusters``: each unit's cluster (e.g. a head's layer). Units of
+    one cluster move together, so the resample keeps their correlation, which drawing units one
+    by one (:func:`resample_indices`) treats as independent evidence. Every cluster must hold
+    the same number of units, so that every resample has as many units as the sample."""
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    clusters = np.asarray(clusters)
+    if clusters.size == 0:
+        raise ValueError("a cluster bootstrap needs at least one unit")
+    names, sizes = np.unique(clusters, return_counts=True)
+    if (sizes != sizes[0]).any():
+        raise ValueError(
+            "a cluster bootstrap needs the same number of units in every cluster, got "
+            + ", ".join(f"{n}: {k}" for n, k in zip(names.tolist(), sizes.tolist(), strict=True))
+        )
+    members = np.stack([np.flatnonzero(clusters == name) for name in names])
+    picks = rng.integers(0, len(names), size=(resamples, len(names)))
+    return members[picks].reshape(resamples, -1).astype(np.int64)
+
+
 def percentile_interval(stats: ArrayLike, level: float) -> tuple[float, float, int]:
     """(low, high, undefined): the central ``level`` interval of the defined resampled values."""
     if not 0.0 < level < 1.0:

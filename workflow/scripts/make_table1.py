@@ -35,7 +35,7 @@ table = table1(
     analysis=snakemake.params.analysis,
     replicates={name: pl.read_parquet(getattr(inp, f"{name}_replicates")) for name in SCORED},
 )
-header = table1_header(run)
+header = table1_header(run, snakemake.params.analysis["bootstrap"].get("unit", "head"))
 write_csv(table, out.csv)
 # the readable tables carry the interval in "measured"; its numbers are the CSV's columns
 shown = table.drop("claim_id", "summary", *NUMBER_COLUMNS)

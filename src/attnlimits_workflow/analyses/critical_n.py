@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from attnlimits import distance as dist
-from attnlimits.bootstrap import Band, resample_indices
+from attnlimits.bootstrap import Band, cluster_indices, resample_indices
 from attnlimits.bootstrap import verdict as bootstrap_verdict
 from attnlimits.critical import (
     BlockedDistances,
@@ -134,15 +134,27 @@ def table_rows(length, masked, kind, tried, fixed, critical, censored, top_n, co
     ]
 
 
-def unit_draws(units: int, settings: Settings) -> np.ndarray | None:
-    """(resamples, units) indices of the KS test's units drawn with replacement from
-    analysis.bootstrap.seed, or None without bootstrap. Keyed by the count alone, as the
-    summaries' draws are (assemble.replicates): with every head kept (samples: null) under
-    all_rows, a resample here is the same heads as in the other claims' intervals."""
+def unit_draws(layers: np.ndarray, settings: Settings) -> np.ndarray | None:
+    """(resamples, units) indices of the KS test's units (``layers``: each unit's layer) drawn
+    from analysis.bootstrap.seed, or None without bootstrap: with replacement one by one, or
+    under analysis.bootstrap.unit "layer" whole layers (attnlimits.bootstrap.cluster_indices).
+    Drawn as the summaries' draws are (assemble.replicates.unit_draws): with every head kept
+    (samples: null) under all_rows, a resample here is the same heads as in the other claims'
+    intervals."""
     if not settings.bootstrap:
         return None
     rng = np.random.default_rng(settings.bootstrap["seed"])
-    return resample_indices([units], settings.bootstrap["resamples"], rng)[0]
+    resamples = settings.bootstrap["resamples"]
+    unit = settings.bootstrap.get("unit", "head")
+    if unit == "layer":
+        try:
+            return cluster_indices(layers, resamples, rng)
+        except ValueError as error:
+            raise ValueError(
+                f"analysis.bootstrap.unit: layer: {error} (analysis.critical_n.samples draws a "
+                "subset of the units; set it to null)"
+            ) from None
+    return resample_indices([len(layers)], resamples, rng)[0]
 
 
 def replicate_rows(
@@ -220,7 +232,9 @@ def table(
     kernel's pooled means."""
     length, rows_settings = pack.length, settings.all_rows
     grid = n_list(length, rows_settings)
-    heads = len(np.unique(np.stack([pack.layer, pack.head]), axis=1)[0])
+    # the (layer, head) pairs in order: the units the kernel's per-head means are indexed by
+    pairs = np.unique(np.stack([pack.layer, pack.head]), axis=1)
+    heads = pairs.shape[1]
     # the same heads at every L, N and reading: the stream is keyed by the head count alone
     keep = ks_subsample(
         heads, settings.samples, stream_rng(settings.seed, Stream.CRITICAL_N_SUBSAMPLE, heads)
@@ -235,7 +249,7 @@ def table(
         default_masked=rows_settings["masked"],
         batch=CRITICAL_N_BATCH,
         log=lambda *a: log.info(*a, timer),
-        draws=unit_draws(len(keep), settings),
+        draws=unit_draws(pairs[0][keep], settings),
     )
     rows, replicates = [], []
     for (reading, kind), (search, fixed, resampled) in found.items():
@@ -319,7 +333,7 @@ def last_row(pack: Pack, settings: Settings, log: logging.Logger = LOG) -> pl.Da
     def ks_at(kind: str, n: int):
         return ks_test(distances.distance(n)[keep], expectation(kind, n)[keep])
 
-    draws = unit_draws(len(keep), settings)
+    draws = unit_draws(np.asarray(pack.layer)[keep], settings)
     grid = n_list(L, settings.all_rows)
     rows, replicates = [], []
     for kind in KINDS:

@@ -178,6 +178,19 @@ BOOTSTRAP_UNIT_CAVEAT = (
     "intervals resample heads (and chunks) as independent units; heads of one layer move "
     "together, and then these intervals are too narrow (docs/paper-notes.md 15)"
 )
+# analysis.bootstrap.unit: layer (a cluster bootstrap): what its intervals resample instead
+LAYER_BOOTSTRAP_NOTE = (
+    "intervals resample whole layers (every head of a drawn layer together) and the chunks; "
+    "with few layers a percentile interval still covers less than its level "
+    "(docs/paper-notes.md 15)"
+)
+
+
+def bootstrap_note(unit: str) -> str:
+    """What the intervals resample under analysis.bootstrap.unit, in a page's words."""
+    return LAYER_BOOTSTRAP_NOTE if unit == "layer" else BOOTSTRAP_UNIT_CAVEAT
+
+
 # The claims whose statistic is such a maximum (the findings page keeps them out of its results)
 MAXIMUM_CLAIMS = ("gradient_inverse_t", "gradient_drop", "upper_bound_tracks")
 # why such a claim gets no robustness status where its alternatives agree

@@ -312,7 +312,9 @@ GLANCE_LEGEND = (
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it); each text's "
     "mark comes with the number its verdict reads (a bound check: its violating units; >=: a "
-    "censored critical N, a lower bound). Intervals: " + BOOTSTRAP_UNIT_CAVEAT + "."
+    "censored critical N, a lower bound). Intervals (analysis.bootstrap.unit: head): "
+    + BOOTSTRAP_UNIT_CAVEAT
+    + "."
 )
 
 

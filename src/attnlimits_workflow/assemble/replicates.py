@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.bootstrap import percentile_interval, resample_indices
+from attnlimits.bootstrap import cluster_indices, percentile_interval, resample_indices
 
 # aggregation name -> its NaN-aware reduction over axis 1 (the resampled units); NaN marks a
 # unit missing from a group, never a value (polars' median, mean and max skip nulls likewise)
@@ -41,6 +41,24 @@ def unit_axes(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     return heads, chunks
 
 
+def unit_draws(
+    heads: pl.DataFrame, chunks: pl.DataFrame | None, resamples: int, seed: int, unit: str
+) -> list[NDArray[np.int64]]:
+    """The resamples' indices into ``heads`` (and ``chunks``): heads one by one, or under
+    ``unit`` "layer" whole layers (attnlimits.bootstrap.cluster_indices), then the chunks one
+    by one, all from one generator of ``seed``."""
+    rng = np.random.default_rng(seed)
+    if unit == "head":
+        sizes = [heads.height] + ([] if chunks is None else [chunks.height])
+        return resample_indices(sizes, resamples, rng)
+    if unit != "layer":
+        raise ValueError(f"analysis.bootstrap.unit must be head or layer, got {unit!r}")
+    draws = [cluster_indices(heads["layer"].to_numpy(), resamples, rng)]
+    if chunks is not None:
+        draws += resample_indices([chunks.height], resamples, rng)
+    return draws
+
+
 def replicate_summaries(
     table: pl.DataFrame,
     by: Sequence[str],
@@ -48,16 +66,18 @@ def replicate_summaries(
     *,
     resamples: int,
     seed: int,
+    unit: str = "head",
 ) -> pl.DataFrame:
     """One row per (group of ``by``, resample): column ``replicate`` (0..resamples-1), the
     ``by`` values, and each of ``statistics`` (output name -> (column, "median" | "mean" |
     "max")) recomputed over the resampled units of the group.
 
     A unit drawn k times counts k times. Units absent from a group (or with a NaN value) are
-    left out of its statistic; a group whose resample holds none of its units gives NaN."""
+    left out of its statistic; a group whose resample holds none of its units gives NaN.
+    ``unit``: "head" draws heads one by one; "layer" draws layers with replacement and takes
+    every head of a drawn layer (:func:`unit_draws`)."""
     heads, chunks = unit_axes(table)
-    sizes = [heads.height] + ([] if chunks is None else [chunks.height])
-    draws = resample_indices(sizes, resamples, np.random.default_rng(seed))
+    draws = unit_draws(heads, chunks, resamples, seed, unit)
     chunk_index = (
         pl.lit(0, dtype=pl.UInt32)
         if chunks is None

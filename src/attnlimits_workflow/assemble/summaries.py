@@ -275,5 +275,10 @@ def replicates_of(
     analysis.bootstrap settings."""
     present = {name: spec for name, spec in statistics.items() if spec[0] in table.columns}
     return replicate_summaries(
-        table, by, present, resamples=bootstrap["resamples"], seed=bootstrap["seed"]
+        table,
+        by,
+        present,
+        resamples=bootstrap["resamples"],
+        seed=bootstrap["seed"],
+        unit=bootstrap.get("unit", "head"),
     )

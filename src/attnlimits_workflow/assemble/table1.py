@@ -18,13 +18,13 @@ from attnlimits.families import FAMILIES
 from .. import registry
 from ..analyses.gradient_null import LESS_OFTEN
 from .claims import (  # noqa: F401  (re-exported: the scoring pieces tests and scripts name here)
-    BOOTSTRAP_UNIT_CAVEAT,
     MAXIMUM_CAVEAT,
     MAXIMUM_CLAIMS,
     NOT_SCORED,
     POSITIVE,
     Scorecard,
     Scoring,
+    bootstrap_note,
     interval_text,
     measure,
     partitions,
@@ -215,10 +215,12 @@ def table1(
     return pl.DataFrame(card.rows, schema=TABLE1_SCHEMA)
 
 
-def table1_header(run: dict) -> str:
+def table1_header(run: dict, unit: str = "head") -> str:
+    """The scorecard's caption: the run, its protocol and what its intervals resample
+    (``unit``: analysis.bootstrap.unit)."""
     from ..plotting import protocol_text  # matplotlib: not for the analysis jobs that score
 
     return (
         f"Reproduction scorecard: {run['model']} ({run['weights']}), corpus {run['corpus']}, "
-        f"{run['chunks']} chunks; {protocol_text(run)}. {BOOTSTRAP_UNIT_CAVEAT.capitalize()}."
+        f"{run['chunks']} chunks; {protocol_text(run)}. {bootstrap_note(unit).capitalize()}."
     )
