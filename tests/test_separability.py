@@ -172,3 +172,60 @@ def test_theorem2_lower_bound_holds_per_sample_on_any_data(case):
     res = separability(alpha[None], x, n=n, delta=delta, radius_m=1.7, zero_weight=rule)
     if not np.isnan(res.lower_bound[0]):
         assert res.ratio[0] >= res.lower_bound[0] - 1e-12
+
+
+def test_theorem2_upper_bound_on_the_mean_is_false_under_its_own_assumptions():
+    """Review 23 (1): embeddings uniform on the sphere (Assumptions 1-2) and attention spread
+    evenly over N keys: in high dimension every selected token lies nearer s than any other, so
+    N_s = N on every draw, and E[N_s]/N = 1 exceeds Eq. (11)'s upper bound (< 1) at every N
+    tried. A counterexample to the theorem, so Table 1 gives its mean check no verdict."""
+    import polars as pl
+    import yaml
+    from project import REPO
+
+    from attnlimits_workflow.analyses.separability import checks, summarise_inputs
+    from attnlimits_workflow.assemble.claims import Scorecard
+    from attnlimits_workflow.assemble.table1 import bound_claims
+
+    rng = np.random.default_rng(6)
+    samples, length, dims = 6, 64, 2048
+    x = project_to_sphere(rng.standard_normal((samples, length, dims)), 1.0)
+    delta = min_pairwise_distance(x)
+    frames = []
+    for n in (2, 4, 8, 16):
+        logits = np.zeros((samples, length))
+        logits[:, :n] = 14.0
+        a = np.exp(logits - logits.max(1, keepdims=True))
+        a /= a.sum(1, keepdims=True)
+        r = separability(a, x, n=n, delta=delta, radius_m=1.0)
+        assert (r.ratio == 1.0).all() and (r.upper_bound < 1.0).all()
+        o = checks(r.ratio, r.lower_bound, r.upper_bound)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "layer": np.zeros(samples, int),
+                    "head": np.arange(samples),
+                    "chunk": np.zeros(samples, int),
+                    "L": np.full(samples, length),
+                    "N": np.full(samples, n),
+                    "ratio": r.ratio,
+                    "lower_bound": r.lower_bound,
+                    "upper_bound": r.upper_bound,
+                    "zero_weight_selected": r.zero_weight_selected,
+                    "zero_radius": r.zero_radius,
+                    "negative_xi_square": r.negative_xi_square,
+                    "no_outside_token": r.no_outside_token,
+                    "rows": np.ones(samples, int),
+                    "lower_bound_check": o["lower_bound"].tolist(),
+                    "upper_bound_check": o["upper_bound"].tolist(),
+                }
+            )
+        )
+    out = summarise_inputs(pl.concat(frames))
+    means = out["separability"]
+    assert (means["ratio_mean"] > means["upper_bound_mean"]).all()
+    card = Scorecard(yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text()))
+    bound_claims(card, out["violations"])
+    (row,) = [r for r in card.rows if r["claim_id"].endswith("upper bound on mean N_s/N")]
+    assert row["verdict"] == "no verdict", row
+    assert "4 of 4 N values violate" in row["measured"]

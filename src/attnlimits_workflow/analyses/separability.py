@@ -320,6 +320,17 @@ def last_row(
 # Its summary, by its own rule (summarise_separability: registry record's generic_summary False):
 # summarise_inputs(**the rule's inputs) -> the rule's outputs by name, and REPLICATED_FROM, the
 # input table, groups and summary columns Table 1's claims read, recomputed on each resample.
+# Eq. (11)'s upper bound on E[N_s]/N fails under its own assumptions (docs/paper-notes.md 23):
+# attention spread evenly over N keys of embeddings uniform on a high-dimensional sphere puts
+# every selected token nearer s than any other, N_s = N on every draw, above a bound < 1
+MEAN_UPPER_COUNTEREXAMPLE = (
+    "Eq. (11)'s upper bound on E[N_s]/N is false under its own Assumptions 1-2: attention spread "
+    "evenly over N keys of embeddings uniform on a high-dimensional sphere gives N_s = N on every "
+    "draw, above the bound (< 1), at every N tried (docs/paper-notes.md section 23), so a "
+    "violation says nothing about the model"
+)
+
+
 def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per (L, N) spreads of N_s/N and Theorem 2's bounds, and the counts of its checks: per
     sample (N = 1 apart) and on the mean per N."""
@@ -343,6 +354,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     )
 
     # Theorem 2 bounds E[N_s]/N; per-sample ratios are counted too, but the mean is what it bounds.
+    # Its upper bound on the mean is false under Assumptions 1-2 (MEAN_UPPER_COUNTEREXAMPLE), so
+    # its violations are counted and given no verdict; the lower bound on the mean is decided.
     # N = 1 is left out: N_s/N = 1 there on every row, which meets the lower bound 1 - 0 = 1 as
     # an identity and exceeds the upper bound exp(-r^2/16M^2) < 1 on any data with r > 0.
     beyond_one = summary.filter(pl.col("N") > 1)
@@ -447,6 +460,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             "each N",
             slack=("ratio_mean", "upper_bound_mean", True),
             vacuous_reason=floor_reason,
+            # counted, never a verdict: the bound is false under its own assumptions
+            no_verdict=MEAN_UPPER_COUNTEREXAMPLE,
         ),
     ]
     return {"separability": summary, "violations": violation_table(rows)}
