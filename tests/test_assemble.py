@@ -2021,3 +2021,30 @@ def test_every_verdict_page_states_what_the_intervals_resample(monkeypatch):
     # a cluster bootstrap over layers says what it resamples instead
     layered = table1.table1_header(run, "layer")
     assert "resample whole layers" in layered and BOOTSTRAP_UNIT_CAVEAT not in layered.lower()
+
+
+def test_a_sink_drops_only_the_proofs_that_need_weights_summing_to_one():
+    """Review 23 (2): a model with an attention sink dropped every "proved", so Corollary 1 (the
+    softmax of the dumped logits, recomputed) read "reproduced" instead of vacuous, though its
+    proof holds for any q and k. Only a proof that needs the weights to sum to one is dropped."""
+    from attnlimits_workflow.assemble.summaries import count, violation_table
+
+    frame = pl.DataFrame({"check": ["holds"] * 80, "layer": [0] * 80, "head": list(range(80))})
+    rows = [
+        count(frame, "check", "recomputed", "every sample", proved="why", proof_needs="any"),
+        count(frame, "check", "needs one", "every sample", proved="why"),
+    ]
+    violations = violation_table(rows)
+    for sums_to_one, needs_one in ((True, "vacuous"), (False, "reproduced")):
+        card = table1.Scorecard({})
+        table1.bound_claims(card, violations, sums_to_one=sums_to_one)
+        assert [r["verdict"] for r in card.rows] == ["vacuous", needs_one]
+    # a differential model's analyses read per-head softmax rows: it keeps every proof
+    from attnlimits.families import FAMILIES
+
+    kinds = {
+        (f.differential, f.attention_sinks): table1.weights_sum_to_one({"model_type": name})
+        for name, f in FAMILIES.items()
+    }
+    assert kinds[(True, False)] and not kinds[(False, True)] and kinds[(False, False)]
+    assert table1.weights_sum_to_one({})

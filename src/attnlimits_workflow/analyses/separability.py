@@ -431,6 +431,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 slack=("ratio", "lower_bound", False),
                 vacuous_reason=lower_reasons[label],
                 proved=lower_proved,
+                # non-negative weights only: a sink's rows (summing to less than one) keep it
+                proof_needs="any",
             )
             | {"by_n": by_n(part, "lower_bound_check")},
             count(

@@ -105,6 +105,8 @@ def summarise(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 slack=("min_scaled", "lower_bound", False),
                 vacuous_reason="L min alpha <= 1: a uniform row passes any bound <= 1",
                 proved=PROVED,
+                # the weights are the softmax of the dumped logits, recomputed, sink or not
+                proof_needs="any",
             ),
             count(
                 v,
@@ -116,6 +118,8 @@ def summarise(vanishing: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 vacuous_reason="L max alpha <= L whatever the logits: a bound exp(2 Delta/T) >= L "
                 "cannot be exceeded",
                 proved=PROVED,
+                # the weights are the softmax of the dumped logits, recomputed, sink or not
+                proof_needs="any",
             ),
         ]
     )

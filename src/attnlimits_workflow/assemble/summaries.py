@@ -53,6 +53,7 @@ def count(
     vacuous_reason: str = "",
     note: str = "",
     proved: str = "",
+    proof_needs: str = "sum_to_one",
     no_verdict: str = "",
 ) -> dict:
     """Outcomes of one bound check (a column of attnlimits.checks outcomes): checked counts the
@@ -61,7 +62,10 @@ def count(
     the median over the applicable samples of log10(bound / value) (upper) or log10(value /
     bound), how hard the data pushed on the bound. Where the table carries per-row outcome
     counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too.
-    ``proved``: why the bound holds on any data (Table 1 then calls it vacuous); ``no_verdict``:
+    ``proved``: why the bound holds on any data (Table 1 then calls it vacuous), and
+    ``proof_needs`` what of the weights the proof assumes: "sum_to_one" (a softmax over the keys
+    alone: not a model with an attention sink) or "any" (recomputed from the logits, or only
+    non-negative weights); ``no_verdict``:
     why its count decides nothing about the paper's claim (counted, never a verdict)."""
     # a column of no outcomes at all (every sample None) is read back as Null, not String
     frame = frame.with_columns(pl.col(column).cast(pl.String))
@@ -104,6 +108,7 @@ def count(
         else None,
         "by_n": "",
         "proved": proved,
+        "proof_needs": proof_needs if proved else "",
         "no_verdict": no_verdict,
         **head_counts(frame, col),
     }

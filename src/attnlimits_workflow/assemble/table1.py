@@ -44,6 +44,7 @@ VIOLATION_TYPES = {
     "note": pl.String,
     "by_n": pl.String,
     "proved": pl.String,
+    "proof_needs": pl.String,
     "no_verdict": pl.String,
     "heads_checked": pl.Int64,
     "heads_violated": pl.Int64,
@@ -93,8 +94,9 @@ def bound_claims(
     card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = True, sampled: bool = False
 ) -> None:
     """One row per bound check of the summaries (claim id "bound:<name>"). ``sums_to_one``:
-    whether the run's weights are a softmax over the keys alone (no sink, no difference of two),
-    the assumption under which a proved bound cannot fail. ``sampled``: the rows were drawn
+    whether the run's weights are a softmax over the keys alone (no attention sink), the
+    assumption under which a proof that needs it (the violations' ``proof_needs``: "sum_to_one",
+    or missing) cannot fail; a proof of "any" weights holds either way. ``sampled``: the rows were drawn
     (analysis.all_rows.rows), so no violation among them is not testable, not reproduced."""
     most = card.claims.get("bounds", {}).get("max_violation_share", 0.05)
     fewest = fewest_units(most, card.level)
@@ -110,7 +112,9 @@ def bound_claims(
             "is a threshold on the count, not a confidence level)"
         )
         row = (f"bound:{r['bound']}", f"bound holds: {r['bound']}", "holds")
-        proved = (r.get("proved") or "") if sums_to_one else ""
+        # a proof that needs weights summing to one says nothing of a sink's rows
+        needs_sum = (r.get("proof_needs") or "sum_to_one") == "sum_to_one"
+        proved = (r.get("proved") or "") if sums_to_one or not needs_sum else ""
         if r["checked"] == 0:
             outcome = (
                 "vacuous" if r["vacuous"] else ("not testable" if r["not_testable"] else NOT_SCORED)
@@ -198,9 +202,7 @@ def table1(
     scoring = Scoring(run, analysis, readings(run, analysis))
     for name, module in modules.items():
         module.score(card, summaries[name], replicates.get(name), scoring)
-    family = FAMILIES.get(run.get("model_type", ""))
-    sums_to_one = family is None or not (family.attention_sinks or family.differential)
-    bound_claims(card, violations, sums_to_one, scoring.sampled)
+    bound_claims(card, violations, weights_sum_to_one(run), scoring.sampled)
     bound_summary = (
         dict(zip(violations["bound"], violations["summary"], strict=True))
         if "summary" in violations.columns
@@ -213,6 +215,14 @@ def table1(
             bound_summary.get(bound) if key == "bound" else registry.CLAIM_SUMMARIES.get(key)
         )
     return pl.DataFrame(card.rows, schema=TABLE1_SCHEMA)
+
+
+def weights_sum_to_one(run: dict) -> bool:
+    """Whether the rows the analyses read sum to one: not under an attention sink, which takes a
+    share of every row (docs/paper-notes.md 12); differential attention's analyses read its
+    per-head softmax rows, each a distribution (section 13)."""
+    family = FAMILIES.get(run.get("model_type", ""))
+    return family is None or not family.attention_sinks
 
 
 def table1_header(run: dict, unit: str = "head") -> str:
