@@ -2048,3 +2048,20 @@ def test_a_sink_drops_only_the_proofs_that_need_weights_summing_to_one():
     }
     assert kinds[(True, False)] and not kinds[(False, True)] and kinds[(False, False)]
     assert table1.weights_sum_to_one({})
+
+
+def test_row_check_counts_divide_by_the_checks_that_could_fail():
+    """Review 23 (4): "row checks: 1 of 100 violate, 90 vacuous" read as a rate of 1/100 where
+    only 10 checks could fail, and the not-testable ones sat in the denominator unnamed."""
+    r = {
+        "not_testable": 0,
+        "vacuous": 0,
+        "not_applicable": 0,
+        "violated_rows": 1,
+        "rows": 100,
+        "vacuous_rows": 85,
+        "not_testable_rows": 5,
+    }
+    assert "row checks: 1 of 10 testable violate (85 vacuous, 5 not testable, 100 in all)" in (
+        table1.bound_detail(r)
+    )

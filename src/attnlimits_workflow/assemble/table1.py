@@ -64,9 +64,13 @@ def bound_detail(r: dict) -> str:
     """What the counts leave out: the untestable and vacuous samples, the rows, the slack."""
     parts = [f"{r['not_testable']} not testable, {r['vacuous']} vacuous, {r['not_applicable']} n/a"]
     if r.get("violated_rows") is not None:
+        # a row is checked once per L, N or T the check reads: checks, not distinct rows; the
+        # share is of the checks that could fail (vacuous and not testable ones named apart)
+        untestable = r.get("not_testable_rows") or 0
+        could_fail = r["rows"] - (r.get("vacuous_rows") or 0) - untestable
         parts.append(
-            # a row is checked once per L, N or T the check reads: checks, not distinct rows
-            f"row checks: {r['violated_rows']} of {r['rows']} violate, {r['vacuous_rows']} vacuous"
+            f"row checks: {r['violated_rows']} of {could_fail} testable violate "
+            f"({r['vacuous_rows'] or 0} vacuous, {untestable} not testable, {r['rows']} in all)"
         )
     if r.get("note"):
         parts.append(r["note"])
