@@ -1216,3 +1216,29 @@ def test_the_vanishing_rate_is_not_measured_beyond_the_training_context():
     got = study.vanishing_decay(per_l, 64)
     assert got["vanishing"] is None and got["vanishing_fit_lengths"] == (None, None)
     assert study.vanishing_decay(per_l, None)["vanishing_fit_lengths"] == (64, 512)
+
+
+@pytest.mark.unit
+def test_the_vanishing_factor_spans_the_lengths_its_slope_was_fitted_on():
+    """Review 23 (5): loglog_slope leaves out a length whose median peak weight is 0, but the
+    factor (L_hi / L_lo)^b took L_lo over every length: 0.125 over 16..128 where the slope -1 was
+    fitted on 32..128, whose factor is 0.25."""
+    per_l = pl.DataFrame({"L": [16, 32, 64, 128], "max_weight": [0.0, 0.5, 0.25, 0.125]})
+    got = study.vanishing_decay(per_l, None)
+    assert got["vanishing_fit_slope"] == pytest.approx(-1.0)
+    assert got["vanishing_fit_lengths"] == (32, 128)
+    assert got["vanishing"] == pytest.approx(0.25)
+    # fewer than two lengths with a positive peak: not measured
+    flat = pl.DataFrame({"L": [16, 32], "max_weight": [0.0, 0.5]})
+    assert study.vanishing_decay(flat, None)["vanishing"] is None
+
+
+@pytest.mark.unit
+def test_the_study_names_its_comparator_beside_the_papers_share():
+    """Review 23 (3): the study's N_crit is searched against the Monte-Carlo E, the paper's
+    0.06 L against the printed Theorem 1.2 term; the page set one beside the other unnamed."""
+    template = (REPO / "workflow" / "resources" / "study_template.md").read_text()
+    at = template.index("[[baseline_distance_vs_paper]]")
+    assert "against the Monte-Carlo E, not the paper's printed Theorem 1.2 term" in " ".join(
+        template[at : at + 400].split()
+    )

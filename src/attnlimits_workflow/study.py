@@ -315,9 +315,12 @@ def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str
     where None), as the factor (L_hi / L_lo)^b it implies over that range ("vanishing": 1 no
     decay, L_lo / L_hi Lemma 1's 1/L; positive, so rules compare by its ratio: (L_hi /
     L_lo)^(b1 - b2)), with the slope itself and the range it spans. Not measured (None) where
-    fewer than two analysed L lie within the training context: a fit beyond it would read
-    extrapolation, not Lemma 1."""
+    fewer than two analysed L with a positive median peak lie within the training context (a fit
+    beyond it would read extrapolation, not Lemma 1)."""
     within = per_l.filter(pl.col("L") <= trained_length) if trained_length else per_l
+    # the lengths the log-log slope can read: a median peak weight <= 0 has no logarithm, and
+    # the factor must span the lengths the slope was fitted on
+    within = within.filter((pl.col("L") > 0) & (pl.col("max_weight") > 0))
     if within.height < 2:
         return {
             "vanishing": None,
