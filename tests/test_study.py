@@ -1219,18 +1219,20 @@ def test_the_vanishing_rate_is_not_measured_beyond_the_training_context():
 
 
 @pytest.mark.unit
-def test_the_vanishing_factor_spans_the_lengths_its_slope_was_fitted_on():
-    """Review 23 (5): loglog_slope leaves out a length whose median peak weight is 0, but the
-    factor (L_hi / L_lo)^b took L_lo over every length: 0.125 over 16..128 where the slope -1 was
-    fitted on 32..128, whose factor is 0.25."""
-    per_l = pl.DataFrame({"L": [16, 32, 64, 128], "max_weight": [0.0, 0.5, 0.25, 0.125]})
-    got = study.vanishing_decay(per_l, None)
-    assert got["vanishing_fit_slope"] == pytest.approx(-1.0)
-    assert got["vanishing_fit_lengths"] == (32, 128)
-    assert got["vanishing"] == pytest.approx(0.25)
-    # fewer than two lengths with a positive peak: not measured
-    flat = pl.DataFrame({"L": [16, 32], "max_weight": [0.0, 0.5]})
-    assert study.vanishing_decay(flat, None)["vanishing"] is None
+def test_the_vanishing_factor_spans_one_range_for_every_rule():
+    """Review 23 (5): the factor took its range over every length while the slope left out a
+    median peak of 0. Review 24 (1): dropping that length gave one rule another span than the
+    baseline's, and two rules decaying alike as 1/L compared as "relaxes". Every factor spans the
+    analysed lengths; a rule with a median peak of 0 at one of them is not measured."""
+    decaying = pl.DataFrame({"L": [16, 32, 64, 128], "max_weight": [1.0, 0.5, 0.25, 0.125]})
+    base = study.vanishing_decay(decaying, None)
+    assert base["vanishing_fit_lengths"] == (16, 128)
+    assert base["vanishing"] == pytest.approx(0.125)
+    zero = pl.DataFrame({"L": [16, 32, 64, 128], "max_weight": [0.0, 0.5, 0.25, 0.125]})
+    got = study.vanishing_decay(zero, None)
+    assert got["vanishing"] is None and got["vanishing_fit_lengths"] == (None, None)
+    found = study.verdicts({"softmax": base, "rule": got}, "softmax", 1.5)
+    assert found["rule"]["vanishing"] != study.RELAXES
 
 
 @pytest.mark.unit

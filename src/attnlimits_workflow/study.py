@@ -315,12 +315,19 @@ def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str
     where None), as the factor (L_hi / L_lo)^b it implies over that range ("vanishing": 1 no
     decay, L_lo / L_hi Lemma 1's 1/L; positive, so rules compare by its ratio: (L_hi /
     L_lo)^(b1 - b2)), with the slope itself and the range it spans. Not measured (None) where
-    fewer than two analysed L with a positive median peak lie within the training context (a fit
-    beyond it would read extrapolation, not Lemma 1)."""
+    fewer than two analysed L lie within the training context (a fit beyond it would read
+    extrapolation, not Lemma 1), and where one of them has a median peak of 0 (no logarithm:
+    the slope would span other lengths than the other rules')."""
     within = per_l.filter(pl.col("L") <= trained_length) if trained_length else per_l
-    # the lengths the log-log slope can read: a median peak weight <= 0 has no logarithm, and
-    # the factor must span the lengths the slope was fitted on
-    within = within.filter((pl.col("L") > 0) & (pl.col("max_weight") > 0))
+    # Every rule's factor spans the same analysed lengths, so that factors compare as slopes do.
+    # A median peak weight <= 0 has no logarithm: a slope fitted without that length would span
+    # other lengths than the other rules', so the measure is withheld (review 24)
+    if within.height and not (within["max_weight"] > 0).all():
+        return {
+            "vanishing": None,
+            "vanishing_fit_slope": math.nan,
+            "vanishing_fit_lengths": (None, None),
+        }
     if within.height < 2:
         return {
             "vanishing": None,
