@@ -69,13 +69,16 @@ def test_by_n_counts_rows_where_the_table_has_them():
             "lower_bound_check": [HOLDS, HOLDS, VIOLATED],
             "lower_bound_violated_rows": [1, 2, 5],
             "lower_bound_vacuous_rows": [0, 1, 0],
+            "lower_bound_not_testable_rows": [2, 0, 0],
             "rows": [10, 10, 7],
         }
     )
+    # review 24: the denominator is the rows that could fail, as in bound_detail
     assert summaries.by_n(frame, "lower_bound_check") == (
-        "N=2: 3 of 20 rows (1 vacuous); N=4: 5 of 7 rows (0 vacuous)"
+        "N=2: 3 of 17 testable rows (1 vacuous, 2 not testable); "
+        "N=4: 5 of 7 testable rows (0 vacuous, 0 not testable)"
     )
-    plain = frame.select("N", "lower_bound_check")
+    plain = frame.select("N", "lower_bound_check")  # per sample: no row counts
     assert summaries.by_n(plain, "lower_bound_check") == (
         "N=2: 0 of 2 samples (0 vacuous, 0 not testable); N=4: 1 of 1 samples (0 vacuous, 0 not "
         "testable)"
@@ -1640,11 +1643,17 @@ def test_a_sampled_run_does_not_score_the_gradient_at_small_t():
         "gradient_drop": {"claim": "d", "paper": "p", "rule": "r", "high_t": 1.0}
         | {"low_point_t": 0.01, "min_decades": 1.5, "max_decades": 2.5},
     }
-    for sampled, want in ((False, "reproduced"), (True, "not testable")):
+    for sampled, want in ((False, "no verdict"), (True, "not testable")):
         card = table1.Scorecard(claims)
         gradient_analysis.claims(card, grad, None, sampled)
         assert [r["verdict"] for r in card.rows] == [want, want]
         assert ("sampled rows" in card.rows[0]["measured"]) == sampled
+    # review 24: unstructured logits give either verdict; the band's reading is named
+    card = table1.Scorecard(claims)
+    gradient_analysis.claims(card, grad, None, False)
+    for row in card.rows:
+        assert row["measured"].endswith("the band alone reads reproduced")
+        assert "i.i.d. Gaussian logits give either verdict" in row["measured"]
 
 
 def test_a_drop_of_many_more_decades_than_two_is_not_the_papers_two():
@@ -1662,7 +1671,9 @@ def test_a_drop_of_many_more_decades_than_two_is_not_the_papers_two():
         )
         card = table1.Scorecard(claims)
         gradient_analysis.claims(card, grad, None, False)
-        assert [r["verdict"] for r in card.rows if r["claim_id"] == "gradient_drop"] == [want]
+        (drop,) = [r for r in card.rows if r["claim_id"] == "gradient_drop"]
+        assert drop["verdict"] == "no verdict"  # review 24: no null, no verdict
+        assert drop["measured"].endswith(f"the band alone reads {want}")
     drop = paper_claims()["gradient_drop"]
     assert (drop["min_decades"], drop["max_decades"]) == (1.5, 2.5)
     assert "{max_decades}" in drop["rule"]

@@ -389,9 +389,11 @@ def table1_verdicts(path: Path) -> dict[str, str]:
 def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tmp_path):
     # .test/config-readings: T on the raw scores is sqrt(d_head) times colder, and over its
     # decade grid this model's softmax saturates below T = 0.1 on that scale only, so
-    # gradient_inverse_t's slope is -0.96 (reproduced) on the model's logits and -0.69 (not
-    # reproduced) on the raw scores: fragile. x_i as the layer's input settles d~'s linear growth
-    # over the visible keys (undecided otherwise) as not reproduced: unresolved, not fragile
+    # gradient_inverse_t's slope is -0.96 (its band alone: reproduced) on the model's logits and
+    # -0.69 (not reproduced) on the raw scores. Both read no verdict (review 24: unstructured
+    # logits give either, docs/paper-notes.md 24), so the claim is untested across the readings,
+    # not fragile. x_i as the layer's input settles d~'s linear growth over the visible keys
+    # (undecided otherwise) as not reproduced: unresolved, not fragile
     cfg = write_config(tmp_path, readings_config(tmp_path))
     snakemake(tmp_path, cfg, "--cores", "2", "tables/tiny-gpt2/robustness.csv")
     tables = tmp_path / "tables"
@@ -414,7 +416,19 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
     assert not own_g.equals(raw_g)
 
     rob = pl.read_csv(tables / "tiny-gpt2/robustness.csv", infer_schema_length=None)
-    assert (tables / "tiny-gpt2/robustness.md").read_text().count("| fragile |") >= 1
+    measured = {
+        r: dict(zip(t["claim_id"], t["measured"], strict=True))
+        for r, t in (
+            (r, pl.read_csv(tables / run / "table1.csv", infer_schema_length=None))
+            for r, run in (("default", "tiny-gpt2"), ("t_raw", "tiny-gpt2~t_raw"))
+        )
+    }
+    assert verdicts["default"]["gradient_inverse_t"] == "no verdict"
+    assert verdicts["t_raw"]["gradient_inverse_t"] == "no verdict"
+    assert measured["default"]["gradient_inverse_t"].endswith("the band alone reads reproduced")
+    assert measured["t_raw"]["gradient_inverse_t"].endswith("band alone reads not reproduced")
+    inverse_t = rob.filter(pl.col("claim_id") == "gradient_inverse_t")
+    assert set(inverse_t["robustness"]) == {"untested"}
     # every row is its reading's Table 1 row: "<claim>" or "<claim>:prefix" (masked: prefix;
     # this run's masked keys are non_selected, so Table 1's plain id is that reading)
     for row in rob.iter_rows(named=True):
@@ -467,4 +481,4 @@ def test_two_reading_run_writes_robustness_tables_that_agree_with_each_table1(tm
             assert rows["unsettled_by"][0] == MAXIMUM_NOTE
         else:
             assert status == "robust" and not flipped, claim
-    assert {"robust", "fragile"} <= seen
+    assert "robust" in seen

@@ -480,6 +480,23 @@ SAMPLED_GRADIENT = (
 )
 
 
+# Both Corollary 3 shape claims (the 1/T slope and the drop in decades of the largest head's g)
+# come out either way on logits with no structure: i.i.d. Gaussian rows gave reproduced or not by
+# their spread and by the protocol (docs/paper-notes.md 24). Not compared with a null of matched
+# spread, a band's verdict says nothing about the model: no verdict, the band's reading named.
+NO_VERDICT = "no verdict"
+
+
+def unstructured_note(band: str) -> str:
+    """The measured text's note on a gradient shape claim: why no verdict, and what its band alone
+    would read."""
+    return (
+        "no verdict: i.i.d. Gaussian logits give either verdict by their spread and the protocol, "
+        f"and no null of matched spread is compared (docs/paper-notes.md 24); the band alone "
+        f"reads {band}"
+    )
+
+
 def claims(
     card: Scorecard,
     grad: pl.DataFrame,
@@ -504,14 +521,15 @@ def claims(
             return (s,)
 
         (s,) = measure(slope, grad, replicates, card.level)
+        band = joint_verdict((s,), (Band(c["low"], c["high"]),))
         card.add_measured(
             claim_id,
             claim,
             paper,
             f"log-log slope {interval_text(s, '.2f')} (eps = {eps:g}); {MAXIMUM_CAVEAT}"
-            + (f"; {SAMPLED_GRADIENT}" if sampled else ""),
+            + (f"; {SAMPLED_GRADIENT}" if sampled else f"; {unstructured_note(band)}"),
             rule,
-            "not testable" if sampled else joint_verdict((s,), (Band(c["low"], c["high"]),)),
+            "not testable" if sampled else NO_VERDICT,
             s,
             reads="log-log slope of the largest head's g",
         )
@@ -535,17 +553,16 @@ def claims(
             return (math.log10(lo_g / hi_g),)
 
         (drop,) = measure(decades, grad, replicates, card.level)
+        band = joint_verdict((drop,), (Band(low=c["min_decades"], high=c["max_decades"]),))
         card.add_measured(
             claim_id,
             claim,
             paper,
             f"{interval_text(drop, '.2f')} decades (largest head's g at T = {c['low_point_t']:g} vs "
             f"T = {c['high_t']:g}); {MAXIMUM_CAVEAT}"
-            + (f"; {SAMPLED_GRADIENT}" if sampled else ""),
+            + (f"; {SAMPLED_GRADIENT}" if sampled else f"; {unstructured_note(band)}"),
             rule,
-            "not testable"
-            if sampled
-            else joint_verdict((drop,), (Band(low=c["min_decades"], high=c["max_decades"]),)),
+            "not testable" if sampled else NO_VERDICT,
             drop,
             reads="decades",
         )

@@ -401,7 +401,9 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     # bounds are left out of the bound's mean but not of N_s/N's.
     lower_proved = (
         "Eq. (11)'s lower bound holds on every row of non-negative weights: each token's distance "
-        "from s is at most its xi_i (delta the smallest distance over the context)"
+        "from s is at most its xi_i (delta the smallest distance over the context), under the "
+        "literal count of N_s; zero_weight: not_selected leaves a selected token of negligible "
+        "weight out of N_s, which can break it (docs/paper-notes.md 16)"
     )
     # Eq. (11) bounds E[N_s]/N: one row's N_s/N above it contradicts nothing, and a head with
     # many rows has some row with N_s = N at small N whatever it learnt (the bound is >= 0.939):

@@ -312,9 +312,8 @@ GLANCE_LEGEND = (
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it); each text's "
     "mark comes with the number its verdict reads (a bound check: its violating units; >=: a "
-    "censored critical N, a lower bound). Intervals (analysis.bootstrap.unit: head): "
-    + BOOTSTRAP_UNIT_CAVEAT
-    + "."
+    "censored critical N, a lower bound). Intervals: each model's Table 1 header says what they "
+    "resample; with the default (analysis.bootstrap.unit: head) the " + BOOTSTRAP_UNIT_CAVEAT + "."
 )
 
 

@@ -136,8 +136,17 @@ def by_n(frame: pl.DataFrame, column: str) -> str:
         if f"{name}_violated_rows" in g.columns:
             bad = int(g[f"{name}_violated_rows"].sum())
             vac = int(g[f"{name}_vacuous_rows"].sum())
+            untestable = (
+                int(g[f"{name}_not_testable_rows"].sum())
+                if f"{name}_not_testable_rows" in g.columns
+                else 0
+            )
             total = int(g[f"{name}_rows"].sum() if f"{name}_rows" in g.columns else g["rows"].sum())
-            parts.append(f"N={n}: {bad} of {total} rows ({vac} vacuous)")
+            # the rows that could fail, as bound_detail counts them; the others named
+            parts.append(
+                f"N={n}: {bad} of {total - vac - untestable} testable rows ({vac} vacuous, "
+                f"{untestable} not testable)"
+            )
         else:
             # an all-None column reads back as Null: compare as strings (as count() does)
             c = g[column].cast(pl.String)
