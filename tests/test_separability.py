@@ -229,3 +229,35 @@ def test_theorem2_upper_bound_on_the_mean_is_false_under_its_own_assumptions():
     (row,) = [r for r in card.rows if r["claim_id"].endswith("upper bound on mean N_s/N")]
     assert row["verdict"] == "no verdict", row
     assert "4 of 4 N values violate" in row["measured"]
+
+
+def test_a_resample_with_no_deciding_n_is_undefined_not_a_perfect_fit():
+    """Review 25 (1): "the upper bound tracks the maximum" scored a resample where no N had
+    max N_s/N below 0.9 (so no N could test the bound) as a gap of 0, the best fit: 3 such
+    resamples of 100 printed a lower end of 0.00 and turned a clear "not reproduced" (gap 0.13
+    against a band of 0.10) into "undecided". Such a resample has no gap: undefined."""
+    import polars as pl
+    import yaml
+    from project import REPO
+
+    from attnlimits_workflow.analyses.separability import claims
+    from attnlimits_workflow.assemble.claims import Scorecard
+
+    def sep(ratio_max):
+        return pl.DataFrame(
+            {
+                "L": [1024] * 3,
+                "N": [16, 32, 64],
+                "ratio_median": [0.8] * 3,
+                "zero_weight_selected_mean": [0.0] * 3,
+                "ratio_max": ratio_max,
+                "upper_bound_mean": [0.99] * 3,
+            }
+        )
+
+    card = Scorecard(yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text()))
+    replicates = [sep([0.95, 0.95, 0.86])] * 97 + [sep([0.95, 0.95, 0.91])] * 3
+    claims(card, sep([0.95, 0.95, 0.86]), [(None, "")], replicates)
+    (row,) = [r for r in card.rows if r["claim_id"] == "upper_bound_tracks"]
+    assert row["low"] == pytest.approx(0.13) and row["high"] == pytest.approx(0.13)
+    assert row["verdict"] == "not reproduced"

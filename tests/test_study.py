@@ -1233,6 +1233,13 @@ def test_the_vanishing_factor_spans_one_range_for_every_rule():
     assert got["vanishing"] is None and got["vanishing_fit_lengths"] == (None, None)
     found = study.verdicts({"softmax": base, "rule": got}, "softmax", 1.5)
     assert found["rule"]["vanishing"] != study.RELAXES
+    # review 25: a NaN or missing median is no logarithm either
+    for missing in (float("nan"), None):
+        gap = pl.DataFrame(
+            {"L": [16, 32, 64, 128], "max_weight": [missing, 0.5, 0.25, 0.125]},
+            schema={"L": pl.Int64, "max_weight": pl.Float64},
+        )
+        assert study.vanishing_decay(gap, None)["vanishing"] is None
 
 
 @pytest.mark.unit

@@ -322,7 +322,10 @@ def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str
     # Every rule's factor spans the same analysed lengths, so that factors compare as slopes do.
     # A median peak weight <= 0 has no logarithm: a slope fitted without that length would span
     # other lengths than the other rules', so the measure is withheld (review 24)
-    if within.height and not (within["max_weight"] > 0).all():
+    # (a NaN or missing median has no logarithm either: polars' all() skips nulls and reads NaN
+    # as > 0, so both are tested apart)
+    peaks = within["max_weight"].cast(pl.Float64).fill_nan(None)
+    if within.height and (peaks.null_count() or not (peaks > 0).all()):
         return {
             "vanishing": None,
             "vanishing_fit_slope": math.nan,

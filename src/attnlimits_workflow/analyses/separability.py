@@ -7,6 +7,7 @@ below it cannot violate it, and that row's check is vacuous too."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -547,10 +548,10 @@ def claims(
         )
 
     def largest_gap(frame: pl.DataFrame) -> tuple[float]:
-        # a resample where no N decides: its largest deciding gap is 0 (its N pass or fail
-        # whatever the bound)
+        # a resample where no N decides has no gap (its N pass whatever the bound): undefined,
+        # which the interval counts as such (review 25), never the perfect fit 0
         deciding = deciding_n(gaps_of(frame))
-        return (float(deciding["gap"].abs().max()) if deciding.height else 0.0,)
+        return (float(deciding["gap"].abs().max()) if deciding.height else math.nan,)
 
     per_n = gaps_of(sep)
     deciding = deciding_n(per_n)
