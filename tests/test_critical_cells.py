@@ -345,3 +345,21 @@ def test_an_expectation_without_rows_reads_no_critical_n_rows():
     rows = {r["claim_id"]: r for r in scored(critical_n_summary(only))}
     assert rows["critical_n:monte_carlo:below"]["measured"] == "no critical-N rows"
     assert rows["critical_n:closed_form:below"]["measured"] != "no critical-N rows"
+
+
+def test_the_critical_n_says_which_ks_distance_its_test_can_reject():
+    """Review 25 (3): with few values per side the KS test passes early whatever the curve, so
+    N_crit sits at the list's floor and "fewer than 6 %" reads reproduced on low power alone.
+    The measured text says which D the test can reject at all (about 0.27 at 72 per side, 0.66 at
+    12; the asymptotic critical value at alpha = 0.01)."""
+    wide = {r["claim_id"]: r for r in scored(curve([100, 200], [5, 10], [5, 10]))}
+    assert (
+        "rejects only a KS distance D above about 0.27"
+        in wide["critical_n:closed_form:below"]["measured"]
+    )
+    few = curve([100, 200], [1, 2], [1, 1]).with_columns(pl.lit(12).alias("ks_samples"))
+    rows = {r["claim_id"]: r for r in scored(few)}
+    assert (
+        "rejects only a KS distance D above about 0.66"
+        in rows["critical_n:closed_form:below"]["measured"]
+    )

@@ -28,6 +28,7 @@ from attnlimits.critical import (
     BlockedDistances,
     censored_slope,
     first_passing_n_resampled,
+    ks_critical_statistic,
     ks_min_pvalue,
     ks_subsample,
     ks_test,
@@ -469,7 +470,13 @@ def claims(
                     )
                     card.add(*row, measured, rule, "not testable")
                     continue
-                counted = f"KS over {f['ks_samples'].max()} values per side"
+                k = int(f["ks_samples"].max())
+                # the power the test has: below this distance it cannot reject, so with few
+                # values per side an early first pass says little (review 25)
+                counted = (
+                    f"KS over {k} values per side (rejects only a KS distance D above about "
+                    f"{ks_critical_statistic(k, k, alpha):.2f} at alpha = {alpha:g})"
+                )
                 name, fit = CRITICAL_STATISTICS[c.get("statistic", "slope")]
                 slope = fit(
                     f["L"].to_numpy(),
