@@ -1972,6 +1972,33 @@ def test_the_tie_note_names_only_the_models_lemma_1_holds_on():
     assert "one question" not in said[0]
 
 
+def test_two_reproduced_verdicts_the_bound_forbids_together_read_in_tension():
+    """Review 26 (1): the tie note called d~'s linear growth and Lemma 1's 1/L decay "one
+    question" whatever their verdicts; with both reproduced the bound that ties them forbids
+    both on the same rows, so the bullet says they are in tension instead."""
+    status = pl.DataFrame(
+        {
+            "claim_id": ["vanishing", "linear_in_length", "vanishing", "linear_in_length"],
+            "claim": ["VANISHING", "LINEAR", "VANISHING", "LINEAR"],
+            "model": ["a", "a", "b", "b"],
+            "verdict": ["reproduced", "reproduced", "not reproduced", "reproduced"],
+            "robust": [True] * 4,
+        }
+    )
+    score = pl.DataFrame(
+        {
+            "claim_id": ["vanishing", "linear_in_length"],
+            **{f"{m} measured": ["x", "y"] for m in ("a", "b")},
+            **{f"{m} interval": ["1 [0, 2]", "2 [1, 3]"] for m in ("a", "b")},
+        }
+    )
+    groups = {"a": {"book": "a"}, "b": {"book": "b"}}
+    said = claim_lists.what_we_can_say(status, score, groups).splitlines()
+    (linear,) = [line for line in said if line.startswith("- **LINEAR**")]
+    assert "(on a: in tension with Lemma 1's bullet" in linear
+    assert "(on b: one question with Lemma 1's bullet" in linear
+
+
 def test_a_flip_between_one_text_under_one_reading_and_another_is_fragile():
     """Review 13: texts were compared under the default reading only, and readings within one
     text; book {default, x_key: reproduced} against docs {default: undecided, x_key: not

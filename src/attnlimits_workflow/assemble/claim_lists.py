@@ -11,13 +11,19 @@ from ..robustness import DECIDED, FRAGILE, MASKED_READINGS, NOT_APPLICABLE, UNRE
 from .claims import MAXIMUM_CLAIMS
 
 # Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
-# says so, so the list does not read one fact as two (docs/paper-notes.md section 19).
+# says so, so the list does not read one fact as two (docs/paper-notes.md section 19). The tie
+# holds for the verdicts the bound allows together; where both are reproduced the bound forbids
+# them on the same rows, and the bullet says they are in tension instead (review 26).
 TIED_CLAIMS = {
     "linear_in_length": (
         "vanishing",
         "one question with Lemma 1's bullet, not a second finding: on rows whose peak decays "
         "like c / L, d~ <= (N c + 1) max ||x||, so a top-N set that keeps its mass is what both "
         "read (the section on Lemma 1 below)",
+        "in tension with Lemma 1's bullet: on rows whose peak decays like c / L, d~ <= (N c + 1) "
+        "max ||x|| cannot grow linearly, so both cannot hold on the same rows; Lemma 1 reads the "
+        "analysed rows only, and the other rows must keep their peak (the section on Lemma 1 "
+        "below)",
     ),
 }
 
@@ -65,8 +71,12 @@ def what_we_can_say(
             maxima.append(f"{claim} ({', '.join(g['model'])})")
     robust = status.filter(pl.col("robust"))
     robust_models: dict[str, set[str]] = {}
+    robust_verdicts: dict[tuple[str, str], set[str]] = {}
     for r in robust.iter_rows(named=True):
         robust_models.setdefault(r["claim_id"].split(":", 1)[0], set()).add(r["model"])
+        robust_verdicts.setdefault((r["claim_id"].split(":", 1)[0], r["model"]), set()).add(
+            r["verdict"]
+        )
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
             continue  # never robust (findings.claim_status): kept as a guard
@@ -88,12 +98,25 @@ def what_we_can_say(
             for v, values in parts
         ]
         tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
-        # the models of this bullet on which the tied claim is robust too
-        both = [m for m in g["model"] if tie and m in robust_models.get(tie[0], set())]
+        # the models of this bullet on which the tied claim is robust too, by whether the two
+        # verdicts agree with the bound that ties them (both reproduced: in tension)
         tied = ""
-        if both:
-            on = "" if len(both) == g.height else f"on {', '.join(both)}: "
-            tied = f" ({on}{tie[1]})"
+        if tie:
+            own = dict(zip(g["model"], g["verdict"], strict=True))
+            notes: dict[str, list[str]] = {}
+            for m in g["model"]:
+                if m not in robust_models.get(tie[0], set()):
+                    continue
+                other = robust_verdicts.get((tie[0], m), set())
+                clash = own[m] == "reproduced" and other == {"reproduced"}
+                notes.setdefault(tie[2] if clash else tie[1], []).append(m)
+            for text, models in notes.items():
+                on = (
+                    ""
+                    if len(models) == g.height and len(notes) == 1
+                    else f"on {', '.join(models)}: "
+                )
+                tied += f" ({on}{text})"
         lines.append(f"- **{claim}**: " + "; ".join(parts) + f"{tied}.")
     if not lines:
         lines.append("- Nothing: no claim is decided the same way on every text and reading.")
