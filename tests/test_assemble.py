@@ -1687,6 +1687,7 @@ def test_what_changes_between_two_context_lengths():
     assert lc.change("undecided", "not reproduced") == "settled"
     assert lc.change("reproduced", "undecided") == "unsettled"
     assert lc.change("reproduced", "not testable") == "not comparable"
+    assert lc.change("undecided", "undecided") == "undecided in both"  # review 26: no "same"
     assert lc.change(None, "reproduced") == "not comparable"
 
     def table(rows):

@@ -63,8 +63,14 @@ def test_the_correlation_sentence_says_when_it_is_not_defined():
         }
     )
     said = findings_functional.correlation_sentence(correlations)
-    assert "(monte_carlo): not defined (3 lengths with both uncensored; at least 4" in said
+    assert "(monte_carlo): not defined: 3 lengths with both uncensored, 4 needed" in said
     assert "(closed_form): Spearman rho -0.80 over 4 lengths" in said
+    # review 26: four lengths and rho undefined is a tie (one value at every length), not a
+    # shortage of lengths
+    tied = correlations.with_columns(pl.Series("lengths", [4, 4]))
+    said_tied = findings_functional.correlation_sentence(tied)
+    assert "(monte_carlo): not defined: over 4 lengths with both uncensored, N*/L or " in said_tied
+    assert "takes one value at every length" in said_tied
     assert "a description, not a test" in said
     assert "No random-delete N*" in findings_functional.correlation_sentence(
         correlations, "random-delete"

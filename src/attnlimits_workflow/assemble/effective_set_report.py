@@ -14,7 +14,8 @@ from ..plotting import log_axis
 
 NOTE = (
     "N*: the least N for which keeping only the N keys of each query (every head and layer) raises "
-    "the next-token loss of the same final targets by at most tau; bars: paired-chunk bootstrap "
+    "the next-token loss of the same final targets by at most tau (found by powers of two, then "
+    "bisection: a crossing where the loss is not monotone in N); bars: paired-chunk bootstrap "
     "intervals (read on the cells between evaluated N; withheld below 8 chunks, or where more "
     "resamples than a tail pass at no N searched); open markers: censored "
     "(a lower bound). "
@@ -95,6 +96,19 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
     )
 
 
+def undefined_reason(lengths: int) -> str:
+    """Why a rank correlation over ``lengths`` shared lengths is not defined: too few lengths, or
+    (with enough) one of the two fractions taking one value at every length (a tie, review 26)."""
+    if lengths >= MIN_LENGTHS_FOR_CORRELATION:
+        return (
+            f"not defined: over {lengths} lengths with both uncensored, N*/L or N_crit/L takes "
+            "one value at every length"
+        )
+    return (
+        f"not defined: {lengths} lengths with both uncensored, {MIN_LENGTHS_FOR_CORRELATION} needed"
+    )
+
+
 def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-delete") -> str:
     """One sentence: do N* and the critical N move together across L?"""
     rows = correlations.filter(pl.col("variant") == variant)
@@ -103,10 +117,7 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
     parts = []
     for r in rows.iter_rows(named=True):
         if r["spearman_rho"] is None:
-            parts.append(
-                f"against N_crit ({r['expectation']}) not defined: {r['lengths']} lengths with both "
-                f"uncensored, {MIN_LENGTHS_FOR_CORRELATION} needed"
-            )
+            parts.append(f"against N_crit ({r['expectation']}) {undefined_reason(r['lengths'])}")
         else:
             parts.append(
                 f"Spearman rho {r['spearman_rho']:+.2f} against N_crit/L ({r['expectation']}) "

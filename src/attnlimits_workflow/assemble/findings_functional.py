@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from ..tables import markdown_table
-from .effective_set_report import TREND_CAVEAT
+from .effective_set_report import TREND_CAVEAT, undefined_reason
 
 PRIMARY = "attention-delete"
 
@@ -57,10 +57,7 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> 
     parts = []
     for r in rows.iter_rows(named=True):
         if r["spearman_rho"] is None:
-            parts.append(
-                f"against N_crit/L ({r['expectation']}): not defined ({r['lengths']} lengths "
-                "with both uncensored; at least 4 are needed)"
-            )
+            parts.append(f"against N_crit/L ({r['expectation']}): {undefined_reason(r['lengths'])}")
         else:
             parts.append(
                 f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f} "

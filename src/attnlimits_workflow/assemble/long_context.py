@@ -35,8 +35,9 @@ FIGURES = ("fig2", "fig3", "fig4")
 
 def change(short: str | None, long: str | None) -> str:
     """How a claim's verdict moves from the short run to the long one: "same", "flips" (decided
-    both ways), "settled" (undecided, then decided), "unsettled" (decided, then undecided), or
-    "not comparable" (either side no verdict, vacuous, not testable, absent)."""
+    both ways), "settled" (undecided, then decided), "unsettled" (decided, then undecided),
+    "undecided in both", or "not comparable" (either side no verdict, vacuous, not testable,
+    absent)."""
     if short in DECIDED and long in DECIDED:
         return "same" if short == long else "flips"
     if short == "undecided" and long in DECIDED:
@@ -44,7 +45,8 @@ def change(short: str | None, long: str | None) -> str:
     if short in DECIDED and long == "undecided":
         return "unsettled"
     if short == long == "undecided":
-        return "same"
+        # neither run decided: no agreement to report (review 26)
+        return "undecided in both"
     return "not comparable"
 
 
