@@ -153,6 +153,7 @@ CLAIMS = {
         "paper": "slope {max_slope}",
         "rule": "slope <= {max_slope}",
         "max_slope": -0.5,
+        "min_r2": 0.9,
     },
     "linear_in_length": {
         "claim": "d~ linear in L at N = {n}",
@@ -169,10 +170,12 @@ def test_table1_vanishing_verdict_by_hand():
     # max weight 1/L: log-log slope -1 <= -0.5
     van = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.01, 0.001]})
     vanishing.claims(card, van)
-    flat = pl.DataFrame({"L": [10, 100], "max_weight_median": [0.1, 0.1]})
+    flat = pl.DataFrame({"L": [10, 100, 1000], "max_weight_median": [0.1, 0.11, 0.1]})
     vanishing.claims(card, flat)
     assert [r["claim_id"] for r in card.rows] == ["vanishing", "vanishing"]
-    assert card.rows[0]["measured"] == "log-log slope of median max weight -1.00"
+    assert card.rows[0]["measured"] == (
+        "log-log slope of median max weight -1.00, R^2 1.000 over 3 lengths"
+    )
     assert card.rows[0]["verdict_rule"] == "slope <= -0.5"
     assert [r["verdict"] for r in card.rows] == ["reproduced", "not reproduced"]
     # review 13: the page's number is named ("-1.00" alone says nothing of what it is)
@@ -181,6 +184,9 @@ def test_table1_vanishing_verdict_by_hand():
     assert interval_cell(card.rows[0]) == "log-log slope -1"
     vanishing.claims(card, flat.head(1))  # one length: no row
     assert len(card.rows) == 2
+    vanishing.claims(card, flat.head(2))  # two lengths: any two points lie on a line
+    assert card.rows[-1]["verdict"] == "not scored"
+    card.rows.pop()
     # the configured claim is a band around Lemma 1's -1: 1/sqrt(L) and 1/L^3 are no 1/L
     import yaml
 
@@ -191,7 +197,9 @@ def test_table1_vanishing_verdict_by_hand():
         van = pl.DataFrame({"L": lengths, "max_weight_median": [L**-k for L in lengths]})
         vanishing.claims(banded, van)
         assert banded.rows[-1]["verdict"] == want, k
-    assert banded.rows[-1]["verdict_rule"] == "-1.25 <= slope <= -0.8"
+    assert banded.rows[-1]["verdict_rule"] == (
+        "R^2 >= 0.9 of log median max weight vs log L, and -1.25 <= slope <= -0.8"
+    )
 
 
 def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protocol(monkeypatch):
@@ -224,9 +232,12 @@ def test_table1_vanishing_row_says_it_reads_the_last_rows_under_the_paper_protoc
         )
         assert table["claim_id"].to_list() == ["vanishing"]
         measured[protocol] = table["measured"].item()
-    assert measured["last_row"] == "log-log slope of median max weight -1.00"
+    assert measured["last_row"] == (
+        "log-log slope of median max weight -1.00, R^2 1.000 over 3 lengths"
+    )
     assert measured["all_rows"] == (
-        "log-log slope of median max weight -1.00; read on the last rows (the analysed row of "
+        "log-log slope of median max weight -1.00, R^2 1.000 over 3 lengths; read on the last "
+        "rows (the analysed row of "
         "each (layer, chunk, head)) whatever analysis.protocol: the vanishing analysis has no "
         "all-rows form"
     )
@@ -376,6 +387,7 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         assert (row["level"], row["resamples"]) == (0.95, 50)
         assert row["measured"] == (
             f"log-log slope of median max weight {point:.2f} [{ordered[1]:.2f}, {ordered[48]:.2f}]"
+            ", R^2 1.000 [1.000, 1.000] over 3 lengths"
         )
 
 

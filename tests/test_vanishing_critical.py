@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -472,3 +473,43 @@ def test_the_censored_slope_bounds_every_slope_the_censored_lengths_allow(data, 
         assert got.at_least == pytest.approx(slope) and got.found == pytest.approx(slope)
     if censored.all():
         assert math.isnan(got.found)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("peaks", "want"),
+    [
+        ([0.5, 0.5, 0.5, 0.5, 0.06, 0.006], "not reproduced"),  # flat, then a cliff
+        ([0.2, 0.4, 0.6, 0.6, 0.05, 0.003], "not reproduced"),  # rises, then a cliff
+        (list(8.0 / np.array([32, 64, 128, 256, 512, 1024])), "reproduced"),  # 1/L
+    ],
+)
+def test_lemma_1_needs_a_power_law_not_only_a_slope(peaks, want):
+    """Review 27: Lemma 1's verdict read one least-squares slope, so a peak that stays flat (or
+    grows threefold) and then falls off a cliff reproduced "1/L" with a slope of -1.17 (-1.12),
+    though L max alpha ranged from 3 to 154. The log-log fit must also explain the points
+    (R^2 >= min_r2, as for d~'s linear growth), on at least three lengths."""
+    import yaml
+    from project import REPO
+
+    from attnlimits_workflow.analyses import vanishing as vanishing_analysis
+    from attnlimits_workflow.assemble.claims import Scorecard
+
+    card_claims = yaml.safe_load((REPO / "workflow/resources/paper_claims.yaml").read_text())
+    lengths = np.array([32, 64, 128, 256, 512, 1024])
+    van = pl.DataFrame({"L": lengths, "max_weight_median": peaks})
+    rng = np.random.default_rng(0)
+    replicates = [
+        van.with_columns(pl.col("max_weight_median") * np.exp(rng.normal(0, 0.02, 6)))
+        for _ in range(200)
+    ]
+    card = Scorecard(card_claims)
+    vanishing_analysis.claims(card, van, replicates)
+    (row,) = [r for r in card.rows if r["claim_id"] == "vanishing"]
+    assert row["verdict"] == want, row["measured"]
+    assert "R^2" in row["measured"]
+    # two lengths: any two points lie on a line, so no verdict can be read
+    card = Scorecard(card_claims)
+    vanishing_analysis.claims(card, van.head(2), [r.head(2) for r in replicates])
+    (row,) = [r for r in card.rows if r["claim_id"] == "vanishing"]
+    assert row["verdict"] == "not scored"

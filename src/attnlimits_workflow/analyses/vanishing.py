@@ -142,37 +142,47 @@ def claims(
     replicates: list[pl.DataFrame] | None = None,
     protocol: str = "last_row",
 ) -> None:
-    """Lemma 1: the largest weight falls with L (no row where fewer than two lengths), always
-    on the last rows: under the paper's protocol (``protocol`` all_rows) the row says so."""
-    if van.height >= 2:
+    """Lemma 1: the largest weight falls like 1/L: a log-log slope within the band and a fit that
+    explains the points (R^2 >= min_r2: a peak that stays flat, then falls off a cliff, has a
+    steep slope too; review 27), on at least min_lengths lengths (two points always lie on a
+    line); no row where fewer than two lengths. Always on the last rows: under the paper's
+    protocol (``protocol`` all_rows) the row says so."""
+    c = card.claims["vanishing"]
+    fewest = int(c.get("min_lengths", 3))
+    if van.height >= fewest:
 
-        def slope(frame: pl.DataFrame) -> tuple[float]:
+        def fit(frame: pl.DataFrame) -> tuple[float, float]:
             g = frame.sort("L")
-            _, s, _ = linear_fit(
+            _, s, r2 = linear_fit(
                 np.log10(g["L"].to_numpy()), np.log10(g["max_weight_median"].to_numpy())
             )
-            return (s,)
+            return (s, r2)
 
-        (s,) = measure(slope, van, replicates, card.level)
+        s, r2 = measure(fit, van, replicates, card.level)
         claim_id, claim, paper, rule = card.texts("vanishing")
         card.add_measured(
             claim_id,
             claim,
             paper,
-            f"log-log slope of median max weight {interval_text(s, '.2f')}"
+            f"log-log slope of median max weight {interval_text(s, '.2f')}, R^2 "
+            f"{interval_text(r2, '.3f')} over {van.height} lengths"
             + (LAST_ROWS_ONLY if protocol == "all_rows" else ""),
             rule,
             joint_verdict(
-                (s,),
+                (r2, s),
                 (
-                    Band(
-                        low=card.claims["vanishing"].get("min_slope", -np.inf),
-                        high=card.claims["vanishing"]["max_slope"],
-                    ),
+                    Band(low=c["min_r2"]),
+                    Band(low=c.get("min_slope", -np.inf), high=c["max_slope"]),
                 ),
             ),
             s,
             reads="log-log slope",
+        )
+    elif van.height >= 2:
+        card.cannot_score(
+            "vanishing",
+            f"{van.height} lengths: any {van.height} points lie on a power law",
+            f"needs {fewest} lengths",
         )
 
 
