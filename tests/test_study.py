@@ -1251,3 +1251,13 @@ def test_the_study_names_its_comparator_beside_the_papers_share():
     assert "against the Monte-Carlo E, not the paper's printed Theorem 1.2 term" in " ".join(
         template[at : at + 400].split()
     )
+
+
+@pytest.mark.unit
+def test_the_slope_over_every_length_reads_every_length():
+    """Review 27 (2): the study's "max-weight slope over every L" column fitted over the lengths
+    with a positive median peak and printed -1.00 for a rule whose peak collapses to 0."""
+    collapse = pl.DataFrame({"L": [16, 32, 64, 128, 256], "max_weight": [0.5, 0.25, 0.125, 0, 0]})
+    assert math.isnan(study.slope_over_every_length(collapse))
+    decay = pl.DataFrame({"L": [16, 32, 64], "max_weight": [0.5, 0.25, 0.125]})
+    assert study.slope_over_every_length(decay) == pytest.approx(-1.0)

@@ -291,7 +291,7 @@ def limit_measures(
         "zero_weight_rows": zero_weight_row_share(samples),
         **vanishing_decay(per_l, sink_length),
         "vanishing_level": float(at_max["max_weight"].median()),
-        "vanishing_slope": loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy()),
+        "vanishing_slope": slope_over_every_length(per_l),
         "distance": float(crit["share_low"].mean()) if crit.height else None,
         "distance_upper": float(crit["share_high"].mean()) if crit.height else None,
         "distance_lengths": crit.height,
@@ -307,6 +307,16 @@ def limit_measures(
         "tail_perplexity": contexts[0]["tail_perplexity"],
         "tail_perplexity_longest": contexts[-1]["tail_perplexity"],
     }
+
+
+def slope_over_every_length(per_l: pl.DataFrame) -> float:
+    """The log-log slope of the median peak weight over every analysed L; NaN where a median is
+    0, NaN or missing at some L (no logarithm: the fit would leave that L out and still read
+    "over every L", review 27)."""
+    peaks = per_l["max_weight"].cast(pl.Float64).fill_nan(None)
+    if peaks.null_count() or not (peaks > 0).all():
+        return math.nan
+    return loglog_slope(per_l["L"].to_numpy(), peaks.to_numpy())
 
 
 def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str, Any]:

@@ -470,7 +470,8 @@ def claims(
                     )
                     card.add(*row, measured, rule, "not testable")
                     continue
-                k = int(f["ks_samples"].max())
+                # the weakest length's count: the note must not overstate the power anywhere
+                k = int(f["ks_samples"].min())
                 # the power the test has: below this distance it cannot reject, so with few
                 # values per side an early first pass says little (review 25)
                 counted = (

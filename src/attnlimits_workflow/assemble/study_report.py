@@ -202,7 +202,9 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
                 f"{m['perplexity']:.1f}",
                 *cells,
                 shown(m, "sink"),
-                f"{m['vanishing_slope']:.2f}",
+                f"{m['vanishing_slope']:.2f}"
+                if math.isfinite(m["vanishing_slope"])
+                else "not measured (a median peak of 0 at some L)",
                 text,
             ]
         )
