@@ -492,7 +492,8 @@ def test_table2_by_hand():
             "entropy_median": [0.5, 0.7, 2.0, 3.4],
             "jacobian_norm_median": [0.2, 0.1, 0.2, 0.03],
             "jacobian_norm_max": [0.3, 0.2, 0.25, 0.1],
-            "N_crit_over_L": [None, 0.5, 0.25, 0.125],
+            "N_crit_over_L": [None, None, 0.25, 0.125],
+            "N_crit_censored": [True, True, False, False],
         }
     )
     sep = pl.DataFrame(
@@ -510,7 +511,12 @@ def test_table2_by_hand():
     assert t["max_weight"].to_list() == [0.05, 0.4]  # at the largest L
     assert t["max_weight_change"].to_list() == pytest.approx([0.1, 0.5])
     assert t["ns_ratio"].to_list() == [0.75, 0.5] and t["ns_zero_weight"].to_list() == [0, 2]
+    # review 28: a censored search is its lower bound (L - 1) / L, never "n/a"
+    assert t["N_crit_over_L"].to_list() == ["0.125", ">= 0.969 (censored)"]
     run = {"model": "m", "weights": "w", "corpus": "c"}
+    assert "'>= (L-1)/L (censored)' where no N up to L - 1 passed" in (
+        table2.table2_header(run, by_length, sep, 4)
+    )
     assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
         table2.table2_header(run, by_length, sep, 4)
     )

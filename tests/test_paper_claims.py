@@ -120,3 +120,12 @@ def test_the_findings_run_tries_the_papers_own_x_i():
         r.get("embedding") for r in findings["analysis"]["readings"].values() if "embedding" in r
     }
     assert {"attention_input", "key"} <= embeddings
+
+
+def test_the_saturation_claim_says_it_tests_a_band_not_a_plateau():
+    """Review 28: "saturates in 0.70-0.85" was reproduced by medians falling steadily through the
+    band (no levelling-off) and by ones rising from N = 1 (no decline before 16): the claim and
+    its rule now say that the band is what is tested."""
+    card = CLAIMS["saturation"]
+    assert card["claim"].startswith("N_s/N lies in")
+    assert "neither the decline before N = {from_n} nor a levelling-off is tested" in card["rule"]

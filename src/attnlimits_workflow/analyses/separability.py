@@ -489,7 +489,9 @@ REPLICATED_FROM = (
 def claims(
     card: Scorecard, sep: pl.DataFrame, readings, replicates: list[pl.DataFrame] | None = None
 ) -> None:
-    """Theorem 2: N_s/N saturates in the paper's band, and the upper bound tracks it."""
+    """Theorem 2: N_s/N lies in the paper's saturation band for N >= from_n (the band alone: no
+    decline before it nor levelling-off is tested, and the claim's text says so), and the upper
+    bound tracks the maximum."""
     c = card.claims["saturation"]
     tail = sep.filter(pl.col("N") >= c["from_n"])
     if tail.height:

@@ -33,7 +33,15 @@ def summarise_normalizers(
             pl.col("N").first().alias("N"),
             (pl.col("distance") / pl.col("mc_expectation")).median().alias("distance_ratio_median"),
         )
-        .join(critical.select("normalizer", "L", "N_crit"), on=["normalizer", "L"], how="left")
+        .join(
+            # a search with no pass up to N = L - 1 (N_crit null) is censored, not missing: its
+            # N_crit is >= L - 1 (review 28)
+            critical.select("normalizer", "L", "N_crit").with_columns(
+                pl.col("N_crit").is_null().alias("N_crit_censored")
+            ),
+            on=["normalizer", "L"],
+            how="left",
+        )
         .with_columns(
             (pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"),
             pl.col("normalizer").replace_strict(kinds, return_dtype=pl.String).alias("kind"),

@@ -35,7 +35,15 @@ def table2(
             pl.col("entropy_median").alias("entropy"),
             pl.col("jacobian_norm_median").alias("jacobian_norm"),
             pl.col("jacobian_norm_max").alias("jacobian_norm_max"),
-            "N_crit_over_L",
+            # a censored search as the lower bound it is, never "n/a" (review 28)
+            pl.when(pl.col("N_crit_censored").fill_null(False))
+            .then(
+                pl.format(
+                    ">= {} (censored)", ((pl.col("L") - 1) / pl.col("L")).round(3).cast(pl.String)
+                )
+            )
+            .otherwise(pl.col("N_crit_over_L").round(4).cast(pl.String))
+            .alias("N_crit_over_L"),
             "ns_ratio",
             "ns_zero_weight",
             "ns_of_selected",
@@ -53,7 +61,10 @@ def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame
         f"(L = {separability['L'][0]}); ns_zero_weight = mean number of those top-{n} tokens with weight 0, "
         "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator, so "
         "a sparse rule's ns_ratio is capped by its support / N); ns_of_selected = N_s over the tokens "
-        "actually selected. "
+        "actually selected. N_crit_over_L = the critical N at that L over L: the first N whose "
+        "KS test (analysis.critical_n.ks_alpha) stops rejecting the last rows' d~ against the "
+        "Monte-Carlo E (not the paper's printed term), found by a bracketing search that assumes "
+        "one crossing; '>= (L-1)/L (censored)' where no N up to L - 1 passed. "
         "A what-if re-normalization of logits learned under softmax, not a retrained model; "
         "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalized row."
     )
