@@ -261,3 +261,5 @@ def test_a_resample_with_no_deciding_n_is_undefined_not_a_perfect_fit():
     (row,) = [r for r in card.rows if r["claim_id"] == "upper_bound_tracks"]
     assert row["low"] == pytest.approx(0.13) and row["high"] == pytest.approx(0.13)
     assert row["verdict"] == "not reproduced"
+    # review 29: the interval leaves those resamples out, and the text counts them
+    assert "(3 of 100 resamples with no N deciding)" in row["measured"]

@@ -508,6 +508,8 @@ def test_lemma_1_needs_a_power_law_not_only_a_slope(peaks, want):
     (row,) = [r for r in card.rows if r["claim_id"] == "vanishing"]
     assert row["verdict"] == want, row["measured"]
     assert "R^2" in row["measured"]
+    # review 29: the value columns carry the part that decides (R^2 where the fit fails)
+    assert row["reads"] == ("log-log slope" if want == "reproduced" else "R^2 of the log-log fit")
     # two lengths: any two points lie on a line, so no verdict can be read
     card = Scorecard(card_claims)
     vanishing_analysis.claims(card, van.head(2), [r.head(2) for r in replicates])

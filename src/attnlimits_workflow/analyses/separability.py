@@ -573,6 +573,10 @@ def claims(
         if bound_span.len()
         else f"bound - max N_s/N per N: {gaps}"
     ) + f"; largest |gap| over the N not set apart {interval_text(gap, '.2f')}"
+    if gap.undefined:
+        # resamples where every maximum passes whatever the bound: no gap, left out of the
+        # interval (which is then conditional on some N deciding), counted here (review 29)
+        measured += f" ({gap.undefined} of {gap.resamples} resamples with no N deciding)"
     measured += f"; {MAXIMUM_CAVEAT}"
     if not deciding.height:
         # every maximum passes whatever the bound: the bound's tracking is not tested (not
