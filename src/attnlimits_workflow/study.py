@@ -309,14 +309,21 @@ def limit_measures(
     }
 
 
+def every_peak_has_a_log(per_l: pl.DataFrame) -> bool:
+    """Whether every median peak weight of ``per_l`` is > 0: a 0, NaN or missing one has no
+    logarithm, and a log-log fit would leave its L out (polars' all() skips nulls and reads NaN
+    as > 0, so both are tested apart)."""
+    peaks = per_l["max_weight"].cast(pl.Float64).fill_nan(None)
+    return not peaks.null_count() and bool((peaks > 0).all())
+
+
 def slope_over_every_length(per_l: pl.DataFrame) -> float:
     """The log-log slope of the median peak weight over every analysed L; NaN where a median is
-    0, NaN or missing at some L (no logarithm: the fit would leave that L out and still read
-    "over every L", review 27)."""
-    peaks = per_l["max_weight"].cast(pl.Float64).fill_nan(None)
-    if peaks.null_count() or not (peaks > 0).all():
+    0, NaN or missing at some L (the fit would leave that L out and still read "over every L",
+    review 27)."""
+    if not every_peak_has_a_log(per_l):
         return math.nan
-    return loglog_slope(per_l["L"].to_numpy(), peaks.to_numpy())
+    return loglog_slope(per_l["L"].to_numpy(), per_l["max_weight"].to_numpy())
 
 
 def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str, Any]:
@@ -330,12 +337,9 @@ def vanishing_decay(per_l: pl.DataFrame, trained_length: int | None) -> dict[str
     the slope would span other lengths than the other rules')."""
     within = per_l.filter(pl.col("L") <= trained_length) if trained_length else per_l
     # Every rule's factor spans the same analysed lengths, so that factors compare as slopes do.
-    # A median peak weight <= 0 has no logarithm: a slope fitted without that length would span
-    # other lengths than the other rules', so the measure is withheld (review 24)
-    # (a NaN or missing median has no logarithm either: polars' all() skips nulls and reads NaN
-    # as > 0, so both are tested apart)
-    peaks = within["max_weight"].cast(pl.Float64).fill_nan(None)
-    if within.height and (peaks.null_count() or not (peaks > 0).all()):
+    # A median peak without a logarithm would leave its length out of the slope, which would
+    # span other lengths than the other rules', so the measure is withheld (review 24)
+    if within.height and not every_peak_has_a_log(within):
         return {
             "vanishing": None,
             "vanishing_fit_slope": math.nan,

@@ -190,27 +190,20 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
         if found.is_empty():
             label += ": censored at every L"
         color = "0.4" if expectation == "closed_form" else "0.65"
-        ax.plot(
-            found["length"].to_numpy(),
-            found["N_crit_over_length"].to_numpy(),
-            ls="--",
-            marker="s",
-            ms=3,
-            color=color,
-            label=label,
-        )
+
+        def draw(frame: pl.DataFrame, color=color, **style) -> None:
+            ax.plot(
+                frame["length"].to_numpy(),
+                frame["N_crit_over_length"].to_numpy(),
+                color=color,
+                **style,
+            )
+
+        draw(found, ls="--", marker="s", ms=3, label=label)
         bounds = known.filter(pl.col("N_crit_censored"))
         if bounds.height:
             # censored: at least its top N tried, an open marker pointing up
-            ax.plot(
-                bounds["length"].to_numpy(),
-                bounds["N_crit_over_length"].to_numpy(),
-                ls="none",
-                marker="^",
-                ms=5,
-                mfc="white",
-                color=color,
-            )
+            draw(bounds, ls="none", marker="^", ms=5, mfc="white")
     log_axis(ax, "x", sorted(set(summary["length"].to_list())))
     low, high = ax.get_ylim()
     steps = [m * 10.0**e for e in range(-5, 1) for m in (1, 2, 5) if m * 10.0**e <= 1.0]
