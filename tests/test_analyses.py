@@ -550,6 +550,34 @@ def test_normalizer_on_equal_logits(entry, jacobian):
     assert tables.separability["ratio"].to_list() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.unit
+def test_the_normalizer_jobs_critical_n_is_not_testable_where_ks_cannot_reject():
+    """Review 29: with 3 samples a side the KS test's smallest p is 0.1 > alpha, so every N
+    "passes" and the search's N_crit = 1 says nothing; the row records the test's power and no
+    N_crit (not a censored one)."""
+    pack = make_pack(np.full((3, 4), 0.25), np.eye(4), logits=np.zeros((3, 4)))
+    entry = {"kind": "softmax", "temperature": 1.0}
+    crit = normalizer.analyse([pack], "rule", normalizer_settings(entry), learned={}).critical_n
+    row = crit.row(0, named=True)
+    assert row["ks_samples"] == 3 and row["ks_min_pvalue"] == pytest.approx(0.1)
+    assert row["ks_testable"] is False and row["N_crit"] is None and row["evaluations"] == 0
+
+
+@pytest.mark.unit
+def test_the_normalizer_jobs_critical_n_is_searched_where_ks_can_reject():
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(16), size=40)
+    pack = make_pack(weights, rng.normal(size=(16, 3)), logits=np.log(weights))
+    entry = {"kind": "softmax", "temperature": 1.0}
+    settings = dataclasses.replace(
+        normalizer_settings(entry), max_samples=40, separability_length=16
+    )
+    crit = normalizer.analyse([pack], "rule", settings, learned={}).critical_n
+    row = crit.row(0, named=True)
+    assert row["ks_samples"] == 40 and row["ks_testable"] is True
+    assert row["ks_min_pvalue"] < 0.01 and row["evaluations"] > 0
+
+
 def test_study_gradient_softmax_bound():
     """A two-way tie under softmax: ||d softmax(z/T)/dz|| = 1/(2T), exactly the rule's bound
     1/(2 T0 T) with T0 = 1: holds at every T, never violated."""

@@ -123,7 +123,15 @@ def test_normalizer_summary_by_hand():
             "mc_expectation": [1.0, 1.0, 1.0, 1.0],
         }
     )
-    critical = pl.DataFrame({"normalizer": ["soft", "sparse"], "L": [8, 8], "N_crit": [2, None]})
+    # soft at L = 16: too few samples for the KS test to reject, so no N_crit and not censored
+    critical = pl.DataFrame(
+        {
+            "normalizer": ["soft", "sparse", "soft"],
+            "L": [8, 8, 16],
+            "N_crit": [2, None, None],
+            "ks_testable": [True, True, False],
+        }
+    )
     sep = pl.DataFrame(
         {
             "normalizer": ["soft", "soft"],
@@ -142,6 +150,8 @@ def test_normalizer_summary_by_hand():
     assert b["max_weight_median"].to_list() == pytest.approx([0.3, 0.1, 1.0])
     assert b["distance_ratio_median"].to_list() == pytest.approx([3.0, 1.0, 3.0])
     assert b["N_crit_over_L"].to_list() == [0.25, None, None]
+    assert b["N_crit_censored"].to_list() == [False, False, True]
+    assert b["N_crit_testable"].to_list() == [True, False, True]
     assert b["kind"].to_list() == ["softmax", "softmax", "sparsemax"]
     assert out["separability"]["ratio_mean"].to_list() == pytest.approx([0.75])
 
@@ -494,6 +504,7 @@ def test_table2_by_hand():
             "jacobian_norm_max": [0.3, 0.2, 0.25, 0.1],
             "N_crit_over_L": [None, None, 0.25, 0.125],
             "N_crit_censored": [True, True, False, False],
+            "N_crit_testable": [True, True, True, True],
         }
     )
     sep = pl.DataFrame(
@@ -519,6 +530,17 @@ def test_table2_by_hand():
     )
     assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
         table2.table2_header(run, by_length, sep, 4)
+    )
+    # review 29: a length whose KS test cannot reject has no N_crit, and is not censored
+    blind = by_length.with_columns(
+        N_crit_censored=pl.lit(False), N_crit_testable=pl.col("normalizer") == "a"
+    )
+    assert table2.table2(blind, sep, 4, ["a", "b"])["N_crit_over_L"].to_list() == [
+        "0.125",
+        "not testable",
+    ]
+    assert "'not testable' where the KS test cannot reject" in table2.table2_header(
+        run, blind, sep, 4
     )
 
 

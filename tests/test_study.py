@@ -516,6 +516,19 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
 
 
 @pytest.mark.unit
+def test_critical_n_leaves_out_lengths_where_the_ks_test_cannot_reject():
+    """Review 29: the normalizer job marks a length whose sample count cannot reach alpha; its
+    N_crit is no measurement, neither found nor censored, and the share's mean leaves it out."""
+    critical = pl.DataFrame(
+        {"L": [16, 32], "N_crit": [None, 4], "ks_testable": [False, True]},
+        schema_overrides={"N_crit": pl.Int64},
+    )
+    got = study.censored_critical_n(critical)
+    assert got["L"].to_list() == [32] and got["censored"].to_list() == [False]
+    assert got["share_low"].to_list() == pytest.approx([4 / 32])
+
+
+@pytest.mark.unit
 def test_limit_measures_by_hand():
     samples = pl.DataFrame(
         {

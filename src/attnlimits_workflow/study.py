@@ -180,7 +180,9 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
     tried, the analysis tables' layout), else L - 1: the normalizer job searches [1, L - 1] and
     tries L - 1 before it calls a length censored (attnlimits.critical.critical_n_search).
     A censored N_crit is above N_max and at most L (at N = L nothing is left unselected, d~ and
-    its expectation are both 0): share_low = N_max / L, share_high = 1."""
+    its expectation are both 0): share_low = N_max / L, share_high = 1. A length the normalizer
+    job marks not testable (``ks_testable`` false: its KS test cannot reject at its sample
+    count) has no row."""
     if "N" in critical.columns:
         per_l = critical.group_by("L").agg(
             pl.col("N_crit").first(),
@@ -191,6 +193,9 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
             raise ValueError("critical-N table: several N_crit at one L (one expectation only)")
         per_l = per_l.drop("values")
     else:
+        if "ks_testable" in critical.columns:
+            # no measurement at a length whose KS test cannot reject (review 29)
+            critical = critical.filter(pl.col("ks_testable"))
         per_l = critical.select("L", "N_crit", N_max=pl.col("L") - 1)
     censored = pl.col("N_crit").is_null()
     return per_l.sort("L").with_columns(

@@ -17,7 +17,7 @@ import polars as pl
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
 from attnlimits import rules
-from attnlimits.critical import critical_n_against_expectation
+from attnlimits.critical import critical_n_against_expectation, ks_min_pvalue
 from attnlimits.selection import resolvable
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
@@ -124,21 +124,33 @@ def analyse(
                 }
             )
         )
-        result = critical_n_against_expectation(
-            prepared,
-            len(keep),
-            L - 1,
-            p.ks_alpha,
-            p.mc_draws,
-            lambda m, L=L: stream_rng(p.seed, Stream.NORMALIZER_CRITICAL_N, L, m),
+        # With so few samples that the KS test's smallest p is >= alpha every N "passes": the
+        # search would print N_crit = 1, a fact about the sample count (review 29). No N_crit
+        # then, and the row says why (neither found nor censored).
+        min_p = ks_min_pvalue(len(keep), len(keep))
+        testable = min_p < p.ks_alpha
+        result = (
+            critical_n_against_expectation(
+                prepared,
+                len(keep),
+                L - 1,
+                p.ks_alpha,
+                p.mc_draws,
+                lambda m, L=L: stream_rng(p.seed, Stream.NORMALIZER_CRITICAL_N, L, m),
+            )
+            if testable
+            else None
         )
         critical_rows.append(
             {
                 "normalizer": name,
                 "L": L,
-                "N_crit": result.n_crit,
-                "evaluations": len(result.evaluations),
+                "N_crit": result.n_crit if result else None,
+                "evaluations": len(result.evaluations) if result else 0,
                 "samples": len(keep),
+                "ks_samples": len(keep),
+                "ks_min_pvalue": min_p,
+                "ks_testable": testable,
             }
         )
         if L == p.separability_length:
@@ -171,7 +183,7 @@ def analyse(
             len(keep),
             np.median(weights.max(axis=1)),
             np.median(jacobian),
-            result.n_crit,
+            result.n_crit if result else f"not testable (KS smallest p {min_p:.3g})",
             timer,
         )
     return NormalizerTables(

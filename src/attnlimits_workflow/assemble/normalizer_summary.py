@@ -35,9 +35,15 @@ def summarise_normalizers(
         )
         .join(
             # a search with no pass up to N = L - 1 (N_crit null) is censored, not missing: its
-            # N_crit is >= L - 1 (review 28)
-            critical.select("normalizer", "L", "N_crit").with_columns(
-                pl.col("N_crit").is_null().alias("N_crit_censored")
+            # N_crit is >= L - 1 (review 28); a length whose KS test cannot reject at its
+            # sample count has no N_crit and is neither (review 29)
+            critical.select(
+                "normalizer",
+                "L",
+                "N_crit",
+                pl.col("ks_testable").alias("N_crit_testable"),
+            ).with_columns(
+                (pl.col("N_crit").is_null() & pl.col("N_crit_testable")).alias("N_crit_censored")
             ),
             on=["normalizer", "L"],
             how="left",

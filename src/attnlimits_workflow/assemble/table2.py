@@ -35,8 +35,11 @@ def table2(
             pl.col("entropy_median").alias("entropy"),
             pl.col("jacobian_norm_median").alias("jacobian_norm"),
             pl.col("jacobian_norm_max").alias("jacobian_norm_max"),
-            # a censored search as the lower bound it is, never "n/a" (review 28)
-            pl.when(pl.col("N_crit_censored").fill_null(False))
+            # a censored search as the lower bound it is, never "n/a" (review 28); no N_crit
+            # where the KS test cannot reject at the sample count (review 29)
+            pl.when(~pl.col("N_crit_testable").fill_null(True))
+            .then(pl.lit("not testable"))
+            .when(pl.col("N_crit_censored").fill_null(False))
             .then(
                 pl.format(
                     ">= {} (censored)", ((pl.col("L") - 1) / pl.col("L")).round(3).cast(pl.String)
@@ -64,7 +67,8 @@ def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame
         "actually selected. N_crit_over_L = the critical N at that L over L: the first N whose "
         "KS test (analysis.critical_n.ks_alpha) stops rejecting the last rows' d~ against the "
         "Monte-Carlo E (not the paper's printed term), found by a bracketing search that assumes "
-        "one crossing; '>= (L-1)/L (censored)' where no N up to L - 1 passed. "
+        "one crossing; '>= (L-1)/L (censored)' where no N up to L - 1 passed; 'not testable' where the "
+        "KS test cannot reject at alpha over the samples per side (beyond.max_samples). "
         "A what-if re-normalization of logits learned under softmax, not a retrained model; "
         "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalized row."
     )
