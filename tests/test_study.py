@@ -933,6 +933,7 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
         study.NO_DIFFERENCE,
         "no difference shown (the windows' intervals overlap in a seed)",
         study_effective_set.NO_WINDOW_INTERVAL,
+        study_effective_set.AT_FLOOR,
     }
     assert (n_star["base_nll_per_target"] > 0).all()
     assert ((n_star["n_star_mean"] >= 1) & (n_star["n_star_mean"] <= n_star["length"])).all()

@@ -108,11 +108,37 @@ def test_more_keys_no_difference_one_seed_and_censored():
     assert found["censored"] == n_star.CENSORED
     censored = table.filter(pl.col("normalizer") == "censored").row(0, named=True)
     assert censored["censored"] and n_star.cell(censored).startswith(n_star.CENSORED + ": >= ")
+    # review 30: a lower bound is no measurement, so no t-interval of the seeds
+    assert math.isnan(censored["n_star_low"]) and math.isnan(censored["n_star_high"])
+    assert "[" not in n_star.cell(censored)
     one = n_star.over_seeds(
         frame(softmax=summary([8]), other=summary([2])), "softmax", 0.95, 1.5, "attention-delete"
     )
     assert one["verdict"].to_list() == ["baseline", ONE_SEED]
     assert math.isnan(one["n_star_low"][1])
+
+
+def test_n_star_at_the_search_floor_in_every_seed_is_no_comparison():
+    """Review 30: N* = 1 in every seed of both models is the search's floor: neither can need
+    fewer keys, and three tied integers give a zero-width interval that shows nothing."""
+    table = n_star.over_seeds(
+        frame(softmax=summary([1, 1, 1]), floor=summary([1, 1, 1]), more=summary([4, 8, 4])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    found = dict(table.select("normalizer", "verdict").iter_rows())
+    assert found["floor"] == n_star.AT_FLOOR
+    assert found["more"] == n_star.MORE  # above the baseline's floor: still decidable
+
+
+def test_the_interval_of_n_star_never_reaches_below_one():
+    """N* >= 1 by definition: seeds 2, 1, 2 give a log-t interval whose low end is 0.587."""
+    table = n_star.over_seeds(
+        frame(softmax=summary([2, 1, 2])), "softmax", 0.95, 1.5, "attention-delete"
+    )
+    assert table["n_star_low"][0] == 1.0 and table["n_star_high"][0] > 2
 
 
 def test_seeds_must_pair_and_the_variant_and_baseline_exist():
@@ -163,6 +189,9 @@ def test_over_seeds_against_a_plain_reference(pairs, ratio):
         frame(softmax=summary(base), rule=summary(rule)), "softmax", 0.9, ratio, "attention-delete"
     )
     row = table.filter(pl.col("normalizer") == "rule").row(0, named=True)
+    if set(base) == set(rule) == {1}:
+        assert row["verdict"] == n_star.AT_FLOOR and math.isnan(row["ratio"])
+        return
     logs = [math.log(r / b) for b, r in pairs]
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))

@@ -27,6 +27,10 @@ NO_WINDOW_INTERVAL = (
     "no N searched)"
 )
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
+AT_FLOOR = (
+    "no verdict: N* = 1, the search's floor, in every seed of both models (neither can need fewer "
+    "keys)"
+)
 
 
 def seeds_frame(summaries: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
@@ -52,7 +56,9 @@ def over_seeds(
     ``baseline``'s N* of the same seed with its t-interval, and the reading: ``fewer keys``
     where the ratio's interval lies wholly at or below 1 / ``ratio``, ``more keys`` at or above
     ``ratio``, else ``no difference shown``. A censored seed (its N* only a lower bound) leaves
-    no ratio and no verdict; one seed leaves no interval."""
+    no interval, no ratio and no verdict; one seed leaves no interval; N* = 1 (the search's
+    floor) in every seed of both models leaves no verdict. The interval's low end is at
+    least 1."""
     part = per_seed.filter(pl.col("variant") == variant)
     if part.is_empty():
         raise ValueError(f"no N* of variant {variant!r} in the study's tables")
@@ -78,17 +84,23 @@ def over_seeds(
                 for n, c, lb in own.select("n_star", "censored", "lower_bound").iter_rows()
             ]
             mean, low, high = log_t_interval(values, level)
+            if censored:
+                # lower bounds are no measurements: a t-interval of them means nothing (review 30)
+                low = high = math.nan
+            elif not math.isnan(low):
+                low = max(low, 1.0)  # N* >= 1 by definition; the log scale's interval is not
             r = r_low = r_high = math.nan
+            base_values = [float(v) for v in base["n_star"].fill_null(0)]
             if name == baseline:
                 verdict = "baseline"
             elif censored or bool(base["censored"].any()):
                 verdict = CENSORED
+            elif set(values) == set(base_values) == {1.0}:
+                verdict = AT_FLOOR
             elif len(values) < 2:
                 verdict = ONE_SEED
             else:
-                r, r_low, r_high = paired_ratio(
-                    tuple(values), tuple(float(v) for v in base["n_star"]), level
-                )
+                r, r_low, r_high = paired_ratio(tuple(values), tuple(base_values), level)
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
