@@ -815,10 +815,13 @@ def test_coverage_table_by_hand():
     assert t["coverage"].to_list() == pytest.approx([0.75, 0.5, 0.25, 0.75])
     # 1 - (1 - p)^H >= 0.99: p = 0.6 -> H = ceil(log 0.01 / log 0.4) = 6; p = 0.3 -> 13
     assert t["heads_for_99pct_paper"].to_list() == [6.0, 13.0, 21.0, 10.0]
-    assert "4 heads, L = 16" in coverage_report.coverage_header(
-        cov, 4, {"model": "m", "weights": "w"}
-    )
-    assert coverage_report.coverage_figure(cov, 4).axes[1].get_title() == "(b) Per layer at N = 4"
+    header = coverage_report.coverage_header(cov, 4, {"model": "m", "weights": "w"})
+    assert "4 heads, L = 16" in header
+    # review 30: p divides N_s by the tokens selected, not by N (coverage.head_coverage)
+    assert "p = mean over heads of N_s / |selected|" in header and "p = mean N_s/N;" not in header
+    figure = coverage_report.coverage_figure(cov, 4)
+    assert figure.axes[1].get_title() == "(b) Per layer at N = 4"
+    assert "N_s/N" not in " ".join(t.get_text() for t in figure.axes[0].get_legend().get_texts())
 
 
 # --------------------------------------------------------------------------------- figures

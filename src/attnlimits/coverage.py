@@ -20,7 +20,9 @@ class Coverage:
     union_selected: NDArray[np.int64]  # |U|, U = union over heads of the top-N sets
     union_distinguishable: NDArray[np.int64]  # tokens distinguishable by at least one head
     coverage: NDArray[np.float64]  # their ratio
-    p: NDArray[np.float64]  # mean over heads of N_s / N (the paper's per-head rate)
+    # mean over heads of N_s / |selected| (the paper's per-head rate; N_s/N where every top-N
+    # token is selected, i.e. none has weight 0 under analysis.zero_weight "not_selected")
+    p: NDArray[np.float64]
     predicted_paper: NDArray[np.float64]  # 1 - (1 - p)^H, the paper's independence formula
     # Independence with the measured overlap: a token in h_t heads' top-N sets is kept with
     # probability 1 - (1 - p)^{h_t}; mean over U. Equals the paper's formula when every head

@@ -56,7 +56,8 @@ def coverage_header(cov: pl.DataFrame, n_conf: int, run: dict) -> str:
         f"Multi-head coverage, {run['model']} ({run['weights']}), {int(cov['heads'][0])} heads, L = {cov['L'][0]}, last-row "
         "protocol (the analysed row, whatever analysis.protocol): means over (layer, chunk); rows 'all' per N, then per layer at N = "
         f"{n_conf}. coverage = |tokens distinguishable by >= 1 head| / |union of the heads' top-N|; "
-        "p = mean N_s/N; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
+        "p = mean over heads of N_s / |selected| (the head's top-N tokens of weight > 0 under analysis.zero_weight; "
+        "N_s/N where no top-N weight is 0), the rate 1-(1-p)^h_t needs per selected token; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
     )
 
 
@@ -74,7 +75,7 @@ def coverage_figure(cov: pl.DataFrame, n_conf: int) -> Figure:
         marker="s",
         ms=3,
         lw=0.8,
-        label=r"single head $p = N_s/N$",
+        label=r"single head $p = N_s/|\mathrm{selected}|$",
     )
     log_axis(ax1, "x", by_n["N"].to_list())
     ax1.set(
