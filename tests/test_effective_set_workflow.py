@@ -128,6 +128,22 @@ def test_few_chunks_get_no_interval():
     assert (row["n_star_low"], row["n_star_high"]) == (2, 2)
 
 
+def test_an_interval_whose_high_end_is_censored_is_withheld(monkeypatch):
+    """Review 30: with exactly the tail's share of resamples censored (25 of 1,000 at 95 %),
+    the high quantile landed on +inf and the page printed '16 [9, inf]'."""
+    from attnlimits_workflow import effective_set
+
+    def bootstrap(nll, base, tau, resamples, rng):
+        first = np.full(resamples, 4.0)
+        first[: resamples // 40] = np.nan  # censored: no evaluated N passes
+        return first, None
+
+    monkeypatch.setattr(effective_set, "bootstrap_n_star", bootstrap)
+    table = synthetic({1: 0.5, 2: 0.3, 4: 0.01})
+    row = effective_set.summarise([table], 0.05, 1000, 0.95, 0, max_n=4).row(0, named=True)
+    assert row["n_star"] == 4 and row["n_star_low"] is None and row["n_star_high"] is None
+
+
 def test_encoders_are_refused(tmp_path):
     folder = tmp_path / "bert"
     from transformers import BertConfig, BertModel

@@ -281,6 +281,9 @@ def summarise(
                 )
                 lo = float(np.quantile(floors, tail, method="lower"))
                 hi = float(np.quantile(draws, 1.0 - tail, method="higher"))
+                if not np.isfinite(hi):
+                    # exactly the tail's share censored: the high end is above every N tried
+                    lo = hi = None
             rows.append(
                 {
                     "length": int(length),
