@@ -45,10 +45,16 @@ def n_star_table(n_stars, variant="attention-delete", lengths=(256, 512, 1024), 
 def test_the_shape_counts_the_steps_where_n_star_grows_and_its_share_falls():
     said = findings_functional.shape_sentence(n_star_table([61, 116, 215]))
     assert "N* (attention-delete) grows at every step (61 -> 116 -> 215)" in said
-    assert "N*/L falls at every step (0.238 -> 0.227 -> 0.210)" in said
+    assert "N*/L falls at every step (0.238 -> 0.227 -> 0.21)" in said
+    assert "where N* did not grow" not in said
     # 100 -> 300 doubles L but triples N*: N*/L rises on that step
     said = findings_functional.shape_sentence(n_star_table([100, 90, 300]))
     assert "grows at 1 of 2 steps" in said and "N*/L falls at 1 of 2 steps" in said
+    # review 30: a constant N* makes N*/L fall with L whatever the model does, and a share of
+    # 1/1024 is not 0.000
+    flat = findings_functional.shape_sentence(n_star_table([1, 1, 1]))
+    assert "grows at 0 of 2 steps" in flat and "(0.00391 -> 0.00195 -> 0.000977)" in flat
+    assert "2 of them where N* did not grow, which L's growth alone gives" in flat
     one = findings_functional.shape_sentence(n_star_table([61, 116, 215], censored=(256, 512)))
     assert one.startswith("Fewer than two lengths")
 
@@ -96,8 +102,8 @@ def test_the_page_block_and_the_run_without_n_star():
     assert lines[2] == (
         "| variant | L | N*_0.05 [interval] | N*/L | dNLL_rel at N* | chunks | N_crit/L (monte_carlo) |"
     )
-    assert "| attention-delete | 256 | 61 [60, 63] | 0.238 | 0.049 | 8 | 0.880 |" in lines
-    assert "| random-delete | 1024 | > 902 (censored) | n/a | n/a | 8 | >= 0.880 |" in lines
+    assert "| attention-delete | 256 | 61 [60, 63] | 0.238 | 0.049 | 8 | 0.88 |" in lines
+    assert "| random-delete | 1024 | > 902 (censored) | n/a | n/a | 8 | >= 0.88 |" in lines
     assert "![N* of smol](findings/smol.effective_set.png)" in lines
     assert findings_functional.functional_section({}, {}, {}).startswith("No model entry")
 

@@ -25,7 +25,7 @@ def _n_star(row: Mapping) -> str:
 
 
 def _share(value) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+    return "n/a" if value is None else f"{value:.3g}"
 
 
 def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
@@ -38,15 +38,24 @@ def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
     lengths = part["length"].to_list()
     grows = sum(b > a for a, b in zip(n, n[1:], strict=False))
     falls = sum(b < a for a, b in zip(share, share[1:], strict=False))
+    # L grows at every step: where N* does not, N*/L falls whatever the model does (review 30)
+    mechanical = sum(
+        s1 < s0 and b <= a for a, b, s0, s1 in zip(n, n[1:], share, share[1:], strict=False)
+    )
     steps = len(n) - 1
 
     def count(k: int) -> str:
         return "at every step" if k == steps else f"at {k} of {steps} steps"
 
+    said = (
+        f" ({mechanical} of them where N* did not grow, which L's growth alone gives)"
+        if mechanical
+        else ""
+    )
     return (
         f"Over L = {', '.join(map(str, lengths))}, N* ({variant}) grows {count(grows)} "
         f"({' -> '.join(map(str, n))}) and N*/L falls {count(falls)} "
-        f"({' -> '.join(f'{s:.3f}' for s in share)}); uncensored lengths only, point "
+        f"({' -> '.join(f'{s:.3g}' for s in share)}){said}; uncensored lengths only, point "
         "values: the intervals above say which steps the chunks resolve."
     )
 
