@@ -157,3 +157,18 @@ def test_a_censored_critical_n_prints_as_its_lower_bound():
     block = findings_functional.entry_block("smol", table, correlations, 0.05)
     assert ">= n/a" not in block and ">= 0.996" in block
     effective_set_figure(table, by_length, 0.05)
+
+
+def test_the_n_star_figure_joins_only_found_values_by_its_line():
+    """Review 30: a censored N*'s lower bound sat on the same solid line as the found values;
+    it is an open marker only."""
+    from attnlimits_workflow.assemble.effective_set_report import effective_set_figure
+
+    summary = n_star_table([61, 116, 300], censored=(1024,))
+    critical = pl.DataFrame(
+        {"length": [256], "expectation": ["closed_form"], "N_crit_over_length": [0.5]},
+        schema_overrides={"N_crit_over_length": pl.Float64},
+    ).with_columns(N_crit_censored=pl.lit(False))
+    figure = effective_set_figure(summary, critical, 0.05)
+    (line,) = [ln for ln in figure.axes[0].get_lines() if ln.get_label().startswith("N*/L")]
+    assert len(line.get_xdata()) == 2  # L = 256 and 512; 1024 is censored

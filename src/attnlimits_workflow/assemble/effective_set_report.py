@@ -159,7 +159,8 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
             )
             / length
         )
-        (line,) = ax.plot(length * shift, value, marker="o", label=f"N*/L, {variant}")
+        # the line joins found values only: a censored one is a lower bound (open marker)
+        (line,) = ax.plot(length[found] * shift, value[found], marker="o", label=f"N*/L, {variant}")
         low = part["n_star_low"].to_numpy().astype(float) / length
         high = part["n_star_high"].to_numpy().astype(float) / length
         bars = found & np.isfinite(low) & np.isfinite(high)
