@@ -513,8 +513,31 @@ def test_heads_report_and_coverage():
     assert report["max_weight"].to_list() == pytest.approx([0.25] * 2)
     assert report["ns_ratio"].to_list() == [1.0, 1.0]
     assert report["chunks"].to_list() == [2, 2]
-    # two chunks per head cannot reach p < 0.01: no per-head critical N
+    # two chunks per head cannot reach p < 0.01: no per-head critical N, and not censored
     assert report["N_crit"].to_list() == [None, None]
+    assert report["N_crit_censored"].to_list() == [False, False]
+
+
+@pytest.mark.unit
+def test_a_per_head_search_with_no_pass_is_censored_not_missing(monkeypatch):
+    """Review 30: a head still separable at N = L - 1 (the most separable kind) and a head
+    with too few chunks both had N_crit null; the column tells them apart."""
+    from attnlimits.critical import CriticalN
+
+    pack = make_pack(np.full((12, 4), 0.25), np.eye(4), chunk=np.arange(12) // 2, head=[0, 1] * 6)
+    settings = heads.Settings(
+        n=1, n_grid=[1], radius=1.0, ks_alpha=0.05, mc_draws=2, seed=0, zero_weight="not_selected"
+    )
+    _, stats = heads.coverage(pack, settings)
+    monkeypatch.setattr(
+        heads,
+        "critical_n_against_expectation",
+        lambda *a, **k: CriticalN(n_crit=None, evaluations=[(1, 0.001), (3, 0.002)]),
+    )
+    report = heads.per_head(pack, settings, stats)
+    assert report["chunks"].to_list() == [6, 6]
+    assert report["N_crit"].to_list() == [None, None]
+    assert report["N_crit_censored"].to_list() == [True, True]
 
 
 def normalizer_settings(entry: dict) -> normalizer.Settings:

@@ -795,6 +795,33 @@ def test_head_flags_by_hand():
     assert f["saturated"].to_list() == [True, True, False]
 
 
+def test_heads_figure_marks_censored_heads_and_names_its_thresholds():
+    """Review 30: a censored head was blank, like one with too few chunks; and the flags'
+    thresholds are the project's settings, not the paper's."""
+    heads = heads_report.flag_heads(
+        pl.DataFrame(
+            {
+                "layer": [0, 0],
+                "head": [0, 1],
+                "L": [16, 16],
+                "N": [4, 4],
+                "entropy": [1.0, 2.0],
+                "ns_ratio": [0.9, 0.5],
+                "t_eff": [0.5, 2.0],
+                "N_crit_over_L": [0.25, None],
+                "N_crit_censored": [False, True],
+            }
+        ),
+        ns_ratio_threshold=0.8,
+        temperature_threshold=0.1,
+    )
+    fig, note = heads_report.heads_figure(heads, 0.8, 0.1)
+    crit_ax = fig.axes[2]
+    assert ">" in [t.get_text() for t in crit_ax.texts]
+    assert crit_ax.images[0].get_array()[0, 1] == pytest.approx(15 / 16)
+    assert "paper's thresholds" not in note and "beyond.ns_ratio_threshold" in note
+
+
 def test_coverage_table_by_hand():
     cov = pl.DataFrame(
         {

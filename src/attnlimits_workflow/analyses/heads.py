@@ -123,7 +123,8 @@ def per_head(
 ) -> pl.DataFrame:
     """One row per (layer, head): its chunks' mean entropy, max weight and N_s/N at beyond.n,
     median effective temperature, and its own critical N (None when its chunks are too few for
-    the KS test to reach analysis.critical_n.ks_alpha)."""
+    the KS test to reach analysis.critical_n.ks_alpha, or when the search is censored:
+    ``N_crit_censored``, still distinguishable at N = L - 1)."""
     timer = Timer()
     L, layer, head = pack.length, stats.layer, stats.head
     rows = []
@@ -171,6 +172,8 @@ def per_head(
                     "t_eff": float(np.median(stats.t_eff[idx])),
                     "N_crit": crit.n_crit,
                     "N_crit_over_L": (crit.n_crit / L) if crit.n_crit is not None else None,
+                    # searched and still separable at N = L - 1: N_crit >= L - 1, not missing
+                    "N_crit_censored": min_p < settings.ks_alpha and crit.n_crit is None,
                     "ks_evaluations": len(crit.evaluations),
                     "ks_min_pvalue": min_p,
                 }

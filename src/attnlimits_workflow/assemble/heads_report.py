@@ -1,5 +1,6 @@
-"""Per-head saturation report: the heads table with the paper's diagnostic flags, and heatmaps
-(layers x heads) of entropy, N_s/N, critical N / L and the effective temperature."""
+"""Per-head saturation report: the heads table with diagnostic flags (the project's thresholds,
+beyond.*_threshold), and heatmaps (layers x heads) of entropy, N_s/N, critical N / L and the
+effective temperature."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -61,6 +62,8 @@ def heads_figure(
     )
     for ax, (column, title, cmap, lim) in zip(axes.flat, panels, strict=True):
         g = grid(column)
+        if column == "N_crit_over_L" and "N_crit_censored" in heads.columns:
+            g[grid("N_crit_censored") == 1] = (L - 1) / L
         norm = None
         if column == "t_eff":
             finite = g[np.isfinite(g) & (g > 0)]
@@ -88,6 +91,11 @@ def heads_figure(
                         fontsize=8,
                         fontweight="bold",
                     )
+        if column == "N_crit_over_L" and "N_crit_censored" in heads.columns:
+            # censored: still separable at N = L - 1, so N_crit / L >= (L - 1) / L
+            for (i, j), v in np.ndenumerate(grid("N_crit_censored")):
+                if v == 1:
+                    ax.text(j, i, ">", ha="center", va="center", color="k", fontsize=8)
         ax.set(title=title, xlabel="head", ylabel="layer")
         ax.set_xticks(range(len(cols)), [str(c) for c in cols], fontsize=6)
         ax.set_yticks(range(len(layers)), [str(lay) for lay in layers], fontsize=6)
@@ -102,8 +110,12 @@ def heads_figure(
             bar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
     n_sat = int(heads["saturated"].sum())
     note = (
-        f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated by the paper's thresholds). "
-        "Per-head critical N rests on the few chunks of one head (low KS power); blank: still separable at N = L-1, or too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
+        f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated: N_s/N <= "
+        f"beyond.ns_ratio_threshold = {ns_ratio_threshold:g} or effective T < "
+        f"beyond.temperature_threshold = {temperature_threshold:g}, the project's settings; the "
+        "paper gives no thresholds). "
+        "Per-head critical N rests on the few chunks of one head (low KS power); '>': still separable at N = L-1 "
+        "(censored, drawn at (L-1)/L); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
         "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight)."
     )
     return fig, note
