@@ -358,6 +358,40 @@ def test_table1_bound_rows_by_hand():
     assert card.rows[0]["verdict"] == "not reproduced"
 
 
+@pytest.mark.unit
+def test_a_bound_check_names_a_small_testable_share_and_mixed_untestable_samples():
+    """Review 30: 0 checked with vacuous and not testable samples both was called vacuous (no
+    data could fail it), though the not testable ones could fail with a finer tolerance; and a
+    bound reproduced on 144 of 10,144 samples said so only in its counts."""
+    base = {
+        "unit": "samples",
+        "tolerance": "rtol 1e-05",
+        "not_applicable": 0,
+        "violated_rows": None,
+        "note": "",
+        "mask_only_rows": None,
+        "median_log10_slack": 0.5,
+        "vacuous_reason": "cannot fail",
+        "by_n": "",
+    }
+    violations = pl.DataFrame(
+        [
+            {**base, "bound": "mixed", "checked": 0, "violations": 0, "vacuous": 3}
+            | {"not_testable": 2},
+            {**base, "bound": "thin", "checked": 144, "violations": 0, "vacuous": 0}
+            | {"not_testable": 10_000},
+            {**base, "bound": "thick", "checked": 144, "violations": 0, "vacuous": 0}
+            | {"not_testable": 100},
+        ]
+    )
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations)
+    assert [r["verdict"] for r in card.rows] == ["not testable", "reproduced", "reproduced"]
+    assert "vacuous and 2 not testable" in card.rows[0]["measured"]
+    assert "only 144 of 10144 samples could fail it" in card.rows[1]["measured"]
+    assert "could fail it" not in card.rows[2]["measured"]
+
+
 def _replicates(values: list[list[float]], column: str, by: str, keys: list) -> list[pl.DataFrame]:
     """One replicate frame per resample: ``values[r][j]`` the statistic column at ``keys[j]``."""
     return [pl.DataFrame({by: keys, column: row}) for row in values]

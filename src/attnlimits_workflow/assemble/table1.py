@@ -120,10 +120,17 @@ def bound_claims(
         needs_sum = (r.get("proof_needs") or "sum_to_one") == "sum_to_one"
         proved = (r.get("proved") or "") if sums_to_one or not needs_sum else ""
         if r["checked"] == 0:
+            # vacuous only where no sample could fail it: a not testable one could, with a
+            # tolerance finer than its bound (review 30)
             outcome = (
-                "vacuous" if r["vacuous"] else ("not testable" if r["not_testable"] else NOT_SCORED)
+                "not testable" if r["not_testable"] else ("vacuous" if r["vacuous"] else NOT_SCORED)
             )
-            card.add(*row, f"0 checked ({bound_detail(r)})", rule, outcome)
+            measured = f"0 checked ({bound_detail(r)})"
+            if r["not_testable"] and r["vacuous"]:
+                measured += (
+                    f"; {r['vacuous']} vacuous and {r['not_testable']} not testable: neither holds"
+                )
+            card.add(*row, measured, rule, outcome)
             continue
         # The units are the heads where the table has them: a head's samples at several L, N or
         # T are one head's attention, not independent trials. The violated share gets its exact
@@ -163,6 +170,13 @@ def bound_claims(
                 measured += " (the comparison with its null speaks of the sampled rows only)"
         elif high < most:
             outcome = "reproduced"
+            total = r["checked"] + r["not_testable"] + r["vacuous"]
+            if 2 * r["checked"] < total:
+                # the count decides, but on a small part of the data (review 30)
+                measured += (
+                    f"; only {r['checked']} of {total} {r['unit']} could fail it (the rest not "
+                    "testable or vacuous)"
+                )
             if units < 2 * fewest:
                 # 0 of 72 puts the upper end at 0.0499: one unit fewer and the count could not
                 # decide, so such a verdict rests on the sample count as much as on the data
