@@ -208,6 +208,20 @@ def test_masked_reading_of_claim_ids():
 
 
 @pytest.mark.unit
+def test_a_claim_read_with_and_without_its_masked_keys_is_refused():
+    """Review 30: a claim with a ':prefix' twin in one reading's Table 1 and none in
+    another's landed in both partitions, and its rows came out twice."""
+    tables = {
+        "default": table1([("c", "reproduced"), ("c:prefix", "not reproduced")]),
+        "x_key": table1([("c", "reproduced")]),
+    }
+    with pytest.raises(
+        ValueError, match="read with and without the masked keys in different readings. Table 1: c"
+    ):
+        robustness_table(tables, "default", "non_selected")
+
+
+@pytest.mark.unit
 def test_robustness_table_by_hand():
     tables = {
         "default": table1(

@@ -203,6 +203,14 @@ def robustness_table(
         unreached = others - reached
     else:
         unreached = set()
+    masked_kinds = long.group_by("claim_id").agg(pl.col("masked").is_not_null().n_unique())
+    mixed = sorted(masked_kinds.filter(pl.col("masked") > 1)["claim_id"].to_list())
+    if mixed:
+        # one claim in both partitions below would come out twice (review 30)
+        raise ValueError(
+            "claims read with and without the masked keys in different readings' Table 1: "
+            + ", ".join(mixed)
+        )
     per_claim = []
     for has_masked, ref in (
         (True, reading_label(reference, masked)),
