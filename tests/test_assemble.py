@@ -1371,6 +1371,9 @@ def test_the_all_rows_epsilon_check_counts_its_drawn_rows_and_says_it_reads_mean
     assert row["rows"] == 4  # the drawn rows, not the 32 rows of the two heads
     assert (row["violations"], row["vacuous"]) == (1, 1)
     assert "may still hide one" in row["note"]
+    # an infinite bound (a zero in its denominator) is vacuous too, and the reason says so
+    assert "infinite" in row["vacuous_reason"]
+    assert distance_analysis.epsilon_bound_check([2.0], [1.0], [np.inf], [0.1]) == [VACUOUS]
 
 
 def paper_claims() -> dict:

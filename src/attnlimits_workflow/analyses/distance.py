@@ -408,7 +408,8 @@ def distance_violations(d: pl.DataFrame) -> pl.DataFrame:
                 "every (L, N) sample",
                 slack=("epsilon_residual", "epsilon_bound_compared", True),
                 vacuous_reason="one-sided: E - term - 3 s.e. <= 0, where the printed term lies "
-                "above E, passes whatever the bound (>= 0) says",
+                "above E, passes whatever the bound (>= 0) says; or an infinite bound (a zero "
+                "in its denominator, ||alpha_i x_i - N/(L-1) sum_{j != i} alpha_j x_j|| = 0 at some i)",
                 note=EPSILON_HEAD_MEAN if all_rows else "",
             ),
         ]
