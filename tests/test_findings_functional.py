@@ -159,6 +159,38 @@ def test_a_censored_critical_n_prints_as_its_lower_bound():
     effective_set_figure(table, by_length, 0.05)
 
 
+def test_the_critical_n_beside_n_star_prints_its_grid_cell():
+    """Review 30: under Algorithm 3's list N_crit is known to its cell (the N tried before the
+    first pass, N_crit]; the table printed the cell's top as a point."""
+    from attnlimits_workflow.assemble.effective_set_report import (
+        critical_by_length,
+        effective_set_table,
+    )
+
+    critical = pl.DataFrame(
+        {
+            "L": [128, 256],
+            "masked": ["non_selected"] * 2,
+            "expectation": ["closed_form"] * 2,
+            "N_crit": [16.0, 64.0],
+            "N_crit_low": [13, 64],
+            "censored": [False, False],
+            "top_N": [16, 64],
+        }
+    )
+    by_length = critical_by_length(critical, "non_selected")
+    assert by_length["N_crit_cell_low"].to_list() == [12 / 128, None]
+    summary = n_star_table([61, 116], lengths=(128, 256)).drop(
+        "N_crit_over_L_monte_carlo", "N_crit_censored_monte_carlo"
+    )
+    table = effective_set_table(summary, by_length)
+    correlations = pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
+    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    block = findings_functional.entry_block("smol", table, correlations, 0.05)
+    assert "| (0.0938, 0.125] |" in block and "| 0.25 |" in block
+
+
 def test_the_n_star_figure_joins_only_found_values_by_its_line():
     """Review 30: a censored N*'s lower bound sat on the same solid line as the found values;
     it is an open marker only."""

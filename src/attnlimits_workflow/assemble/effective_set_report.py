@@ -49,11 +49,21 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
         if "top_N" in frame.columns
         else known
     )
+    # Algorithm 3's list knows a found N_crit to its cell (the N tried before the first pass,
+    # N_crit]: the cell's open low end as a share of L, null where the cell is one N wide
+    low = (
+        pl.when(~censored & (pl.col("N_crit_low").cast(pl.Float64) < known))
+        .then((pl.col("N_crit_low").cast(pl.Float64) - 1.0) / pl.col("L"))
+        .otherwise(None)
+        if "N_crit_low" in frame.columns
+        else pl.lit(None, pl.Float64)
+    )
     return frame.select(
         pl.col("L").cast(pl.Int64).alias("length"),
         "expectation",
         value.alias("N_crit"),
         censored.alias("N_crit_censored"),
+        low.alias("N_crit_cell_low"),
     ).with_columns((pl.col("N_crit") / pl.col("length")).alias("N_crit_over_length"))
 
 
@@ -133,7 +143,10 @@ def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.Dat
     for column, name in (
         ("N_crit_over_length", "N_crit_over_L"),
         ("N_crit_censored", "N_crit_censored"),
+        ("N_crit_cell_low", "N_crit_cell_low"),
     ):
+        if column not in critical.columns:
+            continue
         wide = critical.select("length", "expectation", column).pivot(
             on="expectation", index="length", values=column
         )

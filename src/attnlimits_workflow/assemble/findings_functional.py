@@ -28,6 +28,17 @@ def _share(value) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
+def _critical_share(row: Mapping, column: str) -> str:
+    """N_crit/L of one expectation: '>= ' where censored, its grid cell '(a, b]' where the
+    list's N below it did not pass (the value is the cell's top, not a point)."""
+    if row.get(column.replace("_over_L_", "_censored_")):
+        return ">= " + _share(row[column])
+    low = row.get(column.replace("_over_L_", "_cell_low_"))
+    if low is not None and row[column] is not None:
+        return f"({low:.3g}, {row[column]:.3g}]"
+    return _share(row[column])
+
+
 def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
     """Does N* grow with L, and does N*/L fall (the follow-up paper's two observations)? Read off
     the uncensored N* of ``variant``, step by step along L."""
@@ -94,10 +105,7 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
             _share(r["n_star_over_length"]),
             _share(r["dnll_at_n_star"]),
             str(r["chunks"]),
-            *[
-                (">= " if r.get(c.replace("_over_L_", "_censored_")) else "") + _share(r[c])
-                for c in crit
-            ],
+            *[_critical_share(r, c) for c in crit],
         ]
         for r in table.sort("variant", "length").iter_rows(named=True)
     ]
@@ -105,6 +113,15 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
         [
             f"### {name}",
             markdown_table(header, rows),
+            *(
+                [
+                    "N_crit/L: '>= ' where no N of the list passed (censored); '(a, b]' the grid "
+                    "cell of Algorithm 3's list, from the N tried before the first pass to "
+                    "N_crit, where the list skipped N between them."
+                ]
+                if crit
+                else []
+            ),
             f"![N* of {name}](findings/{name}.effective_set.png)",
             shape_sentence(table),
             correlation_sentence(correlations),
