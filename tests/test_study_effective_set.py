@@ -131,6 +131,9 @@ def test_n_star_at_the_search_floor_in_every_seed_is_no_comparison():
     found = dict(table.select("normalizer", "verdict").iter_rows())
     assert found["floor"] == n_star.AT_FLOOR
     assert found["more"] == n_star.MORE  # above the baseline's floor: still decidable
+    assert "Withheld: no verdict: N* = 1, the floor, in every seed of both (N* cannot go" in (
+        n_star.answer(table, "softmax")
+    )
 
 
 def test_the_interval_of_n_star_never_reaches_below_one():

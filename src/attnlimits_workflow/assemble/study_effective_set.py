@@ -27,10 +27,9 @@ NO_WINDOW_INTERVAL = (
     "no N searched)"
 )
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
-AT_FLOOR = (
-    "no verdict: N* = 1, the search's floor, in every seed of both models (neither can need fewer "
-    "keys)"
-)
+AT_FLOOR = "no verdict: N* = 1, the floor, in every seed of both"
+# what a withheld cell's short verdict leaves to the answer's sentence
+WITHHELD_WHY = {AT_FLOOR: "N* cannot go below 1, so neither model can need fewer keys there"}
 
 
 def seeds_frame(summaries: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
@@ -218,7 +217,12 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
         )
     withheld = sorted({v for v in others["verdict"].to_list() if v.startswith("no verdict")})
     if withheld:
-        parts.append(" ".join(f"Withheld: {v}." for v in withheld))
+        parts.append(
+            " ".join(
+                f"Withheld: {v}" + (f" ({WITHHELD_WHY[v]})." if v in WITHHELD_WHY else ".")
+                for v in withheld
+            )
+        )
     return " ".join(parts)
 
 
