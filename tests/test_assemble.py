@@ -30,6 +30,7 @@ from attnlimits_workflow.assemble import (
     heads_report,
     normalizer_summary,
     scorecard,
+    study_gradient_text,
     study_report,
     summaries,
     table1,
@@ -1307,9 +1308,9 @@ def test_study_bound_check_and_rule_text():
             "not_testable": [False, True, False],
         }
     )
-    assert study_report.bound_check(g) == ("1 of 3 (row, T) above it, 1 not testable", 1)
+    assert study_gradient_text.bound_check(g) == ("1 of 3 (row, T) above it, 1 not testable", 1)
     unknown = pl.DataFrame({"bound": [math.nan], "violated": [False], "not_testable": [False]})
-    assert study_report.bound_check(unknown) == ("no known bound", None)
+    assert study_gradient_text.bound_check(unknown) == ("no known bound", None)
     assert (
         study_report.rule_text({"kind": "softmax", "temperature": 0.1})
         == "softmax(temperature=0.1)"

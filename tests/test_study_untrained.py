@@ -12,7 +12,7 @@ import pytest
 
 from attnlimits import rules
 from attnlimits_workflow import study, study_seeds
-from attnlimits_workflow.assemble import study_figure, study_report
+from attnlimits_workflow.assemble import study_figure, study_gradient_text, study_report
 from attnlimits_workflow.config_study import study_errors, study_model_name, untrained_seeds
 
 pytestmark = pytest.mark.unit
@@ -128,10 +128,10 @@ def test_the_baseline_sweep_is_counted_against_the_printed_bound():
     below T = 1/(4 sqrt 2) that bound is sqrt 2, not 1/(4T). At T = 0.01 an ||J|| of 3 exceeds
     sqrt 2 but not 1/(4T) = 25; at T = 1 an ||J|| of 0.3 exceeds 1/4 (the min there)."""
     sweep = pl.DataFrame({"T": [0.01, 0.01, 1.0, 1.0], "jacobian_norm": [3.0, 1.0, 0.3, 0.2]})
-    assert study_report.over_printed_bound(sweep) == "2 of 4"
+    assert study_gradient_text.over_printed_bound(sweep) == "2 of 4"
     # review 17: a missing norm is not counted in "of N"
     holes = pl.concat([sweep, pl.DataFrame({"T": [1.0], "jacobian_norm": [float("nan")]})])
-    assert study_report.over_printed_bound(holes) == "2 of 4"
+    assert study_gradient_text.over_printed_bound(holes) == "2 of 4"
 
 
 def test_the_baseline_critical_n_is_set_against_the_paper_by_its_numbers():
@@ -166,42 +166,45 @@ def test_what_leads_the_low_t_mean_is_read_from_every_temperature():
     monotone (the review's mixture of sharp and near-uniform rows)."""
     means = {0.001: 0.084, 0.00316: 0.128, 0.01: 0.036, 0.0316: 0.023, 0.1: 0.048}
     mixed = pl.DataFrame({"T": list(means), "jacobian_norm": [c / t for t, c in means.items()]})
-    fall = study_report.low_temperature_fall(mixed, "m")
+    fall = study_gradient_text.low_temperature_fall(mixed, "m")
     assert fall == (
         "m's mean T ||J|| at T = 0.1 / 0.0316 / 0.01 / 0.00316 / 0.001 is "
         "0.048 / 0.023 / 0.036 / 0.128 / 0.084 (it is not monotone as T falls)"
     )
-    lead = study_report.low_temperature_lead(mixed)
+    lead = study_gradient_text.low_temperature_lead(mixed)
     assert lead.startswith("the largest share of the mean comes from T = 0.00316 (40% of it")
     falling = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [2.5, 1.0]})
-    assert "(it falls as T falls)" in study_report.low_temperature_fall(falling, "m")
-    assert "T = 0.1, the largest such T (80%" in study_report.low_temperature_lead(falling)
+    assert "(it falls as T falls)" in study_gradient_text.low_temperature_fall(falling, "m")
+    assert "T = 0.1, the largest such T (80%" in study_gradient_text.low_temperature_lead(falling)
     rising = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [40.0, 1.0]})
-    assert "(it rises as T falls)" in study_report.low_temperature_fall(rising, "m")
-    assert "T = 0.01, the smallest (80%" in study_report.low_temperature_lead(rising)
+    assert "(it rises as T falls)" in study_gradient_text.low_temperature_fall(rising, "m")
+    assert "T = 0.01, the smallest (80%" in study_gradient_text.low_temperature_lead(rising)
     zero = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [0.0, 0.0]})
-    assert study_report.low_temperature_lead(zero).endswith("it is 0")
+    assert study_gradient_text.low_temperature_lead(zero).endswith("it is 0")
     # review 14: c / T at every T (the reference law) stays flat, and no T leads it
     flat = pl.DataFrame({"T": [0.001, 0.01, 0.1], "jacobian_norm": [250.0, 25.0, 2.5]})
-    assert "(it stays flat as T falls)" in study_report.low_temperature_fall(flat, "m")
-    assert study_report.low_temperature_lead(flat).startswith("no one temperature")
-    assert "(it stays flat as T falls)" in study_report.low_temperature_fall(zero, "m")
+    assert "(it stays flat as T falls)" in study_gradient_text.low_temperature_fall(flat, "m")
+    assert study_gradient_text.low_temperature_lead(flat).startswith("no one temperature")
+    assert "(it stays flat as T falls)" in study_gradient_text.low_temperature_fall(zero, "m")
     # review 15: a grid with one temperature at or below 0.1 (a user's) must not crash
     one = pl.DataFrame({"T": [0.1, 1.0, 10.0], "jacobian_norm": [3.0, 1.0, 0.1]})
-    assert study_report.low_temperature_lead(one) == (
+    assert study_gradient_text.low_temperature_lead(one) == (
         "the sweep has one temperature at or below 0.1, T = 0.1"
     )
     # review 16: a missing norm is left out (not "nan" and "it is 0"); no low T is said so
     holes = pl.DataFrame(
         {"T": [0.001, 0.01, 0.01, 0.1], "jacobian_norm": [100.0, float("nan"), 20.0, 3.0]}
     )
-    assert "is 0.3 / 0.2 / 0.1 (it falls as T falls)" in study_report.low_temperature_fall(
+    assert "is 0.3 / 0.2 / 0.1 (it falls as T falls)" in study_gradient_text.low_temperature_fall(
         holes, "m"
     )
-    assert "T = 0.1, the largest such T" in study_report.low_temperature_lead(holes)
+    assert "T = 0.1, the largest such T" in study_gradient_text.low_temperature_lead(holes)
     high = pl.DataFrame({"T": [1.0, 10.0], "jacobian_norm": [0.1, 0.01]})
-    assert study_report.low_temperature_lead(high) == "the sweep has no temperature at or below 0.1"
-    assert "fewer than two temperatures" in study_report.low_temperature_fall(one, "m")
+    assert (
+        study_gradient_text.low_temperature_lead(high)
+        == "the sweep has no temperature at or below 0.1"
+    )
+    assert "fewer than two temperatures" in study_gradient_text.low_temperature_fall(one, "m")
 
 
 def test_the_study_pages_paper_band_is_the_claim_cards():
@@ -266,17 +269,17 @@ def test_the_gradient_row_reads_the_headers_temperatures_and_survives_nan():
     )
     empty = sweep.with_columns(pl.lit(float("nan")).alias("jacobian_norm"))
     s.names, s.gradient = ["a", "b"], {"a": sweep, "b": empty}
-    assert study_report.gradient_row(s, "a")[1] == "n/a / 0.25 / 0.0015"
-    row = study_report.gradient_row(s, "b")
+    assert study_gradient_text.gradient_row(s, "a")[1] == "n/a / 0.25 / 0.0015"
+    row = study_gradient_text.gradient_row(s, "b")
     assert row[1] == "n/a / n/a / n/a" and row[2] == "n/a"
     # an infinite norm exceeds the printed bound and is counted (only NaN is left out)
     inf = pl.DataFrame({"T": [1.0, 1.0], "jacobian_norm": [float("inf"), 0.1]})
-    assert study_report.over_printed_bound(inf) == "1 of 2"
+    assert study_gradient_text.over_printed_bound(inf) == "1 of 2"
     # one ulp between two means is no step (review 18)
     ulp = pl.DataFrame(
         {"T": [0.0001, 0.001, 0.01], "jacobian_norm": [2500.0000000000005, 250.0, 35.0]}
     )
-    assert "(it falls as T falls)" in study_report.low_temperature_fall(ulp, "m")
+    assert "(it falls as T falls)" in study_gradient_text.low_temperature_fall(ulp, "m")
 
 
 def test_the_gradient_header_names_only_the_temperatures_of_the_grid():
@@ -290,13 +293,16 @@ def test_the_gradient_header_names_only_the_temperatures_of_the_grid():
             "not_testable": [False] * 4,
         }
     )
-    assert study_report.shown_temperatures([0.01, 100.0]) == [0.01, 100.0]
-    assert study_report.shown_temperatures([0.01, 1.0, 100.0]) == [0.01, 1.0, 100.0]
-    assert study_report.gradient_header([0.01, 100.0]) == "median ||J|| at T = 0.01 / 100"
-    assert study_report.gradient_header([0.01, 1, 100.0]) == "median ||J|| at T = 0.01 / 1 / 100"
+    assert study_gradient_text.shown_temperatures([0.01, 100.0]) == [0.01, 100.0]
+    assert study_gradient_text.shown_temperatures([0.01, 1.0, 100.0]) == [0.01, 1.0, 100.0]
+    assert study_gradient_text.gradient_header([0.01, 100.0]) == "median ||J|| at T = 0.01 / 100"
+    assert (
+        study_gradient_text.gradient_header([0.01, 1, 100.0])
+        == "median ||J|| at T = 0.01 / 1 / 100"
+    )
     s = study_report.Study.__new__(study_report.Study)
     s.names, s.gradient = ["a"], {"a": sweep}
-    assert study_report.gradient_row(s, "a")[1] == "4 / 0.0015"
+    assert study_gradient_text.gradient_row(s, "a")[1] == "4 / 0.0015"
 
 
 def test_review_19_denominators_and_steps():
@@ -311,12 +317,12 @@ def test_review_19_denominators_and_steps():
             "not_testable": [False] * 4,
         }
     )
-    assert study_report.bound_check(g)[0] == "0 of 2 (row, T) above it"
+    assert study_gradient_text.bound_check(g)[0] == "0 of 2 (row, T) above it"
     means = {0.1: 0.35, 0.01: 1e-12, 0.001: 2e-10}
     rise = pl.DataFrame({"T": list(means), "jacobian_norm": [c / t for t, c in means.items()]})
-    assert "(it is not monotone as T falls)" in study_report.low_temperature_fall(rise, "m")
+    assert "(it is not monotone as T falls)" in study_gradient_text.low_temperature_fall(rise, "m")
     inf = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [float("inf"), 3.0]})
-    assert study_report.low_temperature_fall(inf, "m").endswith("(infinite at some T)")
+    assert study_gradient_text.low_temperature_fall(inf, "m").endswith("(infinite at some T)")
 
 
 def test_review_20_infinities_and_no_outcome_samples():
@@ -326,7 +332,7 @@ def test_review_20_infinities_and_no_outcome_samples():
     from attnlimits_workflow.assemble.summaries import by_n
 
     inf = pl.DataFrame({"T": [0.01, 0.1], "jacobian_norm": [float("inf"), 3.0]})
-    assert study_report.low_temperature_lead(inf) == (
+    assert study_gradient_text.low_temperature_lead(inf) == (
         "the mean is infinite at T = 0.01: no share can be read"
     )
     got = check_bound(
@@ -366,13 +372,15 @@ def test_the_printed_bound_count_uses_the_checks_tolerance():
     t = np.array([1.0, 1.0, 0.01])
     bound = corollary3_bound(t)
     g = pl.DataFrame({"T": t, "jacobian_norm": [bound[0] * (1 + 1e-12), bound[1] * 1.01, 0.1]})
-    assert study_report.over_printed_bound(g) == "1 of 3"
+    assert study_gradient_text.over_printed_bound(g) == "1 of 3"
 
 
 def test_the_low_temperature_sentence_says_it_reads_one_seed():
     """The sentence read the first seed's sweep only, without saying so on a study of several."""
     g = pl.DataFrame({"T": [0.001, 0.01, 0.1], "jacobian_norm": [300.0, 40.0, 5.0]})
-    assert study_report.low_temperature_fall(g, "softmax", 0).startswith(
+    assert study_gradient_text.low_temperature_fall(g, "softmax", 0).startswith(
         "softmax's mean T ||J|| on seed 0 alone at T = 0.1 / 0.01 / 0.001"
     )
-    assert study_report.low_temperature_fall(g, "softmax").startswith("softmax's mean T ||J||")
+    assert study_gradient_text.low_temperature_fall(g, "softmax").startswith(
+        "softmax's mean T ||J||"
+    )
