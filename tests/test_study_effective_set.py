@@ -111,6 +111,8 @@ def test_more_keys_no_difference_one_seed_and_censored():
     # review 30: a lower bound is no measurement, so no t-interval of the seeds
     assert math.isnan(censored["n_star_low"]) and math.isnan(censored["n_star_high"])
     assert "[" not in n_star.cell(censored)
+    # review 31: the per-seed values mark the censored seed's lower bound
+    assert censored["n_star_values"] == "10 >=64 40"
     one = n_star.over_seeds(
         frame(softmax=summary([8]), other=summary([2])), "softmax", 0.95, 1.5, "attention-delete"
     )

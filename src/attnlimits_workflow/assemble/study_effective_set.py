@@ -10,7 +10,7 @@ ratio, so its mean and interval are on the log scale, and the ratio's interval d
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import polars as pl
 
@@ -114,7 +114,11 @@ def over_seeds(
                     "n_star_mean": mean,
                     "n_star_low": low,
                     "n_star_high": high,
-                    "n_star_values": " ".join(f"{v:g}" for v in values),
+                    # a censored seed's value is its lower bound, marked (review 31)
+                    "n_star_values": " ".join(
+                        (">=" if c else "") + f"{v:g}"
+                        for v, c in zip(values, own["censored"].to_list(), strict=True)
+                    ),
                     "censored": censored,
                     "base_nll_per_target": base_nll,
                     "ratio": r,
@@ -237,11 +241,3 @@ def held_out_error(windows: int, longest: int, held_out_tokens: int) -> str | No
         f"{held_out_tokens} held-out tokens (study.training.validation_fraction): N* would read "
         "training text; lower study.effective_set.windows"
     )
-
-
-def n_star_values(table: pl.DataFrame, name: str, length: int) -> Sequence[float]:
-    """Every seed's N* of one rule at one L (the per-seed values behind a cell)."""
-    row = table.filter((pl.col("normalizer") == name) & (pl.col("length") == length)).row(
-        0, named=True
-    )
-    return [float(v) for v in row["n_star_values"].split()] if row["n_star_values"] else []
