@@ -557,10 +557,10 @@ def test_table2_by_hand():
     assert t["max_weight"].to_list() == [0.05, 0.4]  # at the largest L
     assert t["max_weight_change"].to_list() == pytest.approx([0.1, 0.5])
     assert t["ns_ratio"].to_list() == [0.75, 0.5] and t["ns_zero_weight"].to_list() == [0, 2]
-    # review 28: a censored search is its lower bound (L - 1) / L, never "n/a"
-    assert t["N_crit_over_L"].to_list() == ["0.125", ">= 0.969 (censored)"]
+    # review 28: a censored search is never "n/a"; review 31: no N < L passed, so N_crit = L
+    assert t["N_crit_over_L"].to_list() == ["0.125", "1 (censored: no N < L passed)"]
     run = {"model": "m", "weights": "w", "corpus": "c"}
-    assert "'>= (L-1)/L (censored)' where no N up to L - 1 passed" in (
+    assert "'1 (censored: no N < L passed)' where no N up to L - 1 passed" in (
         table2.table2_header(run, by_length, sep, 4)
     )
     assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
@@ -853,7 +853,7 @@ def test_heads_figure_marks_censored_heads_and_names_its_thresholds():
     fig, note = heads_report.heads_figure(heads, 0.8, 0.1)
     crit_ax = fig.axes[2]
     assert ">" in [t.get_text() for t in crit_ax.texts]
-    assert crit_ax.images[0].get_array()[0, 1] == pytest.approx(15 / 16)
+    assert crit_ax.images[0].get_array()[0, 1] == 1.0  # no N < L passed: N_crit = L
     assert "paper's thresholds" not in note and "beyond.ns_ratio_threshold" in note
 
 

@@ -471,22 +471,23 @@ def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit
 @pytest.mark.unit
 def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
     """Issue 31 item 9: a censored N_crit (still distinguishable at N = L - 1, the normalizer
-    job's bound) counts as L - 1, never dropped; the mean is a lower bound and is flagged."""
+    job's bound) is never dropped, and is flagged; review 31: it counts as L (at N = L d~ and E
+    are both 0), not L - 1."""
     softmax = hand_measures([0.2, 0.1], [0.05, 0.02], [2, 4], None)
     censored = hand_measures([0.2, 0.1], [0.05, 0.02], [None, None], None)
-    # by hand: (7/8 + 15/16) / 2 = 0.90625; at most (8/8 + 16/16) / 2 = 1
-    assert censored["distance"] == pytest.approx(0.90625)
+    # by hand: (8/8 + 16/16) / 2 = 1 at both ends
+    assert censored["distance"] == pytest.approx(1.0)
     assert censored["distance_upper"] == pytest.approx(1.0)
     assert censored["distance_censored"] == 2 and censored["distance_lengths"] == 2
     assert softmax["distance"] == pytest.approx(0.25) and softmax["distance_censored"] == 0
     assert softmax["distance_upper"] == pytest.approx(0.25)
-    assert study_prose.shown(censored, "distance") == ">= 0.906; 2 of 2 L censored"
+    assert study_prose.shown(censored, "distance") == ">= 1; 2 of 2 L censored"
     assert study_prose.shown(softmax, "distance") == "0.25; 0 of 2 L censored"
     found = study.verdicts({"softmax": softmax, "censored": censored}, "softmax", 1.5)
-    assert found["censored"]["distance"] == "relaxes"  # 0.906 >= 1.5 x 0.25, whatever the rest
+    assert found["censored"]["distance"] == "relaxes"  # 1 >= 1.5 x 0.25, whatever the rest
     # a censored baseline: the comparison is open
     flipped = study.verdicts({"censored": censored, "softmax": softmax}, "censored", 1.5)
-    assert flipped["softmax"]["distance"] == "tightens"  # 0.25 <= 0.906 / 1.5 < true baseline
+    assert flipped["softmax"]["distance"] == "tightens"  # 0.25 <= 1 / 1.5
 
 
 @pytest.mark.unit
@@ -504,13 +505,15 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
     assert got["L"].to_list() == [50, 100]
     assert got["N_max"].to_list() == [6, 90]
     assert got["censored"].to_list() == [False, True]
-    assert got["share_low"].to_list() == pytest.approx([6 / 50, 90 / 100])
+    # review 31: censored after N = 90, N_crit is at least 91
+    assert got["share_low"].to_list() == pytest.approx([6 / 50, 91 / 100])
     assert got["share_high"].to_list() == pytest.approx([6 / 50, 1.0])
     # the normalizer job's layout: one row per L, searched up to L - 1
     plain = study.censored_critical_n(
         pl.DataFrame({"L": [32], "N_crit": [None]}, schema_overrides={"N_crit": pl.Int64})
     )
-    assert plain["N_max"].to_list() == [31] and plain["share_low"][0] == pytest.approx(31 / 32)
+    # no N < L passed: N_crit = L (at N = L d~ and E are both 0), a share of exactly 1
+    assert plain["N_max"].to_list() == [31] and plain["share_low"][0] == 1.0
     with pytest.raises(ValueError, match="several N_crit"):
         study.censored_critical_n(pl.DataFrame({"L": [8, 8], "N": [1, 7], "N_crit": [1, 3]}))
 
@@ -526,6 +529,9 @@ def test_critical_n_leaves_out_lengths_where_the_ks_test_cannot_reject():
     got = study.censored_critical_n(critical)
     assert got["L"].to_list() == [32] and got["censored"].to_list() == [False]
     assert got["share_low"].to_list() == pytest.approx([4 / 32])
+    # review 31: the page counts them, as it promises no silently dropped length
+    assert study.untestable_lengths(critical) == 1
+    assert study.untestable_lengths(critical.drop("ks_testable")) == 0
 
 
 @pytest.mark.unit
@@ -551,8 +557,8 @@ def test_limit_measures_by_hand():
     assert m["vanishing_level"] == pytest.approx(0.3)  # median of 0.2, 0.4 at L = 16
     assert m["vanishing_fit_lengths"] == (8, 16)
     assert m["gradient"] == pytest.approx(0.4)
-    # L = 16 censored: counts as its bound 15, so (2/8 + 15/16) / 2, at most (2/8 + 1) / 2
-    assert m["distance"] == pytest.approx((2 / 8 + 15 / 16) / 2)
+    # L = 16 censored after N = 15: N_crit = 16 (review 31), so (2/8 + 16/16) / 2, both ends
+    assert m["distance"] == pytest.approx((2 / 8 + 16 / 16) / 2)
     assert m["distance_upper"] == pytest.approx((2 / 8 + 1) / 2)
     assert m["distance_lengths"] == 2 and m["distance_censored"] == 1
     assert m["separability"] == pytest.approx(0.625)
@@ -614,7 +620,7 @@ def test_the_page_states_orientations_censoring_and_no_verdicts():
     )  # means 3 and 0.3 of (10, 50) x 0.01 and (100, 500) x 0.01
     distance = study_prose.answer_line("distance", "D", measures, found, "softmax")
     assert "softmax: 0.25; 0 of 2 L censored." in distance
-    assert "Relaxes: sharp (>= 0.906; 2 of 2 L censored)." in distance
+    assert "Relaxes: sharp (>= 1; 2 of 2 L censored)." in distance
     template = (REPO / "workflow" / "resources" / "study_template.md").read_text()
     names = set(re.findall(r"\[\[([a-z_]+)\]\]", template))
     assert {"orientation_table", "censored_lengths", "low_temperature"} <= names

@@ -180,7 +180,8 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
     tried, the analysis tables' layout), else L - 1: the normalizer job searches [1, L - 1] and
     tries L - 1 before it calls a length censored (attnlimits.critical.critical_n_search).
     A censored N_crit is above N_max and at most L (at N = L nothing is left unselected, d~ and
-    its expectation are both 0): share_low = N_max / L, share_high = 1. A length the normalizer
+    its expectation are both 0): share_low = (N_max + 1) / L, share_high = 1 (both 1 after a
+    search up to L - 1). A length the normalizer
     job marks not testable (``ks_testable`` false: its KS test cannot reject at its sample
     count) has no row."""
     if "N" in critical.columns:
@@ -200,9 +201,20 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
     censored = pl.col("N_crit").is_null()
     return per_l.sort("L").with_columns(
         censored=censored,
-        share_low=pl.when(censored).then(pl.col("N_max")).otherwise(pl.col("N_crit")) / pl.col("L"),
+        # censored: N_crit > N_max, an integer, so at least N_max + 1 (review 31)
+        share_low=pl.when(censored).then(pl.col("N_max") + 1).otherwise(pl.col("N_crit"))
+        / pl.col("L"),
         share_high=pl.when(censored).then(1.0).otherwise(pl.col("N_crit") / pl.col("L")),
     )
+
+
+def untestable_lengths(critical: pl.DataFrame) -> int:
+    """How many lengths of a normalizer job's critical-N table have no critical N because the
+    KS test cannot reject at their sample count (``ks_testable`` false): the lengths
+    :func:`censored_critical_n` leaves out, which the page counts."""
+    if "ks_testable" not in critical.columns:
+        return 0
+    return critical.filter(~pl.col("ks_testable"))["L"].n_unique()
 
 
 def low_temperature_sensitivity(sweep: pl.DataFrame | None) -> float | None:
@@ -269,7 +281,7 @@ def limit_measures(
     table), plus what the table shows beside them: the attention sink
     (:func:`first_token_weight`), the max-weight slope in L, the critical-N lengths and how many
     were censored, and the held-out perplexities. ``distance`` is the lower
-    end of the mean share (censored lengths at N_max / L), ``distance_upper`` its upper end.
+    end of the mean share (censored lengths at (N_max + 1) / L), ``distance_upper`` its upper end.
     ``sink_length``: the L the sink is read at (the training context; None: the largest L).
     ``separability_zero_weight``: the share of the top-N slots at the largest N whose weight is
     0 or below float32's resolution of the row's peak (``negligible_weight_selected`` where the
@@ -301,6 +313,7 @@ def limit_measures(
         "distance_upper": float(crit["share_high"].mean()) if crit.height else None,
         "distance_lengths": crit.height,
         "distance_censored": int(crit["censored"].sum()),
+        "distance_untestable": untestable_lengths(critical),
         "separability": float(at_n_max["ratio"].mean()),
         "separability_zero_weight": zero_share,
         "gradient": float(at_max["jacobian_norm"].median()),

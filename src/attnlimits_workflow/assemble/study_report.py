@@ -460,6 +460,11 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "low_temperature": f"{LOW_TEMPERATURE:g}",
         "censored_lengths": ", ".join(
             f"{n} {measures[n]['distance_censored']} of {measures[n]['distance_lengths']}"
+            + (
+                f" ({measures[n]['distance_untestable']} more not testable)"
+                if measures[n].get("distance_untestable")
+                else ""
+            )
             for n in names
         ),
         "l_max": str(l_max),
