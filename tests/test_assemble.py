@@ -763,6 +763,30 @@ def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():
     assert said[-1].endswith("so not listed as results: G (m).")
     said = claim_lists.what_we_can_say(status, with_intervals, groups).splitlines()
     assert said[0] == "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2.5 [1.5, 3])."
+    # review 31: two entries are named together as "the same rows" only where they read the
+    # same rows (Lemma 1 under either protocol, the same weights), never on equal text alone
+    twin = score.with_columns(
+        pl.col("m").alias("n"),
+        pl.col("m measured").alias("n measured"),
+        pl.col("m.docs").alias("n.docs"),
+        pl.col("m.docs measured").alias("n.docs measured"),
+    )
+    twin_groups = {**groups, "n": {"book": "n", "docs": "n.docs"}}
+    twin_status = findings.claim_status(
+        twin, twin_groups, {**readings, "n": readings["m"]} | {"n.docs": readings["m.docs"]}
+    )
+    said = claim_lists.what_we_can_say(twin_status, twin, twin_groups).splitlines()
+    assert said[0] == (
+        "- **S**: m **reproduced** (book: 1 [0, 2]; docs: 2 [1, 3]); n **reproduced** (book: 1 "
+        "[0, 2]; docs: 2 [1, 3])."
+    )
+    lemma = twin.with_columns(pl.lit("vanishing").alias("claim_id"))
+    lemma_status = findings.claim_status(lemma, twin_groups, {})
+    robust_all = lemma_status.with_columns(robust=pl.lit(True))
+    merged = claim_lists.what_we_can_say(robust_all, lemma, twin_groups, {"m": 1, "n": 1})
+    assert "m and n (the same rows) **reproduced**" in merged
+    apart = claim_lists.what_we_can_say(robust_all, lemma, twin_groups, {"m": 1, "n": 2})
+    assert "(the same rows)" not in apart
     fragile = claim_lists.fragile_list(status).splitlines()
     assert fragile == [
         "- T on m: flipped by the text (book: reproduced; docs: not reproduced).",
@@ -2212,3 +2236,31 @@ def test_row_check_counts_divide_by_the_checks_that_could_fail():
     assert "row checks: 1 of 10 testable violate (85 vacuous, 5 not testable, 100 in all)" in (
         table1.bound_detail(r)
     )
+
+
+def test_rows_identity_ignores_the_protocol_only():
+    """Review 31: the findings page names two groups together as "the same rows" only where
+    their entries share weights and text, differing at most in analysis.protocol."""
+    run = {
+        "model_type": "bert",
+        "weights": "trained",
+        "layers": 6,
+        "heads": 12,
+        "chunk_length": 512,
+        "chunks": 16,
+        "corpus": "book",
+        "protocol": "all_rows",
+    }
+    runs = {
+        "a": run,
+        "a-last": {**run, "protocol": "last_row"},
+        "b": {**run, "weights": "random"},
+    }
+    groups = {"a": {"book": "a"}, "a-last": {"book": "a-last"}, "b": {"book": "b"}}
+    model = {"name": "x", "package": "p", "random_init": False}
+    configs = {e: {"model": {**model, "name": e}, "corpus": {"name": "book"}} for e in runs}
+    got = findings.rows_identity(runs, configs, groups)
+    assert got["a"] == got["a-last"] != got["b"]
+    # the same architecture from another package: other weights
+    other = {**configs, "a-last": {**configs["a-last"], "model": {**model, "package": "q"}}}
+    assert findings.rows_identity(runs, other, groups)["a-last"] != got["a"]

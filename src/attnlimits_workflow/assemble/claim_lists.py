@@ -4,6 +4,7 @@ causal row's masked keys decide differently, and the unresolved ones. Each is a 
 claims' robustness status (findings.claim_status) and the scorecard."""
 
 import re
+from collections.abc import Hashable, Mapping
 
 import polars as pl
 
@@ -28,18 +29,30 @@ TIED_CLAIMS = {
 }
 
 
+# Claims that read the same rows under either protocol (Lemma 1 reads the analysed rows, the
+# pack's, whatever analysis.protocol): two entries of one model's weights on these give one
+# measurement, named together. Any other claim's equal text is two measurements (review 31).
+SAME_ROWS_CLAIMS = {"vanishing"}
+
+
 # Table 1's opening of a "not reproduced" that names its side (critical_n.claims)
 SIDE = re.compile(r"(above|below) the rule's ([^:]+):")
 
 
 def what_we_can_say(
-    status: pl.DataFrame, score: pl.DataFrame, groups: dict[str, dict[str, str]]
+    status: pl.DataFrame,
+    score: pl.DataFrame,
+    groups: dict[str, dict[str, str]],
+    weights_of: Mapping[str, Hashable] | None = None,
 ) -> str:
     """One bullet per claim with a robust result: the models whose verdict is decided, the same
     on every text and under every reading, each with the value its verdict reads and that
     value's interval per text (the scorecard's interval column). Claims read on
     a maximum over heads (table1.MAXIMUM_CLAIMS) are named apart: a resample's maximum cannot
-    exceed the measured one, so their intervals are too narrow to call a result robust."""
+    exceed the measured one, so their intervals are too narrow to call a result robust.
+    ``weights_of``: per model group, what identifies its weights and texts (findings.
+    rows_identity); two groups are named together as "the same rows" only on a claim of
+    SAME_ROWS_CLAIMS, with the same identity and the same values (none without it)."""
     # the statistic the verdict reads with its interval, compact; the measure in words where the
     # scorecard has no interval column (the full measures are the page's last section)
     measured = {
@@ -80,22 +93,32 @@ def what_we_can_say(
     for (claim_id, claim), g in robust.group_by("claim_id", "claim", maintain_order=True):
         if claim_id.split(":", 1)[0] in MAXIMUM_CLAIMS:
             continue  # never robust (findings.claim_status): kept as a guard
-        parts, shown = [], {}
+        # (verdict, values, models): one per entry, or per measurement where entries read the
+        # same rows (SAME_ROWS_CLAIMS, the same weights and text): named together, counted once
+        merges = weights_of is not None and claim_id.split(":", 1)[0] in SAME_ROWS_CLAIMS
+        found: list[tuple[str, str, list[str]]] = []
         for r in g.iter_rows(named=True):
             values = "; ".join(
                 f"{text}: {measured[(claim_id, e)]}" for text, e in groups[r["model"]].items()
             )
-            if (r["verdict"], values) in shown:
-                # another entry of the same measurement (Lemma 1 reads the analysed rows under
-                # either protocol): named with the first, not counted twice
-                shown[(r["verdict"], values)].append(r["model"])
-                continue
-            shown[(r["verdict"], values)] = [r["model"]]
-            parts.append((r["verdict"], values))
+            twin = next(
+                (
+                    models
+                    for v, vals, models in found
+                    if merges
+                    and (v, vals) == (r["verdict"], values)
+                    and weights_of.get(models[0]) == weights_of.get(r["model"])
+                ),
+                None,
+            )
+            if twin is not None:
+                twin.append(r["model"])
+            else:
+                found.append((r["verdict"], values, [r["model"]]))
         parts = [
-            f"{' and '.join(shown[(v, values)])}{' (the same rows)' if len(shown[(v, values)]) > 1 else ''} "
-            f"**{v}**{sides.get((claim_id, shown[(v, values)][0]), '')} ({values})"
-            for v, values in parts
+            f"{' and '.join(models)}{' (the same rows)' if len(models) > 1 else ''} "
+            f"**{v}**{sides.get((claim_id, models[0]), '')} ({values})"
+            for v, values, models in found
         ]
         tie = TIED_CLAIMS.get(claim_id.split(":", 1)[0])
         # the models of this bullet on which the tied claim is robust too, by whether the two

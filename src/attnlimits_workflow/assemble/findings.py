@@ -6,6 +6,7 @@ and config, its Table 1 and the cross-model scorecard. The prose lives in a temp
 scorecard (kind: verdict or measured), so a rerun rewrites the numbers with the text."""
 
 import copy
+import json
 import re
 from html import escape
 
@@ -487,6 +488,33 @@ def fill_fields(template: str, score: pl.DataFrame, models: list[str]) -> str:
     return re.sub(r"\[\[(.+?)\]\]", field, template)
 
 
+# what must agree for two model groups' entries to read the same rows of one text: the weights
+# and the text's chunks, whatever analysis.protocol (claim_lists.SAME_ROWS_CLAIMS)
+ROWS_FIELDS = ("model_type", "weights", "layers", "heads", "chunk_length", "chunks", "corpus")
+
+
+def rows_identity(
+    runs: dict[str, dict], configs: dict[str, dict], groups: dict[str, dict[str, str]]
+) -> dict[str, str]:
+    """Per model group, its entries' ROWS_FIELDS and where their weights and text come from
+    (the config's model and corpus sections but their names, and the seed), text by text:
+    equal for two groups that differ only in their protocol."""
+
+    def source(e: str) -> dict:
+        c = configs.get(e, {})
+        return {
+            "run": [runs[e].get(k) for k in ROWS_FIELDS],
+            "model": {k: v for k, v in c.get("model", {}).items() if k != "name"},
+            "corpus": {k: v for k, v in c.get("corpus", {}).items() if k != "name"},
+            "seed": c.get("seed"),
+        }
+
+    return {
+        g: json.dumps([[text, source(e)] for text, e in texts.items()], sort_keys=True, default=str)
+        for g, texts in groups.items()
+    }
+
+
 def findings_page(
     template: str,
     score: pl.DataFrame,
@@ -533,7 +561,9 @@ def findings_page(
         "at_a_glance": at_a_glance(score, status, groups),
         "command": command,
         "models_table": models_table(runs, configs, text_of),
-        "what_we_can_say": what_we_can_say(status, score, groups),
+        "what_we_can_say": what_we_can_say(
+            status, score, groups, rows_identity(runs, configs, groups)
+        ),
         "fragile": fragile_list(status),
         "masked_flips": masked_flips(score, groups),
         "unresolved": unresolved_list(status),
