@@ -2264,3 +2264,32 @@ def test_rows_identity_ignores_the_protocol_only():
     # the same architecture from another package: other weights
     other = {**configs, "a-last": {**configs["a-last"], "model": {**model, "package": "q"}}}
     assert findings.rows_identity(runs, other, groups)["a-last"] != got["a"]
+
+
+def test_the_glance_without_readings_stars_a_claim_decided_alike_on_every_text():
+    """Review 31: the scorecard's glance table compares no readings, so no claim was ever
+    robust there and none got a star, while its legend said the marks read the texts alone."""
+
+    def cfg(text):
+        return {
+            "corpus": {"name": text},
+            "model": {"name": "m"},
+            "analysis": {"all_rows": {"masked": "non_selected"}},
+        }
+
+    configs = {"m": cfg("wp"), "m.py": cfg("py")}
+    row = {"claim_id": "vanishing", "claim": "largest weight decays with L"}
+    for e in configs:
+        row[e] = "reproduced"
+        row[f"{e} interval"] = "-0.9 [-0.95, -0.85]"
+        row[f"{e} measured"] = "x"
+    score = pl.DataFrame([row])
+    groups = findings.text_groups(configs)
+    status = findings.claim_status(score, groups, {}, None)
+    legend, _, rows = findings.glance_rows(score, status, groups, readings_compared=False)
+    assert rows[0][1].endswith("★")
+    assert "★ decided alike on every text (no readings compared here)" in legend
+    assert "or a maximum over heads, whose agreement is no robustness" in legend
+    # with readings compared and none given, the readings are untested: no star
+    _, _, rows = findings.glance_rows(score, status, groups)
+    assert not rows[0][1].endswith("★")

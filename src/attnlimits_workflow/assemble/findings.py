@@ -311,7 +311,8 @@ GLANCE_LEGEND = (
     "✓ reproduced, ✗ not reproduced, ? undecided, ∅ vacuous (no data could fail it), ≈ not "
     "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
-    "undecided), no mark: untested (fewer than two texts or readings decide it); each text's "
+    "undecided), no mark: untested (fewer than two texts or readings decide it, or a maximum "
+    "over heads, whose agreement is no robustness); each text's "
     "mark comes with the number its verdict reads (a bound check: its violating units; >=: a "
     "censored critical N, a lower bound). Intervals: each model's Table 1 header says what they "
     "resample; with the default (analysis.bootstrap.unit: head) the " + BOOTSTRAP_UNIT_CAVEAT + "."
@@ -349,9 +350,12 @@ def glance_number(interval: str | None, measured: str | None) -> str:
     return number
 
 
-def glance_cell(status: dict, score_row: dict, members: dict[str, str]) -> str:
+def glance_cell(
+    status: dict, score_row: dict, members: dict[str, str], readings_compared: bool = True
+) -> str:
     """One claim on one model group: each text's verdict mark and number, in the group's text
-    order (the column header names it), then the group's robustness mark."""
+    order (the column header names it), then the group's robustness mark; without readings
+    compared (``readings_compared`` false), the mark reads the texts alone."""
     verdicts = [score_row[e] for e in members.values()]
     if all(v == NOT_APPLICABLE for v in verdicts):
         return VERDICT_MARKS[NOT_APPLICABLE]
@@ -366,8 +370,15 @@ def glance_cell(status: dict, score_row: dict, members: dict[str, str]) -> str:
         )
         for e in members.values()
     ]
-    if status["robust"]:
+    # a maximum over heads is never robust: claim_status already reads its texts as untested
+    texts_robust = (
+        status.get("texts_compared") and status["texts"] == ROBUST and status["verdict"] in DECIDED
+    )
+    if status["robust"] or (not readings_compared and texts_robust):
         tail = STATUS_MARKS[ROBUST]
+    elif not readings_compared:
+        found = {status["texts"]} if status.get("texts_compared") else set()
+        tail = next((STATUS_MARKS[s] for s in (FRAGILE, UNRESOLVED) if s in found), "")
     else:
         found = {status["readings"]}
         if status.get("texts_compared"):
@@ -394,7 +405,11 @@ def glance_rows(
             apart += 1
             continue
         rows.append(
-            [r["claim"]] + [glance_cell(cells[(r["claim_id"], g)], r, groups[g]) for g in groups]
+            [r["claim"]]
+            + [
+                glance_cell(cells[(r["claim_id"], g)], r, groups[g], readings_compared)
+                for g in groups
+            ]
         )
     if apart:
         rows.append(
@@ -411,8 +426,9 @@ def glance_rows(
     legend = GLANCE_LEGEND
     if not readings_compared:
         legend += (
-            " This table compares no readings (analysis.readings): a robustness mark reads the "
-            "texts alone; docs/findings.md compares both."
+            " This table compares no readings (analysis.readings): its marks read the texts "
+            "alone, ★ decided alike on every text (no readings compared here); docs/findings.md "
+            "compares both."
         )
     return legend, header, rows
 
