@@ -2293,3 +2293,39 @@ def test_the_glance_without_readings_stars_a_claim_decided_alike_on_every_text()
     # with readings compared and none given, the readings are untested: no star
     _, _, rows = findings.glance_rows(score, status, groups)
     assert not rows[0][1].endswith("★")
+
+
+def test_a_plain_critical_n_id_is_compared_under_non_selected_whatever_is_configured():
+    """Review 31: the critical N's plain claim ids are the non_selected reading and ':prefix'
+    the other, whatever analysis.all_rows.masked says; with masked: prefix configured the page
+    compared the plain id under prefix and called a robust claim fragile."""
+    from attnlimits_workflow.robustness import robustness_table
+
+    cid = "critical_n:monte_carlo:fewer"
+
+    def table1(non_selected, prefix):
+        return pl.DataFrame(
+            {
+                "claim_id": [cid, cid + ":prefix"],
+                "verdict": [non_selected, prefix],
+                "summary": ["critical_n"] * 2,
+            }
+        )
+
+    tables = {
+        "default": table1("not reproduced", "reproduced"),
+        "x_key": table1("not reproduced", "not reproduced"),
+    }
+    long, _ = robustness_table(tables, "default", "prefix", {"x_key": {"critical_n"}})
+    score = pl.DataFrame(
+        {
+            "claim_id": [cid, cid + ":prefix"],
+            "claim": ["C", "C (prefix)"],
+            "e": ["not reproduced", "reproduced"],
+            "e measured": ["", ""],
+        }
+    )
+    status = findings.claim_status(score, {"e": {"book": "e"}}, {"e": long}, {"e": "prefix"})
+    by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
+    assert by[cid]["readings"] == "robust"
+    assert by[cid + ":prefix"]["readings"] == "fragile"

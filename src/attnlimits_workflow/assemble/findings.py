@@ -23,6 +23,7 @@ from ..robustness import (
     UNRESOLVED,
     UNTESTED,
     compare,
+    masked_reading_of,
     robustness,
 )
 from ..tables import html_table, markdown_table
@@ -165,13 +166,21 @@ def claim_status(
     ``robust`` only when both are robust and the verdict decided."""
     texts = across_texts(score, groups)
     by_key = {(r["claim_id"], r["model"]): r for r in texts.iter_rows(named=True)}
+    ids = set(score["claim_id"].to_list())
     rows = []
     for r in score.iter_rows(named=True):
+        # the reading of the masked keys a plain id is scored under: the one its suffixed twin
+        # does not name (the critical N's plain ids are non_selected whatever is configured,
+        # review 31), else the entry's analysis.all_rows.masked
+        _, named_mask = masked_reading_of(r["claim_id"], ids)
+
+        def mask_of(e: str, named_mask=named_mask) -> str:
+            return named_mask or (masked or {}).get(e, "non_selected")
+
         for group, members in groups.items():
             t = by_key[(r["claim_id"], group)]
             per_reading = {
-                e: reading_status(readings, e, r["claim_id"], (masked or {}).get(e, "non_selected"))
-                for e in members.values()
+                e: reading_status(readings, e, r["claim_id"], mask_of(e)) for e in members.values()
             }
             reading = worst(status for status, _, _ in per_reading.values())
             texts, texts_flipped_by = t["robustness"], t["flipped_by"]
@@ -182,10 +191,7 @@ def claim_status(
                 f"{text}, {name}": v
                 for text, e in members.items()
                 for name, v in (
-                    reading_verdicts(
-                        readings, e, r["claim_id"], (masked or {}).get(e, "non_selected")
-                    )
-                    or {"default": r[e]}
+                    reading_verdicts(readings, e, r["claim_id"], mask_of(e)) or {"default": r[e]}
                 ).items()
             }
             reference = next(iter(pooled))
