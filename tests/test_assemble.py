@@ -2018,13 +2018,13 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
     ties them), so where both are robust the second bullet says so instead of reading as a
     second finding; alone, it is listed plainly."""
 
-    def status(claims):
+    def status(claims, verdicts=None):
         return pl.DataFrame(
             {
                 "claim_id": claims,
                 "claim": [c.upper() for c in claims],
                 "model": ["m"] * len(claims),
-                "verdict": ["not reproduced"] * len(claims),
+                "verdict": verdicts or ["not reproduced"] * len(claims),
                 "robust": [True] * len(claims),
             }
         )
@@ -2040,10 +2040,15 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
 
     groups = {"m": {"book": "m"}}
     both = ["vanishing", "linear_in_length"]
-    said = claim_lists.what_we_can_say(status(both), score(both), groups).splitlines()
+    # linear growth forces the peak not to decay: one observation (sinks keep the mass)
+    tied = status(both, ["not reproduced", "reproduced"])
+    said = claim_lists.what_we_can_say(tied, score(both), groups).splitlines()
     assert said[0] == "- **VANISHING**: m **not reproduced** (book: 0.1 [0, 0.2])."
-    assert said[1].startswith("- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2]) (")
+    assert said[1].startswith("- **LINEAR_IN_LENGTH**: m **reproduced** (book: 0.1 [0, 0.2]) (")
     assert "one question with Lemma 1's bullet, not a second finding" in said[1]
+    # review 31: neither failure implies the other, so two "not reproduced" are two findings
+    said = claim_lists.what_we_can_say(status(both), score(both), groups).splitlines()
+    assert said[1] == "- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."
     alone = ["linear_in_length"]
     said = claim_lists.what_we_can_say(status(alone), score(alone), groups).splitlines()
     assert said == ["- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."]

@@ -13,8 +13,10 @@ from .claims import MAXIMUM_CLAIMS
 
 # Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
 # says so, so the list does not read one fact as two (docs/paper-notes.md section 19). The tie
-# holds for the verdicts the bound allows together; where both are reproduced the bound forbids
-# them on the same rows, and the bullet says they are in tension instead (review 26).
+# holds where one is reproduced and the other not (the bound makes the first imply the second);
+# where both are reproduced the bound forbids them on the same rows, and the bullet says they
+# are in tension instead (review 26); where both are not reproduced neither implies the other:
+# no note (review 31).
 TIED_CLAIMS = {
     "linear_in_length": (
         "vanishing",
@@ -132,7 +134,11 @@ def what_we_can_say(
                     continue
                 other = robust_verdicts.get((tie[0], m), set())
                 clash = own[m] == "reproduced" and other == {"reproduced"}
-                notes.setdefault(tie[2] if clash else tie[1], []).append(m)
+                # the bound ties a reproduced claim to the other's failure; two failures are
+                # two findings, neither implying the other (review 31)
+                tied_pair = {own[m]} | other == {"reproduced", "not reproduced"}
+                if clash or tied_pair:
+                    notes.setdefault(tie[2] if clash else tie[1], []).append(m)
             for text, models in notes.items():
                 on = (
                     ""
