@@ -41,7 +41,12 @@ def summarise_normalizers(
                 "normalizer",
                 "L",
                 "N_crit",
-                pl.col("ks_testable").alias("N_crit_testable"),
+                # a table written before the column existed searched every length
+                (
+                    pl.col("ks_testable")
+                    if "ks_testable" in critical.columns
+                    else pl.lit(True, pl.Boolean)
+                ).alias("N_crit_testable"),
             ).with_columns(
                 (pl.col("N_crit").is_null() & pl.col("N_crit_testable")).alias("N_crit_censored")
             ),
