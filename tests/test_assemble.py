@@ -153,6 +153,11 @@ def test_normalizer_summary_by_hand():
     assert b["N_crit_over_L"].to_list() == [0.25, None, None]
     assert b["N_crit_censored"].to_list() == [False, False, True]
     assert b["N_crit_testable"].to_list() == [True, False, True]
+    # a table written before ks_testable existed: every length was searched
+    old = normalizer_summary.summarise_normalizers(
+        samples, critical.drop("ks_testable"), sep, {"soft": "softmax", "sparse": "sparsemax"}
+    )["by_length"]
+    assert old["N_crit_censored"].to_list() == [False, True, True]
     assert b["kind"].to_list() == ["softmax", "softmax", "sparsemax"]
     assert out["separability"]["ratio_mean"].to_list() == pytest.approx([0.75])
 
@@ -2334,3 +2339,23 @@ def test_a_plain_critical_n_id_is_compared_under_non_selected_whatever_is_config
     by = {r["claim_id"]: r for r in status.iter_rows(named=True)}
     assert by[cid]["readings"] == "robust"
     assert by[cid + ":prefix"]["readings"] == "fragile"
+
+
+def test_the_comparison_caption_names_what_its_bootstrap_resamples():
+    """Review 31: the caption said 'resampling each model's heads (and chunks)' whatever
+    analysis.bootstrap.unit was; under unit: layer it resamples whole layers."""
+    from attnlimits_workflow.assemble.compare_figure import interval_caption
+
+    heads = interval_caption("distance", "d~", {"a": (0.95, 200)}, False, False, {"a": "head"})
+    assert "resampling each model's heads (and chunks)" in heads
+    layers = interval_caption("distance", "d~", {"a": (0.95, 200)}, False, False, {"a": "layer"})
+    assert "resampling each model's layers (every head of a drawn layer together)" in layers
+    both = interval_caption(
+        "distance",
+        "d~",
+        {"a": (0.95, 200), "b": (0.95, 200)},
+        False,
+        False,
+        {"a": "head", "b": "layer"},
+    )
+    assert "resampling a: heads (and chunks); b: layers" in both

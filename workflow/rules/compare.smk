@@ -29,6 +29,7 @@ rule compare_figure:
             m: MODELS[m]["analysis"]["critical_n"]["ks_alpha"] for m in PAPER_MODELS
         },
         level={m: MODELS[m]["analysis"]["bootstrap"]["level"] for m in PAPER_MODELS},
+        unit={m: MODELS[m]["analysis"]["bootstrap"]["unit"] for m in PAPER_MODELS},
     script:
         "../scripts/plot_compare.py"
 

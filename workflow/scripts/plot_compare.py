@@ -20,6 +20,8 @@ replicates = {
 }
 runs = {m: json.load(open(p)) for m, p in zip(models, snakemake.input.runs, strict=True)}
 p = snakemake.params
-fig, caption = compare_figure(claim, tables, runs, p.ks_alpha, p.n_fixed, replicates, p.level)
+fig, caption = compare_figure(
+    claim, tables, runs, p.ks_alpha, p.n_fixed, replicates, p.level, p.unit
+)
 save(fig, snakemake.output.pdf, snakemake.output.png, caption)
 log.info("%s: %d models", claim, len(models))

@@ -115,6 +115,7 @@ def compare_figure(
     n_fixed: dict[str, int],
     replicates: dict[str, pl.DataFrame] | None = None,
     level: dict[str, float] | None = None,
+    units: dict[str, str] | None = None,
 ) -> tuple[Figure, str]:
     """The figure and its caption for ``claim``: per model (``tables``: its summary of the
     claim, in drawing order) one line; ``ks_alpha`` and ``n_fixed`` are the models' settings;
@@ -316,7 +317,7 @@ def compare_figure(
             " two entries of one model coincide."
         )
     if intervals:
-        caption += " " + interval_caption(claim, quantity, intervals, slots > 1, open_top)
+        caption += " " + interval_caption(claim, quantity, intervals, slots > 1, open_top, units)
     # an empty replicate table, or none at the points drawn
     without = [m for m in models if m not in intervals]
     if column is not None and without:
@@ -335,9 +336,11 @@ def interval_caption(
     intervals: dict[str, tuple[float, int]],
     dodged: bool,
     open_top: bool,
+    units: dict[str, str] | None = None,
 ) -> str:
     """The caption's sentence on the error bars: which interval, at what level over how many
-    resamples (per model where the models differ)."""
+    resamples, resampling what (``units``: each model's analysis.bootstrap.unit; per model
+    where the models differ)."""
     settings = set(intervals.values())
     if len(settings) == 1:
         ((lvl, n),) = settings
@@ -350,9 +353,18 @@ def interval_caption(
             )
             + ")"
         )
+    resampled = {
+        "head": "heads (and chunks)",
+        "layer": "layers (every head of a drawn layer together)",
+    }
+    kinds = {m: (units or {}).get(m, "head") for m in intervals}
+    if len(set(kinds.values())) <= 1:
+        what = f"each model's {resampled[next(iter(kinds.values()), 'head')]}"
+    else:
+        what = "; ".join(f"{m}: {resampled[u]}" for m, u in kinds.items())
     text = (
-        f"Error bars (in the model's colour): the {how} of {quantity}, resampling each model's "
-        "heads (and chunks) (analysis.bootstrap)"
+        f"Error bars (in the model's colour): the {how} of {quantity}, resampling {what} "
+        "(analysis.bootstrap)"
     )
     if claim != "gradient" and claim != "critical_n":
         text += "; shaded bands: interquartile ranges across heads, not intervals"
