@@ -128,6 +128,17 @@ def test_few_chunks_get_no_interval():
     assert (row["n_star_low"], row["n_star_high"]) == (2, 2)
 
 
+def test_an_unrefined_n_star_records_its_grid_cell():
+    """Review 31: with effective_set.refine false the search stops at the first passing power of
+    two, so N* is known only to (the last failing N, that N]; the row says so."""
+    unrefined = summarise([synthetic({1: 0.5, 2: 0.3, 4: 0.2, 8: 0.01})], 0.05, 100, 0.95, 0)
+    row = unrefined.row(0, named=True)
+    assert (row["n_star"], row["n_star_floor"]) == (8, 5)
+    refined = synthetic({1: 0.5, 2: 0.3, 4: 0.2, 5: 0.1, 6: 0.04, 8: 0.01})
+    row = summarise([refined], 0.05, 100, 0.95, 0).row(0, named=True)
+    assert (row["n_star"], row["n_star_floor"]) == (6, 6)
+
+
 def test_an_interval_whose_high_end_is_censored_is_withheld(monkeypatch):
     """Review 30: with exactly the tail's share of resamples censored (25 of 1,000 at 95 %),
     the high quantile landed on +inf and the page printed '16 [9, inf]'."""

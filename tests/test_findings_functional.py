@@ -159,6 +159,17 @@ def test_a_censored_critical_n_prints_as_its_lower_bound():
     effective_set_figure(table, by_length, 0.05)
 
 
+def test_an_unrefined_n_star_prints_its_cell():
+    table = n_star_table([61, 116, 215]).with_columns(
+        pl.Series("n_star_floor", [61, 65, 215], dtype=pl.Int64)
+    )
+    correlations = pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
+    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    block = findings_functional.entry_block("smol", table, correlations, 0.05)
+    assert "| 65-116 (grid cell) [115, 118] |" in block and "| 61 [60, 63] |" in block
+
+
 def test_the_critical_n_beside_n_star_prints_its_grid_cell():
     """Review 30: under Algorithm 3's list N_crit is known to its cell (the N tried before the
     first pass, N_crit]; the table printed the cell's top as a point."""

@@ -232,7 +232,9 @@ def summarise(
 ) -> pl.DataFrame:
     """N* per (L, variant), with a paired-chunk bootstrap interval, the search's evaluations,
     dNLL_rel at N*, and N*/L. A censored N* (no evaluated N passes) has n_star null and
-    lower_bound the largest evaluated N + 1.
+    lower_bound the largest evaluated N + 1. ``n_star_floor``: the least N* the evaluations
+    allow (the last failing N below N*, plus one): N* itself after the refinement, the low end
+    of a power of two's cell without it (effective_set.refine false).
 
     A resample's N* is known only to its cell: above its last failing evaluated N, at most its
     first passing one (outside the search's refined bracket, up to the next power of two). The
@@ -293,6 +295,11 @@ def summarise(
                     "lower_bound": (max(curve) + 1) if n_star is None else None,
                     "n_star_low": lo,
                     "n_star_high": hi,
+                    # the least N* the evaluations allow: the last failing N below it, plus one
+                    # (N* itself after the refinement; a power of two's cell without it)
+                    "n_star_floor": None
+                    if n_star is None
+                    else max((n for n in curve if n < n_star), default=0) + 1,
                     "n_star_over_length": None if n_star is None else n_star / int(length),
                     "dnll_at_n_star": None if n_star is None else curve[n_star],
                     "evaluations": evaluated,

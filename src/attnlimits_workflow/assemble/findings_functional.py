@@ -19,6 +19,10 @@ def _n_star(row: Mapping) -> str:
     if row["censored"]:
         return f"> {int(row['lower_bound']) - 1} (censored)"
     text = f"{int(row['n_star'])}"
+    floor = row.get("n_star_floor")
+    if floor is not None and floor < row["n_star"]:
+        # effective_set.refine false: only the power-of-two cell is known (review 31)
+        text = f"{int(floor)}-{text} (grid cell)"
     if row["n_star_low"] is not None:
         text += f" [{row['n_star_low']:g}, {row['n_star_high']:g}]"
     return text
