@@ -563,9 +563,9 @@ def test_table2_by_hand():
     assert t["max_weight_change"].to_list() == pytest.approx([0.1, 0.5])
     assert t["ns_ratio"].to_list() == [0.75, 0.5] and t["ns_zero_weight"].to_list() == [0, 2]
     # review 28: a censored search is never "n/a"; review 31: no N < L passed, so N_crit = L
-    assert t["N_crit_over_L"].to_list() == ["0.125", "1 (censored: no N < L passed)"]
+    assert t["N_crit_over_L"].to_list() == ["0.125", ">= 1 (censored: no N < L passed)"]
     run = {"model": "m", "weights": "w", "corpus": "c"}
-    assert "'1 (censored: no N < L passed)' where no N up to L - 1 passed" in (
+    assert "'>= 1 (censored: no N < L passed)' where no N up to L - 1 passed" in (
         table2.table2_header(run, by_length, sep, 4)
     )
     assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
@@ -882,7 +882,7 @@ def test_heads_figure_marks_censored_heads_and_names_its_thresholds():
     fig, note = heads_report.heads_figure(heads, 0.8, 0.1)
     crit_ax = fig.axes[2]
     assert ">" in [t.get_text() for t in crit_ax.texts]
-    assert crit_ax.images[0].get_array()[0, 1] == 1.0  # no N < L passed: N_crit = L
+    assert crit_ax.images[0].get_array()[0, 1] == 1.0  # no N < L passed: N_crit >= L
     assert "paper's thresholds" not in note and "beyond.ns_ratio_threshold" in note
 
 
@@ -1257,6 +1257,9 @@ def test_fig5_note_counts_the_undrawn_critical_n():
             "samples": [12, 12, 12, 12],
             "N_crit": [2, None, None, 4],
             "N_crit_over_L": [0.25, None, None, 0.25],
+            # review 32: b at L = 8 is not testable (too few samples), not censored
+            "N_crit_censored": [False, True, False, False],
+            "N_crit_testable": [True, True, False, True],
             **{
                 f"{m}_{s}": [0.5, 0.25, 1.0, 1.0]
                 for m in ("max_weight", "jacobian_norm")
@@ -1274,7 +1277,8 @@ def test_fig5_note_counts_the_undrawn_critical_n():
         }
     )
     fig, note = fig5.fig5(by_length, sep)
-    assert "(12 per L)" in note and "; 2 (normalizer, L) pairs still separable" in note
+    assert "(12 per L)" in note and "; 1 (normalizer, L) pair still separable" in note
+    assert "1 whose KS test cannot reject at its sample count" in note
     assert "(mean per sample up to 0.5)" in note
     assert [line.get_label() for line in fig.axes[2].get_lines()] == ["a", "b"]
 

@@ -471,8 +471,8 @@ def test_a_larger_jacobian_at_low_temperature_is_not_relaxing_the_gradient_limit
 @pytest.mark.unit
 def test_a_rule_censored_at_every_length_counts_as_at_least_the_search_bound():
     """Issue 31 item 9: a censored N_crit (still distinguishable at N = L - 1, the normalizer
-    job's bound) is never dropped, and is flagged; review 31: it counts as L (at N = L d~ and E
-    are both 0), not L - 1."""
+    job's bound) is never dropped, and is flagged; review 31: it counts as at least L, not
+    L - 1."""
     softmax = hand_measures([0.2, 0.1], [0.05, 0.02], [2, 4], None)
     censored = hand_measures([0.2, 0.1], [0.05, 0.02], [None, None], None)
     # by hand: (8/8 + 16/16) / 2 = 1 at both ends
@@ -512,7 +512,7 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
     plain = study.censored_critical_n(
         pl.DataFrame({"L": [32], "N_crit": [None]}, schema_overrides={"N_crit": pl.Int64})
     )
-    # no N < L passed: N_crit = L (at N = L d~ and E are both 0), a share of exactly 1
+    # no N < L passed: N_crit >= L, a share of 1 at both ends (1 the cap)
     assert plain["N_max"].to_list() == [31] and plain["share_low"][0] == 1.0
     with pytest.raises(ValueError, match="several N_crit"):
         study.censored_critical_n(pl.DataFrame({"L": [8, 8], "N": [1, 7], "N_crit": [1, 3]}))
@@ -1281,3 +1281,30 @@ def test_the_slope_over_every_length_reads_every_length():
     assert math.isnan(study.slope_over_every_length(collapse))
     decay = pl.DataFrame({"L": [16, 32, 64], "max_weight": [0.5, 0.25, 0.125]})
     assert study.slope_over_every_length(decay) == pytest.approx(-1.0)
+
+
+@pytest.mark.unit
+def test_at_n_equal_l_d_tilde_meets_its_expectation_only_without_zero_weights():
+    """Review 32: the censored share's cap of 1 (N_crit = L) rests on d~ = E at N = L, which
+    holds where every key has a weight > 0; a zero weight under "not_selected" leaves the key
+    unselected in both, at ||s|| from s in d~ but not in every random set's sum."""
+    from attnlimits import distance as dist
+    from attnlimits.critical import BlockedDistances
+
+    rng = np.random.default_rng(0)
+    L = 16
+    weights = rng.dirichlet(np.ones(L), size=20)
+    x = rng.normal(size=(20, L, 4))
+
+    def gap(w):
+        pw = dist.weighted(w, x, zero_weight="not_selected")
+        blocked = BlockedDistances([(slice(0, 20), pw)], 20)
+        d = blocked.distance(L)
+        e = blocked.monte_carlo(L, 2, np.random.default_rng(1))
+        return float(np.abs(d - e).max())
+
+    assert gap(weights) == 0.0
+    sparse = weights.copy()
+    sparse[:, :5] = 0.0
+    sparse /= sparse.sum(axis=1, keepdims=True)
+    assert gap(sparse) > 1.0

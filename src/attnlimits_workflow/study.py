@@ -179,9 +179,11 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
     N_max is the largest of the table's ``N`` column at that L where it has one (one row per N
     tried, the analysis tables' layout), else L - 1: the normalizer job searches [1, L - 1] and
     tries L - 1 before it calls a length censored (attnlimits.critical.critical_n_search).
-    A censored N_crit is above N_max and at most L (at N = L nothing is left unselected, d~ and
-    its expectation are both 0): share_low = (N_max + 1) / L, share_high = 1 (both 1 after a
-    search up to L - 1). A length the normalizer
+    A censored N_crit is above N_max, an integer: share_low = (N_max + 1) / L (1 after a search
+    up to L - 1). share_high = 1, a cap: where every key has a weight > 0, at N = L the top-N set
+    and every random set hold every key, d~ equals its Monte-Carlo expectation and the test
+    passes, so N_crit = L; a zero weight under analysis.zero_weight "not_selected" leaves d~
+    and E apart even there (the study gives such rules no verdict on this limit). A length the normalizer
     job marks not testable (``ks_testable`` false: its KS test cannot reject at its sample
     count) has no row."""
     if "N" in critical.columns:

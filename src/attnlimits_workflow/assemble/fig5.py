@@ -80,12 +80,26 @@ def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
     fig.legend(
         handles, labels, loc="upper center", ncol=min(len(names), 4), bbox_to_anchor=(0.5, 1.08)
     )
-    censored = by_length.filter(pl.col("N_crit").is_null()).height
+    # censored (no N < L passed: N_crit >= L) and not testable (the KS test cannot reject at the
+    # sample count) are both undrawn, and counted apart (review 32)
+    censored = (
+        int(by_length["N_crit_censored"].fill_null(False).sum())
+        if "N_crit_censored" in by_length.columns
+        else by_length.filter(pl.col("N_crit").is_null()).height
+    )
+    untestable = (
+        int((~by_length["N_crit_testable"].fill_null(True)).sum())
+        if "N_crit_testable" in by_length.columns
+        else 0
+    )
+    undrawn = f"{censored} (normalizer, L) pair{'s' if censored != 1 else ''} still separable at N = L-1 (N_crit >= L)"
+    if untestable:
+        undrawn += f" and {untestable} whose KS test cannot reject at its sample count"
     note = (
         "What-if: each normalizer re-normalizes the logits the model learned under softmax; this is not a retrained model. "
         f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: smallest N where a KS test "
-        f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {censored} (normalizer, L) "
-        "pairs still separable at N = L-1 are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "
+        f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {undrawn} "
+        "are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "
         "top-N tokens of weight 0 (the sparse rules') are never distinguishable, N stays the denominator "
         f"(mean per sample up to {sep['zero_weight_selected_mean'].max():.3g})."
     )

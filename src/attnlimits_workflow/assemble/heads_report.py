@@ -63,7 +63,7 @@ def heads_figure(
     for ax, (column, title, cmap, lim) in zip(axes.flat, panels, strict=True):
         g = grid(column)
         if column == "N_crit_over_L" and "N_crit_censored" in heads.columns:
-            # no N < L passed: N_crit = L (at N = L d~ and E are both 0)
+            # no N < L passed: N_crit >= L, drawn at 1 (the colour scale's top)
             g[grid("N_crit_censored") == 1] = 1.0
         norm = None
         if column == "t_eff":
@@ -93,7 +93,7 @@ def heads_figure(
                         fontweight="bold",
                     )
         if column == "N_crit_over_L" and "N_crit_censored" in heads.columns:
-            # censored: still separable at N = L - 1, so N_crit = L (drawn at 1 above)
+            # censored: still separable at N = L - 1, so N_crit >= L (drawn at 1 above)
             for (i, j), v in np.ndenumerate(grid("N_crit_censored")):
                 if v == 1:
                     ax.text(j, i, ">", ha="center", va="center", color="k", fontsize=8)
@@ -116,7 +116,7 @@ def heads_figure(
         f"beyond.temperature_threshold = {temperature_threshold:g}, the project's settings; the "
         "paper gives no thresholds). "
         "Per-head critical N rests on the few chunks of one head (low KS power); '>': still separable at N = L-1 "
-        "(censored: N_crit = L, drawn at 1); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
+        "(censored: N_crit >= L, drawn at 1); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
         "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight)."
     )
     return fig, note

@@ -35,7 +35,7 @@ def summarise_normalizers(
         )
         .join(
             # a search with no pass up to N = L - 1 (N_crit null) is censored, not missing: its
-            # N_crit is L (review 28; at N = L d~ and E are both 0, review 31); a length whose KS test cannot reject at its
+            # N_crit is L (review 28; at least L, review 31); a length whose KS test cannot reject at its
             # sample count has no N_crit and is neither (review 29)
             critical.select(
                 "normalizer",

@@ -40,9 +40,10 @@ def table2(
             pl.when(~pl.col("N_crit_testable").fill_null(True))
             .then(pl.lit("not testable"))
             .when(pl.col("N_crit_censored").fill_null(False))
-            # searched up to L - 1 with no pass: N_crit = L, as at N = L d~ and E are both 0
+            # searched up to L - 1 with no pass: N_crit >= L (= L where every key weighs > 0: at
+            # N = L d~ equals its Monte-Carlo E), so its share is at least 1 (review 31)
             # (review 31; it was printed as >= (L - 1) / L)
-            .then(pl.lit("1 (censored: no N < L passed)"))
+            .then(pl.lit(">= 1 (censored: no N < L passed)"))
             .otherwise(pl.col("N_crit_over_L").round(4).cast(pl.String))
             .alias("N_crit_over_L"),
             "ns_ratio",
@@ -65,8 +66,9 @@ def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame
         "actually selected. N_crit_over_L = the critical N at that L over L: the first N whose "
         "KS test (analysis.critical_n.ks_alpha) stops rejecting the last rows' d~ against the "
         "Monte-Carlo E (not the paper's printed term), found by a bracketing search that assumes "
-        "one crossing; '1 (censored: no N < L passed)' where no N up to L - 1 passed (at N = L d~ and "
-        "E are both 0, so N_crit = L); 'not testable' where the "
+        "one crossing; '>= 1 (censored: no N < L passed)' where no N up to L - 1 passed (N_crit "
+        ">= L; = L where every key has a weight > 0, as at N = L d~ then equals E); 'not "
+        "testable' where the "
         "KS test cannot reject at alpha over the samples per side (beyond.max_samples). "
         "A what-if re-normalization of logits learned under softmax, not a retrained model; "
         "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalized row."
