@@ -167,7 +167,11 @@ def test_an_unrefined_n_star_prints_its_cell():
         {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
     ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
     block = findings_functional.entry_block("smol", table, correlations, 0.05)
-    assert "| 65-116 (grid cell) [115, 118] |" in block and "| 61 [60, 63] |" in block
+    assert "| 65-116 (grid cell) [115, 118] | 0.127-0.227 | 0.049 (at 116) |" in block
+    assert "| 61 [60, 63] | 0.238 | 0.049 |" in block
+    # review 32: cells' tops are no steps along L
+    assert "known to power-of-two cells at some L (effective_set.refine false)" in block
+    assert "grows" not in findings_functional.shape_sentence(table)
 
 
 def test_the_critical_n_beside_n_star_prints_its_grid_cell():

@@ -28,6 +28,18 @@ def _n_star(row: Mapping) -> str:
     return text
 
 
+def _cell_columns(row: Mapping) -> list[str]:
+    """N*/L and dNLL_rel at N*: where N* is known only to its cell (effective_set.refine false),
+    the share as the cell and the loss named as the top's (review 32)."""
+    share, dnll = _share(row["n_star_over_length"]), _share(row["dnll_at_n_star"])
+    floor = row.get("n_star_floor")
+    if floor is not None and row["n_star"] is not None and floor < row["n_star"]:
+        length = row["length"]
+        share = f"{floor / length:.3g}-{row['n_star'] / length:.3g}"
+        dnll += f" (at {int(row['n_star'])})"
+    return [share, dnll]
+
+
 def _share(value) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
@@ -49,6 +61,12 @@ def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
     part = table.filter((pl.col("variant") == variant) & ~pl.col("censored")).sort("length")
     if part.height < 2:
         return f"Fewer than two lengths with an uncensored {variant} N*: no shape to read."
+    if "n_star_floor" in part.columns and (part["n_star_floor"] < part["n_star"]).any():
+        # a cell's top is no measurement: two tops may share a cell (review 32)
+        return (
+            f"N* ({variant}) is known to power-of-two cells at some L (effective_set.refine "
+            "false): no step along L is read."
+        )
     n, share = part["n_star"].to_list(), part["n_star_over_length"].to_list()
     lengths = part["length"].to_list()
     grows = sum(b > a for a, b in zip(n, n[1:], strict=False))
@@ -106,8 +124,7 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
             r["variant"],
             str(r["length"]),
             _n_star(r),
-            _share(r["n_star_over_length"]),
-            _share(r["dnll_at_n_star"]),
+            *_cell_columns(r),
             str(r["chunks"]),
             *[_critical_share(r, c) for c in crit],
         ]
