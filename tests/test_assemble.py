@@ -883,7 +883,9 @@ def test_heads_figure_marks_censored_heads_and_names_its_thresholds():
     crit_ax = fig.axes[2]
     assert ">" in [t.get_text() for t in crit_ax.texts]
     assert crit_ax.images[0].get_array()[0, 1] == 1.0  # no N < L passed: N_crit >= L
-    assert "paper's thresholds" not in note and "beyond.ns_ratio_threshold" in note
+    assert "beyond.ns_ratio_threshold = 0.8" in note
+    # review 32: the defaults are the paper's (Section 5), the effective T the project's proxy
+    assert "the defaults follow the paper's Section 5" in note and "proxy" in note
 
 
 def test_coverage_table_by_hand():

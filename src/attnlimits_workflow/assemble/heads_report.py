@@ -1,6 +1,6 @@
-"""Per-head saturation report: the heads table with diagnostic flags (the project's thresholds,
-beyond.*_threshold), and heatmaps (layers x heads) of entropy, N_s/N, critical N / L and the
-effective temperature."""
+"""Per-head saturation report: the heads table with the paper's diagnostic flags (thresholds
+beyond.*_threshold, defaults from its Section 5), and heatmaps (layers x heads) of entropy,
+N_s/N, critical N / L and the effective temperature."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -113,8 +113,9 @@ def heads_figure(
     note = (
         f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated: N_s/N <= "
         f"beyond.ns_ratio_threshold = {ns_ratio_threshold:g} or effective T < "
-        f"beyond.temperature_threshold = {temperature_threshold:g}, the project's settings; the "
-        "paper gives no thresholds). "
+        f"beyond.temperature_threshold = {temperature_threshold:g}; the defaults follow the "
+        "paper's Section 5: a head saturates where N_s/N drops to 70-80 %, and T <= 0.1 is to be "
+        "avoided; the effective T = 1/std(logits) is this project's proxy for the head's T). "
         "Per-head critical N rests on the few chunks of one head (low KS power); '>': still separable at N = L-1 "
         "(censored: N_crit >= L, drawn at 1); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
         "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight)."
