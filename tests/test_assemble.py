@@ -2355,7 +2355,10 @@ def test_the_comparison_caption_names_what_its_bootstrap_resamples():
     heads = interval_caption("distance", "d~", {"a": (0.95, 200)}, False, False, {"a": "head"})
     assert "resampling each model's heads (and chunks)" in heads
     layers = interval_caption("distance", "d~", {"a": (0.95, 200)}, False, False, {"a": "layer"})
-    assert "resampling each model's layers (every head of a drawn layer together)" in layers
+    assert (
+        "resampling each model's layers (every head of a drawn layer together) and the chunks"
+        in layers
+    )
     both = interval_caption(
         "distance",
         "d~",

@@ -355,7 +355,7 @@ def interval_caption(
         )
     resampled = {
         "head": "heads (and chunks)",
-        "layer": "layers (every head of a drawn layer together)",
+        "layer": "layers (every head of a drawn layer together) and the chunks",
     }
     kinds = {m: (units or {}).get(m, "head") for m in intervals}
     if len(set(kinds.values())) <= 1:
