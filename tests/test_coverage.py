@@ -61,8 +61,9 @@ def test_against_reference_loop(seed, n_heads, length):
     for g in range(3):
         union = [t for t in range(length) if any(sel[g, h, t] for h in range(n_heads))]
         kept = [t for t in union if any(dis[g, h, t] for h in range(n_heads))]
-        rates = [dis[g, h].sum() / max(sel[g, h].sum(), 1) for h in range(n_heads)]
-        p = sum(rates) / n_heads
+        # a head that selects nothing has no rate (review 32): the mean is over the others
+        rates = [dis[g, h].sum() / sel[g, h].sum() for h in range(n_heads) if sel[g, h].any()]
+        p = sum(rates) / len(rates) if rates else float("nan")
         assert cov.union_selected[g] == len(union)
         if union:
             assert cov.coverage[g] == pytest.approx(len(kept) / len(union))
@@ -70,7 +71,16 @@ def test_against_reference_loop(seed, n_heads, length):
             assert cov.predicted_overlap[g] == pytest.approx(pred / len(union))
         else:
             assert np.isnan(cov.coverage[g])
-        assert cov.p[g] == pytest.approx(p)
+        assert cov.p[g] == pytest.approx(p, nan_ok=True)
+
+
+def test_a_head_that_selects_nothing_has_no_rate():
+    """Review 32: a head whose top-N weights are all 0 selects nothing; counted as a rate of 0
+    it pulled p (and the paper's prediction) down: 0.5 where the one head with tokens keeps all."""
+    sel = np.array([[[True, True, False], [False, False, False]]])
+    dis = sel.copy()
+    cov = head_coverage(sel, dis)
+    assert cov.p[0] == 1.0 and cov.predicted_paper[0] == 1.0
 
 
 def test_distinguishable_agrees_with_separability():

@@ -21,7 +21,8 @@ class Coverage:
     union_distinguishable: NDArray[np.int64]  # tokens distinguishable by at least one head
     coverage: NDArray[np.float64]  # their ratio
     # mean over heads of N_s / |selected| (the paper's per-head rate; N_s/N where every top-N
-    # token is selected, i.e. none has weight 0 under analysis.zero_weight "not_selected")
+    # token is selected, i.e. none has weight 0 under analysis.zero_weight "not_selected"), over
+    # the heads that select something (NaN where none does)
     p: NDArray[np.float64]
     predicted_paper: NDArray[np.float64]  # 1 - (1 - p)^H, the paper's independence formula
     # Independence with the measured overlap: a token in h_t heads' top-N sets is kept with
@@ -44,8 +45,13 @@ def head_coverage(selected: NDArray[np.bool_], distinguishable: NDArray[np.bool_
     union = selected.any(axis=1)  # (G, L)
     union_selected = union.sum(axis=1)
     union_dist = distinguishable.any(axis=1).sum(axis=1)
-    per_head = distinguishable.sum(axis=2) / np.maximum(selected.sum(axis=2), 1)  # (G, H)
-    p = per_head.mean(axis=1)
+    chosen = selected.sum(axis=2)  # (G, H)
+    # a head that selects nothing (every top-N weight 0) has no rate: the mean leaves it out,
+    # NaN where no head selects anything (review 32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_head = np.where(chosen > 0, distinguishable.sum(axis=2) / chosen, np.nan)
+        counted = (chosen > 0).sum(axis=1)
+        p = np.where(counted > 0, np.nansum(per_head, axis=1) / np.maximum(counted, 1), np.nan)
     heads_per_token = selected.sum(axis=1)  # (G, L): h_t
     kept = 1.0 - (1.0 - p[:, None]) ** heads_per_token
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -57,7 +57,7 @@ def coverage_header(cov: pl.DataFrame, n_conf: int, run: dict) -> str:
         "protocol (the analysed row, whatever analysis.protocol): means over (layer, chunk); rows 'all' per N, then per layer at N = "
         f"{n_conf}. coverage = |tokens distinguishable by >= 1 head| / |union of the heads' top-N|; "
         "p = mean over heads of N_s / |selected| (the head's top-N tokens of weight > 0 under analysis.zero_weight; "
-        "N_s/N where no top-N weight is 0), the rate 1-(1-p)^h_t needs per selected token; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
+        "N_s/N where no top-N weight is 0; a head that selects nothing left out), the rate 1-(1-p)^h_t needs per selected token; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
     )
 
 
