@@ -2060,6 +2060,11 @@ def test_the_robust_list_ties_d_tilde_growth_to_lemma_1():
     # review 31: neither failure implies the other, so two "not reproduced" are two findings
     said = claim_lists.what_we_can_say(status(both), score(both), groups).splitlines()
     assert said[1] == "- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."
+    # review 32: Lemma 1 robust both ways (its two readings of the masked keys) ties nothing
+    three = ["vanishing", "vanishing:prefix", "linear_in_length"]
+    mixed = status(three, ["not reproduced", "reproduced", "reproduced"])
+    said = claim_lists.what_we_can_say(mixed, score(three), groups).splitlines()
+    assert "one question" not in said[-1]
     alone = ["linear_in_length"]
     said = claim_lists.what_we_can_say(status(alone), score(alone), groups).splitlines()
     assert said == ["- **LINEAR_IN_LENGTH**: m **not reproduced** (book: 0.1 [0, 0.2])."]

@@ -136,7 +136,7 @@ def what_we_can_say(
                 clash = own[m] == "reproduced" and other == {"reproduced"}
                 # the bound ties a reproduced claim to the other's failure; two failures are
                 # two findings, neither implying the other (review 31)
-                tied_pair = {own[m]} | other == {"reproduced", "not reproduced"}
+                tied_pair = len(other) == 1 and {own[m]} | other == {"reproduced", "not reproduced"}
                 if clash or tied_pair:
                     notes.setdefault(tie[2] if clash else tie[1], []).append(m)
             for text, models in notes.items():
