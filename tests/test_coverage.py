@@ -81,6 +81,10 @@ def test_a_head_that_selects_nothing_has_no_rate():
     dis = sel.copy()
     cov = head_coverage(sel, dis)
     assert cov.p[0] == 1.0 and cov.predicted_paper[0] == 1.0
+    # review 33: nor does it count among the paper's H: one head at p = 0.5 predicts 0.5
+    half = head_coverage(sel, sel & np.array([True, False, False])[None, None, :])
+    assert half.p[0] == 0.5 and half.predicted_paper[0] == 0.5
+    assert np.isnan(heads_for_coverage(float("nan"), 0.99))
 
 
 def test_distinguishable_agrees_with_separability():

@@ -24,7 +24,7 @@ class Coverage:
     # token is selected, i.e. none has weight 0 under analysis.zero_weight "not_selected"), over
     # the heads that select something (NaN where none does)
     p: NDArray[np.float64]
-    predicted_paper: NDArray[np.float64]  # 1 - (1 - p)^H, the paper's independence formula
+    predicted_paper: NDArray[np.float64]  # 1 - (1 - p)^H, the paper's formula; H: heads selecting
     # Independence with the measured overlap: a token in h_t heads' top-N sets is kept with
     # probability 1 - (1 - p)^{h_t}; mean over U. Equals the paper's formula when every head
     # selects the same N tokens.
@@ -41,7 +41,6 @@ def head_coverage(selected: NDArray[np.bool_], distinguishable: NDArray[np.bool_
         )
     if (distinguishable & ~selected).any():
         raise ValueError("a distinguishable token must be selected")
-    n_heads = selected.shape[1]
     union = selected.any(axis=1)  # (G, L)
     union_selected = union.sum(axis=1)
     union_dist = distinguishable.any(axis=1).sum(axis=1)
@@ -62,13 +61,17 @@ def head_coverage(selected: NDArray[np.bool_], distinguishable: NDArray[np.bool_
         union_distinguishable=union_dist.astype(np.int64),
         coverage=coverage,
         p=p,
-        predicted_paper=1.0 - (1.0 - p) ** n_heads,
+        # the heads p averages: one that selects nothing covers nothing (review 33)
+        predicted_paper=1.0 - (1.0 - p) ** counted,
         predicted_overlap=overlap,
     )
 
 
 def heads_for_coverage(p: float, target: float) -> float:
-    """Heads needed for 1 - (1 - p)^H >= target under independence (paper: ~3 for 99% at p=0.8)."""
+    """Heads needed for 1 - (1 - p)^H >= target under independence (paper: ~3 for 99% at p=0.8);
+    NaN for an unknown p (no head selected anything)."""
+    if np.isnan(p):
+        return float("nan")
     if not 0 < p < 1:
         return 1.0 if p >= 1 else float("inf")
     return float(np.ceil(np.log(1.0 - target) / np.log(1.0 - p)))

@@ -20,11 +20,12 @@ NOTE = (
 def coverage_by(cov: pl.DataFrame, n_conf: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The metrics' means over (layer, chunk) per N, and per layer at N = ``n_conf``."""
     metrics = METRICS
-    by_n = cov.group_by("N").agg(pl.col(m).mean() for m in metrics).sort("N")
+    # a group where no head selects anything has no p (NaN): left out of the means (review 33)
+    by_n = cov.group_by("N").agg(pl.col(m).fill_nan(None).mean() for m in metrics).sort("N")
     by_layer = (
         cov.filter(pl.col("N") == n_conf)
         .group_by("layer")
-        .agg(pl.col(m).mean() for m in metrics)
+        .agg(pl.col(m).fill_nan(None).mean() for m in metrics)
         .sort("layer")
     )
     return by_n, by_layer
@@ -57,7 +58,7 @@ def coverage_header(cov: pl.DataFrame, n_conf: int, run: dict) -> str:
         "protocol (the analysed row, whatever analysis.protocol): means over (layer, chunk); rows 'all' per N, then per layer at N = "
         f"{n_conf}. coverage = |tokens distinguishable by >= 1 head| / |union of the heads' top-N|; "
         "p = mean over heads of N_s / |selected| (the head's top-N tokens of weight > 0 under analysis.zero_weight; "
-        "N_s/N where no top-N weight is 0; a head that selects nothing left out), the rate 1-(1-p)^h_t needs per selected token; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
+        "N_s/N where no top-N weight is 0; a head that selects nothing left out, of p and of the paper's H), the rate 1-(1-p)^h_t needs per selected token; predicted_paper = 1-(1-p)^H; predicted_overlap = mean over the union of 1-(1-p)^h_t."
     )
 
 
