@@ -146,6 +146,41 @@ def test_the_interval_of_n_star_never_reaches_below_one():
     assert table["n_star_low"][0] == 1.0 and table["n_star_high"][0] > 2
 
 
+def test_a_censored_baseline_prints_its_share_as_a_bound():
+    """Review 33: the answer printed '>= 65 of L = 128 keys (N*/L = 0.51)'."""
+    table = n_star.over_seeds(
+        frame(softmax=summary([64, 64, 64], censored=[True, True, True])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    assert "(N*/L >= 1)" in n_star.answer(table, "softmax")
+
+
+def test_n_star_known_to_its_cell_only_gives_no_verdict():
+    """Review 33: with effective_set.refine false each seed's N* is its power of two's cell top;
+    [5, 8] against [9, 16] in every seed read 'fewer keys' at the tops' ratio 0.5, though the
+    cells allow 8 against 9."""
+
+    def cells(values, floors):
+        frames = summary(values)
+        return [
+            f.with_columns(pl.lit(lo, pl.Int64).alias("n_star_floor"))
+            for f, lo in zip(frames, floors, strict=True)
+        ]
+
+    table = n_star.over_seeds(
+        frame(softmax=cells([16, 16, 16], [9, 9, 9]), rule=cells([8, 8, 8], [5, 5, 5])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    row = table.filter(pl.col("normalizer") == "rule").row(0, named=True)
+    assert row["verdict"] == n_star.CELLS_ONLY and row["n_star_values"] == "5-8 5-8 5-8"
+
+
 def test_seeds_must_pair_and_the_variant_and_baseline_exist():
     rules = {("softmax", 0): summary([4])[0], ("softmax", 1): summary([4])[0]}
     rules[("other", 0)] = summary([2])[0]

@@ -28,6 +28,7 @@ NO_WINDOW_INTERVAL = (
 )
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
 AT_FLOOR = "no verdict: N* = 1, the floor, in every seed of both"
+CELLS_ONLY = "no verdict: N* known to its power-of-two cell only (effective_set.refine false)"
 # what a withheld cell's short verdict leaves to the answer's sentence
 WITHHELD_WHY = {AT_FLOOR: "N* cannot go below 1, so neither model can need fewer keys there"}
 
@@ -76,6 +77,19 @@ def over_seeds(
                     f"{baseline} {base['seed'].to_list()}; the ratio pairs them seed by seed"
                 )
             censored = bool(own["censored"].any())
+
+            def cell_floors(part: pl.DataFrame) -> list:
+                # each seed's least N* (effective_set.summarise), null for a censored one
+                if "n_star_floor" not in part.columns:
+                    return [None] * part.height
+                return part["n_star_floor"].to_list()
+
+            floors = cell_floors(own)
+            in_cells = any(
+                lo is not None and n is not None and lo < n
+                for part in (own, base)
+                for lo, n in zip(cell_floors(part), part["n_star"].to_list(), strict=True)
+            )
             base_nll = float(own["base_nll_per_target"].mean())
             # a censored seed's N* is known from below: its lower bound stands in the mean
             values = [
@@ -94,6 +108,9 @@ def over_seeds(
                 verdict = "baseline"
             elif censored or bool(base["censored"].any()):
                 verdict = CENSORED
+            elif in_cells:
+                # the tops of cells are no measurements: a ratio of them decides nothing
+                verdict = CELLS_ONLY
             elif set(values) == set(base_values) == {1.0}:
                 verdict = AT_FLOOR
             elif len(values) < 2:
@@ -116,8 +133,10 @@ def over_seeds(
                     "n_star_high": high,
                     # a censored seed's value is its lower bound, marked (review 31)
                     "n_star_values": " ".join(
-                        (">=" if c else "") + f"{v:g}"
-                        for v, c in zip(values, own["censored"].to_list(), strict=True)
+                        (">=" if c else "")
+                        + (f"{lo:g}-" if lo is not None and not c and lo < v else "")
+                        + f"{v:g}"
+                        for v, c, lo in zip(values, own["censored"].to_list(), floors, strict=True)
                     ),
                     "censored": censored,
                     "base_nll_per_target": base_nll,
@@ -193,8 +212,9 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
 
     parts = [
         f"{baseline} needs N* = {at_least(first)}{first['n_star_mean']:.3g} of L = {lengths[0]} keys "
-        f"(N*/L = {first['n_star_mean'] / lengths[0]:.2g}) and {at_least(last)}{last['n_star_mean']:.3g} of "
-        f"L = {lengths[-1]} (N*/L = {last['n_star_mean'] / lengths[-1]:.2g}), geometric means "
+        f"(N*/L {at_least(first) or '= '}{first['n_star_mean'] / lengths[0]:.2g}) and "
+        f"{at_least(last)}{last['n_star_mean']:.3g} of L = {lengths[-1]} (N*/L "
+        f"{at_least(last) or '= '}{last['n_star_mean'] / lengths[-1]:.2g}), geometric means "
         "over the seeds."
     ]
     others = table.filter(pl.col("normalizer") != baseline)
