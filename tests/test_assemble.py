@@ -2373,3 +2373,14 @@ def test_the_comparison_caption_names_what_its_bootstrap_resamples():
         {"a": "head", "b": "layer"},
     )
     assert "resampling a: heads (and chunks); b: layers" in both
+    # review 33: the critical N's intervals redraw its KS units only, never the chunks
+    crit = interval_caption(
+        "critical_n", "N_crit / L", {"a": (0.95, 200)}, False, False, {"a": "layer"}
+    )
+    assert "resampling each model's whole layers (the chunks held fixed)" in crit
+    crit = interval_caption(
+        "critical_n", "N_crit / L", {"a": (0.95, 200)}, False, False, {"a": "head"}
+    )
+    assert (
+        "its KS test's units one by one (a head's mean under all_rows, a row under last_row" in crit
+    )

@@ -353,10 +353,19 @@ def interval_caption(
             )
             + ")"
         )
-    resampled = {
-        "head": "heads (and chunks)",
-        "layer": "layers (every head of a drawn layer together) and the chunks",
-    }
+    resampled = (
+        # the critical N's replicates redraw the KS test's units (analyses.critical_n.unit_draws)
+        {
+            "head": "its KS test's units one by one (a head's mean under all_rows, a row under "
+            "last_row; the chunks held fixed)",
+            "layer": "whole layers (the chunks held fixed)",
+        }
+        if claim == "critical_n"
+        else {
+            "head": "heads (and chunks)",
+            "layer": "layers (every head of a drawn layer together) and the chunks",
+        }
+    )
     kinds = {m: (units or {}).get(m, "head") for m in intervals}
     if len(set(kinds.values())) <= 1:
         what = f"each model's {resampled[next(iter(kinds.values()), 'head')]}"

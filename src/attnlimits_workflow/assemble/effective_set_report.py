@@ -45,7 +45,10 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
     censored = pl.col("censored").cast(pl.Boolean)
     known = pl.col("N_crit").cast(pl.Float64).fill_nan(None)
     value = (
-        pl.when(censored & known.is_null()).then(pl.col("top_N").cast(pl.Float64)).otherwise(known)
+        # N_crit > top_N, an integer: at least top_N + 1 (review 33)
+        pl.when(censored & known.is_null())
+        .then(pl.col("top_N").cast(pl.Float64) + 1.0)
+        .otherwise(known)
         if "top_N" in frame.columns
         else known
     )
