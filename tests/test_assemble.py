@@ -856,6 +856,9 @@ def test_head_flags_by_hand():
     assert f.select("layer", "head").rows() == [(0, 0), (0, 1), (1, 0)]
     assert f["flag_ns_ratio"].to_list() == [False, True, False]  # <= threshold flags
     assert f["flag_temperature"].to_list() == [True, False, False]
+    # review 33: the paper avoids T <= 0.1, so T = 0.1 itself is flagged
+    at = heads_report.flag_heads(heads.with_columns(t_eff=pl.lit(0.1)), 0.8, 0.1)
+    assert at["flag_temperature"].all()
     assert f["saturated"].to_list() == [True, True, False]
 
 

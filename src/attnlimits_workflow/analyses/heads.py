@@ -172,7 +172,7 @@ def per_head(
                     "t_eff": float(np.median(stats.t_eff[idx])),
                     "N_crit": crit.n_crit,
                     "N_crit_over_L": (crit.n_crit / L) if crit.n_crit is not None else None,
-                    # searched and still separable at N = L - 1: N_crit >= L - 1, not missing
+                    # searched and still separable at N = L - 1: N_crit >= L, not missing
                     "N_crit_censored": min_p < settings.ks_alpha and crit.n_crit is None,
                     "ks_evaluations": len(crit.evaluations),
                     "ks_min_pvalue": min_p,

@@ -14,12 +14,13 @@ def flag_heads(
     heads: pl.DataFrame, ns_ratio_threshold: float, temperature_threshold: float
 ) -> pl.DataFrame:
     """The heads sorted by (layer, head), flagged where N_s/N <= ``ns_ratio_threshold`` or the
-    effective temperature < ``temperature_threshold``; "saturated": either flag."""
+    effective temperature <= ``temperature_threshold``; "saturated": either flag."""
     return (
         heads.sort("layer", "head")
         .with_columns(
             (pl.col("ns_ratio") <= ns_ratio_threshold).alias("flag_ns_ratio"),
-            (pl.col("t_eff") < temperature_threshold).alias("flag_temperature"),
+            # the paper: "avoid using the T <= 0.1" (Section 5)
+            (pl.col("t_eff") <= temperature_threshold).alias("flag_temperature"),
         )
         .with_columns((pl.col("flag_ns_ratio") | pl.col("flag_temperature")).alias("saturated"))
     )
@@ -52,7 +53,7 @@ def heads_figure(
         ("N_crit_over_L", r"$N_{crit}/L$ (per head, KS over chunks)", "cividis", (0, 1)),
         (
             "t_eff",
-            f"effective T = 1/std(logits) (flag < {temperature_threshold})",
+            f"effective T = 1/std(logits) (flag <= {temperature_threshold})",
             "coolwarm",
             None,
         ),
@@ -112,7 +113,7 @@ def heads_figure(
     n_sat = int(heads["saturated"].sum())
     note = (
         f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated: N_s/N <= "
-        f"beyond.ns_ratio_threshold = {ns_ratio_threshold:g} or effective T < "
+        f"beyond.ns_ratio_threshold = {ns_ratio_threshold:g} or effective T <= "
         f"beyond.temperature_threshold = {temperature_threshold:g}; the defaults follow the "
         "paper's Section 5: a head saturates where N_s/N drops to 70-80 %, and T <= 0.1 is to be "
         "avoided; the effective T = 1/std(logits) is this project's proxy for the head's T). "
