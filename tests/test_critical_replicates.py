@@ -280,4 +280,4 @@ def test_largest_share_by_hand():
     assert got.censored == 1 and got.upper == np.inf
     # every length censored: nothing found, the bound alone
     none = largest_share(np.array([32]), np.array([np.nan]), np.array([True]), np.array([31]))
-    assert np.isnan(none.found) and none.at_least == pytest.approx(31 / 32)
+    assert np.isnan(none.found) and none.at_least == pytest.approx(32 / 32)  # N_crit > 31

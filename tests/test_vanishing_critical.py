@@ -397,14 +397,13 @@ def test_a_censored_length_bounds_the_slope_from_below_and_never_counts_as_measu
     lengths = np.array([100.0, 200.0, 400.0])
     got = censored_slope(lengths, [6.0, 12.0, np.nan], [False, False, True], [99, 199, 399])
     assert got.found == pytest.approx((100 * 6 + 200 * 12) / (100**2 + 200**2))  # 0.06
-    assert got.at_least == pytest.approx((600 + 2400 + 400 * 399) / (100**2 + 200**2 + 400**2))
+    # review 34: the censored length counts as its top N + 1 = 400
+    assert got.at_least == pytest.approx((600 + 2400 + 400 * 400) / (100**2 + 200**2 + 400**2))
     assert got.censored == 1 and got.upper == math.inf
     plain = censored_slope(lengths, [6.0, 12.0, 24.0], [False] * 3, [6, 12, 24])
     assert plain.found == plain.at_least == plain.upper == pytest.approx(0.06)
     never = censored_slope(lengths, [np.nan] * 3, [True] * 3, lengths - 1)
-    assert math.isnan(never.found) and never.at_least == pytest.approx(
-        np.sum(lengths * (lengths - 1)) / np.sum(lengths**2)
-    )
+    assert math.isnan(never.found) and never.at_least == pytest.approx(1.0)  # N_crit >= L
 
 
 @pytest.mark.unit
@@ -453,8 +452,8 @@ def test_one_ks_sample_count_makes_36_and_288_heads_comparable_and_is_determinis
     lengths=st.lists(st.integers(2, 4096), min_size=1, max_size=6),
 )
 def test_the_censored_slope_bounds_every_slope_the_censored_lengths_allow(data, lengths):
-    """Whatever N_crit a censored length really has (>= its top N), the slope through every
-    length lies in [at_least, upper]; with nothing censored it is the plain fit."""
+    """Whatever N_crit a censored length really has (> its top N, an integer), the slope through
+    every length lies in [at_least, upper]; with nothing censored it is the plain fit."""
     from attnlimits.critical import censored_slope
 
     lengths = np.array(lengths, dtype=np.float64)
@@ -464,7 +463,7 @@ def test_the_censored_slope_bounds_every_slope_the_censored_lengths_allow(data, 
     found = np.array([data.draw(st.integers(1, int(n) - 1)) for n in lengths], dtype=np.float64)
     top = lengths - 1
     truth = np.where(
-        censored, top + np.array([data.draw(st.integers(0, 1000)) for _ in lengths]), found
+        censored, top + np.array([data.draw(st.integers(1, 1000)) for _ in lengths]), found
     )
     got = censored_slope(lengths, np.where(censored, np.nan, found), censored, top)
     slope = fit_through_origin(lengths, truth)

@@ -242,11 +242,12 @@ class CensoredSlope:
 
 def _found_and_bound(lengths, n_crit, censored, top_n) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """(lengths, censored, found, bound) as float64 / bool arrays: N_crit where found (NaN where
-    censored), and the lower bound at every length (a censored one at its top N)."""
+    censored), and the lower bound at every length (a censored one at its top N + 1: N_crit is
+    an integer above every N tried, review 34)."""
     lengths = np.asarray(lengths, dtype=np.float64)
     censored = np.asarray(censored, dtype=bool)
     found = np.where(censored, np.nan, np.asarray(n_crit, dtype=np.float64))
-    bound = np.where(censored, np.asarray(top_n, dtype=np.float64), found)
+    bound = np.where(censored, np.asarray(top_n, dtype=np.float64) + 1.0, found)
     return lengths, censored, found, bound
 
 

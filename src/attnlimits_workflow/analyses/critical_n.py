@@ -486,16 +486,16 @@ def claims(
                     f["top_N"].to_numpy(),
                 )
                 if slope.censored:
-                    # a censored length's N_crit is >= its top N: the slope is bounded below only
-                    top = (
-                        "L - 1"
+                    # a censored length's N_crit is > its top N: the slope is bounded below only
+                    top, above = (
+                        ("L - 1", "L")
                         if (censored["top_N"] == censored["L"] - 1).all()
-                        else "its top N tried"
+                        else ("its top N tried", "that N + 1")
                     )
                     measured = (
                         f"{name} >= {slope.at_least:.3f}: {slope.censored}/{f.height} lengths "
                         f"censored (no N of the list passed up to N = {top}, counted as N_crit "
-                        f">= {top})"
+                        f">= {above})"
                     )
                     if slope.censored < f.height:
                         measured += f"; through the found lengths only {slope.found:.3f}"
