@@ -85,6 +85,10 @@ def test_a_head_that_selects_nothing_has_no_rate():
     half = head_coverage(sel, sel & np.array([True, False, False])[None, None, :])
     assert half.p[0] == 0.5 and half.predicted_paper[0] == 0.5
     assert np.isnan(heads_for_coverage(float("nan"), 0.99))
+    # review 34: a group where no head selects anything has no prediction either (nan ** 0 = 1
+    # made it 0)
+    empty = head_coverage(np.zeros_like(sel), np.zeros_like(sel))
+    assert np.isnan(empty.p[0]) and np.isnan(empty.predicted_paper[0])
 
 
 def test_distinguishable_agrees_with_separability():

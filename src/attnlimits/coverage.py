@@ -62,7 +62,7 @@ def head_coverage(selected: NDArray[np.bool_], distinguishable: NDArray[np.bool_
         coverage=coverage,
         p=p,
         # the heads p averages: one that selects nothing covers nothing (review 33)
-        predicted_paper=1.0 - (1.0 - p) ** counted,
+        predicted_paper=np.where(counted > 0, 1.0 - (1.0 - p) ** counted, np.nan),
         predicted_overlap=overlap,
     )
 

@@ -340,8 +340,11 @@ def heads_row(s: "Study", n: str) -> list[str]:
         f"{h['ns_ratio'].min():.2f} / {h['ns_ratio'].median():.2f} / {h['ns_ratio'].max():.2f}",
         f"{flagged} of {h.height}",
         entropy_share(h),
-        f"{at_n['coverage'].mean():.3f} / {at_n['predicted_paper'].mean():.3f} / "
-        f"{at_n['predicted_overlap'].mean():.3f}",
+        # a (layer, chunk) where no head selects anything has none of the three (review 34)
+        " / ".join(
+            "n/a" if (m := at_n[c].fill_nan(None).mean()) is None else f"{m:.3f}"
+            for c in ("coverage", "predicted_paper", "predicted_overlap")
+        ),
     ]
 
 
