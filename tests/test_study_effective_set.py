@@ -179,6 +179,14 @@ def test_n_star_known_to_its_cell_only_gives_no_verdict():
     )
     row = table.filter(pl.col("normalizer") == "rule").row(0, named=True)
     assert row["verdict"] == n_star.CELLS_ONLY and row["n_star_values"] == "5-8 5-8 5-8"
+    # review 34: no mean or interval of cell tops is printed, in the cells nor in the answer
+    base = table.filter(pl.col("normalizer") == "softmax").row(0, named=True)
+    assert math.isnan(base["n_star_low"]) and n_star.cell(base) == (
+        "baseline: cells 9-16 9-16 9-16; NLL 3.00"
+    )
+    assert "softmax needs N* in cells 9-16 9-16 9-16 of L = 64 keys" in n_star.answer(
+        table, "softmax"
+    )
 
 
 def test_seeds_must_pair_and_the_variant_and_baseline_exist():
@@ -202,7 +210,7 @@ def test_markdown_and_answer_read_the_table():
     assert md[0] == "| normalizer | N* at L = 64 | N* at L = 128 |"
     assert md[3].startswith("| sparsemax | fewer keys: 10 [") and "no difference shown" in md[3]
     said = n_star.answer(table, "softmax")
-    assert said.startswith("softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and 40 of L = 128")
+    assert said.startswith("softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and N* = 40 of L = 128")
     assert "Fewer keys than softmax at some: sparsemax (L = 64)." in said
     assert "More keys than softmax at no L." in said
     marked = n_star.answer(table, "softmax", {"sparsemax"})

@@ -97,8 +97,12 @@ def over_seeds(
                 for n, c, lb in own.select("n_star", "censored", "lower_bound").iter_rows()
             ]
             mean, low, high = log_t_interval(values, level)
-            if censored:
-                # lower bounds are no measurements: a t-interval of them means nothing (review 30)
+            own_cells = any(
+                lo is not None and n is not None and lo < n
+                for lo, n in zip(floors, own["n_star"].to_list(), strict=True)
+            )
+            if censored or own_cells:
+                # lower bounds or cell tops are no measurements: no t-interval (reviews 30, 34)
                 low = high = math.nan
             elif not math.isnan(low):
                 low = max(low, 1.0)  # N* >= 1 by definition; the log scale's interval is not
@@ -139,6 +143,8 @@ def over_seeds(
                         for v, c, lo in zip(values, own["censored"].to_list(), floors, strict=True)
                     ),
                     "censored": censored,
+                    # a seed's N* known to its power-of-two cell only (effective_set.refine false)
+                    "in_cells": own_cells,
                     "base_nll_per_target": base_nll,
                     "ratio": r,
                     "ratio_low": r_low,
@@ -170,7 +176,10 @@ def cell(row: Mapping) -> str:
     """One (rule, L) cell: 'reading: mean [low, high]; paired ratio xr [low, high]', the mean a
     lower bound ('>= ') where a seed is censored."""
     mean = (">= " if row["censored"] else "") + f"{row['n_star_mean']:.3g}"
-    if not math.isnan(row["n_star_low"]):
+    if row.get("in_cells"):
+        # cell tops are no measurements: the seeds' cells, no mean (review 34)
+        mean = f"cells {row['n_star_values']}"
+    elif not math.isnan(row["n_star_low"]):
         mean += f" [{row['n_star_low']:.3g}, {row['n_star_high']:.3g}]"
     if not math.isnan(row["ratio"]):
         mean += (
@@ -210,12 +219,18 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
     def at_least(row: Mapping) -> str:
         return ">= " if row["censored"] else ""
 
+    def needs(row: Mapping, length: int) -> str:
+        if row.get("in_cells"):
+            return f"N* in cells {row['n_star_values']} of L = {length} keys"
+        share = row["n_star_mean"] / length
+        return (
+            f"N* = {at_least(row)}{row['n_star_mean']:.3g} of L = {length} keys "
+            f"(N*/L {at_least(row) or '= '}{share:.2g})"
+        )
+
     parts = [
-        f"{baseline} needs N* = {at_least(first)}{first['n_star_mean']:.3g} of L = {lengths[0]} keys "
-        f"(N*/L {at_least(first) or '= '}{first['n_star_mean'] / lengths[0]:.2g}) and "
-        f"{at_least(last)}{last['n_star_mean']:.3g} of L = {lengths[-1]} (N*/L "
-        f"{at_least(last) or '= '}{last['n_star_mean'] / lengths[-1]:.2g}), geometric means "
-        "over the seeds."
+        f"{baseline} needs {needs(first, lengths[0])} and {needs(last, lengths[-1])}, geometric "
+        "means over the seeds."
     ]
     others = table.filter(pl.col("normalizer") != baseline)
     for reading in (FEWER, MORE):
