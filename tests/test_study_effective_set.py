@@ -210,7 +210,9 @@ def test_markdown_and_answer_read_the_table():
     assert md[0] == "| normalizer | N* at L = 64 | N* at L = 128 |"
     assert md[3].startswith("| sparsemax | fewer keys: 10 [") and "no difference shown" in md[3]
     said = n_star.answer(table, "softmax")
-    assert said.startswith("softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and N* = 40 of L = 128")
+    assert said.startswith(
+        "softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and N* = 40 of L = 128"
+    )
     assert "Fewer keys than softmax at some: sparsemax (L = 64)." in said
     assert "More keys than softmax at no L." in said
     marked = n_star.answer(table, "softmax", {"sparsemax"})
