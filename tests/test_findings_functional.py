@@ -219,3 +219,23 @@ def test_the_n_star_figure_joins_only_found_values_by_its_line():
     figure = effective_set_figure(summary, critical, 0.05)
     (line,) = [ln for ln in figure.axes[0].get_lines() if ln.get_label().startswith("N*/L")]
     assert len(line.get_xdata()) == 2  # L = 256 and 512; 1024 is censored
+
+
+def test_the_rank_correlation_reads_no_cell_tops():
+    """Review 34: with effective_set.refine false the shape sentence read no step, but Spearman's
+    rho still ranked the cells' tops; such lengths are left out of it."""
+    from attnlimits_workflow.assemble.effective_set_report import rank_correlations
+
+    lengths = (128, 256, 512, 1024)
+    summary = n_star_table([8, 16, 16, 32], lengths=lengths)
+    critical = pl.DataFrame(
+        {
+            "length": list(lengths),
+            "expectation": ["closed_form"] * 4,
+            "N_crit_over_length": [0.1, 0.2, 0.3, 0.4],
+            "N_crit_censored": [False] * 4,
+        }
+    )
+    assert rank_correlations(summary, critical)["lengths"].to_list() == [4]
+    cells = summary.with_columns(pl.Series("n_star_floor", [5, 9, 9, 17], dtype=pl.Int64))
+    assert rank_correlations(cells, critical)["lengths"].to_list() == [0]

@@ -41,7 +41,7 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
     frame = critical
     if "masked" in frame.columns and masked in frame["masked"].to_list():
         frame = frame.filter(pl.col("masked") == masked)
-    # a censored length has no N_crit, only its top N tried: N_crit >= top_N, shown as such
+    # a censored length has no N_crit, only its top N tried: N_crit >= top_N + 1, shown as such
     censored = pl.col("censored").cast(pl.Boolean)
     known = pl.col("N_crit").cast(pl.Float64).fill_nan(None)
     value = (
@@ -84,6 +84,9 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             both = part.join(crit, on="length").filter(
                 pl.col("n_star").is_not_null() & ~pl.col("N_crit_censored")
             )
+            if "n_star_floor" in both.columns:
+                # an N* known to its power-of-two cell only ranks nothing (review 34)
+                both = both.filter(pl.col("n_star_floor") >= pl.col("n_star"))
             rho = None
             if both.height >= MIN_LENGTHS_FOR_CORRELATION:
                 x = both["n_star_over_length"].to_numpy()

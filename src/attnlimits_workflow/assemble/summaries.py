@@ -173,7 +173,7 @@ def critical_n_summary(crit: pl.DataFrame) -> pl.DataFrame:
     and censored when no N up to top_N passed), the KS distance D at each fixed fraction of L
     (columns D_at_<f>L), and per (reading, expectation) two slopes through the origin:
     fitted_slope through the lengths where N_crit was found (NaN if none), and
-    slope_lower_bound with each censored length at its top_N (its N_crit is larger, so the slope
+    slope_lower_bound with each censored length at its top_N + 1 (its N_crit is larger, so the slope
     through every length is at least this; equal to fitted_slope when none is censored)."""
     keys = ("L", "masked", "expectation")
     search = crit.filter(pl.col("step") == "search")
