@@ -221,6 +221,22 @@ def test_the_n_star_figure_joins_only_found_values_by_its_line():
     assert len(line.get_xdata()) == 2  # L = 256 and 512; 1024 is censored
 
 
+def test_the_correlation_sentence_says_n_crit_is_its_lists_first_pass():
+    """Review 35: N* cells are left out of the rank correlation, N_crit's are not: N_crit is
+    Algorithm 3's first passing N of its list (the paper's number), the top of its cell; the
+    sentence says which it reads."""
+    correlations = pl.DataFrame(
+        {
+            "variant": ["attention-delete"],
+            "expectation": ["closed_form"],
+            "lengths": [4],
+            "spearman_rho": [0.8],
+        }
+    )
+    said = findings_functional.correlation_sentence(correlations)
+    assert "N_crit read as its list's first passing N (the paper's number, its cell's top)" in said
+
+
 def test_the_rank_correlation_reads_no_cell_tops():
     """Review 34: with effective_set.refine false the shape sentence read no step, but Spearman's
     rho still ranked the cells' tops; such lengths are left out of it."""

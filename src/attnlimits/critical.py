@@ -225,7 +225,7 @@ class CensoredSlope:
     """The N_crit ~ c L slope of lengths some of whose searches ended without a pass.
 
     ``found``: through the lengths whose N_crit was found (NaN if none); ``at_least``: with each
-    censored length at its top N tried. A censored N_crit is larger than its top N and the slope
+    censored length at its top N tried + 1. A censored N_crit is larger than its top N and the slope
     through the origin grows with every N, so the slope through all lengths is >= ``at_least``
     (and unbounded above): the top is a bound, never a measurement. Without censoring the
     three agree."""
@@ -271,8 +271,8 @@ def largest_share(
     top_n: NDArray[np.floating],
 ) -> CensoredSlope:
     """The largest N_crit / L over the lengths, as a :class:`CensoredSlope` (``found``: over the
-    lengths with a pass, NaN if none; ``at_least``: over every length, a censored one at its top
-    N / L; unbounded above where any length is censored). "Fewer than 6 % of the tokens" is a
+    lengths with a pass, NaN if none; ``at_least``: over every length, a censored one at its
+    (top N + 1) / L; unbounded above where any length is censored). "Fewer than 6 % of the tokens" is a
     statement at every L: one slope through the origin, led by the largest L, passes a curve
     whose short lengths need more."""
     lengths, censored, found, bound = _found_and_bound(lengths, n_crit, censored, top_n)

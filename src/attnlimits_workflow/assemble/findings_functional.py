@@ -109,7 +109,9 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> 
         return f"No {variant} N* to set against the critical N."
     return (
         f"Do the geometric and the functional limit move together across L? N*/L ({variant}) "
-        + ("; ".join(parts) + f" ({TREND_CAVEAT}).")
+        + "; ".join(parts)
+        + f" ({TREND_CAVEAT}; N_crit read as its list's first passing N (the paper's number, its "
+        "cell's top), N* where it is known to the integer)."
     )
 
 
