@@ -179,6 +179,8 @@ def limits_table(s: Study) -> tuple[pl.DataFrame, str]:
                 "distance_upper": m["distance_upper"],
                 "critical_n_lengths": m["distance_lengths"],
                 "critical_n_censored": m["distance_censored"],
+                # lengths whose KS test cannot reject at the sample count: left out (review 35)
+                "critical_n_untestable": m.get("distance_untestable", 0),
                 "gradient_bound_violations": over,
                 "perplexity_at_training_context": m["perplexity"],
                 "perplexity_at_longest_context": m["perplexity_longest"],
@@ -430,7 +432,9 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
                 "per-head N_s/N: min / median / max",
                 f"heads with N_s/N <= {p.ns_ratio_threshold[models[0]]:g}",
                 "mean entropy / log L",
-                "coverage: measured / paper / overlap-aware",
+                # the paper's formula with p = N_s / |selected| and H the heads selecting anything
+                # (coverage.head_coverage; the paper's own where no top-N weight is 0, review 35)
+                "coverage: measured / paper's formula (p over selected tokens) / overlap-aware",
             ],
             [heads_row(s, n) for n in names],
         ),
