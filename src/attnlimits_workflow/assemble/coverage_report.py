@@ -67,7 +67,12 @@ def coverage_figure(cov: pl.DataFrame, n_conf: int) -> Figure:
     by_n, by_layer = coverage_by(cov, n_conf)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.4), layout="constrained")
     ax1.plot(by_n["N"], by_n["coverage"], "k-o", ms=3, label="measured coverage")
-    ax1.plot(by_n["N"], by_n["predicted_paper"], "r--", label=r"paper: $1-(1-p)^H$")
+    ax1.plot(
+        by_n["N"],
+        by_n["predicted_paper"],
+        "r--",
+        label=r"paper's $1-(1-p)^H$ (H: heads selecting any token)",
+    )
     ax1.plot(by_n["N"], by_n["predicted_overlap"], "b:", label=r"independence, measured overlap")
     ax1.plot(
         by_n["N"],
