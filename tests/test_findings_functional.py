@@ -237,6 +237,25 @@ def test_the_correlation_sentence_says_n_crit_is_its_lists_first_pass():
     assert "N_crit read as its list's first passing N (the paper's number, its cell's top)" in said
 
 
+def test_the_n_star_figure_draws_cells_as_ranges():
+    """Review 34: with effective_set.refine false the figure joined the cells' tops by its
+    line, as points; a cell is drawn as the range it is, and the line joins exact values."""
+    from attnlimits_workflow.assemble.effective_set_report import effective_set_figure
+
+    summary = n_star_table([61, 116, 215]).with_columns(
+        pl.Series("n_star_floor", [61, 65, 215], dtype=pl.Int64)
+    )
+    critical = pl.DataFrame(
+        {"length": [256], "expectation": ["closed_form"], "N_crit_over_length": [0.5]},
+        schema_overrides={"N_crit_over_length": pl.Float64},
+    ).with_columns(N_crit_censored=pl.lit(False))
+    lines = effective_set_figure(summary, critical, 0.05).axes[0].get_lines()
+    (joined,) = [ln for ln in lines if ln.get_label().startswith("N*/L")]
+    assert list(joined.get_xdata()) == pytest.approx([256, 1024])
+    (cell,) = [ln for ln in lines if ln.get_label().startswith("N* cell")]
+    assert list(cell.get_ydata()) == pytest.approx([65 / 512, 116 / 512])
+
+
 def test_the_rank_correlation_reads_no_cell_tops():
     """Review 34: with effective_set.refine false the shape sentence read no step, but Spearman's
     rho still ranked the cells' tops; such lengths are left out of it."""

@@ -178,8 +178,26 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
             )
             / length
         )
-        # the line joins found values only: a censored one is a lower bound (open marker)
-        (line,) = ax.plot(length[found] * shift, value[found], marker="o", label=f"N*/L, {variant}")
+        # the line joins exact values only: a censored one is a lower bound (open marker), and
+        # one known to its power-of-two cell (effective_set.refine false) is drawn as that range
+        floor = (
+            part["n_star_floor"].fill_null(0).to_numpy().astype(float)
+            if "n_star_floor" in part.columns
+            else np.zeros(len(part))
+        )
+        cell = found & (floor > 0) & (floor < value * length)
+        exact = found & ~cell
+        (line,) = ax.plot(length[exact] * shift, value[exact], marker="o", label=f"N*/L, {variant}")
+        for k, j in enumerate(np.nonzero(cell)[0]):
+            ax.plot(
+                [length[j] * shift] * 2,
+                [floor[j] / length[j], value[j]],
+                color=line.get_color(),
+                lw=4,
+                alpha=0.45,
+                solid_capstyle="butt",
+                label=f"N* cell (refine false), {variant}" if k == 0 else None,
+            )
         low = part["n_star_low"].to_numpy().astype(float) / length
         high = part["n_star_high"].to_numpy().astype(float) / length
         bars = found & np.isfinite(low) & np.isfinite(high)
