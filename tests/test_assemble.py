@@ -275,10 +275,10 @@ def test_table1_claim_ids_follow_each_reading_without_shared_state():
     assert card.rows == []  # texts() adds nothing and sets nothing
 
 
-def test_table1_bound_rows_by_hand():
-    card = table1.Scorecard({})
-    base = {
-        "tolerance": "rtol 1e-09",
+def bound_row_base(tolerance: str) -> dict:
+    """The columns of a violation-table row that the bound tests do not vary."""
+    return {
+        "tolerance": tolerance,
         "unit": "samples",
         "not_testable": 0,
         "not_applicable": 0,
@@ -289,6 +289,11 @@ def test_table1_bound_rows_by_hand():
         "vacuous_reason": "cannot fail",
         "by_n": "",
     }
+
+
+def test_table1_bound_rows_by_hand():
+    card = table1.Scorecard({})
+    base = bound_row_base("rtol 1e-09")
     violations = pl.DataFrame(
         [
             {**base, "bound": "A", "checked": 10, "violations": 2, "vacuous": 0},
@@ -369,17 +374,7 @@ def test_a_bound_check_names_a_small_testable_share_and_mixed_untestable_samples
     """Review 30: 0 checked with vacuous and not testable samples both was called vacuous (no
     data could fail it), though the not testable ones could fail with a finer tolerance; and a
     bound reproduced on 144 of 10,144 samples said so only in its counts."""
-    base = {
-        "unit": "samples",
-        "tolerance": "rtol 1e-05",
-        "not_applicable": 0,
-        "violated_rows": None,
-        "note": "",
-        "mask_only_rows": None,
-        "median_log10_slack": 0.5,
-        "vacuous_reason": "cannot fail",
-        "by_n": "",
-    }
+    base = bound_row_base("rtol 1e-05")
     violations = pl.DataFrame(
         [
             {**base, "bound": "mixed", "checked": 0, "violations": 0, "vacuous": 3}

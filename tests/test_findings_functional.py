@@ -42,6 +42,26 @@ def n_star_table(n_stars, variant="attention-delete", lengths=(256, 512, 1024), 
     )
 
 
+def one_length_correlations() -> pl.DataFrame:
+    """A correlation table with one shared length: rho not defined."""
+    return pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
+    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+
+
+def critical_table(n_crit, **columns) -> pl.DataFrame:
+    """A two-length critical-N table (L = 128, 256) under the closed form, non_selected."""
+    return pl.DataFrame(
+        {
+            "L": [128, 256],
+            "masked": ["non_selected"] * 2,
+            "expectation": ["closed_form"] * 2,
+            "N_crit": n_crit,
+            **columns,
+        }
+    )
+
+
 def test_the_shape_counts_the_steps_where_n_star_grows_and_its_share_falls():
     said = findings_functional.shape_sentence(n_star_table([61, 116, 215]))
     assert "N* (attention-delete) grows at every step (61 -> 116 -> 215)" in said
@@ -135,25 +155,14 @@ def test_a_censored_critical_n_prints_as_its_lower_bound():
         effective_set_table,
     )
 
-    critical = pl.DataFrame(
-        {
-            "L": [128, 256],
-            "masked": ["non_selected"] * 2,
-            "expectation": ["closed_form"] * 2,
-            "N_crit": [16.0, float("nan")],
-            "censored": [False, True],
-            "top_N": [16, 255],
-        }
-    )
+    critical = critical_table([16.0, float("nan")], censored=[False, True], top_N=[16, 255])
     by_length = critical_by_length(critical, "non_selected")
     assert by_length["N_crit_over_length"].to_list() == [0.125, 1.0]  # N_crit > 255
     summary = n_star_table([61, 116], lengths=(128, 256)).drop(
         "N_crit_over_L_monte_carlo", "N_crit_censored_monte_carlo"
     )
     table = effective_set_table(summary, by_length)
-    correlations = pl.DataFrame(
-        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
-    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    correlations = one_length_correlations()
     block = findings_functional.entry_block("smol", table, correlations, 0.05)
     assert ">= n/a" not in block and ">= 1" in block
     effective_set_figure(table, by_length, 0.05)
@@ -163,9 +172,7 @@ def test_an_unrefined_n_star_prints_its_cell():
     table = n_star_table([61, 116, 215]).with_columns(
         pl.Series("n_star_floor", [61, 65, 215], dtype=pl.Int64)
     )
-    correlations = pl.DataFrame(
-        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
-    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    correlations = one_length_correlations()
     block = findings_functional.entry_block("smol", table, correlations, 0.05)
     assert "| 65-116 (grid cell) [115, 118] | 0.127-0.227 | 0.049 (at 116) |" in block
     assert "| 61 [60, 63] | 0.238 | 0.049 |" in block
@@ -182,16 +189,8 @@ def test_the_critical_n_beside_n_star_prints_its_grid_cell():
         effective_set_table,
     )
 
-    critical = pl.DataFrame(
-        {
-            "L": [128, 256],
-            "masked": ["non_selected"] * 2,
-            "expectation": ["closed_form"] * 2,
-            "N_crit": [16.0, 64.0],
-            "N_crit_low": [13, 64],
-            "censored": [False, False],
-            "top_N": [16, 64],
-        }
+    critical = critical_table(
+        [16.0, 64.0], N_crit_low=[13, 64], censored=[False, False], top_N=[16, 64]
     )
     by_length = critical_by_length(critical, "non_selected")
     assert by_length["N_crit_cell_low"].to_list() == [12 / 128, None]
@@ -199,9 +198,7 @@ def test_the_critical_n_beside_n_star_prints_its_grid_cell():
         "N_crit_over_L_monte_carlo", "N_crit_censored_monte_carlo"
     )
     table = effective_set_table(summary, by_length)
-    correlations = pl.DataFrame(
-        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [1]},
-    ).with_columns(spearman_rho=pl.lit(None, pl.Float64))
+    correlations = one_length_correlations()
     block = findings_functional.entry_block("smol", table, correlations, 0.05)
     assert "| (0.0938, 0.125] |" in block and "| 0.25 |" in block
 
