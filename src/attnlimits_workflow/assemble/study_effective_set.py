@@ -77,19 +77,9 @@ def over_seeds(
                     f"{baseline} {base['seed'].to_list()}; the ratio pairs them seed by seed"
                 )
             censored = bool(own["censored"].any())
-
-            def cell_floors(part: pl.DataFrame) -> list:
-                # each seed's least N* (effective_set.summarise), null for a censored one
-                if "n_star_floor" not in part.columns:
-                    return [None] * part.height
-                return part["n_star_floor"].to_list()
-
             floors = cell_floors(own)
-            in_cells = any(
-                lo is not None and n is not None and lo < n
-                for part in (own, base)
-                for lo, n in zip(cell_floors(part), part["n_star"].to_list(), strict=True)
-            )
+            own_cells = known_as_cells(own)
+            in_cells = own_cells or known_as_cells(base)
             base_nll = float(own["base_nll_per_target"].mean())
             # a censored seed's N* is known from below: its lower bound stands in the mean
             values = [
@@ -97,10 +87,6 @@ def over_seeds(
                 for n, c, lb in own.select("n_star", "censored", "lower_bound").iter_rows()
             ]
             mean, low, high = log_t_interval(values, level)
-            own_cells = any(
-                lo is not None and n is not None and lo < n
-                for lo, n in zip(floors, own["n_star"].to_list(), strict=True)
-            )
             if censored or own_cells:
                 # lower bounds or cell tops are no measurements: no t-interval (reviews 30, 34)
                 low = high = math.nan
@@ -155,6 +141,22 @@ def over_seeds(
     order = {n: i for i, n in enumerate(names)}
     return pl.DataFrame(rows).sort(
         pl.col("normalizer").replace_strict(order, return_dtype=pl.Int64), "length"
+    )
+
+
+def cell_floors(part: pl.DataFrame) -> list:
+    """Each seed's least N* (effective_set.summarise's n_star_floor), None for a censored seed
+    or a table written before the column existed."""
+    if "n_star_floor" not in part.columns:
+        return [None] * part.height
+    return part["n_star_floor"].to_list()
+
+
+def known_as_cells(part: pl.DataFrame) -> bool:
+    """Whether any seed's N* is known to its power-of-two cell only (its floor below its N*)."""
+    return any(
+        lo is not None and n is not None and lo < n
+        for lo, n in zip(cell_floors(part), part["n_star"].to_list(), strict=True)
     )
 
 
