@@ -7,10 +7,12 @@ import dataclasses
 import itertools
 import logging
 import math
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
 from attnlimits import distance as dist
 from attnlimits import reference
@@ -39,6 +41,7 @@ ALL_ROWS = {
     "critical_n_fractions": [0.5, 0.99],
     "critical_n_band_edges": [],
 }
+FRACTIONS, EDGES = ALL_ROWS["critical_n_fractions"], ALL_ROWS["critical_n_band_edges"]
 # x of the distance cases: three 1-d tokens 2, 1, -1
 X_LINE = [[2.0], [1.0], [-1.0]]
 # x of the separability cases: three unit vectors, delta = sqrt 2
@@ -502,6 +505,8 @@ def test_heads_report_and_coverage():
         mc_draws=2,
         seed=0,
         zero_weight="not_selected",
+        critical_n_fractions=FRACTIONS,
+        critical_n_band_edges=EDGES,
     )
     coverage, stats = heads.coverage(pack, settings)
     at_one = coverage.filter(pl.col("N") == 1)
@@ -522,22 +527,31 @@ def test_heads_report_and_coverage():
 def test_a_per_head_search_with_no_pass_is_censored_not_missing(monkeypatch):
     """Review 30: a head still separable at N = L - 1 (the most separable kind) and a head
     with too few chunks both had N_crit null; the column tells them apart."""
-    from attnlimits.critical import CriticalN
+    from attnlimits.critical_search import CriticalSearch
 
     pack = make_pack(np.full((12, 4), 0.25), np.eye(4), chunk=np.arange(12) // 2, head=[0, 1] * 6)
     settings = heads.Settings(
-        n=1, n_grid=[1], radius=1.0, ks_alpha=0.05, mc_draws=2, seed=0, zero_weight="not_selected"
+        n=1,
+        n_grid=[1],
+        radius=1.0,
+        ks_alpha=0.05,
+        mc_draws=2,
+        seed=0,
+        zero_weight="not_selected",
+        critical_n_fractions=FRACTIONS,
+        critical_n_band_edges=EDGES,
     )
     _, stats = heads.coverage(pack, settings)
     monkeypatch.setattr(
         heads,
         "critical_n_against_expectation",
-        lambda *a, **k: CriticalN(n_crit=None, evaluations=[(1, 0.001), (3, 0.002)]),
+        lambda *a, **k: CriticalSearch(-1, [(1, 0.001), (3, 0.002)]),
     )
     report = heads.per_head(pack, settings, stats)
     assert report["chunks"].to_list() == [6, 6]
     assert report["N_crit"].to_list() == [None, None]
     assert report["N_crit_censored"].to_list() == [True, True]
+    assert report["N_crit_low"].to_list() == [None, None]
 
 
 def normalizer_settings(entry: dict) -> normalizer.Settings:
@@ -552,6 +566,8 @@ def normalizer_settings(entry: dict) -> normalizer.Settings:
         n_grid=[1],
         radius=1.0,
         seed=0,
+        critical_n_fractions=FRACTIONS,
+        critical_n_band_edges=EDGES,
     )
 
 
@@ -584,6 +600,87 @@ def test_the_normalizer_jobs_critical_n_is_not_testable_where_ks_cannot_reject()
     row = crit.row(0, named=True)
     assert row["ks_samples"] == 3 and row["ks_min_pvalue"] == pytest.approx(0.1)
     assert row["ks_testable"] is False and row["N_crit"] is None and row["evaluations"] == 0
+
+
+class _CurveDistances:
+    """Stands in for BlockedDistances: d~ and E equal (the KS test passes) exactly at the N of
+    ``passes``, E shifted far away (it rejects) elsewhere; records the N asked."""
+
+    def __init__(self, passes):
+        self.passes, self.asked = passes, []
+
+    def __call__(self, prepared, n_samples):
+        self.values = np.arange(float(n_samples))
+        return self
+
+    def distance(self, n):
+        self.asked.append(n)
+        return self.values
+
+    def monte_carlo(self, n, draws, rng):
+        return self.values if self.passes(n) else self.values + 1e3
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "passes, first",
+    [
+        # passes at 2-3 and from 90 on: bisection over [1, L - 1] found 90 (review 36)
+        (lambda n: 2 <= n <= 3 or n >= 90, 3),
+        # a window of passes and a rejection at L - 1: bisection stopped at "censored"
+        (lambda n: 2 <= n <= 40, 3),
+        # never passes: censored, every N of the list tried, up to L - 1
+        (lambda n: False, None),
+    ],
+)
+def test_the_normalizer_and_head_critical_n_walks_the_list(monkeypatch, passes, first):
+    """The critical N of the normalizer jobs (Table 2, the study) and of the per-head report is
+    Algorithm 3's first pass of Table 1's N list, walked in order, not a bisection that assumes
+    the outcome monotone in N: the paper's list, its first pass, known to its cell."""
+    from attnlimits import critical_search
+
+    fractions = yaml.safe_load(Path("config/config.yaml").read_text())["analysis"]["all_rows"][
+        "critical_n_fractions"
+    ]
+    grid = critical_search.critical_n_list(128, fractions, [0.03, 0.06, 0.12])
+    curve = _CurveDistances(passes)
+    monkeypatch.setattr(critical_search, "BlockedDistances", curve)
+    got = critical_search.critical_n_against_expectation(
+        [], 40, grid, 0.01, 2, lambda n: np.random.default_rng(n)
+    )
+    want = next((n for n in grid if passes(n)), None)
+    assert want == first
+    assert (None if got.censored else got.critical_n) == first
+    # the walk stops at its first pass and asks nothing beyond it
+    assert curve.asked == grid[: grid.index(first) + 1] if first else curve.asked == grid
+    assert got.top_n == (first or 127)
+    if first:
+        # the cell (1, 3]: N = 1 failed before the pass at 3 (round(0.02 x 128) = 3)
+        assert critical_search.cell_floor(got.critical_n, [n for n, _ in got.tried]) == 2
+
+
+@pytest.mark.unit
+def test_the_normalizer_job_reads_its_n_list_and_reports_the_cell(monkeypatch):
+    """The job walks analysis.all_rows' list at its L and writes the first pass with its cell
+    (N_crit_low) and the largest N tried."""
+    from attnlimits_workflow.analyses import normalizer as job
+
+    curve = _CurveDistances(lambda n: n >= 12)
+    monkeypatch.setattr("attnlimits.critical_search.BlockedDistances", curve)
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(16), size=40)
+    pack = make_pack(weights, rng.normal(size=(16, 3)), logits=np.log(weights))
+    settings = dataclasses.replace(
+        normalizer_settings({"kind": "softmax", "temperature": 1.0}),
+        max_samples=40,
+        separability_length=16,
+        critical_n_fractions=[0.25, 0.5, 0.7, 0.9],
+        critical_n_band_edges=[0.06],
+    )
+    row = job.analyse([pack], "rule", settings, learned={}).critical_n.row(0, named=True)
+    # the list at L = 16: 0 and 1 (0.06 x 16 = 0.96, 0 dropped), 4, 8, 11, 14, 15
+    assert curve.asked == [1, 4, 8, 11, 14]
+    assert (row["N_crit"], row["N_crit_low"], row["top_N"], row["evaluations"]) == (14, 12, 14, 5)
 
 
 @pytest.mark.unit

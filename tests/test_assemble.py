@@ -158,6 +158,18 @@ def test_normalizer_summary_by_hand():
         samples, critical.drop("ks_testable"), sep, {"soft": "softmax", "sparse": "sparsemax"}
     )["by_length"]
     assert old["N_crit_censored"].to_list() == [False, True, True]
+    # ... nor N_crit_low: N_crit came from a bisection to adjacent integers, a point
+    assert b["N_crit_below_over_L"].to_list() == [0.25, None, None]
+    # review 36: a walk's first pass at 2 after N = 1 failed holds 2 alone: a point; one at 2
+    # after nothing was tried below it, the cell [1, 2]
+    for low, below in ((2, 0.25), (1, 0.0)):
+        walked = normalizer_summary.summarise_normalizers(
+            samples,
+            critical.with_columns(N_crit_low=pl.Series([low, None, None])),
+            sep,
+            {"soft": "softmax", "sparse": "sparsemax"},
+        )["by_length"]
+        assert walked["N_crit_below_over_L"].to_list() == [below, None, None]
     assert b["kind"].to_list() == ["softmax", "softmax", "sparsemax"]
     assert out["separability"]["ratio_mean"].to_list() == pytest.approx([0.75])
 
@@ -558,11 +570,21 @@ def test_table2_by_hand():
     assert t["max_weight_change"].to_list() == pytest.approx([0.1, 0.5])
     assert t["ns_ratio"].to_list() == [0.75, 0.5] and t["ns_zero_weight"].to_list() == [0, 2]
     # review 28: a censored search is never "n/a"; review 31: no N < L passed, so N_crit = L
-    assert t["N_crit_over_L"].to_list() == ["0.125", ">= 1 (censored: no N < L passed)"]
+    censored = ">= 1 (censored: no N of the list passed)"
+    assert t["N_crit_over_L"].to_list() == ["0.125", censored]
     run = {"model": "m", "weights": "w", "corpus": "c"}
-    assert "'>= 1 (censored: no N < L passed)' where no N up to L - 1 passed" in (
+    assert f"'{censored}' where no N of the list up to L - 1 passed" in (
         table2.table2_header(run, by_length, sep, 4)
     )
+    # review 36: a first pass of the list is printed as its cell (the N before it, N_crit]
+    cells = table2.table2(
+        by_length.with_columns(N_crit_below_over_L=pl.Series([None, None, 0.125, 3 / 32])),
+        sep,
+        4,
+        ["a", "b"],
+    )
+    assert cells["N_crit_over_L"].to_list() == ["(0.0938, 0.125]", censored]
+    assert "walked in order, printed as its cell" in table2.table2_header(run, by_length, sep, 4)
     assert "max_weight_change = median max weight at L = 32 over that at L = 8" in (
         table2.table2_header(run, by_length, sep, 4)
     )

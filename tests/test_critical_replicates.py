@@ -12,11 +12,8 @@ from scipy.stats import ks_2samp
 from attnlimits.bootstrap import resample_indices
 from attnlimits.critical import (
     CensoredSlope,
-    bisected_n_resampled,
-    critical_n_search,
     first_passing_n_resampled,
     ks_steps_rows,
-    resample_grid,
     resampled_critical_n,
 )
 from attnlimits_workflow.analyses import critical_cells
@@ -57,11 +54,8 @@ def test_rerun_search_matches_a_brute_force_scan(seed):
         calls[n] = calls.get(n, 0) + 1
         return values[n]
 
-    def search(ks_at):
-        result = critical_n_search(ks_at, max_n, ALPHA)
-        return result.n_crit, result.top_n
-
     draws = resample_indices([units], 30, np.random.default_rng(seed))[0]
+    search = _first_pass(list(range(1, max_n + 1)), ALPHA)
     got = resampled_critical_n(values_at, search, draws)
     want = _brute_force(values, draws, max_n)
     assert [n for n, _ in got] == want
@@ -76,10 +70,7 @@ def test_censored_resamples_report_no_pass():
     e = np.arange(units, dtype=float)
     values = {n: (e + 100.0, e) for n in range(1, max_n + 1)}
 
-    def search(ks_at):
-        result = critical_n_search(ks_at, max_n, ALPHA)
-        return result.n_crit, result.top_n
-
+    search = _first_pass(list(range(1, max_n + 1)), ALPHA)
     draws = resample_indices([units], 5, np.random.default_rng(0))[0]
     assert resampled_critical_n(values.__getitem__, search, draws) == [(None, max_n)] * 5
 
@@ -195,75 +186,6 @@ def test_vectorised_search_equals_the_loop_at_the_edges(seed, units, shift, hole
         # separated at every N but the last: nothing passes before L - 1 (3 units cannot
         # reject at 5 %: their smallest p-value is 2 / C(6, 3) = 0.1)
         assert all(n in (None, length - 1) for n, _ in fast)
-
-
-def _bisect(grid, alpha):
-    """A resample's search as a plain loop: bisection over grid indices from [0, last]."""
-
-    def search(ks_at):
-        if ks_at(grid[0]).pvalue >= alpha:
-            return grid[0], grid[0]
-        if len(grid) == 1 or ks_at(grid[-1]).pvalue < alpha:
-            return None, grid[-1]
-        lo, hi = 0, len(grid) - 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ks_at(grid[mid]).pvalue >= alpha:
-                hi = mid
-            else:
-                lo = mid
-        return grid[hi], grid[hi]
-
-    return search
-
-
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    units=st.integers(2, 60),
-    length=st.sampled_from([2, 3, 40, 300, 5000]),
-    monotone=st.booleans(),
-)
-@settings(max_examples=40, deadline=None)
-def test_bisected_resamples_equal_a_bisection_per_resample(seed, units, length, monotone):
-    """bisected_n_resampled (every resample at once, shared midpoints) against the loop, resample
-    by resample, on any data (non-monotone p-values included: both walk the same brackets); on
-    monotone data also against a scan of the grid for the first pass."""
-    rng = np.random.default_rng(seed)
-    grid = resample_grid(length - 1)
-    base = rng.normal(size=units)
-    values = {
-        n: (
-            base + (8.0 / n if monotone else rng.normal()),
-            base + (0 if monotone else rng.normal()),
-        )
-        for n in grid
-    }
-    draws = resample_indices([units], 40, rng)[0]
-    asked = []
-
-    def at(n):
-        asked.append(n)
-        return values[n]
-
-    fast = bisected_n_resampled(at, grid, ALPHA, draws)
-    assert fast == resampled_critical_n(values.__getitem__, _bisect(grid, ALPHA), draws)
-    assert set(asked) <= set(grid)
-    if monotone:
-        scan = resampled_critical_n(values.__getitem__, _first_pass(grid, ALPHA), draws)
-        assert [n for n, _ in fast] == [n for n, _ in scan]
-
-
-def test_resample_grid_by_hand():
-    assert resample_grid(1) == [1]
-    assert resample_grid(5) == [1, 2, 3, 4, 5]
-    grid = resample_grid(8191)
-    assert grid[:100] == list(range(1, 101)) and grid[-1] == 8191
-    ratios = np.array(grid[101:]) / np.array(grid[100:-1])
-    # beyond 100 each point is at most 1 % (and the ceiling's one integer) past the last
-    assert (ratios > 1).all() and (np.diff(grid[100:]) <= np.array(grid[100:-1]) * 0.01 + 1).all()
-    assert len(grid) < 1000  # about 100 + ln(81.91) / ln(1.01) = 543
-    with pytest.raises(ValueError, match="max_n"):
-        resample_grid(0)
 
 
 def test_largest_share_by_hand():

@@ -505,8 +505,9 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
     assert got["L"].to_list() == [50, 100]
     assert got["N_max"].to_list() == [6, 90]
     assert got["censored"].to_list() == [False, True]
-    # review 31: censored after N = 90, N_crit is at least 91
-    assert got["share_low"].to_list() == pytest.approx([6 / 50, 91 / 100])
+    # review 31: censored after N = 90, N_crit is at least 91; review 36: a first pass at 6
+    # after N = 1 failed is known to its cell (1, 6], a share in [2/50, 6/50]
+    assert got["share_low"].to_list() == pytest.approx([2 / 50, 91 / 100])
     assert got["share_high"].to_list() == pytest.approx([6 / 50, 1.0])
     # the normalizer job's layout: one row per L, searched up to L - 1
     plain = study.censored_critical_n(
@@ -516,6 +517,24 @@ def test_critical_n_bound_is_the_largest_n_tried_where_the_table_has_it():
     assert plain["N_max"].to_list() == [31] and plain["share_low"][0] == 1.0
     with pytest.raises(ValueError, match="several N_crit"):
         study.censored_critical_n(pl.DataFrame({"L": [8, 8], "N": [1, 7], "N_crit": [1, 3]}))
+
+
+@pytest.mark.unit
+def test_the_normalizer_jobs_critical_n_is_read_as_its_cell():
+    """Review 36: the normalizer job walks Algorithm 3's list and writes the first pass's cell
+    (N_crit_low, N_crit] and the largest N tried; the share is that cell over L, and a censored
+    length's bound its top N + 1. A table without the columns (written by a bisection to
+    adjacent integers) reads N_crit as exact."""
+    critical = pl.DataFrame(
+        {"L": [64, 128], "N_crit": [8, None], "N_crit_low": [5, None], "top_N": [8, 127]},
+        schema_overrides={"N_crit": pl.Int64, "N_crit_low": pl.Int64, "top_N": pl.Int64},
+    )
+    got = study.censored_critical_n(critical)
+    assert got["N_max"].to_list() == [8, 127]
+    assert got["share_low"].to_list() == pytest.approx([5 / 64, 1.0])
+    assert got["share_high"].to_list() == pytest.approx([8 / 64, 1.0])
+    old = study.censored_critical_n(critical.drop("N_crit_low", "top_N"))
+    assert old["share_low"].to_list() == pytest.approx([8 / 64, 1.0])
 
 
 @pytest.mark.unit

@@ -118,6 +118,8 @@ def test_the_normalizer_job_records_each_rows_first_weight():
         n_grid=[1],
         radius=1.0,
         seed=0,
+        critical_n_fractions=[0.5],
+        critical_n_band_edges=[],
     )
     samples = normalizer.analyse([pack], "softmax", settings, learned={}).samples
     assert sorted(samples["first_weight"].to_list()) == pytest.approx([0.25, 0.6])

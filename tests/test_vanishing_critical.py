@@ -1,4 +1,4 @@
-"""Corollary 1 (vanishing attention) and the critical-N search."""
+"""Corollary 1 (vanishing attention) and the critical-N search's KS test."""
 
 import math
 
@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 from attnlimits import distance as dist
 from attnlimits.critical import (
     BlockedDistances,
-    KSResult,
-    critical_n_search,
     fit_through_origin,
     ks_critical_statistic,
     ks_pvalue,
@@ -60,95 +58,6 @@ def test_corollary1_holds_for_cauchy_schwarz_logits(rng):
     assert np.all(res.min_scaled >= res.lower_bound * (1 - 1e-12))
     assert np.all(res.max_scaled <= res.upper_bound * (1 + 1e-12))
     assert np.all(res.logit_span <= corollary1_delta(q, k, 0.5) + 1e-12)
-
-
-def _step(n0):
-    """A KS outcome that flips from 'distinguishable' to 'not' at n0, with a statistic that
-    gives the interpolation no help (constant on each side)."""
-    return lambda n: KSResult(0.01, 0.5, 100, 100) if n >= n0 else KSResult(0.9, 0.0, 100, 100)
-
-
-def _smooth(n0, max_n, rng_seed):
-    """A KS outcome from a smooth, noisy statistic crossing the critical D near n0, as D(N) does
-    on real data; the verdict is the p-value of that D (monotone in D), so the true step is
-    where the noisy D first drops below the critical value."""
-    from scipy import stats
-
-    noise = np.random.default_rng(rng_seed).normal(scale=0.004, size=max_n + 1)
-    d_star = ks_critical_statistic(500, 500, 0.01)
-
-    def at(n):
-        d = max(0.0, d_star * (1 + 2.0 * (n0 - n) / max_n) + noise[n])
-        return KSResult(d, float(stats.kstwo.sf(d, 250)), 500, 500)
-
-    return at
-
-
-@pytest.mark.unit
-@given(st.integers(2, 3000), st.data())
-def test_search_finds_a_step_within_its_stated_cost(max_n, data):
-    n0 = data.draw(st.integers(1, max_n + 1))  # n0 = max_n + 1: never indistinguishable
-    calls = []
-    outcome = _step(n0)
-
-    def ks_at(n):
-        calls.append(n)
-        return outcome(n)
-
-    res = critical_n_search(ks_at, max_n, 0.01)
-    assert res.n_crit == (n0 if n0 <= max_n else None)
-    assert len(calls) == len(set(calls)) <= 4 + 2 * math.ceil(math.log2(max_n))
-
-
-@pytest.mark.unit
-@given(st.integers(8, 3000), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
-def test_search_on_a_smooth_statistic_is_exact_and_cheap(max_n, where, seed):
-    n0 = 1 + int(where * (max_n - 2))
-    outcome = _smooth(n0, max_n, seed)
-    calls = []
-
-    def ks_at(n):
-        calls.append(n)
-        return outcome(n)
-
-    res = critical_n_search(ks_at, max_n, 0.01)
-    # The reference: a plain scan for the first indistinguishable N, when the verdict is
-    # monotone; otherwise the search must still return an N whose left neighbour rejects.
-    verdicts = [outcome(n).pvalue >= 0.01 for n in range(1, max_n + 1)]
-    first = verdicts.index(True) + 1 if any(verdicts) else None
-    if first is not None and all(verdicts[first - 1 :]):
-        assert res.n_crit == first
-    elif res.n_crit is None:
-        assert not verdicts[-1]  # censored: still distinguishable at max_n
-    else:
-        assert verdicts[res.n_crit - 1] and (res.n_crit == 1 or not verdicts[res.n_crit - 2])
-    assert len(calls) == len(set(calls)) <= 4 + 2 * math.ceil(math.log2(max_n))
-
-
-@pytest.mark.unit
-def test_search_on_a_smooth_statistic_needs_few_evaluations():
-    # L = 1024 with the crossing where GPT-2 (random) puts it (982) and where trained models
-    # do (~0.06 L): on average well under the ~20 of doubling + bisection.
-    for n0 in (982, 60):
-        counts = [
-            len(critical_n_search(_smooth(n0, 1023, s), 1023, 0.01).evaluations) for s in range(20)
-        ]
-        assert np.mean(counts) <= 10, counts
-
-
-@pytest.mark.unit
-def test_search_records_every_evaluation():
-    res = critical_n_search(_step(5), 100, 0.01)
-    assert [n for n, _ in res.evaluations][:2] == [1, 100]
-    assert res.n_crit == 5
-    assert all(p in (0.0, 0.5) for _, p in res.evaluations)
-
-
-@pytest.mark.unit
-def test_search_settles_the_ends_in_two_evaluations():
-    assert [n for n, _ in critical_n_search(_step(1), 50, 0.01).evaluations] == [1]
-    censored = critical_n_search(_step(51), 50, 0.01)
-    assert censored.n_crit is None and [n for n, _ in censored.evaluations] == [1, 50]
 
 
 @pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -124,90 +124,6 @@ def ks_subsample(size: int, count: int | None, rng: np.random.Generator) -> NDAr
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     return np.sort(rng.choice(size, size=count, replace=False))
-
-
-@dataclass
-class CriticalN:
-    """Result of :func:`critical_n_search`."""
-
-    n_crit: int | None  # None: still distinguishable at N = max_n (censored)
-    evaluations: list[tuple[int, float]] = field(default_factory=list)  # (N, p-value) in order
-
-    @property
-    def censored(self) -> bool:
-        """No N up to the top passed: N_crit is larger than :attr:`top_n`."""
-        return self.n_crit is None
-
-    @property
-    def top_n(self) -> int | None:
-        """The largest N evaluated (max_n once N = 1 has not passed)."""
-        return max((n for n, _ in self.evaluations), default=None)
-
-
-def critical_n_search(ks_at: Callable[[int], KSResult], max_n: int, ks_alpha: float) -> CriticalN:
-    """Smallest N in [1, max_n] whose KS p-value is >= ks_alpha, assuming the verdict, once
-    "indistinguishable", stays so for larger N (every evaluated point is returned, so that a
-    non-monotone p-value curve is visible in the output).
-
-    Search: N = 1 and N = max_n first (either settles it: N_crit = 1, or censored), then a
-    safeguarded regula falsi on the KS statistic D(N) inside the bracket [lo, hi] (lo
-    distinguishable, hi not): the next N is where the straight line between (lo, D(lo)) and
-    (hi, D(hi)) crosses the critical D, with the Illinois modification against one end
-    sticking. The safeguard is a budget: before step s the bracket may be at most
-    (max_n - 1) / 2**(s // 2) wide, and a wider one is bisected instead, so the search is never
-    more than about twice as long as plain bisection. D(N) is smooth in N on real data, so
-    this typically needs 6-10 evaluations at L = 1024, where doubling + bisection needs ~20.
-    Cost bound: at most 4 + 2 * ceil(log2(max_n)) evaluations of ``ks_at`` (each computes the
-    two distance distributions at that N).
-    """
-    if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
-    result = CriticalN(n_crit=None)
-    cache: dict[int, KSResult] = {}
-
-    def evaluate(n: int) -> KSResult:
-        if n not in cache:
-            cache[n] = ks_at(n)
-            result.evaluations.append((n, cache[n].pvalue))
-        return cache[n]
-
-    def same(res: KSResult) -> bool:
-        return res.pvalue >= ks_alpha
-
-    first = evaluate(1)
-    if same(first):
-        result.n_crit = 1
-        return result
-    last = evaluate(max_n)
-    if not same(last):
-        return result
-    d_target = ks_critical_statistic(first.n_a, first.n_b, ks_alpha)
-    lo, hi = 1, max_n  # invariant: lo distinguishable, hi not
-    f_lo, f_hi = first.statistic - d_target, last.statistic - d_target
-    kept = 0  # +k: lo kept k times in a row, -k: hi kept k times (for the Illinois halving)
-    step = 0
-    while hi - lo > 1:
-        over_budget = (hi - lo) * 2 ** (step // 2) > max_n - 1
-        if over_budget or not f_lo > 0 >= f_hi:
-            mid = (lo + hi) // 2
-        else:
-            mid = lo + int(round((hi - lo) * f_lo / (f_lo - f_hi)))
-            mid = min(max(mid, lo + 1), hi - 1)
-        res = evaluate(mid)
-        f_mid = res.statistic - d_target
-        if same(res):
-            hi, f_hi = mid, f_mid
-            kept = min(kept, 0) - 1
-            if kept <= -2:
-                f_lo /= 2  # lo has stuck: pull the next interpolation point towards it
-        else:
-            lo, f_lo = mid, f_mid
-            kept = max(kept, 0) + 1
-            if kept >= 2:
-                f_hi /= 2
-        step += 1
-    result.n_crit = hi
-    return result
 
 
 def fit_through_origin(x: NDArray[np.floating], y: NDArray[np.floating]) -> float:
@@ -390,27 +306,6 @@ class BlockedDistances:
         )
 
 
-def critical_n_against_expectation(
-    prepared: list[tuple[slice, Any]],
-    n_samples: int,
-    max_n: int,
-    ks_alpha: float,
-    draws: int,
-    rng_for_n: Callable[[int], np.random.Generator],
-) -> CriticalN:
-    """Critical N of d~ against the Monte-Carlo expectation E over random top-N sets.
-
-    ``prepared`` as for :class:`BlockedDistances`; ``rng_for_n(n)`` gives the generator of the
-    draws at N, so a value does not depend on the order in which the search visits N.
-    """
-    samples = BlockedDistances(prepared, n_samples)
-    return critical_n_search(
-        lambda n: ks_test(samples.distance(n), samples.monte_carlo(n, draws, rng_for_n(n))),
-        max_n,
-        ks_alpha,
-    )
-
-
 def resampled_critical_n(
     values_at: Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]],
     search: Callable[[Callable[[int], KSResult]], tuple[int | None, int | None]],
@@ -420,8 +315,8 @@ def resampled_critical_n(
 
     ``values_at(N)``: the two samples of the KS test at N, one value per unit (d~ and E, the
     same units on both sides), memoised by the caller so each N is computed once whatever
-    resample asks for it; ``search(ks_at)``: the search (Algorithm 3's list or
-    :func:`critical_n_search`) returning (first passing N or None when censored, top N tried);
+    resample asks for it; ``search(ks_at)``: the search (Algorithm 3's walk of its list)
+    returning (first passing N or None when censored, top N tried);
     ``draws``: (resamples, units) indices drawn with replacement. Each resample tests the drawn
     units' values on both sides, a unit drawn k times counting k times."""
     out = []
@@ -484,74 +379,3 @@ def first_passing_n_resampled(
             out[r] = (n, n)
         pending = pending[~passed]
     return out
-
-
-# The resolution of a last-row resample's search: bisection over N spaced this far apart in
-# ratio (every integer up to 1 / step). Each N costs a pass over every row at that N, and
-# resamples whose searches share a bracket ask for the same midpoint, so the distinct N grow
-# with the spread of the resamples' first passing N over the grid, not over the integers.
-RESAMPLE_N_STEP = 0.01
-
-
-def resample_grid(max_n: int, step: float = RESAMPLE_N_STEP) -> list[int]:
-    """1, 2, ..., up to 1 / step, then N growing by a factor (1 + step) per point, and max_n:
-    the N a resample's bisection may visit (:func:`bisected_n_resampled`)."""
-    if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
-    grid = {max_n}
-    n = 1.0
-    while n < max_n:
-        grid.add(int(math.ceil(n)))
-        n = max(n + 1.0, n * (1.0 + step))
-    return sorted(g for g in grid if g <= max_n)
-
-
-def bisected_n_resampled(
-    values_at: Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]],
-    grid: Sequence[int],
-    alpha: float,
-    draws: NDArray[np.integer],
-) -> list[tuple[int | None, int | None]]:
-    """Per resample of ``draws``: the first N of ``grid`` whose KS p-value is >= ``alpha``,
-    found by bisection over the grid under :func:`critical_n_search`'s assumption (once
-    indistinguishable, always), with (None, grid[-1]) when the last N is still distinguishable.
-
-    Every resample starts from the bracket [grid[0], grid[-1]], so resamples that agree so far
-    ask for the same midpoint, and each grid N is asked of ``values_at`` once (memoised by the
-    caller). Equal to :func:`resampled_critical_n` with a bisection over ``grid`` per resample
-    (tests/test_critical_replicates.py)."""
-    draws = np.asarray(draws)
-    size = len(grid)
-    tables: dict[int, NDArray[np.float64]] = {}
-
-    def passes(index: int, which: NDArray[np.intp]) -> NDArray[np.bool_]:
-        d, e = (np.asarray(v, dtype=np.float64) for v in values_at(grid[index]))
-        picked = draws[which]
-        if np.isfinite(d).all() and np.isfinite(e).all():
-            if d.size not in tables:
-                tables[d.size] = np.array(
-                    [ks_exact_pvalue_equal_sizes(d.size, h) for h in range(d.size + 1)]
-                )
-            return tables[d.size][ks_steps_rows(d[picked], e[picked])] >= alpha
-        return np.array([ks_test(d[i], e[i]).pvalue >= alpha for i in picked], dtype=bool)
-
-    everyone = np.arange(len(draws))
-    first = passes(0, everyone)
-    last = passes(size - 1, everyone) if size > 1 else first
-    # found: a grid index, -1 while searching, -2 censored (the last N still distinguishable);
-    # invariant per searching resample: grid[lo] distinguishable, grid[hi] not
-    found = np.where(first, 0, np.where(last, -1, -2))
-    lo = np.zeros(len(draws), dtype=np.int64)
-    hi = np.full(len(draws), size - 1, dtype=np.int64)
-    pending = np.flatnonzero(found == -1)
-    while pending.size:
-        mids = (lo[pending] + hi[pending]) // 2
-        for mid in np.unique(mids):
-            which = pending[mids == mid]
-            ok = passes(int(mid), which)
-            hi[which[ok]] = mid
-            lo[which[~ok]] = mid
-        done = pending[hi[pending] - lo[pending] <= 1]
-        found[done] = hi[done]
-        pending = pending[hi[pending] - lo[pending] > 1]
-    return [(None, grid[-1]) if f == -2 else (grid[int(f)], grid[int(f)]) for f in found]

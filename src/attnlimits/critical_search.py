@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .critical import ks_test
+from .critical import BlockedDistances, ks_test
 
 FloatArray = NDArray[np.floating]
 
@@ -146,3 +147,27 @@ def search_in_batches(
 def max_of_head_means(values: FloatArray, head: NDArray[np.intp], n_heads: int) -> float:
     """Algorithm 5's plotted value: the maximum over heads of the mean over rows."""
     return float(np.nanmax(head_means(values, head, n_heads)))
+
+
+def critical_n_against_expectation(
+    prepared: list[tuple[slice, Any]],
+    n_samples: int,
+    grid: Sequence[int],
+    ks_alpha: float,
+    draws: int,
+    rng_for_n: Callable[[int], np.random.Generator],
+) -> CriticalSearch:
+    """Algorithm 3 of the samples' d~ against the Monte-Carlo expectation E over random top-N
+    sets: the first N of ``grid`` (attnlimits.critical_search.critical_n_list) whose KS test
+    does not reject at ``ks_alpha``, each N computed only when the walk reaches it. A walk, not
+    a bracketing search: the outcome need not be monotone in N (a curve can pass at a few N,
+    reject, and pass again), and the paper's answer is the first pass of its list (review 36).
+    A first pass is known to its cell of the list (critical_search.cell_floor).
+
+    ``prepared`` as for :class:`BlockedDistances`; ``rng_for_n(n)`` gives the generator of the
+    draws at N, so a value does not depend on which other N the walk visits."""
+    samples = BlockedDistances(prepared, n_samples)
+    return first_passing_n(
+        ((n, samples.distance(n), samples.monte_carlo(n, draws, rng_for_n(n))) for n in grid),
+        alpha=ks_alpha,
+    )

@@ -11,8 +11,10 @@ both read it from there. The intervals over the seeds are attnlimits.intervals'.
   (L_hi / L_lo)^slope it implies (:func:`vanishing_decay`); larger relaxes;
 - distance collapse (Theorem 1, Algorithm 3): the mean over L of N_crit / L, the largest share
   of the context whose weighted distance the KS test still tells apart from random tokens;
-  larger relaxes. A length whose search never stopped rejecting (censored) counts as the largest
-  N the search tried, so the mean is then a lower bound, and the censored lengths are counted;
+  larger relaxes. N_crit is the first pass of Algorithm 3's N list, known to its cell (the N
+  tried before it, N_crit], so the mean is an interval (:func:`censored_critical_n`); a length
+  where no N of the list passed, up to L - 1 (censored), counts from its top N + 1 up to L,
+  and the censored lengths are counted;
 - separability (Theorem 2): the mean N_s / N at the largest N of the grid; larger relaxes;
 - gradient at the trained temperature (Lemma 2): the median ||d weights / d logits||_2 at the
   largest L -- shown, no verdict: the paper calls both a large Jacobian (low-T instability) and
@@ -176,37 +178,52 @@ def censored_critical_n(critical: pl.DataFrame) -> pl.DataFrame:
     """One row per L: N_crit, the largest N the search tried (N_max), whether N_crit is
     censored (null: still distinguishable at N_max), and the share N_crit / L as an interval.
 
+    Algorithm 3 walks an N list (critical_search.critical_n_list), so a first pass at N_crit
+    is known to its cell: N_crit is above every N tried below it, which all failed. share_low =
+    that cell's floor / L (``N_crit_low`` where the table has it; else one above the largest N
+    tried below N_crit, from the ``N`` column; else N_crit itself), share_high = N_crit / L.
     N_max is the largest of the table's ``N`` column at that L where it has one (one row per N
-    tried, the analysis tables' layout), else L - 1: the normalizer job searches [1, L - 1] and
-    tries L - 1 before it calls a length censored (attnlimits.critical.critical_n_search).
-    A censored N_crit is above N_max, an integer: share_low = (N_max + 1) / L (1 after a search
-    up to L - 1). share_high = 1, a cap: where every key has a weight > 0, at N = L the top-N set
-    and every random set hold every key, d~ equals its Monte-Carlo expectation and the test
-    passes, so N_crit = L; a zero weight under analysis.zero_weight "not_selected" leaves d~
-    and E apart even there (the study gives such rules no verdict on this limit). A length the normalizer
-    job marks not testable (``ks_testable`` false: its KS test cannot reject at its sample
-    count) has no row."""
+    tried, the analysis tables' layout), else ``top_N``, else L - 1: the list ends at L - 1, so
+    a censored length has tried it. A censored N_crit is above N_max, an integer: share_low =
+    (N_max + 1) / L (1 after a walk up to L - 1). share_high = 1, a cap: where every key has a
+    weight > 0, at N = L the top-N set and every random set hold every key, d~ equals its
+    Monte-Carlo expectation and the test passes, so N_crit = L; a zero weight under
+    analysis.zero_weight "not_selected" leaves d~ and E apart even there (the study gives such
+    rules no verdict on this limit). A length the normalizer job marks not testable
+    (``ks_testable`` false: its KS test cannot reject at its sample count) has no row."""
     if "N" in critical.columns:
         per_l = critical.group_by("L").agg(
             pl.col("N_crit").first(),
             pl.col("N_crit").n_unique().alias("values"),
             pl.col("N").max().alias("N_max"),
+            # the largest N tried below the first pass: every N below it failed
+            pl.col("N").filter(pl.col("N") < pl.col("N_crit")).max().alias("below"),
         )
         if (per_l["values"] > 1).any():
             raise ValueError("critical-N table: several N_crit at one L (one expectation only)")
-        per_l = per_l.drop("values")
+        per_l = per_l.with_columns(N_low=pl.col("below").fill_null(0) + 1).drop("values", "below")
     else:
         if "ks_testable" in critical.columns:
             # no measurement at a length whose KS test cannot reject (review 29)
             critical = critical.filter(pl.col("ks_testable"))
-        per_l = critical.select("L", "N_crit", N_max=pl.col("L") - 1)
+        per_l = critical.select(
+            "L",
+            "N_crit",
+            N_max=pl.col("top_N") if "top_N" in critical.columns else pl.col("L") - 1,
+            # tables written before the normalizer job walked the list: an exact N_crit
+            N_low=pl.col("N_crit_low") if "N_crit_low" in critical.columns else pl.col("N_crit"),
+        )
     censored = pl.col("N_crit").is_null()
-    return per_l.sort("L").with_columns(
-        censored=censored,
-        # censored: N_crit > N_max, an integer, so at least N_max + 1 (review 31)
-        share_low=pl.when(censored).then(pl.col("N_max") + 1).otherwise(pl.col("N_crit"))
-        / pl.col("L"),
-        share_high=pl.when(censored).then(1.0).otherwise(pl.col("N_crit") / pl.col("L")),
+    return (
+        per_l.sort("L")
+        .with_columns(
+            censored=censored,
+            # censored: N_crit > N_max, an integer, so at least N_max + 1 (review 31)
+            share_low=pl.when(censored).then(pl.col("N_max") + 1).otherwise(pl.col("N_low"))
+            / pl.col("L"),
+            share_high=pl.when(censored).then(1.0).otherwise(pl.col("N_crit") / pl.col("L")),
+        )
+        .drop("N_low")
     )
 
 

@@ -104,7 +104,8 @@ LIMITS: dict[str, Limit] = {
     "distance": Limit(
         "Distance collapse (Theorem 1, critical N)",
         "Distance collapse (Thm 1): mean N_crit / L",
-        "mean over L of N_crit / L; a censored L (no pass up to N = L - 1) counts as 1 (N_crit = L "
+        "mean over L of N_crit / L, each the first pass of Algorithm 3's N list read as its "
+        "cell; a censored L (no N of the list passed, up to N = L - 1) counts as 1 (N_crit = L "
         "where every key has a weight > 0)",
         "larger",
         (

@@ -36,6 +36,12 @@ rule normalizer:
         zero_weight=model_setting("analysis", "zero_weight"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
+        critical_n_fractions=model_setting(
+            "analysis", "all_rows", "critical_n_fractions"
+        ),
+        critical_n_band_edges=model_setting(
+            "analysis", "all_rows", "critical_n_band_edges"
+        ),
         separability_length=model_setting("analysis", "separability", "length"),
         n_grid=lambda wildcards: sorted(
             analysis_of(wildcards)["separability"]["n_grid"]
@@ -67,6 +73,12 @@ rule heads:
         radius=model_setting("analysis", "separability", "radius"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         mc_draws=model_setting("analysis", "critical_n", "mc_draws"),
+        critical_n_fractions=model_setting(
+            "analysis", "all_rows", "critical_n_fractions"
+        ),
+        critical_n_band_edges=model_setting(
+            "analysis", "all_rows", "critical_n_band_edges"
+        ),
         seed=config["seed"],
         zero_weight=model_setting("analysis", "zero_weight"),
     script:

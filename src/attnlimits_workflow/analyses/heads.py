@@ -17,7 +17,8 @@ from numpy.typing import NDArray
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
 from attnlimits.coverage import Coverage, head_coverage
-from attnlimits.critical import CriticalN, critical_n_against_expectation, ks_min_pvalue
+from attnlimits.critical import ks_min_pvalue
+from attnlimits.critical_search import cell_floor, critical_n_against_expectation, critical_n_list
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks
 from attnlimits_workflow.packs import Pack
@@ -31,7 +32,8 @@ LOG = logging.getLogger("heads")
 @dataclass(frozen=True)
 class Settings:
     """beyond.n, analysis.separability.{n_grid, radius}, analysis.critical_n.{ks_alpha,
-    mc_draws}, seed, analysis.zero_weight."""
+    mc_draws}, seed, analysis.zero_weight, analysis.all_rows.{critical_n_fractions,
+    critical_n_band_edges} (Algorithm 3's N list, as Table 1's)."""
 
     n: int
     n_grid: Sequence[int]
@@ -40,6 +42,8 @@ class Settings:
     mc_draws: int
     seed: int
     zero_weight: str
+    critical_n_fractions: Sequence[float]
+    critical_n_band_edges: Sequence[float]
 
 
 @dataclass
@@ -122,14 +126,16 @@ def per_head(
     pack: Pack, settings: Settings, stats: HeadSamples, log: logging.Logger = LOG
 ) -> pl.DataFrame:
     """One row per (layer, head): its chunks' mean entropy, max weight and N_s/N at beyond.n,
-    median effective temperature, and its own critical N (None when its chunks are too few for
-    the KS test to reach analysis.critical_n.ks_alpha, or when the search is censored:
-    ``N_crit_censored``, still distinguishable at N = L - 1)."""
+    median effective temperature, and its own critical N: Algorithm 3's first pass over its
+    chunks on Table 1's N list (None when its chunks are too few for the KS test to reach
+    analysis.critical_n.ks_alpha, or when the walk is censored: ``N_crit_censored``, no N of
+    the list passed, up to N = L - 1)."""
     timer = Timer()
     L, layer, head = pack.length, stats.layer, stats.head
     rows = []
     chunks_per_head = len(layer) // stats.n_heads // len(np.unique(layer))
     min_p = ks_min_pvalue(chunks_per_head, chunks_per_head)
+    grid = critical_n_list(L, settings.critical_n_fractions, settings.critical_n_band_edges)
     if min_p >= settings.ks_alpha:
         log.warning(
             "per-head critical N not computed: with %d chunks per head the KS test cannot reach "
@@ -145,12 +151,12 @@ def per_head(
             w_h = np.asarray(pack.weights[at], dtype=np.float64)
             weighted = dist.weighted(w_h, np.asarray(pack.x[at]), zero_weight=settings.zero_weight)
             crit = (
-                CriticalN(n_crit=None)
+                None
                 if min_p >= settings.ks_alpha
                 else critical_n_against_expectation(
                     [(slice(0, len(idx)), weighted)],
                     len(idx),
-                    L - 1,
+                    grid,
                     settings.ks_alpha,
                     settings.mc_draws,
                     lambda m, lay=lay, h=h: stream_rng(
@@ -158,6 +164,8 @@ def per_head(
                     ),
                 )
             )
+            found = crit is not None and not crit.censored
+            n_crit = crit.critical_n if found else None
             rows.append(
                 {
                     "layer": int(lay),
@@ -170,11 +178,13 @@ def per_head(
                     "N": settings.n,
                     "ns_ratio": float(stats.ratio_at_n[idx].mean()),
                     "t_eff": float(np.median(stats.t_eff[idx])),
-                    "N_crit": crit.n_crit,
-                    "N_crit_over_L": (crit.n_crit / L) if crit.n_crit is not None else None,
-                    # searched and still separable at N = L - 1: N_crit >= L, not missing
-                    "N_crit_censored": min_p < settings.ks_alpha and crit.n_crit is None,
-                    "ks_evaluations": len(crit.evaluations),
+                    # the first pass of the list, known to its cell [N_crit_low, N_crit]
+                    "N_crit": n_crit,
+                    "N_crit_low": cell_floor(n_crit, [n for n, _ in crit.tried]) if found else None,
+                    "N_crit_over_L": (n_crit / L) if found else None,
+                    # searched and no N of the list passed, up to N = L - 1: N_crit >= L
+                    "N_crit_censored": crit is not None and crit.censored,
+                    "ks_evaluations": len(crit.tried) if crit is not None else 0,
                     "ks_min_pvalue": min_p,
                 }
             )

@@ -17,7 +17,8 @@ import polars as pl
 from attnlimits import distance as dist
 from attnlimits import normalizers as nz
 from attnlimits import rules
-from attnlimits.critical import critical_n_against_expectation, ks_min_pvalue
+from attnlimits.critical import ks_min_pvalue
+from attnlimits.critical_search import cell_floor, critical_n_against_expectation, critical_n_list
 from attnlimits.selection import resolvable
 from attnlimits.separability import distinguishable, project_to_sphere
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
@@ -34,7 +35,8 @@ LOG = logging.getLogger("normalizer")
 class Settings:
     """The normalizer's entry (beyond.normalizers.<name>), beyond.max_samples,
     analysis.distance.n_fixed, analysis.zero_weight, analysis.critical_n.{ks_alpha, mc_draws},
-    analysis.separability.{length, n_grid, radius}, seed."""
+    analysis.all_rows.{critical_n_fractions, critical_n_band_edges} (Algorithm 3's N list, as
+    Table 1's), analysis.separability.{length, n_grid, radius}, seed."""
 
     entry: Mapping[str, Any]
     max_samples: int
@@ -46,6 +48,8 @@ class Settings:
     n_grid: Sequence[int]
     radius: float
     seed: int
+    critical_n_fractions: Sequence[float]
+    critical_n_band_edges: Sequence[float]
 
 
 @dataclass
@@ -133,7 +137,7 @@ def analyse(
             critical_n_against_expectation(
                 prepared,
                 len(keep),
-                L - 1,
+                critical_n_list(L, p.critical_n_fractions, p.critical_n_band_edges),
                 p.ks_alpha,
                 p.mc_draws,
                 lambda m, L=L: stream_rng(p.seed, Stream.NORMALIZER_CRITICAL_N, L, m),
@@ -141,12 +145,19 @@ def analyse(
             if testable
             else None
         )
+        found = result is not None and not result.censored
         critical_rows.append(
             {
                 "normalizer": name,
                 "L": L,
-                "N_crit": result.n_crit if result else None,
-                "evaluations": len(result.evaluations) if result else 0,
+                # the first pass of the list, known to its cell [N_crit_low, N_crit]
+                "N_crit": result.critical_n if found else None,
+                "N_crit_low": cell_floor(result.critical_n, [n for n, _ in result.tried])
+                if found
+                else None,
+                # the largest N tried: L - 1, the list's top, where censored
+                "top_N": result.top_n if result else None,
+                "evaluations": len(result.tried) if result else 0,
                 "samples": len(keep),
                 "ks_samples": len(keep),
                 "ks_min_pvalue": min_p,
@@ -183,11 +194,18 @@ def analyse(
             len(keep),
             np.median(weights.max(axis=1)),
             np.median(jacobian),
-            result.n_crit if result else f"not testable (KS smallest p {min_p:.3g})",
+            (
+                (f"{result.critical_n}" if found else f"> {result.top_n} (censored)")
+                if result
+                else f"not testable (KS smallest p {min_p:.3g})"
+            ),
             timer,
         )
     return NormalizerTables(
         pl.concat(sample_frames),
-        pl.DataFrame(critical_rows, schema_overrides={"N_crit": pl.Int64}),
+        pl.DataFrame(
+            critical_rows,
+            schema_overrides={"N_crit": pl.Int64, "N_crit_low": pl.Int64, "top_N": pl.Int64},
+        ),
         pl.concat(separability_frames),
     )

@@ -117,7 +117,9 @@ def heads_figure(
         f"beyond.temperature_threshold = {temperature_threshold:g}; the defaults follow the "
         "paper's Section 5: a head saturates where N_s/N drops to 70-80 %, and T <= 0.1 is to be "
         "avoided; the effective T = 1/std(logits) is this project's proxy for the head's T). "
-        "Per-head critical N rests on the few chunks of one head (low KS power); '>': still separable at N = L-1 "
+        "Per-head critical N rests on the few chunks of one head (low KS power), the first pass of "
+        "Algorithm 3's N list (analysis.all_rows.critical_n_fractions), drawn at its cell's top; "
+        "'>': no N of the list passed, still separable at N = L-1 "
         "(censored: N_crit >= L, drawn at 1); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
         "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight)."
     )

@@ -34,13 +34,18 @@ def summarise_normalizers(
             (pl.col("distance") / pl.col("mc_expectation")).median().alias("distance_ratio_median"),
         )
         .join(
-            # a search with no pass up to N = L - 1 (N_crit null) is censored, not missing: its
-            # N_crit is L (review 28; at least L, review 31); a length whose KS test cannot reject at its
-            # sample count has no N_crit and is neither (review 29)
+            # a walk of the list with no pass up to N = L - 1 (N_crit null) is censored, not
+            # missing: its N_crit is L (review 28; at least L, review 31); a length whose KS test
+            # cannot reject at its sample count has no N_crit and is neither (review 29). A first
+            # pass is known to its cell [N_crit_low, N_crit] of the list (review 36; a table
+            # written before the column existed came from a bisection to adjacent integers).
             critical.select(
                 "normalizer",
                 "L",
                 "N_crit",
+                (
+                    pl.col("N_crit_low") if "N_crit_low" in critical.columns else pl.col("N_crit")
+                ).alias("N_crit_low"),
                 # a table written before the column existed searched every length
                 (
                     pl.col("ks_testable")
@@ -55,6 +60,12 @@ def summarise_normalizers(
         )
         .with_columns(
             (pl.col("N_crit") / pl.col("L")).alias("N_crit_over_L"),
+            # the cell's open low end, the list's N before the first pass, over L; N_crit / L
+            # where the cell holds N_crit alone (N - 1 failed: N_crit is that integer)
+            pl.when(pl.col("N_crit_low") < pl.col("N_crit"))
+            .then((pl.col("N_crit_low") - 1) / pl.col("L"))
+            .otherwise(pl.col("N_crit") / pl.col("L"))
+            .alias("N_crit_below_over_L"),
             pl.col("normalizer").replace_strict(kinds, return_dtype=pl.String).alias("kind"),
         )
         .sort("normalizer", "L")

@@ -89,16 +89,24 @@ def study_figure(s: Study) -> tuple[Figure, str]:
     ax = axes[1, 0]
     for n in names:
         c = censored_critical_n(critical[n])
-        ax.plot(c["L"], c["share_low"], **{**style[n], "marker": None})
+        # found: the first pass of the list (N_crit / L, the paper's number), its cell below it
+        # as a bar; censored: no N of the list passed, so N_crit / L is at least the open mark
+        drawn = (
+            pl.when(pl.col("censored")).then(pl.col("share_low")).otherwise(pl.col("share_high"))
+        )
+        c = c.with_columns(drawn=drawn)
+        ax.plot(c["L"], c["drawn"], **{**style[n], "marker": None})
         found_n, cens = c.filter(~pl.col("censored")), c.filter(pl.col("censored"))
-        ax.plot(found_n["L"], found_n["share_low"], ls="none", **{**style[n], "label": None})
-        # censored: still distinguishable at the largest N tried, so N_crit / L is at least this
+        ax.plot(found_n["L"], found_n["share_high"], ls="none", **{**style[n], "label": None})
+        ax.vlines(
+            found_n["L"], found_n["share_low"], found_n["share_high"], color=style[n]["color"], lw=1
+        )
         ax.plot(cens["L"], cens["share_low"], ls="none", mfc="none", **{**style[n], "label": None})
     log_axis(ax, "x", ls)
     ax.set(
         xlabel="context length L",
         ylabel="N_crit / L",
-        title="(e) distance collapse: KS critical N / L (open: censored, >=)",
+        title="(e) distance collapse: KS critical N / L (bar: its cell; open: censored, >=)",
     )
     ax = axes[1, 1]
     for n in names:

@@ -9,6 +9,9 @@ def table2(
 ) -> pl.DataFrame:
     """One row per normalizer, in ``order``: its medians at the largest L, the change of its
     largest weight from the smallest L, and its N_s/N at N = ``n``."""
+    if "N_crit_below_over_L" not in by_length.columns:
+        # a summary written before the normalizer job walked the list: N_crit was exact
+        by_length = by_length.with_columns(N_crit_below_over_L=pl.col("N_crit_over_L"))
     at_l = by_length.filter(pl.col("L") == by_length["L"].max())
     ns = separability.filter(pl.col("N") == n).select(
         "normalizer",
@@ -43,7 +46,16 @@ def table2(
             # searched up to L - 1 with no pass: N_crit >= L (= L where every key weighs > 0: at
             # N = L d~ equals its Monte-Carlo E), so its share is at least 1 (review 31)
             # (review 31; it was printed as >= (L - 1) / L)
-            .then(pl.lit(">= 1 (censored: no N < L passed)"))
+            .then(pl.lit(">= 1 (censored: no N of the list passed)"))
+            # a first pass of the list is known to its cell (review 36)
+            .when(pl.col("N_crit_below_over_L") < pl.col("N_crit_over_L"))
+            .then(
+                pl.format(
+                    "({}, {}]",
+                    pl.col("N_crit_below_over_L").round(4),
+                    pl.col("N_crit_over_L").round(4),
+                )
+            )
             .otherwise(pl.col("N_crit_over_L").round(4).cast(pl.String))
             .alias("N_crit_over_L"),
             "ns_ratio",
@@ -63,12 +75,13 @@ def table2_header(run: dict, by_length: pl.DataFrame, separability: pl.DataFrame
         f"(L = {separability['L'][0]}); ns_zero_weight = mean number of those top-{n} tokens with weight 0, "
         "which are never selected nor distinguishable (analysis.zero_weight; N stays the denominator, so "
         "a sparse rule's ns_ratio is capped by its support / N); ns_of_selected = N_s over the tokens "
-        "actually selected. N_crit_over_L = the critical N at that L over L: the first N whose "
-        "KS test (analysis.critical_n.ks_alpha) stops rejecting the last rows' d~ against the "
-        "Monte-Carlo E (not the paper's printed term), found by a bracketing search that assumes "
-        "one crossing; '>= 1 (censored: no N < L passed)' where no N up to L - 1 passed (N_crit "
-        ">= L; = L where every key has a weight > 0, as at N = L d~ then equals E); 'not "
-        "testable' where the "
+        "actually selected. N_crit_over_L = the critical N at that L over L: Algorithm 3's first N "
+        "of Table 1's N list (analysis.all_rows.critical_n_fractions) whose KS test "
+        "(analysis.critical_n.ks_alpha) does not reject the last rows' d~ against the Monte-Carlo "
+        "E (not the paper's printed term), walked in order, printed as its cell (the list's N "
+        "before it, N_crit] over L; '>= 1 (censored: no N of the list passed)' where no N of the "
+        "list up to L - 1 passed (N_crit >= L; = L where every key has a weight > 0, as at N = L "
+        "d~ then equals E); 'not testable' where the "
         "KS test cannot reject at alpha over the samples per side (beyond.max_samples). "
         "A what-if re-normalization of logits learned under softmax, not a retrained model; "
         "Self-Adjust Softmax rows do not sum to 1 (row_sum), its entropy is of the renormalized row."
