@@ -442,10 +442,14 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         assert row["high"] == pytest.approx(ordered[48])
         assert row["value"] == pytest.approx(point)
         assert (row["level"], row["resamples"]) == (0.95, 50)
+        # review 36: a "not reproduced" names its side (the slope -0.1 to -0.4 lies above the
+        # band [-1.25, -0.8]), in the text and in the side column robustness compares
+        side = "above the rule's band: " if expected == "not reproduced" else ""
         assert row["measured"] == (
-            f"log-log slope of median max weight {point:.2f} [{ordered[1]:.2f}, {ordered[48]:.2f}]"
-            ", R^2 1.000 [1.000, 1.000] over 3 lengths"
+            f"{side}log-log slope of median max weight {point:.2f} "
+            f"[{ordered[1]:.2f}, {ordered[48]:.2f}], R^2 1.000 [1.000, 1.000] over 3 lengths"
         )
+        assert row["side"] == ("above" if expected == "not reproduced" else None)
 
 
 def test_table1_saturation_box_by_hand():
@@ -2406,3 +2410,47 @@ def test_the_comparison_caption_names_what_its_bootstrap_resamples():
     assert (
         "its KS test's units one by one (a head's mean under all_rows, a row under last_row" in crit
     )
+
+
+def test_missed_side_by_hand():
+    """Review 36: where a claim that is not reproduced misses its band, for the robustness
+    comparison: a slope above [-1.25, -0.8], a box of two medians on both sides of
+    [0.70, 0.85], and no side for a claim inside or straddling."""
+    from attnlimits.bootstrap import Band, Interval, missed_side
+
+    band = Band(-1.25, -0.8)
+    assert missed_side((Interval(-0.3, -0.4, -0.2, 0.95, 50),), (band,)) == "above"
+    assert missed_side((Interval(-1.5, -1.6, -1.4, 0.95, 50),), (band,)) == "below"
+    assert missed_side((Interval(-1.0, -1.1, -0.9, 0.95, 50),), (band,)) is None
+    assert missed_side((Interval(-0.7, -0.9, -0.6, 0.95, 50),), (band,)) is None  # straddles
+    box = Band(0.70, 0.85)
+    low, high = Interval(0.6, 0.55, 0.65, 0.95, 50), Interval(0.9, 0.88, 0.95, 0.95, 50)
+    assert missed_side((low, high), (box, box)) == "above and below"
+    inside = Interval(0.75, 0.72, 0.8, 0.95, 50)
+    assert missed_side((low, inside), (box, box)) == "below"
+
+
+def test_two_texts_missing_a_band_on_opposite_sides_are_fragile():
+    """Review 36: a claim not reproduced above the band on one text and below it on the other
+    was "robust, not reproduced" on the findings page; the side is part of the outcome."""
+    score = pl.DataFrame(
+        {
+            "claim_id": ["critical_n:closed_form:approx"],
+            "claim": ["N_crit ~ 0.06 L"],
+            "m": ["not reproduced"],
+            "m measured": ["below the rule's [0.03, 0.12]: slope 0.010"],
+            "m.docs": ["not reproduced"],
+            "m.docs measured": ["above the rule's [0.03, 0.12]: slope 0.61"],
+        }
+    )
+    groups = {"m": {"book": "m", "docs": "m.docs"}}
+    row = findings.claim_status(score, groups, {}).row(0, named=True)
+    assert row["texts"] == "fragile" and not row["robust"]
+    assert "docs: not reproduced (above)" in row["texts_flipped_by"]
+    # the glance table shows each text's side beside its mark
+    cell = findings.glance_cell(row, score.row(0, named=True), groups["m"])
+    assert cell.startswith("✗↓") and " / ✗↑" in cell and cell.endswith("†")
+    alike = score.with_columns(
+        pl.lit("below the rule's [0.03, 0.12]: 0.02").alias("m.docs measured")
+    )
+    assert findings.claim_status(alike, groups, {}).row(0, named=True)["texts"] != "fragile"

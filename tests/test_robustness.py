@@ -202,3 +202,57 @@ def test_a_reading_table1_could_not_score_leaves_the_claim_untested_not_robust()
         reference="default",
     ).row(0, named=True)
     assert got["robustness"] == UNTESTED and "x_key: not scored" in got["unsettled_by"]
+
+
+def test_opposite_sides_of_a_band_flip_a_not_reproduced_claim():
+    """Review 36: two readings that miss a two-sided band on opposite sides were compared by
+    their verdict words alone and called robust; a reader of "not reproduced" assumes a side.
+    An unknown side (an older table) agrees with either."""
+    from attnlimits_workflow.robustness import compare
+
+    both = {"default": "not reproduced", "x_key": "not reproduced", "t_raw": "not reproduced"}
+    status, flipped, _ = compare(both, "default", {"default": "below", "x_key": "above"})
+    assert (status, flipped) == (FRAGILE, "x_key: not reproduced (above)")
+    same = compare(both, "default", {"default": "below", "x_key": "below", "t_raw": None})
+    assert same[:2] == (ROBUST, "")
+    # the reference's side unknown: the first known side is the one the others are held to
+    unknown = compare(both, "default", {"x_key": "above", "t_raw": "below"})
+    assert unknown[:2] == (FRAGILE, "t_raw: not reproduced (below)")
+    # a reproduced claim has no side, whatever the column says
+    agreed = compare({"a": "reproduced", "b": "reproduced"}, "a", {"a": "above", "b": "below"})
+    assert agreed[0] == ROBUST
+
+
+def test_table1_sides_reach_the_robustness_table():
+    """The reviewer's case: critical_n:closed_form:approx below the band under the default
+    reading, above it under x_key: fragile, from Table 1's side column or, in a table written
+    before it existed, from the measured text's opening."""
+    from attnlimits_workflow.robustness import robustness_table
+
+    def table1(measured, side):
+        frame = pl.DataFrame(
+            {
+                "claim_id": ["critical_n:closed_form:approx"],
+                "verdict": ["not reproduced"],
+                "measured": [measured],
+                "summary": ["critical_n"],
+            }
+        )
+        return frame if side is None else frame.with_columns(side=pl.lit(side))
+
+    below = "below the rule's [0.03, 0.12]: slope 0.010 (5/5 lengths found)"
+    above = "above the rule's [0.03, 0.12]: slope >= 0.61: 3/5 lengths censored"
+    for side_column in (False, True):
+        tables = {
+            "default": table1(below, "below" if side_column else None),
+            "x_key": table1(above, "above" if side_column else None),
+        }
+        long, claims = robustness_table(
+            tables, "default", "non_selected", applies={"x_key": {"critical_n"}}
+        )
+        row = claims.row(0, named=True)
+        assert (row["robustness"], row["flipped_by"]) == (
+            FRAGILE,
+            "x_key: not reproduced (above)",
+        )
+        assert long["side"].to_list() == ["below", "above"]

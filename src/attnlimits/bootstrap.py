@@ -220,3 +220,19 @@ def joint_verdict(intervals: Sequence[Interval], bands: Sequence[Band]) -> str:
         if outcome in each:
             return outcome
     return REPRODUCED
+
+
+def missed_side(intervals: Sequence[Interval], bands: Sequence[Band]) -> str | None:
+    """Where a claim that is not reproduced (:func:`joint_verdict`) misses its bands: "above"
+    or "below" when every statistic that misses its band (value and interval wholly outside,
+    :func:`verdict`) lies on that side of it, "above and below" when one lies above and another
+    below; None when the joint verdict is not "not reproduced". A reader of "not reproduced"
+    assumes a side, and two readings that miss a two-sided band on opposite sides disagree."""
+    if joint_verdict(intervals, bands) != NOT_REPRODUCED:
+        return None
+    missed = {
+        "above" if i.value > b.high else "below"
+        for i, b in zip(intervals, bands, strict=True)
+        if verdict(i, b) == NOT_REPRODUCED
+    }
+    return " and ".join(side for side in ("above", "below") if side in missed)

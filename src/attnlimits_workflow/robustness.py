@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .assemble.claims import MAXIMUM_NOTE, is_maximum
+from .assemble.claims import MAXIMUM_NOTE, SIDE_TEXT, is_maximum
 
 ROBUST = "robust"
 FRAGILE = "fragile"
@@ -46,14 +46,36 @@ def applicable(verdicts: dict[str, str | None]) -> dict[str, str | None]:
     return {alt: v for alt, v in verdicts.items() if v != NOT_APPLICABLE}
 
 
-def compare(verdicts: dict[str, str | None], reference: str) -> tuple[str, str, str]:
+def compare(
+    verdicts: dict[str, str | None],
+    reference: str,
+    sides: dict[str, str | None] | None = None,
+) -> tuple[str, str, str]:
     """(status, flipped_by, unsettled_by) of one claim over ``verdicts`` (alternative ->
-    verdict), by the rules of this module's docstring."""
+    verdict), by the rules of this module's docstring. ``sides``: per alternative, the side of
+    the rule a "not reproduced" falls on (above, below; None where unknown): two alternatives
+    that miss a two-sided band on opposite sides decide the claim differently (review 36), an
+    unknown side agrees with either."""
     verdicts = applicable(verdicts)
+    sides = sides or {}
     decided = {alt: v for alt, v in verdicts.items() if v in DECIDED}
     ref = verdicts.get(reference)
     ref_decided = ref if ref in DECIDED else next(iter(decided.values()), None)
-    flipped = [(alt, v) for alt, v in decided.items() if v != ref_decided]
+    # the side the others are held to: the reference's, else the first one known
+    missed = [alt for alt, v in decided.items() if v == "not reproduced" and sides.get(alt)]
+    ref_side = sides.get(reference) if reference in missed else None
+    if ref_side is None and ref_decided == "not reproduced" and missed:
+        ref_side = sides[missed[0]]
+
+    def outcome(alt: str) -> str:
+        side = sides.get(alt) if decided[alt] == "not reproduced" else None
+        return f"{decided[alt]} ({side})" if side else decided[alt]
+
+    flipped = [
+        (alt, outcome(alt))
+        for alt, v in decided.items()
+        if v != ref_decided or (alt in missed and ref_side is not None and sides[alt] != ref_side)
+    ]
     unsettled = [(alt, v or "no verdict") for alt, v in verdicts.items() if v not in DECIDED]
     if flipped:
         status = FRAGILE
@@ -75,7 +97,8 @@ def robustness(
 ) -> pl.DataFrame:
     """Per group of ``within`` columns (e.g. claim, model): ``over``'s alternatives compared.
 
-    ``verdicts`` holds one row per (``within``..., ``over``) with a ``verdict`` column.
+    ``verdicts`` holds one row per (``within``..., ``over``) with a ``verdict`` column, and
+    optionally ``side`` (where a "not reproduced" falls: :func:`compare`).
     ``reference``: the alternative the others are compared with (a fragile claim names what
     flips it relative to this one). Returns ``within`` + ``robustness`` (robust, fragile,
     unresolved or untested: :func:`compare`), ``verdict`` (the reference's, whatever it is, or
@@ -88,7 +111,12 @@ def robustness(
     rows = []
     for key, group in verdicts.sort(over).group_by(list(within), maintain_order=True):
         alternatives = dict(zip(group[over].to_list(), group["verdict"].to_list(), strict=True))
-        status, flipped, unsettled = compare(alternatives, reference)
+        sides = (
+            dict(zip(group[over].to_list(), group["side"].to_list(), strict=True))
+            if "side" in group.columns
+            else None
+        )
+        status, flipped, unsettled = compare(alternatives, reference, sides)
         present = applicable(alternatives) or alternatives
         rows.append(
             {
@@ -153,6 +181,7 @@ def reading_verdicts(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
                     "reading_name": reading,
                     "summary": row.get("summary"),
                     "verdict": row["verdict"],
+                    "side": side_of(row),
                     **{c: _number(row.get(c)) for c in INTERVAL_COLUMNS},
                 }
             )
@@ -163,9 +192,21 @@ def reading_verdicts(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         "reading_name": pl.String,
         "summary": pl.String,
         "verdict": pl.String,
+        "side": pl.String,
         **dict.fromkeys(INTERVAL_COLUMNS, pl.Float64),
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def side_of(row: dict) -> str | None:
+    """The side of its rule a Table 1 row's "not reproduced" falls on: its ``side`` column, or
+    for a table written before the column existed, the measured text's opening (SIDE_TEXT)."""
+    if row.get("verdict") != "not reproduced":
+        return None
+    if row.get("side"):
+        return row["side"]
+    named = SIDE_TEXT.match(row.get("measured") or "")
+    return named.group(1) if named else None
 
 
 def _number(value) -> float | None:

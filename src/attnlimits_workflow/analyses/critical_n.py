@@ -577,6 +577,7 @@ def claims(
                     low=None if interval is None else interval.low,
                     high=None if interval is None else interval.high,
                     resamples=None if interval is None else interval.resamples,
+                    side=side if outcome == "not reproduced" else None,
                 )
 
 

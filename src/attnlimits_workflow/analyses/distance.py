@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from attnlimits import distance as dist
 from attnlimits.arrays import NUMPY, host, to_numpy
-from attnlimits.bootstrap import Band, deciding_part, joint_verdict
+from attnlimits.bootstrap import Band, deciding_part, joint_verdict, missed_side
 from attnlimits.checks import (
     HOLDS,
     NOT_TESTABLE,
@@ -548,6 +548,7 @@ def claims(
                 verdict_now,
                 parts[k],
                 reads=("R^2", "slope", "growth exponent")[k],
+                side=missed_side(parts, bands),
             )
     else:
         card.cannot_score(
@@ -572,6 +573,7 @@ def claims(
                 return (100 * abs(last - first) / first,)
 
             (pct,) = measure(change, f, replicates, card.level)
+            plateau = Band(0.0, 100 * c["max_relative_change"])
             card.add_measured(
                 claim_id,
                 claim + reading_text(reading),
@@ -579,9 +581,10 @@ def claims(
                 f"median d~ changes {interval_text(pct, '.1f')} % from N = {big['N'][0]} to "
                 f"{big['N'][-1]}",
                 rule,
-                joint_verdict((pct,), (Band(0.0, 100 * c["max_relative_change"]),)),
+                joint_verdict((pct,), (plateau,)),
                 pct,
                 reads="change of median d~ (%)",
+                side=missed_side((pct,), (plateau,)),
             )
     else:
         card.cannot_score(

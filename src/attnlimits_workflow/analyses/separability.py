@@ -17,7 +17,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from attnlimits.arrays import NUMPY, host
-from attnlimits.bootstrap import Band, deciding_part, joint_verdict
+from attnlimits.bootstrap import Band, deciding_part, joint_verdict, missed_side
 from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
@@ -527,6 +527,7 @@ def claims(
                 joint_verdict((lo, hi), (band, band)),
                 (lo, hi)[k],
                 reads=("smallest", "largest")[k] + f" median N_s/N over N >= {c['from_n']}",
+                side=missed_side((lo, hi), (band, band)),
             )
     else:
         card.cannot_score(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from attnlimits.bootstrap import Band, deciding_part, joint_verdict
+from attnlimits.bootstrap import Band, deciding_part, joint_verdict, missed_side
 from attnlimits.checks import RTOL_FLOAT32, check_bound
 from attnlimits.critical import linear_fit
 from attnlimits.vanishing import corollary1_delta_from_norms, vanishing
@@ -177,6 +177,7 @@ def claims(
             joint_verdict(parts, bands),
             parts[k],
             reads=("log-log slope", "R^2 of the log-log fit")[k],
+            side=missed_side(parts, bands),
         )
     elif van.height >= 2:
         card.cannot_score(

@@ -9,7 +9,7 @@ from collections.abc import Hashable, Mapping
 import polars as pl
 
 from ..robustness import DECIDED, FRAGILE, MASKED_READINGS, NOT_APPLICABLE, UNRESOLVED
-from .claims import MAXIMUM_CLAIMS
+from .claims import MAXIMUM_CLAIMS, SIDE_TEXT
 
 # Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
 # says so, so the list does not read one fact as two (docs/paper-notes.md section 19). The tie
@@ -35,10 +35,6 @@ TIED_CLAIMS = {
 # pack's, whatever analysis.protocol): two entries of one model's weights on these give one
 # measurement, named together. Any other claim's equal text is two measurements (review 31).
 SAME_ROWS_CLAIMS = {"vanishing"}
-
-
-# Table 1's opening of a "not reproduced" that names its side (critical_n.claims)
-SIDE = re.compile(r"(above|below) the rule's ([^:]+):")
 
 
 def what_we_can_say(
@@ -73,7 +69,7 @@ def what_we_can_say(
     for r in status.filter(pl.col("robust")).iter_rows(named=True):
         found = set()
         for entry in groups[r["model"]].values():
-            side = SIDE.match(score_text.get((r["claim_id"], entry), ""))
+            side = SIDE_TEXT.match(score_text.get((r["claim_id"], entry), ""))
             found.add(side.group(1, 2) if side else None)
         if len(found) == 1 and (side := found.pop()) is not None:
             sides[(r["claim_id"], r["model"])] = f", {side[0]} the rule's {side[1]}"

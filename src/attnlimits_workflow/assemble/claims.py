@@ -4,6 +4,7 @@ a summary and on each bootstrap replicate of it, and the texts of a row. Each an
 then the bound checks."""
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +12,10 @@ import numpy as np
 import polars as pl
 
 from attnlimits.bootstrap import Band, Interval, percentile_interval
+
+# The opening of a measured text that names the side a "not reproduced" falls on
+# ("above the rule's [0.03, 0.12]: ...", "below the rule's band: ...")
+SIDE_TEXT = re.compile(r"(above and below|above|below) the rule's ([^:]+):")
 
 # A claim this run cannot score (its grid lacks what the rule reads, no rows, 0 checked): kept
 # apart from "not applicable", an alternative that does not exist for the model (the prefix
@@ -105,10 +110,16 @@ class Scorecard:
         high: float | None = None,
         resamples: int | None = None,
         reads: str | None = None,
+        side: str | None = None,
     ) -> None:
         """One row; ``value``, ``low``, ``high``: the number the verdict reads and its interval
         (null where there is none), ``resamples`` the bootstrap's (null for an exact interval);
-        ``reads``: that number's name where the rule reads several (null: the rule's one)."""
+        ``reads``: that number's name where the rule reads several (null: the rule's one);
+        ``side``: where a "not reproduced" falls against the rule (bootstrap.missed_side:
+        above, below, above and below), which the measured text then opens with (SIDE_TEXT)
+        unless it names it already, and robustness compares (opposite sides disagree)."""
+        if side and verdict == "not reproduced" and not SIDE_TEXT.match(measured):
+            measured = f"{side} the rule's band: {measured}"
         self.rows.append(
             {
                 "claim_id": claim_id,
@@ -123,14 +134,15 @@ class Scorecard:
                 "level": None if low is None else self.level,
                 "resamples": resamples,
                 "reads": reads,
+                "side": side if verdict == "not reproduced" else None,
             }
         )
 
     def add_measured(
-        self, claim_id, claim, paper, measured, rule, verdict, interval, reads=None
+        self, claim_id, claim, paper, measured, rule, verdict, interval, reads=None, side=None
     ) -> None:
         """:meth:`add` with ``interval`` (the statistic the verdict reads, named ``reads`` where
-        the rule reads several) in the value columns."""
+        the rule reads several) in the value columns, and ``side`` as there."""
         self.add(
             claim_id,
             claim,
@@ -143,6 +155,7 @@ class Scorecard:
             high=interval.high if interval.resamples else None,
             resamples=interval.resamples or None,
             reads=reads,
+            side=side,
         )
 
 

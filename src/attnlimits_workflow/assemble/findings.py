@@ -25,6 +25,7 @@ from ..robustness import (
     compare,
     masked_reading_of,
     robustness,
+    side_of,
 )
 from ..tables import html_table, markdown_table
 from .claim_lists import (
@@ -76,14 +77,27 @@ def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.D
     text is the reference a fragile claim's ``flipped_by`` is read against), from the
     scorecard's verdict columns."""
     rows = [
-        {"claim_id": r["claim_id"], "model": group, "text": text, "verdict": r[entry]}
+        {
+            "claim_id": r["claim_id"],
+            "model": group,
+            "text": text,
+            "verdict": r[entry],
+            # where a "not reproduced" falls: two texts on opposite sides disagree (review 36)
+            "side": text_side(r, entry),
+        }
         for r in score.iter_rows(named=True)
         for group, texts in groups.items()
         for text, entry in texts.items()
     ]
     verdicts = pl.DataFrame(
         rows,
-        schema={"claim_id": pl.String, "model": pl.String, "text": pl.String, "verdict": pl.String},
+        schema={
+            "claim_id": pl.String,
+            "model": pl.String,
+            "text": pl.String,
+            "verdict": pl.String,
+            "side": pl.String,
+        },
     )
     parts = []
     for group, texts in groups.items():
@@ -92,6 +106,12 @@ def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.D
             robustness(mine, over="text", within=["claim_id", "model"], reference=next(iter(texts)))
         )
     return pl.concat(parts)
+
+
+def text_side(row: dict, entry: str) -> str | None:
+    """The side of its rule ``entry``'s "not reproduced" of a scorecard row falls on, from its
+    measured text (robustness.side_of)."""
+    return side_of({"verdict": row[entry], "measured": row.get(f"{entry} measured")})
 
 
 def reading_status(
@@ -137,15 +157,37 @@ def reading_verdicts(
 ) -> dict[str, str]:
     """``claim_id``'s verdict under each reading of ``entry`` that reaches it (its robustness
     table's rows, the same ones reading_status compares); {} where the table has none."""
+    hit = _claim_rows(readings, entry, claim_id, masked)
+    if hit is None:
+        return {}
+    return dict(zip(hit["reading"].to_list(), hit["verdict"].to_list(), strict=True))
+
+
+def reading_sides(
+    readings: dict[str, pl.DataFrame], entry: str, claim_id: str, masked: str = "non_selected"
+) -> dict[str, str | None]:
+    """The side of its rule each reading's "not reproduced" of :func:`reading_verdicts` falls
+    on (the robustness table's ``side`` column; {} where the table has none)."""
+    hit = _claim_rows(readings, entry, claim_id, masked)
+    if hit is None or "side" not in hit.columns:
+        return {}
+    return dict(zip(hit["reading"].to_list(), hit["side"].to_list(), strict=True))
+
+
+def _claim_rows(
+    readings: dict[str, pl.DataFrame], entry: str, claim_id: str, masked: str
+) -> pl.DataFrame | None:
+    """``claim_id``'s rows of ``entry``'s robustness table, under the masked keys' reading its
+    id names (or ``masked``); None where the entry has no such table."""
     table = readings.get(entry)
     if table is None or not {"reading", "verdict"} <= set(table.columns):
-        return {}
+        return None
     base, _, suffix = claim_id.rpartition(":")
     plain = base if base and suffix in MASKED_READINGS else claim_id
     hit = table.filter(pl.col("claim_id") == plain)
     if "masked" in hit.columns and hit["masked"].drop_nulls().len():
         hit = hit.filter(pl.col("masked") == (suffix if plain != claim_id else masked))
-    return dict(zip(hit["reading"].to_list(), hit["verdict"].to_list(), strict=True))
+    return hit
 
 
 def worst(statuses) -> str:
@@ -187,15 +229,19 @@ def claim_status(
             # every (text, reading) pair against every other: a flip between one text under one
             # reading and another text under another is a flip too (review 13), which the two
             # comparisons above (texts under the default, readings within a text) do not see
-            pooled = {
-                f"{text}, {name}": v
-                for text, e in members.items()
-                for name, v in (
-                    reading_verdicts(readings, e, r["claim_id"], mask_of(e)) or {"default": r[e]}
-                ).items()
-            }
+            pooled, pooled_sides = {}, {}
+            for text, e in members.items():
+                own = reading_verdicts(readings, e, r["claim_id"], mask_of(e))
+                own_sides = (
+                    reading_sides(readings, e, r["claim_id"], mask_of(e))
+                    if own
+                    else {"default": text_side(r, e)}
+                )
+                for name, v in (own or {"default": r[e]}).items():
+                    pooled[f"{text}, {name}"] = v
+                    pooled_sides[f"{text}, {name}"] = own_sides.get(name)
             reference = next(iter(pooled))
-            status, flipped, _ = compare(pooled, reference)
+            status, flipped, _ = compare(pooled, reference, pooled_sides)
             across = status == FRAGILE and FRAGILE not in (texts, reading)
             if across:
                 # both sides of the flip: the reference pair and the pairs that decide otherwise
@@ -313,8 +359,9 @@ VERDICT_MARKS = {
     "not scored": "n/s",
 }
 STATUS_MARKS = {ROBUST: "★", FRAGILE: "†", UNRESOLVED: "~"}
+SIDE_MARKS = {"above": "↑", "below": "↓", "above and below": "↕"}
 GLANCE_LEGEND = (
-    "✓ reproduced, ✗ not reproduced, ? undecided, ∅ vacuous (no data could fail it), ≈ not "
+    "✓ reproduced, ✗ not reproduced (↑ above the rule's band, ↓ below it, ↕ both), ? undecided, ∅ vacuous (no data could fail it), ≈ not "
     "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it, or a maximum "
@@ -369,7 +416,9 @@ def glance_cell(
         " ".join(
             part
             for part in (
-                VERDICT_MARKS.get(score_row[e], score_row[e]),
+                VERDICT_MARKS.get(score_row[e], score_row[e])
+                # a "not reproduced" with the side of the rule it falls on (review 36)
+                + SIDE_MARKS.get(text_side(score_row, e) or "", ""),
                 glance_number(score_row.get(f"{e} interval"), score_row.get(f"{e} measured")),
             )
             if part

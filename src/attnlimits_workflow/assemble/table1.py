@@ -56,6 +56,7 @@ TABLE1_SCHEMA = {
     **{c: pl.Float64 for c in ("value", "low", "high", "level")},
     "resamples": pl.Int64,
     "reads": pl.String,
+    "side": pl.String,
     "summary": pl.String,
 }
 
