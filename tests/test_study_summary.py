@@ -327,7 +327,8 @@ def test_which_rule_when_says_so_when_no_rule_helps():
             compared = 2 if key == "separability" else 3
             assert (
                 f"no rule is shown to relax it: of {compared} rules compared with softmax, none "
-                "has a paired ratio the configured ratio beyond it in the paper's direction."
+                "has a paired-ratio interval wholly the configured ratio beyond it in the paper's "
+                "direction (a point ratio beyond it is no shown difference)."
             ) in line(text, limit.when), key
     assert line(text, "many selected").endswith("Not compared: c: no verdict: support < N.")
     assert "Tightens it: b." in line(text, "the selected tokens")
@@ -355,7 +356,9 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
         pl.Series("vanishing_ratio", [1.0, 1.9, 1.1, math.nan]),
     )
     vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
-    assert "of 1 rules compared with softmax, none has a paired ratio" in vanishing, vanishing
+    assert "of 1 rules compared with softmax, none has a paired-ratio interval wholly" in (
+        vanishing
+    ), vanishing
     assert (
         "Beyond it on its own, not kept by Benjamini-Hochberg across the table: kept_out."
         in vanishing

@@ -332,8 +332,8 @@ def which_rule_when(
             # no shown difference is not a shown equivalence: say how many rules were compared
             text = (
                 f"{lead} no rule is shown to relax it: of {len(compared)} rules compared with "
-                f"{baseline}, none has a paired ratio {RATIO_WORD} beyond it in the paper's "
-                "direction."
+                f"{baseline}, none has a paired-ratio interval wholly {RATIO_WORD} beyond it in "
+                "the paper's direction (a point ratio beyond it is no shown difference)."
             )
             if apart:
                 text += f" Not compared: {'; '.join(apart)}."
