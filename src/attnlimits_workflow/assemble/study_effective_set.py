@@ -29,6 +29,10 @@ NO_WINDOW_INTERVAL = (
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
 AT_FLOOR = "no verdict: N* = 1, the floor, in every seed of both"
 CELLS_ONLY = "no verdict: N* known to its power-of-two cell only (effective_set.refine false)"
+NO_SPREAD = (
+    "no verdict: the same ratio in every seed (no spread for a t-interval; a sign test over 3 "
+    "seeds cannot go below p = 0.125)"
+)
 # what a withheld cell's short verdict leaves to the answer's sentence
 WITHHELD_WHY = {AT_FLOOR: "N* cannot go below 1, so neither model can need fewer keys there"}
 
@@ -110,6 +114,9 @@ def over_seeds(
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
+                if verdict in (FEWER, MORE) and same_ratio(values, base_values):
+                    # integer N* often repeat: a zero-width t-interval is no certainty (review 36)
+                    verdict = NO_SPREAD
                 if verdict in (FEWER, MORE):
                     verdict = windows_apart(own, base, verdict)
             rows.append(
@@ -142,6 +149,13 @@ def over_seeds(
     return pl.DataFrame(rows).sort(
         pl.col("normalizer").replace_strict(order, return_dtype=pl.Int64), "length"
     )
+
+
+def same_ratio(values: list[float], base_values: list[float]) -> bool:
+    """Whether every seed's ratio of N* to the baseline's is the same (to rounding): the
+    paired t-interval then has zero width, whatever the number of seeds."""
+    ratios = [math.log(v / b) for v, b in zip(values, base_values, strict=True)]
+    return max(ratios) - min(ratios) <= 1e-12
 
 
 def cell_floors(part: pl.DataFrame) -> list:
