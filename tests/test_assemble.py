@@ -649,6 +649,8 @@ def test_scorecard_joins_on_claim_id_and_marks_the_missing():
         "reproduced, 0 undecided of 1 tested (1 vacuous, 1 not scored)"
     ) in header
     assert "- m2: gpt2, trained weights" in header
+    # review 36: the tallies count rows, several of which one measurement decides
+    assert "The counts are of rows, not of independent tests" in header
     assert "claims: 1 reproduced, 1 not reproduced, 0 undecided of 2 tested (1 not scored)" in (
         header
     )

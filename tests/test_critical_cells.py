@@ -92,6 +92,11 @@ def test_a_quantised_share_is_printed_as_its_cell_and_says_above():
     assert below["measured"].startswith("above the rule's <= 0.06: ")
     assert "32: (0.812, 0.906]" in below["measured"]
     assert "largest N_crit / L lies in [0.844, 0.906]" in below["measured"]
+    # review 36: only the listed N were tried, so the cell reading says what it assumes
+    assert (
+        "lies in [0.844, 0.906] if each length's first pass over every integer N lies in"
+        in (below["measured"])
+    )
 
 
 def test_a_share_below_the_band_says_below():

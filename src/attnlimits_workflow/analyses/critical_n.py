@@ -518,7 +518,11 @@ def claims(
                         f"; read on grid cells (N tried before the first pass, N_crit] at "
                         f"{int(in_cells.sum())}/{f.height} lengths ({cells_text(f, lowest)}): "
                         f"the {name} lies in [{floor_slope.at_least:.3f}, "
-                        f"{slope.at_least:.3f}]" + ("+" if slope.censored else "")
+                        f"{slope.at_least:.3f}]"
+                        + ("+" if slope.censored else "")
+                        # only the listed N were tried: an unlisted N of an earlier gap could
+                        # pass (review 36); Algorithm 3's answer on its list is the top
+                        + " if each length's first pass over every integer N lies in its cell"
                     )
                 interval = slope_interval(slope, reps, card.level, fit)
                 if interval is not None:
