@@ -345,7 +345,7 @@ def test_verdicts():
     assert study.verdict(1.0, 0.0, 1.5) == "relaxes"
     assert study.verdict(0.0, 0.0, 1.5) == "no change"
     assert study.verdict(0.0, 1.0, 1.5, "smaller") == "relaxes"
-    assert study.verdict(0.0, (0.0, 0.1), 1.5) == "undecided (censored)"
+    assert study.verdict(0.0, (0.0, 0.1), 1.5) == study.UNDECIDED
     assert study.verdict(-0.1, 1.0, 1.5) == "not measured"
     assert intervals.loglog_slope(np.array([1, 2, 4]), np.array([1, 0.5, 0.25])) == pytest.approx(
         -1
@@ -368,14 +368,14 @@ def test_verdicts_on_censored_intervals_by_hand():
     # value known to lie in [0.4, 1]; baseline exact 0.2: surely >= 1.5 x 0.2
     assert study.verdict((0.4, 1.0), 0.2, 1.5) == "relaxes"
     # [0.25, 1] against 0.2: at least "no change", possibly "relaxes" -- undecided
-    assert study.verdict((0.25, 1.0), 0.2, 1.5) == "undecided (censored)"
+    assert study.verdict((0.25, 1.0), 0.2, 1.5) == study.UNDECIDED
     # baseline censored in [0.5, 1]: 0.3 <= 0.5 / 1.5 tightens whatever the baseline is ...
     assert study.verdict(0.3, (0.5, 1.0), 1.5) == "tightens"
     # ... 0.4 is no tightening, and "no change" only if the baseline is below 0.6: open
-    assert study.verdict(0.4, (0.5, 1.0), 1.5) == "undecided (censored)"
+    assert study.verdict(0.4, (0.5, 1.0), 1.5) == study.UNDECIDED
     # both censored in overlapping intervals: nothing is settled
     assert study.verdict((0.9, 1.0), (0.95, 1.0), 1.5) == "no change"
-    assert study.verdict((0.5, 1.0), (0.9, 1.0), 1.5) == "undecided (censored)"
+    assert study.verdict((0.5, 1.0), (0.9, 1.0), 1.5) == study.UNDECIDED
 
 
 @pytest.mark.unit
@@ -388,7 +388,7 @@ def test_shares_are_compared_on_their_odds():
     assert study.verdict(0.5, 0.7, 1.5, share=True) == "tightens"
     # a share of 1 has infinite odds; a censored share up to 1 leaves the comparison open
     assert study.verdict(1.0, 0.7, 1.5, share=True) == "relaxes"
-    assert study.verdict((0.7, 1.0), 0.7, 1.5, share=True) == "undecided (censored)"
+    assert study.verdict((0.7, 1.0), 0.7, 1.5, share=True) == study.UNDECIDED
     assert intervals.odds(0.75) == pytest.approx(3.0) and intervals.odds(1.2) == math.inf
     assert intervals.odds(-0.1) == 0.0
     assert study.LIMITS["distance"].share and study.LIMITS["separability"].share

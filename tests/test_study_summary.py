@@ -227,6 +227,31 @@ def test_a_censored_seed_mean_reads_as_a_lower_bound():
     assert study_prose.shown_over_seeds(over["rule"]["distance"]).startswith(">= 0.55 [")
 
 
+def test_a_seed_known_to_its_list_cell_reads_as_a_range():
+    """Review 36: the normalizer job's critical N is a first pass of Algorithm 3's list, known
+    to its cell; with no length censored, the share over the seeds is the range of the means of
+    both ends, not a lower bound, and no paired ratio is formed from cell ends."""
+    per_seed = {
+        "softmax": [
+            {"distance": 0.1, "distance_censored": 0},
+            {"distance": 0.12, "distance_censored": 0},
+        ],
+        "rule": [
+            {"distance": 0.5, "distance_upper": 0.6, "distance_censored": 0},
+            {"distance": 0.6, "distance_upper": 0.7, "distance_censored": 0},
+        ],
+    }
+    over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    rule = over["rule"]["distance"]
+    assert not rule.lower_bound and rule.upper_mean == pytest.approx(0.65)
+    assert study_prose.shown_over_seeds(rule).startswith("0.55 to 0.65 [")
+    assert math.isnan(rule.ratio)
+    assert study_prose.shown(
+        {"distance": 0.5, "distance_upper": 0.6, "distance_censored": 0, "distance_lengths": 6},
+        "distance",
+    ) == ("0.5 to 0.6; 0 of 6 L censored")
+
+
 # ------------------------------------------------------------------ which rule to use when
 def table(*rows):
     """A seeds table of hand-made rows: (name, {limit: verdict}, cost (mean, low, high,
@@ -363,7 +388,10 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
         "Beyond it on its own, not kept by Benjamini-Hochberg across the table: kept_out."
         in vanishing
     )
-    assert "No paired ratio (censored, unmeasured or non-positive seeds): unpaired." in vanishing
+    assert (
+        "No paired ratio (a seed censored or known to its list cell only, unmeasured or "
+        "non-positive; compared unpaired, on the interval ends): unpaired."
+    ) in vanishing
     # review 11: a dropped cell without a ratio is named once, as dropped
     t = t.with_columns(pl.Series("vanishing_ratio", [1.0, math.nan, 1.1, math.nan]))
     vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")

@@ -149,8 +149,8 @@ def verdict(
     """A measure against the baseline's, oriented by ``relaxes``. With ``relaxes="larger"``:
     'relaxes' when value >= ratio x baseline, 'tightens' when <= baseline / ratio, else
     'no change' ("smaller" swaps the two). A measure known only within an interval (a censored
-    one: (lower bound, upper bound)) gets a verdict only when the whole interval gives it, else
-    'undecided (censored)'. 'no verdict: both readings defensible' for ``relaxes="either"``;
+    one, or a first pass known to its list cell: (low, high)) gets a verdict only when the whole interval gives it, else
+    study_limits.UNDECIDED. 'no verdict: both readings defensible' for ``relaxes="either"``;
     'not measured' when either is missing or negative. 0 is never ``ratio`` x above 0: two
     zeros are 'no change'. ``share``: both are shares in [0, 1], compared on their odds
     (:func:`odds`)."""

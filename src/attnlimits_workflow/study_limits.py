@@ -10,7 +10,7 @@ from typing import Literal
 
 RELAXES, TIGHTENS, NO_CHANGE = "relaxes", "tightens", "no change"
 NOT_MEASURED = "not measured"
-UNDECIDED = "undecided (censored)"
+UNDECIDED = "undecided (known to an interval: censored, or a list cell)"
 NO_VERDICT = "no verdict: both readings defensible"
 # A sparse rule's rows with fewer nonzero weights than N: its top-N weight-0 tokens are never
 # distinguishable, so N_s/N <= support / N measures the support, not separability.

@@ -71,6 +71,9 @@ class SeedMeasure:
     p_value: float = math.nan
     sign_p: float = math.nan
     dropped: str = ""
+    # a measure known to an interval in some seed though none is censored (the critical N's
+    # list cells, review 36): the mean of the upper ends beside ``mean`` (NaN otherwise)
+    upper_mean: float = math.nan
 
 
 def ratio_verdict(low: float, high: float, ratio: float, relaxes: str) -> str:
@@ -108,7 +111,7 @@ def seed_measures(
     def summary(ms: list[Mapping[str, Any]], key: str) -> tuple:
         lows = [m.get(key) for m in ms]
         if any(v is None or not math.isfinite(v) for v in lows):
-            return math.nan, math.nan, math.nan, len(ms), False, False, (), ()
+            return math.nan, math.nan, math.nan, len(ms), False, False, (), (), math.nan, False
         highs = [m.get(f"{key}_upper", m[key]) for m in ms]
         highs = [h if h is not None else lo for h, lo in zip(highs, lows, strict=True)]
         censored = any(h > lo for h, lo in zip(highs, lows, strict=True))
@@ -121,7 +124,13 @@ def seed_measures(
         mean, low, _ = interval(lows, level)
         _, _, high = interval(highs, level)
         ends = tuple(float(v) for v in highs)
-        return mean, low, high, len(ms), censored, logs, tuple(float(v) for v in lows), ends
+        # known to an interval (a list cell) in some seed, censored in none: both ends shown
+        cells = censored and all(m.get(f"{key}_censored", 1) == 0 for m in ms)
+        upper_mean = sum(highs) / len(highs) if cells else math.nan
+        return (
+            *(mean, low, high, len(ms), censored and not cells, logs),
+            *(tuple(float(v) for v in lows), ends, upper_mean, censored),
+        )
 
     keys = [*LIMITS, *BESIDE]
     stats = {n: {k: summary(ms, k) for k in keys} for n, ms in per_seed.items()}
@@ -130,14 +139,15 @@ def seed_measures(
     for name, ms in per_seed.items():
         out[name] = {}
         for key in keys:
-            mean, low, high, n, censored, logs, values, highs = stats[name][key]
+            mean, low, high, n, censored, logs, values, highs, upper_mean, ranged = stats[name][key]
             b_mean, b_low, b_high = stats[baseline][key][:3]
             limit = LIMITS.get(key)
             reason = withheld(key, ms) or withheld_of.get(name, {}).get(key)
-            base_censored, base_values = stats[baseline][key][4], stats[baseline][key][6]
+            base_ranged, base_values = stats[baseline][key][9], stats[baseline][key][6]
+            # a paired ratio needs every seed's value: none of an interval (censored or a cell)
             paired = (
                 paired_ratio(values, base_values, level, limit.share)
-                if limit is not None and not censored and not base_censored
+                if limit is not None and not ranged and not base_ranged
                 else (math.nan, math.nan, math.nan)
             )
             if limit is None:
@@ -186,10 +196,14 @@ def seed_measures(
                     # no p-value, so no place in the family: withheld, not left uncorrected
                     found = NO_P_VALUE
                 out[name][key] = SeedMeasure(
-                    mean, low, high, n, found, censored, logs, values, p_value=p_value
+                    *(mean, low, high, n, found, censored, logs, values),
+                    p_value=p_value,
+                    upper_mean=upper_mean,
                 )
                 continue
-            out[name][key] = SeedMeasure(mean, low, high, n, found, censored, logs, values)
+            out[name][key] = SeedMeasure(
+                mean, low, high, n, found, censored, logs, values, upper_mean=upper_mean
+            )
     # the caps first: a low-T cell they withhold is no finding, and no member of the family
     ceiling_withheld(out, per_seed, baseline, ratio, level)
     out = false_discovery_control(out, 1.0 - level)

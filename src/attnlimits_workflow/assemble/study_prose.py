@@ -30,14 +30,18 @@ from ..tables import markdown_table
 
 
 def shown(measures: Mapping[str, Any], key: str) -> str:
-    """The measure as the page shows it: '>= x' for a lower bound, and for the critical N how
-    many lengths were censored."""
+    """The measure as the page shows it: '>= x' for a lower bound, 'x to y' for one known to
+    its list cells, and for the critical N how many lengths were censored."""
     value = measures.get(key)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     text = f"{value:.3g}"
+    upper = measures.get(f"{key}_upper")
     if f"{key}_censored" in measures:
         censored, lengths = measures[f"{key}_censored"], measures[f"{key}_lengths"]
+        if not censored and upper is not None and upper > value:
+            # a first pass of the list known to its cell: both ends (review 36)
+            text = f"{value:.3g} to {upper:.3g}"
         text = (">= " if censored else "") + text + f"; {censored} of {lengths} L censored"
     return text
 
@@ -117,10 +121,15 @@ def shown_difference(m: SeedMeasure) -> str:
 
 def shown_over_seeds(m: SeedMeasure) -> str:
     """'mean [low, high]', or the mean alone where there is no interval; '>= mean' where the
-    mean is of lower ends (a censored seed)."""
+    mean is of lower ends (a censored seed); 'low to high' where some seed's measure is known
+    to an interval (a list cell) and none is censored: the means of the ends, the interval
+    from the low ends' low to the high ends' high."""
     if math.isnan(m.mean):
         return "n/a"
     mean = (">= " if m.lower_bound else "") + f"{m.mean:.3g}"
+    if math.isfinite(m.upper_mean) and m.upper_mean > m.mean:
+        # known to its list cells in some seed (none censored): the means of both ends
+        mean = f"{m.mean:.3g} to {m.upper_mean:.3g}"
     if math.isnan(m.low):
         return mean
     paired = (
@@ -323,6 +332,9 @@ def which_rule_when(
             text = (
                 f"{lead} one seed: no interval, so no difference from {baseline} is shown."
                 if any(r.get(f"{key}_verdict") == ONE_SEED for r in rows)
+                # unpaired comparisons only (their note below), or none at all
+                else f"{lead} no rule has a paired ratio to {baseline}."
+                if unpaired
                 else f"{lead} no rule could be compared with {baseline}."
             )
             withheld = [a for a in apart if not a.endswith(f": {ONE_SEED}")]
@@ -345,7 +357,8 @@ def which_rule_when(
             )
         if unpaired:
             text += (
-                " No paired ratio (censored, unmeasured or non-positive seeds): "
+                " No paired ratio (a seed censored or known to its list cell only, unmeasured "
+                "or non-positive; compared unpaired, on the interval ends): "
                 + ", ".join(r["normalizer"] for r in unpaired)
                 + "."
             )
