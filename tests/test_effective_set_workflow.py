@@ -237,3 +237,42 @@ def test_the_interval_reads_each_resamples_cell_not_its_top():
     )
     assert row["n_star"] == 4
     assert (row["n_star_low"], row["n_star_high"]) == (3, 4)
+
+
+def test_the_rank_correlation_reads_n_crit_at_both_ends_of_its_cell():
+    """Review 36: N_crit is known to its list cell, so its rank against N*/L is given at the
+    cells' tops (the paper's number) and at their least N; a ranking that rests on where in its
+    cell each N_crit lies shows as two different rhos."""
+    from attnlimits_workflow.assemble.effective_set_report import (
+        correlation_sentence,
+        rank_correlations,
+    )
+
+    lengths = [128, 256, 512, 1024]
+    summary = pl.DataFrame(
+        {
+            "length": lengths,
+            "variant": ["attention-delete"] * 4,
+            "n_star": [64, 96, 128, 160],
+            "n_star_over_length": [0.5, 0.375, 0.25, 0.15625],
+        }
+    )
+    # the tops fall with L, as N*/L does (rho +1); L = 128's cell (0.05, 0.5] reaches below
+    # every other length's N_crit, so at the cells' least N the ranking turns (rho -0.2)
+    critical = pl.DataFrame(
+        {
+            "length": lengths,
+            "expectation": ["closed_form"] * 4,
+            "N_crit": [64.0, 102.0, 154.0, 205.0],
+            "N_crit_censored": [False] * 4,
+            "N_crit_over_length": [0.5, 0.4, 0.3, 0.2],
+            "N_crit_cell_low": [0.05, None, None, None],
+        }
+    )
+    got = rank_correlations(summary, critical).row(0, named=True)
+    assert got["spearman_rho"] == pytest.approx(1.0)
+    assert got["spearman_rho_cell_low"] == pytest.approx(-0.2)
+    assert got["spearman_rho"] != pytest.approx(got["spearman_rho_cell_low"])
+    assert "+1.00 (-0.20 with N_crit at its cells' low ends)" in correlation_sentence(
+        rank_correlations(summary, critical)
+    )

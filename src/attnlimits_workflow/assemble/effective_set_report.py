@@ -4,6 +4,7 @@ N*/L and N_crit/L against L, and whether the two move together (a rank correlati
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -75,9 +76,8 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
     (variant, expectation); null where fewer than MIN_LENGTHS_FOR_CORRELATION lengths are
     shared (then it is not defined, not zero). Fractions of L, not counts: both counts grow with
     L. Fractions share the 1/L too, and any two trends in L rank alike: a description, with no
-    p-value (:data:`TREND_CAVEAT`)."""
-    from scipy.stats import spearmanr
-
+    p-value (:data:`TREND_CAVEAT`). ``spearman_rho_cell_low``: the same with each N_crit at
+    its list cell's low end (where the table has the cells)."""
     rows = []
     for (variant,), part in summary.group_by(["variant"], maintain_order=True):
         for (expectation,), crit in critical.group_by(["expectation"], maintain_order=True):
@@ -87,18 +87,27 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             if "n_star_floor" in both.columns:
                 # an N* known to its power-of-two cell only ranks nothing (review 34)
                 both = both.filter(pl.col("n_star_floor") >= pl.col("n_star"))
-            rho = None
+            rho = rho_low = None
             if both.height >= MIN_LENGTHS_FOR_CORRELATION:
                 x = both["n_star_over_length"].to_numpy()
                 y = both["N_crit_over_length"].to_numpy()
-                found = float(spearmanr(x, y).statistic)
-                rho = None if math.isnan(found) else found
+                rho = _spearman(x, y)
+                # the list knows N_crit to its cell: ranked at the cells' low ends too, so a
+                # rank that rests on where in its cell each N_crit lies shows (review 36)
+                if "N_crit_cell_low" in both.columns:
+                    # the cell (a, N_crit]'s least N is a + 1 (N_crit_cell_low is a / L)
+                    least = pl.col("N_crit_cell_low") + 1.0 / pl.col("length")
+                    y = both.select(least.fill_null(pl.col("N_crit_over_length"))).to_series()
+                    rho_low = _spearman(x, y.to_numpy())
+                else:
+                    rho_low = rho
             rows.append(
                 {
                     "variant": variant,
                     "expectation": expectation,
                     "lengths": both.height,
                     "spearman_rho": rho,
+                    "spearman_rho_cell_low": rho_low,
                 }
             )
     return pl.DataFrame(
@@ -108,8 +117,28 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             "expectation": pl.String,
             "lengths": pl.Int64,
             "spearman_rho": pl.Float64,
+            "spearman_rho_cell_low": pl.Float64,
         },
     )
+
+
+def _spearman(x, y) -> float | None:
+    """Spearman's rho, None where it is not defined (a variable constant over the lengths)."""
+    from scipy.stats import spearmanr
+
+    found = float(spearmanr(x, y).statistic)
+    return None if math.isnan(found) else found
+
+
+def rho_text(row: Mapping) -> str:
+    """'rho +0.40', with the rho at the cells' low ends beside it where it differs."""
+    text = f"Spearman rho {row['spearman_rho']:+.2f}"
+    low = row.get("spearman_rho_cell_low")
+    if low is None and row.get("spearman_rho") is not None and "spearman_rho_cell_low" in row:
+        return text + " (not defined with N_crit at its cells' low ends)"
+    if low is not None and abs(low - row["spearman_rho"]) > 1e-12:
+        text += f" ({low:+.2f} with N_crit at its cells' low ends)"
+    return text
 
 
 def undefined_reason(lengths: int) -> str:
@@ -136,8 +165,7 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
             parts.append(f"against N_crit ({r['expectation']}) {undefined_reason(r['lengths'])}")
         else:
             parts.append(
-                f"Spearman rho {r['spearman_rho']:+.2f} against N_crit/L ({r['expectation']}) "
-                f"over {r['lengths']} lengths"
+                f"{rho_text(r)} against N_crit/L ({r['expectation']}) over {r['lengths']} lengths"
             )
     return f"N*/L ({variant}) across L: " + "; ".join(parts) + f" ({TREND_CAVEAT})."
 
