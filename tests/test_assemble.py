@@ -443,13 +443,14 @@ def test_table1_three_outcomes_from_replicates_by_hand():
         assert row["value"] == pytest.approx(point)
         assert (row["level"], row["resamples"]) == (0.95, 50)
         # review 36: a "not reproduced" names its side (the slope -0.1 to -0.4 lies above the
-        # band [-1.25, -0.8]), in the text and in the side column robustness compares
-        side = "above the rule's band: " if expected == "not reproduced" else ""
+        # band [-1.25, -0.8]), in the text and in the side column robustness compares; review
+        # 37: named by the statistic that missed, as the rule reads two (slope and R^2)
+        side = "slope above its band: " if expected == "not reproduced" else ""
         assert row["measured"] == (
             f"{side}log-log slope of median max weight {point:.2f} "
             f"[{ordered[1]:.2f}, {ordered[48]:.2f}], R^2 1.000 [1.000, 1.000] over 3 lengths"
         )
-        assert row["side"] == ("above" if expected == "not reproduced" else None)
+        assert row["side"] == ("slope above" if expected == "not reproduced" else None)
 
 
 def test_table1_saturation_box_by_hand():
@@ -2430,6 +2431,16 @@ def test_missed_side_by_hand():
     assert missed_side((low, high), (box, box)) == "above and below"
     inside = Interval(0.75, 0.72, 0.8, 0.95, 50)
     assert missed_side((low, inside), (box, box)) == "below"
+    # review 37: a joint claim of different statistics names the one that missed: a slope far
+    # above its band with an interval straddling the edge, and an R^2 wholly below its own, is
+    # "R^2 below", never "below the rule's band" (which reads as a slope below -1.25)
+    slope, r2 = Interval(-0.3, -0.85, -0.2, 0.95, 50), Interval(0.5, 0.3, 0.6, 0.95, 50)
+    fit = Band(low=0.9)
+    assert missed_side((slope, r2), (band, fit), ("slope", "R^2")) == "R^2 below"
+    steep = Interval(-0.3, -0.4, -0.2, 0.95, 50)
+    assert missed_side((steep, r2), (band, fit), ("slope", "R^2")) == "slope above; R^2 below"
+    # one statistic's two ends against one band: a plain side
+    assert missed_side((low, high), (box, box), ("N_s/N", "N_s/N")) == "above and below"
 
 
 def test_two_texts_missing_a_band_on_opposite_sides_are_fragile():

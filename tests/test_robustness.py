@@ -256,3 +256,17 @@ def test_table1_sides_reach_the_robustness_table():
             "x_key: not reproduced (above)",
         )
         assert long["side"].to_list() == ["below", "above"]
+
+
+def test_two_statistics_missing_their_own_bands_are_no_flip():
+    """Review 37: Lemma 1 missed on its R^2 (below its band) under one reading and on its slope
+    (above its band) under another says the same thing, the 1/L decay does not hold: no flip.
+    The same statistic on opposite sides is one."""
+    from attnlimits_workflow.robustness import compare, sides_conflict
+
+    both = {"default": "not reproduced", "x_key": "not reproduced"}
+    assert compare(both, "default", {"default": "R^2 below", "x_key": "slope above"})[0] == ROBUST
+    flip = compare(both, "default", {"default": "slope below", "x_key": "slope above; R^2 below"})
+    assert flip[:2] == (FRAGILE, "x_key: not reproduced (slope above; R^2 below)")
+    assert sides_conflict("above", "below") and not sides_conflict("above", "above")
+    assert not sides_conflict("above", "R^2 below")  # a plain side and a named one: apart

@@ -222,17 +222,30 @@ def joint_verdict(intervals: Sequence[Interval], bands: Sequence[Band]) -> str:
     return REPRODUCED
 
 
-def missed_side(intervals: Sequence[Interval], bands: Sequence[Band]) -> str | None:
+def missed_side(
+    intervals: Sequence[Interval], bands: Sequence[Band], names: Sequence[str] | None = None
+) -> str | None:
     """Where a claim that is not reproduced (:func:`joint_verdict`) misses its bands: "above"
     or "below" when every statistic that misses its band (value and interval wholly outside,
     :func:`verdict`) lies on that side of it, "above and below" when one lies above and another
     below; None when the joint verdict is not "not reproduced". A reader of "not reproduced"
-    assumes a side, and two readings that miss a two-sided band on opposite sides disagree."""
+    assumes a side, and two readings that miss a two-sided band on opposite sides disagree.
+
+    ``names``: what each statistic is, where a joint claim reads different ones (a slope and
+    its fit's R^2): the side is then named by the statistics that missed ("R^2 below"), never
+    read as the side of one band (review 37); statistics of one name (the smallest and largest
+    of one median) share a band and a plain side."""
     if joint_verdict(intervals, bands) != NOT_REPRODUCED:
         return None
-    missed = {
-        "above" if i.value > b.high else "below"
-        for i, b in zip(intervals, bands, strict=True)
-        if verdict(i, b) == NOT_REPRODUCED
-    }
-    return " and ".join(side for side in ("above", "below") if side in missed)
+    names = list(names) if names is not None else [""] * len(intervals)
+    missed: dict[str, set[str]] = {}
+    for i, b, name in zip(intervals, bands, names, strict=True):
+        if verdict(i, b) == NOT_REPRODUCED:
+            missed.setdefault(name, set()).add("above" if i.value > b.high else "below")
+
+    def side(sides: set[str]) -> str:
+        return " and ".join(s for s in ("above", "below") if s in sides)
+
+    if set(missed) == {""} or len(set(names)) == 1:
+        return side(set().union(*missed.values()))
+    return "; ".join(f"{name} {side(sides)}" for name, sides in missed.items())

@@ -53,9 +53,9 @@ def compare(
 ) -> tuple[str, str, str]:
     """(status, flipped_by, unsettled_by) of one claim over ``verdicts`` (alternative ->
     verdict), by the rules of this module's docstring. ``sides``: per alternative, the side of
-    the rule a "not reproduced" falls on (above, below; None where unknown): two alternatives
-    that miss a two-sided band on opposite sides decide the claim differently (review 36), an
-    unknown side agrees with either."""
+    the rule a "not reproduced" falls on (above, below, or per statistic: :func:`parse_side`;
+    None where unknown): two alternatives that miss a band on opposite sides decide the claim
+    differently (review 36, :func:`sides_conflict`), an unknown side agrees with either."""
     verdicts = applicable(verdicts)
     sides = sides or {}
     decided = {alt: v for alt, v in verdicts.items() if v in DECIDED}
@@ -74,7 +74,8 @@ def compare(
     flipped = [
         (alt, outcome(alt))
         for alt, v in decided.items()
-        if v != ref_decided or (alt in missed and ref_side is not None and sides[alt] != ref_side)
+        if v != ref_decided
+        or (alt in missed and ref_side is not None and sides_conflict(sides[alt], ref_side))
     ]
     unsettled = [(alt, v or "no verdict") for alt, v in verdicts.items() if v not in DECIDED]
     if flipped:
@@ -86,6 +87,26 @@ def compare(
     else:
         status = ROBUST
     return status, _pairs(flipped), _pairs(unsettled)
+
+
+def parse_side(side: str) -> dict[str, str]:
+    """A Table 1 side (bootstrap.missed_side) as statistic -> direction: "above" is the one
+    band's ({"": "above"}), "R^2 below; slope above" names each statistic's own."""
+    out = {}
+    for part in side.split("; "):
+        for direction in ("above and below", "above", "below"):
+            if part == direction or part.endswith(f" {direction}"):
+                out[part.removesuffix(direction).strip()] = direction
+                break
+    return out
+
+
+def sides_conflict(a: str, b: str) -> bool:
+    """Whether two not-reproduced outcomes miss the rule on opposite sides: some statistic named
+    by both lies on different sides of its band. A slope above its band and an R^2 below its own
+    are two reasons for one outcome, not a flip (review 37)."""
+    one, other = parse_side(a), parse_side(b)
+    return any(one[name] != other[name] for name in one.keys() & other.keys())
 
 
 def _pairs(pairs: list[tuple[str, str]]) -> str:

@@ -548,7 +548,7 @@ def claims(
                 verdict_now,
                 parts[k],
                 reads=("R^2", "slope", "growth exponent")[k],
-                side=missed_side(parts, bands),
+                side=missed_side(parts, bands, ("R^2", "slope", "growth exponent")),
             )
     else:
         card.cannot_score(

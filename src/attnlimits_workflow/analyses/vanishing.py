@@ -177,7 +177,7 @@ def claims(
             joint_verdict(parts, bands),
             parts[k],
             reads=("log-log slope", "R^2 of the log-log fit")[k],
-            side=missed_side(parts, bands),
+            side=missed_side(parts, bands, ("slope", "R^2")),
         )
     elif van.height >= 2:
         card.cannot_score(

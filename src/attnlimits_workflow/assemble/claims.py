@@ -16,6 +16,8 @@ from attnlimits.bootstrap import Band, Interval, percentile_interval
 # The opening of a measured text that names the side a "not reproduced" falls on
 # ("above the rule's [0.03, 0.12]: ...", "below the rule's band: ...")
 SIDE_TEXT = re.compile(r"(above and below|above|below) the rule's ([^:]+):")
+# the sides of a statistic against its one band (bootstrap.missed_side without names)
+PLAIN_SIDES = ("above", "below", "above and below")
 
 # A claim this run cannot score (its grid lacks what the rule reads, no rows, 0 checked): kept
 # apart from "not applicable", an alternative that does not exist for the model (the prefix
@@ -119,7 +121,9 @@ class Scorecard:
         above, below, above and below), which the measured text then opens with (SIDE_TEXT)
         unless it names it already, and robustness compares (opposite sides disagree)."""
         if side and verdict == "not reproduced" and not SIDE_TEXT.match(measured):
-            measured = f"{side} the rule's band: {measured}"
+            # a plain side is the rule's band's; a named one, its statistics' own (review 37)
+            where = f"{side} the rule's band" if side in PLAIN_SIDES else f"{side} its band"
+            measured = f"{where}: {measured}"
         self.rows.append(
             {
                 "claim_id": claim_id,
