@@ -664,3 +664,23 @@ def test_sink_and_perplexity_differences_are_labelled_uncorrected():
     plain = table(BASE, ("a", {}, (1.0, -1.0, 3.0, study.NO_DIFFERENCE), study.NO_DIFFERENCE))
     text = study_prose.which_rule_when(plain, "softmax")
     assert study_prose.UNCORRECTED not in text
+
+
+def test_every_seed_above_reads_the_cells_upper_ends():
+    """Review 37: a share known to its list cell in each seed is above the baseline's only
+    where its low end is above the baseline's high end; overlapping cells say nothing."""
+
+    def seeds(cells):
+        return [{"distance": lo, "distance_upper": hi, "distance_censored": 0} for lo, hi in cells]
+
+    per_seed = {
+        "softmax": seeds([(0.60, 0.70), (0.62, 0.72), (0.64, 0.74)]),
+        "overlap": seeds([(0.66, 0.76), (0.67, 0.77), (0.68, 0.78)]),
+        "apart": seeds([(0.80, 0.90), (0.81, 0.91), (0.82, 0.92)]),
+    }
+    over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
+    base = over["softmax"]["distance"]
+    assert study_prose.seed_order(over["overlap"]["distance"], base, "softmax") == ""
+    assert study_prose.seed_order(over["apart"]["distance"], base, "softmax").startswith(
+        "every seed above softmax's"
+    )

@@ -74,6 +74,8 @@ class SeedMeasure:
     # a measure known to an interval in some seed though none is censored (the critical N's
     # list cells, review 36): the mean of the upper ends beside ``mean`` (NaN otherwise)
     upper_mean: float = math.nan
+    # every seed's upper end, in seed order (its value where known exactly; () unrecorded)
+    uppers: tuple[float, ...] = ()
 
 
 def ratio_verdict(low: float, high: float, ratio: float, relaxes: str) -> str:
@@ -171,6 +173,7 @@ def seed_measures(
                     *(mean, low, high, n, found, censored, logs, values, r, r_low, r_high),
                     p_value=beyond_ratio_pvalue(log_ratios, ratio),
                     sign_p=beyond_ratio_sign_pvalue(log_ratios, ratio),
+                    uppers=highs,
                 )
                 continue
             else:
@@ -199,10 +202,13 @@ def seed_measures(
                     *(mean, low, high, n, found, censored, logs, values),
                     p_value=p_value,
                     upper_mean=upper_mean,
+                    uppers=highs,
                 )
                 continue
             out[name][key] = SeedMeasure(
-                mean, low, high, n, found, censored, logs, values, upper_mean=upper_mean
+                *(mean, low, high, n, found, censored, logs, values),
+                upper_mean=upper_mean,
+                uppers=highs,
             )
     # the caps first: a low-T cell they withhold is no finding, and no member of the family
     ceiling_withheld(out, per_seed, baseline, ratio, level)

@@ -170,10 +170,12 @@ def seed_order(m: SeedMeasure, base: SeedMeasure, baseline: str) -> str:
     paired sign test's floor, not the unpaired 2 / C(2n, n)."""
     if len(m.values) < 2 or len(m.values) != len(base.values):
         return ""
-    # a censored measure's values are its lower ends: below them it is not known, above it is
-    if max(m.values) < min(base.values) and not m.lower_bound:
+    # a censored measure's values are its lower ends: below them it is not known, above it is;
+    # one known to its list cell lies anywhere up to its upper end (review 37)
+    m_high, base_high = m.uppers or m.values, base.uppers or base.values
+    if max(m_high) < min(base.values) and not m.lower_bound:
         side = "below"
-    elif min(m.values) > max(base.values) and not base.lower_bound:
+    elif min(m.values) > max(base_high) and not base.lower_bound:
         side = "above"
     else:
         return ""
