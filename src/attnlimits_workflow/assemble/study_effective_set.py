@@ -14,7 +14,12 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from attnlimits.intervals import log_t_interval, paired_ratio
+from attnlimits.intervals import (
+    beyond_ratio_sign_pvalue,
+    log_t_interval,
+    paired_log_ratios,
+    paired_ratio,
+)
 
 from ..study_limits import NO_DIFFERENCE, ONE_SEED
 
@@ -29,10 +34,6 @@ NO_WINDOW_INTERVAL = (
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
 AT_FLOOR = "no verdict: N* = 1, the floor, in every seed of both"
 CELLS_ONLY = "no verdict: N* known to its power-of-two cell only (effective_set.refine false)"
-NO_SPREAD = (
-    "no verdict: the same ratio in every seed (no spread for a t-interval; a sign test over 3 "
-    "seeds cannot go below p = 0.125)"
-)
 # what a withheld cell's short verdict leaves to the answer's sentence
 WITHHELD_WHY = {AT_FLOOR: "N* cannot go below 1, so neither model can need fewer keys there"}
 
@@ -96,7 +97,7 @@ def over_seeds(
                 low = high = math.nan
             elif not math.isnan(low):
                 low = max(low, 1.0)  # N* >= 1 by definition; the log scale's interval is not
-            r = r_low = r_high = math.nan
+            r = r_low = r_high = sign_p = math.nan
             base_values = [float(v) for v in base["n_star"].fill_null(0)]
             if name == baseline:
                 verdict = "baseline"
@@ -114,9 +115,12 @@ def over_seeds(
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
-                if verdict in (FEWER, MORE) and same_ratio(values, base_values):
-                    # integer N* often repeat: a zero-width t-interval is no certainty (review 36)
-                    verdict = NO_SPREAD
+                # beside the t-interval, the normality-free test: with n seeds it cannot go
+                # below 2^(1 - n) (review 36; withholding a zero-width interval instead made
+                # the rule fail on the seeds' best agreement, review 37)
+                sign_p = beyond_ratio_sign_pvalue(
+                    paired_log_ratios(tuple(values), tuple(base_values)), ratio
+                )
                 if verdict in (FEWER, MORE):
                     verdict = windows_apart(own, base, verdict)
             rows.append(
@@ -142,6 +146,7 @@ def over_seeds(
                     "ratio": r,
                     "ratio_low": r_low,
                     "ratio_high": r_high,
+                    "sign_p": sign_p,
                     "verdict": verdict,
                 }
             )
@@ -149,13 +154,6 @@ def over_seeds(
     return pl.DataFrame(rows).sort(
         pl.col("normalizer").replace_strict(order, return_dtype=pl.Int64), "length"
     )
-
-
-def same_ratio(values: list[float], base_values: list[float]) -> bool:
-    """Whether every seed's ratio of N* to the baseline's is the same (to rounding): the
-    paired t-interval then has zero width, whatever the number of seeds."""
-    ratios = [math.log(v / b) for v, b in zip(values, base_values, strict=True)]
-    return max(ratios) - min(ratios) <= 1e-12
 
 
 def cell_floors(part: pl.DataFrame) -> list:
@@ -201,6 +199,8 @@ def cell(row: Mapping) -> str:
         mean += (
             f"; paired ratio x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
         )
+        if not math.isnan(row.get("sign_p", math.nan)):
+            mean += f", sign test p = {row['sign_p']:.2g}"
     return f"{row['verdict']}: {mean}; NLL {row['base_nll_per_target']:.2f}"
 
 
