@@ -239,14 +239,19 @@ def test_the_interval_reads_each_resamples_cell_not_its_top():
     assert (row["n_star_low"], row["n_star_high"]) == (3, 4)
 
 
-def test_the_rank_correlation_reads_n_crit_at_both_ends_of_its_cell():
-    """Review 36: N_crit is known to its list cell, so its rank against N*/L is given at the
-    cells' tops (the paper's number) and at their least N; a ranking that rests on where in its
-    cell each N_crit lies shows as two different rhos."""
+def test_the_rank_correlation_ties_lengths_whose_cells_overlap():
+    """Review 37: N_crit is known to its list cell; ranking the cells' tops ranked the list's
+    rounding (one fraction cell (0.6, 0.7] gives tops 0.703, 0.699, 0.699, 0.700 at L = 128 ...
+    1024) and the low ends too. Lengths whose cells overlap tie, and where every one overlaps
+    there is no order to rank."""
     from attnlimits_workflow.assemble.effective_set_report import (
+        cell_ranks,
         correlation_sentence,
         rank_correlations,
     )
+
+    assert cell_ranks([0.1, 0.3, 0.25, 0.6], [0.2, 0.4, 0.35, 0.7]).tolist() == [0, 1, 1, 2]
+    assert cell_ranks([0.5, 0.5], [0.5, 0.5]).tolist() == [0, 0]  # equal points tie
 
     lengths = [128, 256, 512, 1024]
     summary = pl.DataFrame(
@@ -257,22 +262,29 @@ def test_the_rank_correlation_reads_n_crit_at_both_ends_of_its_cell():
             "n_star_over_length": [0.5, 0.375, 0.25, 0.15625],
         }
     )
-    # the tops fall with L, as N*/L does (rho +1); L = 128's cell (0.05, 0.5] reaches below
-    # every other length's N_crit, so at the cells' least N the ranking turns (rho -0.2)
+    tops = [90 / 128, 179 / 256, 358 / 512, 717 / 1024]
+    lows = [77 / 128, 154 / 256, 307 / 512, 615 / 1024]  # the list N before each: 0.6 L
     critical = pl.DataFrame(
         {
             "length": lengths,
             "expectation": ["closed_form"] * 4,
-            "N_crit": [64.0, 102.0, 154.0, 205.0],
+            "N_crit": [90.0, 179.0, 358.0, 717.0],
             "N_crit_censored": [False] * 4,
-            "N_crit_over_length": [0.5, 0.4, 0.3, 0.2],
-            "N_crit_cell_low": [0.05, None, None, None],
+            "N_crit_over_length": tops,
+            "N_crit_cell_low": lows,
         }
     )
     got = rank_correlations(summary, critical).row(0, named=True)
-    assert got["spearman_rho"] == pytest.approx(1.0)
-    assert got["spearman_rho_cell_low"] == pytest.approx(-0.2)
-    assert got["spearman_rho"] != pytest.approx(got["spearman_rho_cell_low"])
-    assert "+1.00 (-0.20 with N_crit at its cells' low ends)" in correlation_sentence(
+    assert got["spearman_rho"] is None and got["lengths"] == 4
+    assert "list cells overlap at every length" in correlation_sentence(
         rank_correlations(summary, critical)
     )
+    # two cells apart from the other two: two tied pairs, ranked
+    apart = critical.with_columns(
+        pl.Series("N_crit_over_length", [0.2, 0.2, 0.7, 0.7]),
+        pl.Series("N_crit_cell_low", [0.1, 0.1, 0.6, 0.6]),
+    )
+    rho = rank_correlations(summary, apart).row(0, named=True)["spearman_rho"]
+    from scipy.stats import spearmanr
+
+    assert rho == pytest.approx(spearmanr([0.5, 0.375, 0.25, 0.15625], [0, 0, 1, 1]).statistic)

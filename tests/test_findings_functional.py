@@ -95,7 +95,10 @@ def test_the_correlation_sentence_says_when_it_is_not_defined():
     # shortage of lengths
     tied = correlations.with_columns(pl.Series("lengths", [4, 4]))
     said_tied = findings_functional.correlation_sentence(tied)
-    assert "(monte_carlo): not defined: over 4 lengths with both uncensored, N*/L or " in said_tied
+    assert (
+        "(monte_carlo): not defined: over 4 lengths with both uncensored, N*/L takes one value "
+        in (said_tied)
+    )
     assert "takes one value at every length" in said_tied
     assert "a description, not a test" in said
     assert "No random-delete N*" in findings_functional.correlation_sentence(
@@ -219,9 +222,8 @@ def test_the_n_star_figure_joins_only_found_values_by_its_line():
 
 
 def test_the_correlation_sentence_says_n_crit_is_its_lists_first_pass():
-    """Review 35: N* cells are left out of the rank correlation, N_crit's are not: N_crit is
-    Algorithm 3's first passing N of its list (the paper's number), the top of its cell; the
-    sentence says which it reads."""
+    """Review 35: N* cells are left out of the rank correlation; review 37: N_crit is known to
+    its list cell, and lengths whose cells overlap tie; the sentence says how it is ranked."""
     correlations = pl.DataFrame(
         {
             "variant": ["attention-delete"],
@@ -231,7 +233,7 @@ def test_the_correlation_sentence_says_n_crit_is_its_lists_first_pass():
         }
     )
     said = findings_functional.correlation_sentence(correlations)
-    assert "N_crit read as its list's first passing N (the paper's number, its cell's top)" in said
+    assert "N_crit ranked by its list cell, lengths whose cells overlap tied" in said
 
 
 def test_the_n_star_figure_draws_cells_as_ranges():

@@ -4,7 +4,6 @@ N*/L and N_crit/L against L, and whether the two move together (a rank correlati
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -76,8 +75,8 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
     (variant, expectation); null where fewer than MIN_LENGTHS_FOR_CORRELATION lengths are
     shared (then it is not defined, not zero). Fractions of L, not counts: both counts grow with
     L. Fractions share the 1/L too, and any two trends in L rank alike: a description, with no
-    p-value (:data:`TREND_CAVEAT`). ``spearman_rho_cell_low``: the same with each N_crit at
-    its list cell's low end (where the table has the cells)."""
+    p-value (:data:`TREND_CAVEAT`). N_crit is known to its list cell: lengths whose cells
+    overlap tie (:func:`cell_ranks`)."""
     rows = []
     for (variant,), part in summary.group_by(["variant"], maintain_order=True):
         for (expectation,), crit in critical.group_by(["expectation"], maintain_order=True):
@@ -87,27 +86,29 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             if "n_star_floor" in both.columns:
                 # an N* known to its power-of-two cell only ranks nothing (review 34)
                 both = both.filter(pl.col("n_star_floor") >= pl.col("n_star"))
-            rho = rho_low = None
+            rho = None
             if both.height >= MIN_LENGTHS_FOR_CORRELATION:
                 x = both["n_star_over_length"].to_numpy()
-                y = both["N_crit_over_length"].to_numpy()
-                rho = _spearman(x, y)
-                # the list knows N_crit to its cell: ranked at the cells' low ends too, so a
-                # rank that rests on where in its cell each N_crit lies shows (review 36)
+                top = both["N_crit_over_length"].to_numpy()
+                least = top
                 if "N_crit_cell_low" in both.columns:
                     # the cell (a, N_crit]'s least N is a + 1 (N_crit_cell_low is a / L)
-                    least = pl.col("N_crit_cell_low") + 1.0 / pl.col("length")
-                    y = both.select(least.fill_null(pl.col("N_crit_over_length"))).to_series()
-                    rho_low = _spearman(x, y.to_numpy())
-                else:
-                    rho_low = rho
+                    least = (
+                        both.select(
+                            (pl.col("N_crit_cell_low") + 1.0 / pl.col("length")).fill_null(
+                                pl.col("N_crit_over_length")
+                            )
+                        )
+                        .to_series()
+                        .to_numpy()
+                    )
+                rho = _spearman(x, cell_ranks(least, top))
             rows.append(
                 {
                     "variant": variant,
                     "expectation": expectation,
                     "lengths": both.height,
                     "spearman_rho": rho,
-                    "spearman_rho_cell_low": rho_low,
                 }
             )
     return pl.DataFrame(
@@ -117,7 +118,6 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
             "expectation": pl.String,
             "lengths": pl.Int64,
             "spearman_rho": pl.Float64,
-            "spearman_rho_cell_low": pl.Float64,
         },
     )
 
@@ -130,15 +130,21 @@ def _spearman(x, y) -> float | None:
     return None if math.isnan(found) else found
 
 
-def rho_text(row: Mapping) -> str:
-    """'rho +0.40', with the rho at the cells' low ends beside it where it differs."""
-    text = f"Spearman rho {row['spearman_rho']:+.2f}"
-    low = row.get("spearman_rho_cell_low")
-    if low is None and row.get("spearman_rho") is not None and "spearman_rho_cell_low" in row:
-        return text + " (not defined with N_crit at its cells' low ends)"
-    if low is not None and abs(low - row["spearman_rho"]) > 1e-12:
-        text += f" ({low:+.2f} with N_crit at its cells' low ends)"
-    return text
+def cell_ranks(least, top) -> np.ndarray:
+    """Ranks of values known to intervals [least, top] (N_crit / L on its list cells): lengths
+    whose intervals overlap, directly or through others, tie (their order is not known), and
+    the groups rank in order. Ranking the tops would rank the list's rounding: one fraction cell
+    gives 0.703, 0.699, 0.699, 0.700 at L = 128 ... 1024 (review 37)."""
+    least, top = np.asarray(least, dtype=np.float64), np.asarray(top, dtype=np.float64)
+    order = np.argsort(least, kind="stable")
+    ranks = np.empty(len(least))
+    group, reach = -1, -np.inf
+    for i in order:
+        if least[i] > reach:
+            group += 1
+        reach = max(reach, top[i]) if least[i] <= reach else top[i]
+        ranks[i] = group
+    return ranks
 
 
 def undefined_reason(lengths: int) -> str:
@@ -146,8 +152,8 @@ def undefined_reason(lengths: int) -> str:
     (with enough) one of the two fractions taking one value at every length (a tie, review 26)."""
     if lengths >= MIN_LENGTHS_FOR_CORRELATION:
         return (
-            f"not defined: over {lengths} lengths with both uncensored, N*/L or N_crit/L takes "
-            "one value at every length"
+            f"not defined: over {lengths} lengths with both uncensored, N*/L takes one value at "
+            "every length or N_crit/L's list cells overlap at every length (no order to rank)"
         )
     return (
         f"not defined: {lengths} lengths with both uncensored, {MIN_LENGTHS_FOR_CORRELATION} needed"
@@ -165,7 +171,8 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
             parts.append(f"against N_crit ({r['expectation']}) {undefined_reason(r['lengths'])}")
         else:
             parts.append(
-                f"{rho_text(r)} against N_crit/L ({r['expectation']}) over {r['lengths']} lengths"
+                f"Spearman rho {r['spearman_rho']:+.2f} against N_crit/L ({r['expectation']}) "
+                f"over {r['lengths']} lengths"
             )
     return f"N*/L ({variant}) across L: " + "; ".join(parts) + f" ({TREND_CAVEAT})."
 

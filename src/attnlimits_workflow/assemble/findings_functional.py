@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from ..tables import markdown_table
-from .effective_set_report import TREND_CAVEAT, rho_text, undefined_reason
+from .effective_set_report import TREND_CAVEAT, undefined_reason
 
 PRIMARY = "attention-delete"
 
@@ -102,16 +102,16 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> 
             parts.append(f"against N_crit/L ({r['expectation']}): {undefined_reason(r['lengths'])}")
         else:
             parts.append(
-                f"against N_crit/L ({r['expectation']}): {rho_text(r)} over {r['lengths']} lengths"
+                f"against N_crit/L ({r['expectation']}): Spearman rho {r['spearman_rho']:+.2f} "
+                f"over {r['lengths']} lengths"
             )
     if not parts:
         return f"No {variant} N* to set against the critical N."
     return (
         f"Do the geometric and the functional limit move together across L? N*/L ({variant}) "
         + "; ".join(parts)
-        + f" ({TREND_CAVEAT}; N_crit read as its list's first passing N (the paper's number, its "
-        "cell's top) and, where that ranks otherwise, at its cell's least N; N* where it is "
-        "known to the integer)."
+        + f" ({TREND_CAVEAT}; N_crit ranked by its list cell, lengths whose cells overlap tied; "
+        "N* where it is known to the integer)."
     )
 
 
