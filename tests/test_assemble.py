@@ -2467,3 +2467,22 @@ def test_two_texts_missing_a_band_on_opposite_sides_are_fragile():
         pl.lit("below the rule's [0.03, 0.12]: 0.02").alias("m.docs measured")
     )
     assert findings.claim_status(alike, groups, {}).row(0, named=True)["texts"] != "fragile"
+
+
+def test_a_side_flip_between_readings_of_one_text_is_a_flip_there():
+    """Review 37: the robustness table's masked branch compared verdict words alone, so two
+    readings of one text missing the band on opposite sides were left to the pooled
+    comparison, which named the texts."""
+    table = pl.DataFrame(
+        {
+            "claim_id": ["critical_n:closed_form:approx"] * 2,
+            "masked": ["non_selected"] * 2,
+            "reading": ["default, masked: non_selected", "x_key, masked: non_selected"],
+            "verdict": ["not reproduced"] * 2,
+            "side": ["below", "above"],
+        }
+    )
+    got = findings.reading_status({"m": table}, "m", "critical_n:closed_form:approx")
+    assert got[:2] == ("fragile", "x_key, masked: non_selected: not reproduced (above)")
+    same = table.with_columns(pl.lit("above").alias("side"))
+    assert findings.reading_status({"m": same}, "m", "critical_n:closed_form:approx")[0] == "robust"

@@ -895,6 +895,10 @@ def test_study_end_to_end_and_one_changed_rule_retrains_one_model(tmp_path):
     others = over.filter(~pl.col("normalizer").is_in(["softmax", "gated"]))
     # each cell's tests, and its comparison on the untrained weights (study.untrained_seeds)
     assert {"vanishing_p", "vanishing_sign_p", "vanishing_dropped_by_fdr"} <= set(over.columns)
+    # review 37: a critical N known to its list cells has its upper ends' mean beside the low
+    # ends' (the study's list walk: every found N_crit is a cell's top)
+    both = over.select("distance_mean", "distance_upper_mean").drop_nulls().drop_nans()
+    assert (both["distance_upper_mean"] >= both["distance_mean"]).all()
     if UNTRAINED:
         assert others["vanishing_untrained_verdict"].is_not_null().all()
         assert (tmp_path / "resources/models/study-ssmax-init0").is_dir()

@@ -396,6 +396,16 @@ def test_which_rule_when_names_what_benjamini_hochberg_dropped_and_unpaired_cell
     t = t.with_columns(pl.Series("vanishing_ratio", [1.0, math.nan, 1.1, math.nan]))
     vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
     assert vanishing.count("kept_out") == 1
+    # review 37: every rule compared unpaired (the critical N's list cells): not "no rule could
+    # be compared", but how many were compared unpaired and found not beyond the ratio
+    t = t.with_columns(
+        pl.Series("vanishing_dropped_by_fdr", ["", "", "", ""]),
+        pl.Series("vanishing_ratio", [1.0, math.nan, math.nan, math.nan]),
+    )
+    vanishing = line(study_prose.which_rule_when(t, "softmax"), "a few tokens")
+    assert "no rule is shown to relax it: of 3 rules compared with softmax unpaired" in (
+        vanishing
+    ), vanishing
 
 
 def test_one_seed_with_a_withheld_cell_names_it_instead_of_zero_rules_compared():

@@ -147,7 +147,13 @@ def reading_status(
             (r for r in mine["reading"].to_list() if r.startswith("default")),
             mine["reading"][0],
         )
-        return compare(dict(zip(mine["reading"], mine["verdict"], strict=True)), reference)
+        sides = (
+            dict(zip(mine["reading"], mine["side"], strict=True))
+            if "side" in mine.columns
+            else None
+        )
+        # a side flip between readings of one text is a flip there (review 37)
+        return compare(dict(zip(mine["reading"], mine["verdict"], strict=True)), reference, sides)
     unsettled = hit["unsettled_by"][0] if "unsettled_by" in hit.columns else ""
     return hit["robustness"][0], hit["flipped_by"][0] or "", unsettled or ""
 

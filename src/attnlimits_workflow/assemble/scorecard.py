@@ -112,6 +112,6 @@ def scorecard_header(table: pl.DataFrame, runs: dict[str, dict]) -> str:
         "as tested when its rule could have failed on the data; vacuous, not testable, not "
         "applicable, not scored and no-verdict rows are counted apart. The counts are of rows, "
         "not of independent tests: one measurement can decide several rows (a claim under both "
-        "readings of the masked keys, the critical N's two comparators and two bands, the "
+        "readings of the masked keys, the critical N's two bands under each comparator, the "
         "Corollary 3 checks on ||J|| and on g):\n\n" + "\n".join(lines)
     )

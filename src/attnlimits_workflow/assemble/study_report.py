@@ -231,6 +231,10 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
         for key in [*LIMITS, "perplexity", "perplexity_cost", "sink", "sink_change"]:
             m = over[n][key]
             record |= {f"{key}_mean": m.mean, f"{key}_low": m.low, f"{key}_high": m.high}
+            if key in LIMITS:
+                # known to intervals (the critical N's list cells, none censored): the mean of
+                # the upper ends beside the low ends' mean (review 37; NaN where exact)
+                record[f"{key}_upper_mean"] = m.upper_mean
             if key in LIMITS or key.endswith(("_cost", "_change")):
                 record[f"{key}_verdict"] = m.verdict
             if key in LIMITS:
