@@ -32,6 +32,12 @@ NO_WINDOW_INTERVAL = (
     "no N searched)"
 )
 WINDOWS_OVERLAP = "no difference shown (the windows' intervals overlap in a seed)"
+# what the t-interval and the windows decide, short of the sign test (review 38)
+CANDIDATES = {
+    reading: f"{reading}, a candidate only (the sign test over the seeds cannot decide it: "
+    "more seeds)"
+    for reading in (FEWER, MORE)
+}
 AT_FLOOR = "no verdict: N* = 1, the floor, in every seed of both"
 CELLS_ONLY = "no verdict: N* known to its power-of-two cell only (effective_set.refine false)"
 # what a withheld cell's short verdict leaves to the answer's sentence
@@ -115,14 +121,18 @@ def over_seeds(
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
-                # beside the t-interval, the normality-free test: with n seeds it cannot go
-                # below 2^(1 - n) (review 36; withholding a zero-width interval instead made
-                # the rule fail on the seeds' best agreement, review 37)
+                # N* is a small integer: seeds tie, and a t-interval of tied ratios has no
+                # coverage (a zero-width interval decided 1 in 8 patterns of a boundary null,
+                # review 38; withholding only the zero-width case was not monotone, review 37).
+                # A decision needs the sign test too, which handles ties: with n seeds it
+                # cannot go below 2^(1 - n), so 3 seeds give candidates, never verdicts.
                 sign_p = beyond_ratio_sign_pvalue(
                     paired_log_ratios(tuple(values), tuple(base_values)), ratio
                 )
                 if verdict in (FEWER, MORE):
                     verdict = windows_apart(own, base, verdict)
+                if verdict in (FEWER, MORE) and not sign_p <= 1.0 - level:
+                    verdict = CANDIDATES[verdict]
             rows.append(
                 {
                     "normalizer": name,
@@ -265,6 +275,17 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
             + ("; ".join(said) if said else "at no L")
             + "."
         )
+    for reading, candidate in CANDIDATES.items():
+        at = others.filter(pl.col("verdict") == candidate)
+        if at.height:
+            listed = ", ".join(
+                f"{named(n)} (L = {length})"
+                for n, length in at.select("normalizer", "length").rows()
+            )
+            parts.append(
+                f"Candidates for {reading} (the t-interval and every seed's windows say so, the "
+                f"sign test over {at['seeds'][0]} seeds cannot): {listed}."
+            )
     if any("(zero weights)" in part for part in parts):
         parts.append(
             "A rule marked (zero weights) puts exact zeros on keys: deleting them changes "
