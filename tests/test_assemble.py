@@ -2486,3 +2486,63 @@ def test_a_side_flip_between_readings_of_one_text_is_a_flip_there():
     assert got[:2] == ("fragile", "x_key, masked: non_selected: not reproduced (above)")
     same = table.with_columns(pl.lit("above").alias("side"))
     assert findings.reading_status({"m": same}, "m", "critical_n:closed_form:approx")[0] == "robust"
+
+
+def test_a_joint_claims_named_side_survives_the_scorecard():
+    """Review 38: Lemma 1 missed on its slope above the band on one text and below it on the
+    other; the scorecard keeps the measured text only, whose named side ("slope above its
+    band: ...") the plain side's pattern missed, so the two texts read "robust"."""
+    from attnlimits.bootstrap import Band, Interval, deciding_part, joint_verdict, missed_side
+    from attnlimits_workflow.assemble.claims import Scorecard
+
+    bands = (Band(-1.2, -0.8), Band(0.9, 1.0))
+
+    def table1(slope):
+        parts = (
+            Interval(slope, slope - 0.05, slope + 0.05, 0.95, 200, 0),
+            Interval(0.97, 0.96, 0.98, 0.95, 200, 0),
+        )
+        card = Scorecard({}, 0.95)
+        card.add_measured(
+            "vanishing",
+            "Lemma 1",
+            "paper",
+            f"log-log slope {slope}",
+            "rule",
+            joint_verdict(parts, bands),
+            parts[deciding_part(parts, bands)],
+            side=missed_side(parts, bands, ("slope", "R^2")),
+        )
+        return pl.DataFrame(card.rows)
+
+    score = scorecard.scorecard({"A": table1(-0.30), "B": table1(-1.60)})
+    row = score.row(0, named=True)
+    assert (findings.text_side(row, "A"), findings.text_side(row, "B")) == (
+        "slope above",
+        "slope below",
+    )
+    groups = {"m": {"book": "A", "docs": "B"}}
+    status = findings.claim_status(score, groups, {}).row(0, named=True)
+    assert status["texts"] == "fragile" and not status["robust"]
+    cell = findings.glance_cell(status, row, groups["m"])
+    assert cell.startswith("✗↑") and " / ✗↓" in cell
+
+
+def test_masked_flips_list_a_side_flip_between_the_two_readings():
+    """Review 38: the two readings of a causal row's masked keys, both not reproduced, one above
+    the band and one below, are a flip of the open choice, listed as such."""
+    score = pl.DataFrame(
+        {
+            "claim_id": ["critical_n:closed_form:approx", "critical_n:closed_form:approx:prefix"],
+            "claim": ["N_crit ~ 0.06 L", "N_crit ~ 0.06 L [prefix]"],
+            "m": ["not reproduced", "not reproduced"],
+            "m measured": [
+                "above the rule's [0.03, 0.12]: slope 0.5",
+                "below the rule's [0.03, 0.12]: slope 0.01",
+            ],
+        }
+    )
+    said = claim_lists.masked_flips(score, {"m": {"book": "m"}})
+    assert "not reproduced (above)" in said and "not reproduced (below)" in said
+    alike = score.with_columns(pl.Series("m measured", ["above the rule's [0.03, 0.12]: 0.5"] * 2))
+    assert claim_lists.masked_flips(alike, {"m": {"book": "m"}}) == "- None."

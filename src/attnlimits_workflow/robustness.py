@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .assemble.claims import MAXIMUM_NOTE, SIDE_TEXT, is_maximum
+from .assemble.claims import MAXIMUM_NOTE, NAMED_SIDE_TEXT, SIDE_TEXT, is_maximum
 
 ROBUST = "robust"
 FRAGILE = "fragile"
@@ -226,8 +226,16 @@ def side_of(row: dict) -> str | None:
         return None
     if row.get("side"):
         return row["side"]
-    named = SIDE_TEXT.match(row.get("measured") or "")
+    measured = row.get("measured") or ""
+    # the scorecard keeps the measured text only: the side it opens with, plain or named
+    named = SIDE_TEXT.match(measured) or NAMED_SIDE_TEXT.match(measured)
     return named.group(1) if named else None
+
+
+def text_side(row: dict, entry: str) -> str | None:
+    """The side of its rule ``entry``'s "not reproduced" of a scorecard row falls on, from its
+    measured text (:func:`side_of`)."""
+    return side_of({"verdict": row[entry], "measured": row.get(f"{entry} measured")})
 
 
 def _number(value) -> float | None:

@@ -8,8 +8,15 @@ from collections.abc import Hashable, Mapping
 
 import polars as pl
 
-from ..robustness import DECIDED, FRAGILE, MASKED_READINGS, NOT_APPLICABLE, UNRESOLVED
-from .claims import MAXIMUM_CLAIMS, SIDE_TEXT
+from ..robustness import (
+    FRAGILE,
+    MASKED_READINGS,
+    NOT_APPLICABLE,
+    UNRESOLVED,
+    compare,
+    text_side,
+)
+from .claims import MAXIMUM_CLAIMS, NAMED_SIDE_TEXT, SIDE_TEXT
 
 # Claims that one bound ties to another claim: where both are robust, the tied claim's bullet
 # says so, so the list does not read one fact as two (docs/paper-notes.md section 19). The tie
@@ -69,10 +76,18 @@ def what_we_can_say(
     for r in status.filter(pl.col("robust")).iter_rows(named=True):
         found = set()
         for entry in groups[r["model"]].values():
-            side = SIDE_TEXT.match(score_text.get((r["claim_id"], entry), ""))
-            found.add(side.group(1, 2) if side else None)
+            text = score_text.get((r["claim_id"], entry), "")
+            plain, named = SIDE_TEXT.match(text), NAMED_SIDE_TEXT.match(text)
+            # the one band's side with the band, or a joint claim's statistics' own (review 38)
+            found.add(
+                f"{plain.group(1)} the rule's {plain.group(2)}"
+                if plain
+                else f"{named.group(1)} its band"
+                if named
+                else None
+            )
         if len(found) == 1 and (side := found.pop()) is not None:
-            sides[(r["claim_id"], r["model"])] = f", {side[0]} the rule's {side[1]}"
+            sides[(r["claim_id"], r["model"])] = f", {side}"
     lines, maxima = [], []
     alike = status.filter(
         pl.col("decided_alike" if "decided_alike" in status.columns else "robust")
@@ -248,10 +263,16 @@ def masked_flips(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> str:
         for group, texts in groups.items():
             for text, e in texts.items():
                 pair = (rows[base][e], rows[claim_id][e])
-                if set(pair) == set(DECIDED):
+                sides = (text_side(rows[base], e), text_side(rows[claim_id], e))
+                # decided both ways, or not reproduced on opposite sides (review 38)
+                flipped = compare(
+                    {"a": pair[0], "b": pair[1]}, "a", {"a": sides[0], "b": sides[1]}
+                )[0]
+                if flipped == FRAGILE:
+                    said = [v + (f" ({s})" if s else "") for v, s in zip(pair, sides, strict=True)]
                     lines.append(
-                        f"- {rows[base]['claim']} on {group} ({text}): {pair[0]}; read with "
-                        f"the masked keys the other way ({rows[claim_id]['claim']}): {pair[1]}."
+                        f"- {rows[base]['claim']} on {group} ({text}): {said[0]}; read with "
+                        f"the masked keys the other way ({rows[claim_id]['claim']}): {said[1]}."
                     )
     return "\n".join(lines) or "- None."
 

@@ -16,6 +16,12 @@ from attnlimits.bootstrap import Band, Interval, percentile_interval
 # The opening of a measured text that names the side a "not reproduced" falls on
 # ("above the rule's [0.03, 0.12]: ...", "below the rule's band: ...")
 SIDE_TEXT = re.compile(r"(above and below|above|below) the rule's ([^:]+):")
+# ... or, for a joint claim of several statistics, each one's own ("slope above; R^2 below its
+# band: ..."), bootstrap.missed_side with names
+NAMED_SIDE_TEXT = re.compile(
+    r"((?:[^:;]+ (?:above and below|above|below))(?:; [^:;]+ (?:above and below|above|below))*)"
+    r" its band:"
+)
 # the sides of a statistic against its one band (bootstrap.missed_side without names)
 PLAIN_SIDES = ("above", "below", "above and below")
 
@@ -120,7 +126,8 @@ class Scorecard:
         ``side``: where a "not reproduced" falls against the rule (bootstrap.missed_side:
         above, below, above and below), which the measured text then opens with (SIDE_TEXT)
         unless it names it already, and robustness compares (opposite sides disagree)."""
-        if side and verdict == "not reproduced" and not SIDE_TEXT.match(measured):
+        named = SIDE_TEXT.match(measured) or NAMED_SIDE_TEXT.match(measured)
+        if side and verdict == "not reproduced" and not named:
             # a plain side is the rule's band's; a named one, its statistics' own (review 37)
             where = f"{side} the rule's band" if side in PLAIN_SIDES else f"{side} its band"
             measured = f"{where}: {measured}"

@@ -24,8 +24,9 @@ from ..robustness import (
     UNTESTED,
     compare,
     masked_reading_of,
+    parse_side,
     robustness,
-    side_of,
+    text_side,
 )
 from ..tables import html_table, markdown_table
 from .claim_lists import (
@@ -106,12 +107,6 @@ def across_texts(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> pl.D
             robustness(mine, over="text", within=["claim_id", "model"], reference=next(iter(texts)))
         )
     return pl.concat(parts)
-
-
-def text_side(row: dict, entry: str) -> str | None:
-    """The side of its rule ``entry``'s "not reproduced" of a scorecard row falls on, from its
-    measured text (robustness.side_of)."""
-    return side_of({"verdict": row[entry], "measured": row.get(f"{entry} measured")})
 
 
 def reading_status(
@@ -378,6 +373,15 @@ GLANCE_LEGEND = (
 )
 
 
+def side_mark(side: str | None) -> str:
+    """A glance cell's arrow for the side a "not reproduced" falls on: the one band's, or, for
+    a joint claim, each missed statistic's own (all above: up; review 38), ↕ where they differ."""
+    if not side:
+        return ""
+    directions = set(parse_side(side).values())
+    return SIDE_MARKS[directions.pop()] if len(directions) == 1 else SIDE_MARKS["above and below"]
+
+
 def deciding_number(interval: str | None) -> str:
     """The number a verdict reads, from a scorecard interval cell ("slope 0.93 [0.9, 1]" ->
     "slope 0.93"); "" where it has none."""
@@ -424,7 +428,7 @@ def glance_cell(
             for part in (
                 VERDICT_MARKS.get(score_row[e], score_row[e])
                 # a "not reproduced" with the side of the rule it falls on (review 36)
-                + SIDE_MARKS.get(text_side(score_row, e) or "", ""),
+                + side_mark(text_side(score_row, e)),
                 glance_number(score_row.get(f"{e} interval"), score_row.get(f"{e} measured")),
             )
             if part
