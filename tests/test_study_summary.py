@@ -694,3 +694,19 @@ def test_every_seed_above_reads_the_cells_upper_ends():
     assert study_prose.seed_order(over["apart"]["distance"], base, "softmax").startswith(
         "every seed above softmax's"
     )
+
+
+def test_a_share_interval_is_clipped_to_zero_and_one():
+    """Review 38: a t-interval of shares printed past 1 ("0.655 to 0.735 [0.356, 1.04]")."""
+    per_seed = {
+        "softmax": [
+            {"distance": 0.5, "distance_censored": 0},
+            {"distance": 0.6, "distance_censored": 0},
+        ],
+        "rule": [
+            {"distance": 0.6, "distance_upper": 0.7, "distance_censored": 0},
+            {"distance": 0.9, "distance_upper": 0.99, "distance_censored": 0},
+        ],
+    }
+    m = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)["rule"]["distance"]
+    assert 0.0 <= m.low and m.high == 1.0

@@ -104,7 +104,9 @@ def parse_side(side: str) -> dict[str, str]:
 def sides_conflict(a: str, b: str) -> bool:
     """Whether two not-reproduced outcomes miss the rule on opposite sides: some statistic named
     by both lies on different sides of its band. A slope above its band and an R^2 below its own
-    are two reasons for one outcome, not a flip (review 37)."""
+    are two reasons for one outcome, not a flip (review 37). "above and below" (a box missing a
+    two-sided band both ways) against "above" is a flip too: the two say different things about
+    where the statistic lies."""
     one, other = parse_side(a), parse_side(b)
     return any(one[name] != other[name] for name in one.keys() & other.keys())
 

@@ -125,6 +125,9 @@ def seed_measures(
         interval = log_t_interval if logs else t_interval
         mean, low, _ = interval(lows, level)
         _, _, high = interval(highs, level)
+        if limit is not None and limit.share:
+            # a share lies in [0, 1]: the t-interval's ends clipped there (review 38)
+            low, high = max(low, 0.0), min(high, 1.0)
         ends = tuple(float(v) for v in highs)
         # known to an interval (a list cell) in some seed, censored in none: both ends shown
         cells = censored and all(m.get(f"{key}_censored", 1) == 0 for m in ms)

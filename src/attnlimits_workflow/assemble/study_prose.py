@@ -151,8 +151,9 @@ def significance_text(m: SeedMeasure, alpha: float = 0.05) -> str:
     # p_text keeps a printed p on its side of alpha (1 - the interval level, Benjamini-
     # Hochberg's q): 0.0496 is not "0.05"
     if m.dropped:
+        sign = "" if math.isnan(m.sign_p) else f" (sign test p = {m.sign_p:.3g})"
         return (
-            f"; {m.dropped} at p = {p_text(m.p_value, alpha)} on its own, not kept by "
+            f"; {m.dropped} at p = {p_text(m.p_value, alpha)}{sign} on its own, not kept by "
             "Benjamini-Hochberg over the table"
         )
     text = f"; p = {p_text(m.p_value, alpha)}"
@@ -264,7 +265,10 @@ def _named(rows: list[Mapping[str, Any]], notes: Mapping[str, str] | None = None
 
 
 def which_rule_when(
-    table: pl.DataFrame, baseline: str, notes: Mapping[str, str] | None = None
+    table: pl.DataFrame,
+    baseline: str,
+    notes: Mapping[str, str] | None = None,
+    ratio: float | None = None,
 ) -> str:
     """The "which rule to use when" summary, generated from the table over the seeds (the seeds
     CSV: ``normalizer``, ``seeds``, each limit's ``<key>_verdict``, and the paired differences
@@ -273,6 +277,8 @@ def which_rule_when(
     with their perplexity cost, and those that tighten it, each marked where its untrained
     weights already give the verdict (``<key>_untrained_verdict``); 'no difference shown' where none
     relaxes it; no verdict for the orientation-free limit. Then the sink and the perplexity."""
+    # the study's relax_ratio where the caller gives it (review 38), else its name
+    ratio_word = f"{ratio:g}x" if ratio is not None else RATIO_WORD
     rows = [r for r in table.to_dicts() if r["normalizer"] != baseline]
     lines = []
     for key, limit in LIMITS.items():
@@ -336,7 +342,7 @@ def which_rule_when(
                 if any(r.get(f"{key}_verdict") == ONE_SEED for r in rows)
                 # unpaired comparisons only (their note below), or none at all
                 else f"{lead} no rule is shown to relax it: of {len(unpaired)} rules compared "
-                f"with {baseline} unpaired (on their intervals' ends), none lies {RATIO_WORD} "
+                f"with {baseline} unpaired (on their intervals' ends), none lies {ratio_word} "
                 "beyond it in the paper's direction."
                 if unpaired
                 else f"{lead} no rule could be compared with {baseline}."
@@ -348,7 +354,7 @@ def which_rule_when(
             # no shown difference is not a shown equivalence: say how many rules were compared
             text = (
                 f"{lead} no rule is shown to relax it: of {len(compared)} rules compared with "
-                f"{baseline}, none has a paired-ratio interval wholly {RATIO_WORD} beyond it in "
+                f"{baseline}, none has a paired-ratio interval wholly {ratio_word} beyond it in "
                 "the paper's direction (a point ratio beyond it is no shown difference)."
             )
             if apart:

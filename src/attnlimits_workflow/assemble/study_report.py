@@ -414,6 +414,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
             seeds_table(s)[0],
             baseline,
             {n: "a local window" for n in names if rule_table.get(rules[n]["kind"]).local},
+            s.ratio,
         )
         if s.over_seeds
         else "(one seed: no intervals, no summary)",
