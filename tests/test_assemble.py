@@ -2525,7 +2525,8 @@ def test_a_joint_claims_named_side_survives_the_scorecard():
     status = findings.claim_status(score, groups, {}).row(0, named=True)
     assert status["texts"] == "fragile" and not status["robust"]
     cell = findings.glance_cell(status, row, groups["m"])
-    assert cell.startswith("✗↑") and " / ✗↓" in cell
+    # review 39: each statistic that missed is named with its arrow
+    assert cell == "✗ (slope↑) -0.3 / ✗ (slope↓) -1.6 †"
 
 
 def test_masked_flips_list_a_side_flip_between_the_two_readings():
@@ -2546,3 +2547,21 @@ def test_masked_flips_list_a_side_flip_between_the_two_readings():
     assert "not reproduced (above)" in said and "not reproduced (below)" in said
     alike = score.with_columns(pl.Series("m measured", ["above the rule's [0.03, 0.12]: 0.5"] * 2))
     assert claim_lists.masked_flips(alike, {"m": {"book": "m"}}) == "- None."
+
+
+def test_a_glance_arrow_never_stands_for_another_statistic():
+    """Review 39: a Lemma 1 row whose slope missed above its band and whose R^2 missed below
+    its own printed one arrow, ↕, beside the slope's number, as if the slope were both."""
+    assert findings.side_mark("slope above; R^2 below") == " (slope↑, R^2↓)"
+    assert findings.side_mark("R^2 below") == " (R^2↓)"
+    assert findings.side_mark("above") == "↑" and findings.side_mark(None) == ""
+
+
+def test_a_point_and_its_interval_on_opposite_sides_is_no_verdict_either_way():
+    """Review 39: the value below the band with its whole interval above it read "not
+    reproduced" (and "below"); it says no side."""
+    from attnlimits.bootstrap import Band, Interval, missed_side, verdict
+
+    split = Interval(-0.9, -0.5, -0.3, 0.95, 50)
+    assert verdict(split, Band(-0.8, -0.6)) == "undecided"
+    assert missed_side((split,), (Band(-0.8, -0.6),)) is None

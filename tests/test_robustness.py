@@ -215,9 +215,10 @@ def test_opposite_sides_of_a_band_flip_a_not_reproduced_claim():
     assert (status, flipped) == (FRAGILE, "x_key: not reproduced (above)")
     same = compare(both, "default", {"default": "below", "x_key": "below", "t_raw": None})
     assert same[:2] == (ROBUST, "")
-    # the reference's side unknown: the first known side is the one the others are held to
+    # the reference's side unknown: the two that conflict are both named (review 39: which
+    # one was named depended on the order)
     unknown = compare(both, "default", {"x_key": "above", "t_raw": "below"})
-    assert unknown[:2] == (FRAGILE, "t_raw: not reproduced (below)")
+    assert unknown[:2] == (FRAGILE, "x_key: not reproduced (above); t_raw: not reproduced (below)")
     # a reproduced claim has no side, whatever the column says
     agreed = compare({"a": "reproduced", "b": "reproduced"}, "a", {"a": "above", "b": "below"})
     assert agreed[0] == ROBUST
@@ -270,3 +271,15 @@ def test_two_statistics_missing_their_own_bands_are_no_flip():
     assert flip[:2] == (FRAGILE, "x_key: not reproduced (slope above; R^2 below)")
     assert sides_conflict("above", "below") and not sides_conflict("above", "above")
     assert not sides_conflict("above", "R^2 below")  # a plain side and a named one: apart
+
+
+def test_two_readings_on_opposite_sides_flip_whatever_the_reference_missed():
+    """Review 39: the reference missed on R^2 alone, which shares no statistic with two readings
+    whose slopes lie on opposite sides of their band; those two still flip the claim."""
+    from attnlimits_workflow.robustness import compare
+
+    verdicts = dict.fromkeys(("value", "x_key", "t_raw"), "not reproduced")
+    sides = {"value": "R^2 below", "x_key": "slope above", "t_raw": "slope below"}
+    status, flipped, _ = compare(verdicts, "value", sides)
+    assert status == FRAGILE
+    assert flipped == "x_key: not reproduced (slope above); t_raw: not reproduced (slope below)"

@@ -179,7 +179,9 @@ def verdict(interval: Interval, band: Band) -> str:
     value = interval.value
     if band.low <= low and high <= band.high and band.low <= value <= band.high:
         return REPRODUCED
-    if (high < band.low or low > band.high) and (value < band.low or value > band.high):
+    # the value and its interval on one side: a point below the band with its interval above
+    # it says no side, and no verdict either (review 39)
+    if (high < band.low and value < band.low) or (low > band.high and value > band.high):
         return NOT_REPRODUCED
     return UNDECIDED
 

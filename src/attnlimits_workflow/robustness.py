@@ -61,11 +61,15 @@ def compare(
     decided = {alt: v for alt, v in verdicts.items() if v in DECIDED}
     ref = verdicts.get(reference)
     ref_decided = ref if ref in DECIDED else next(iter(decided.values()), None)
-    # the side the others are held to: the reference's, else the first one known
     missed = [alt for alt, v in decided.items() if v == "not reproduced" and sides.get(alt)]
-    ref_side = sides.get(reference) if reference in missed else None
-    if ref_side is None and ref_decided == "not reproduced" and missed:
-        ref_side = sides[missed[0]]
+    # every pair of sides, not only against the reference's: a reference missing on R^2 alone
+    # shares no statistic with two readings whose slopes lie on opposite sides (review 39)
+    conflicting = {
+        alt
+        for alt in missed
+        for other in missed
+        if other != alt and sides_conflict(sides[alt], sides[other])
+    }
 
     def outcome(alt: str) -> str:
         side = sides.get(alt) if decided[alt] == "not reproduced" else None
@@ -75,7 +79,8 @@ def compare(
         (alt, outcome(alt))
         for alt, v in decided.items()
         if v != ref_decided
-        or (alt in missed and ref_side is not None and sides_conflict(sides[alt], ref_side))
+        # the reference is what the others are read against: never named itself
+        or (alt in conflicting and alt != reference)
     ]
     unsettled = [(alt, v or "no verdict") for alt, v in verdicts.items() if v not in DECIDED]
     if flipped:

@@ -362,7 +362,8 @@ VERDICT_MARKS = {
 STATUS_MARKS = {ROBUST: "★", FRAGILE: "†", UNRESOLVED: "~"}
 SIDE_MARKS = {"above": "↑", "below": "↓", "above and below": "↕"}
 GLANCE_LEGEND = (
-    "✓ reproduced, ✗ not reproduced (↑ above the rule's band, ↓ below it, ↕ both), ? undecided, ∅ vacuous (no data could fail it), ≈ not "
+    "✓ reproduced, ✗ not reproduced (↑ above the rule's band, ↓ below it, ↕ both; where the rule "
+    "reads several statistics, each that missed its band is named with its arrow), ? undecided, ∅ vacuous (no data could fail it), ≈ not "
     "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it, or a maximum "
@@ -374,12 +375,15 @@ GLANCE_LEGEND = (
 
 
 def side_mark(side: str | None) -> str:
-    """A glance cell's arrow for the side a "not reproduced" falls on: the one band's, or, for
-    a joint claim, each missed statistic's own (all above: up; review 38), ↕ where they differ."""
+    """A glance cell's mark for the side a "not reproduced" falls on: the one band's arrow, or,
+    for a joint claim, each statistic that missed named with its own arrow ("(slope↑, R^2↓)"),
+    so no arrow stands for another statistic than its name (review 39)."""
     if not side:
         return ""
-    directions = set(parse_side(side).values())
-    return SIDE_MARKS[directions.pop()] if len(directions) == 1 else SIDE_MARKS["above and below"]
+    parsed = parse_side(side)
+    if set(parsed) == {""}:
+        return SIDE_MARKS[parsed[""]]
+    return " (" + ", ".join(f"{name}{SIDE_MARKS[d]}" for name, d in parsed.items()) + ")"
 
 
 def deciding_number(interval: str | None) -> str:
