@@ -382,11 +382,18 @@ def which_rule_when(
     base_low = base.get("sink_low")
     if base_low is not None and math.isfinite(base_low) and base_low <= 1.0:
         # nothing shown to remove: "lower" than a baseline not shown above uniform cures no sink
+        # not shown above uniform is no shown absence (review 39): the rules shown lower are
+        # still named, as lower than a sink that is itself not shown
         text = (
-            f"{lead} {baseline}'s models show no sink to remove: their first token's weight is "
-            f"{base.get('sink_mean', math.nan):.3g} [{base_low:.3g}, "
+            f"{lead} {baseline}'s models are not shown to have a sink: their first token's "
+            f"weight is {base.get('sink_mean', math.nan):.3g} [{base_low:.3g}, "
             f"{base.get('sink_high', math.nan):.3g}] times a uniform row's, not shown above it, "
             "so no rule is named for removing one."
+            + (
+                f" Shown lower than {baseline}'s all the same: {_named(sink, notes)}."
+                if sink
+                else ""
+            )
         )
     elif sink:
         text = f"{lead} lower than {baseline}'s: {_named(sink, notes)}."
