@@ -2565,3 +2565,58 @@ def test_a_point_and_its_interval_on_opposite_sides_is_no_verdict_either_way():
     split = Interval(-0.9, -0.5, -0.3, 0.95, 50)
     assert verdict(split, Band(-0.8, -0.6)) == "undecided"
     assert missed_side((split,), (Band(-0.8, -0.6),)) is None
+
+
+def test_the_long_context_page_counts_opposite_sides_as_a_flip():
+    """Review 40: two runs not reproducing a claim on opposite sides of its band read "same";
+    by robustness's rule it is a flip, and the page names each run's side."""
+    from attnlimits_workflow.assemble import long_context as lc
+
+    assert lc.change("not reproduced", "not reproduced", "above", "below") == "flips"
+    assert lc.change("not reproduced", "not reproduced", "above", "above") == "same"
+    assert lc.change("not reproduced", "not reproduced", "R^2 below", "slope above") == "same"
+
+    def table(value, low, high, side):
+        return pl.DataFrame(
+            [
+                {
+                    "claim_id": "vanishing",
+                    "claim": "Lemma 1",
+                    "verdict": "not reproduced",
+                    "value": value,
+                    "low": low,
+                    "high": high,
+                    "measured": "detail",
+                    "reads": None,
+                    "side": side,
+                }
+            ]
+        )
+
+    compared = lc.compare_lengths(
+        table(-0.2, -0.3, -0.1, "above"), table(-1.6, -1.7, -1.5, "below")
+    )
+    row = compared.row(0, named=True)
+    assert row["change"] == "flips" and row["moved"]
+    assert (row["short"], row["long"]) == ("not reproduced (above)", "not reproduced (below)")
+
+
+def test_the_fragile_list_shows_each_texts_side():
+    """Review 40: two texts not reproducing a claim on opposite sides were fragile, but the
+    list printed "t1: not reproduced; t2: not reproduced", the reason left off the page."""
+    score = pl.DataFrame(
+        {
+            "claim_id": ["saturation"],
+            "claim": ["N_s/N in band"],
+            "m": ["not reproduced"],
+            "m measured": ["below the rule's band: 0.6"],
+            "m.docs": ["not reproduced"],
+            "m.docs measured": ["above the rule's band: 0.9"],
+        }
+    )
+    status = findings.claim_status(score, {"m": {"t1": "m", "t2": "m.docs"}}, {})
+    row = status.row(0, named=True)
+    assert not row["alike"]
+    said = claim_lists.fragile_list(status)
+    assert "t1: not reproduced (below); t2: not reproduced (above)" in said
+    assert findings.group_cell(row).startswith("t1: not reproduced (below); t2:")

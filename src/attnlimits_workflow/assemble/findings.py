@@ -268,8 +268,11 @@ def claim_status(
                     "claim_id": r["claim_id"],
                     "claim": r["claim"],
                     "model": group,
-                    "verdicts": "; ".join(f"{text}: {r[e]}" for text, e in members.items()),
-                    "alike": len({r[e] for e in members.values()}) == 1,
+                    # each text's verdict with the side of a "not reproduced" (review 40)
+                    "verdicts": "; ".join(
+                        f"{text}: {verdict_with_side(r, e)}" for text, e in members.items()
+                    ),
+                    "alike": len({verdict_with_side(r, e) for e in members.values()}) == 1,
                     # one text: nothing to compare across texts (the models table says so)
                     "texts_compared": len(members) > 1,
                     # a maximum over heads: its head bootstrap understates the uncertainty, so
@@ -372,6 +375,13 @@ GLANCE_LEGEND = (
     "censored critical N, a lower bound). Intervals: each model's Table 1 header says what they "
     "resample; with the default (analysis.bootstrap.unit: head) the " + BOOTSTRAP_UNIT_CAVEAT + "."
 )
+
+
+def verdict_with_side(row: dict, entry: str) -> str:
+    """``entry``'s verdict of a scorecard row, "not reproduced (above)" where its side is known:
+    two texts on opposite sides of a band read differently (review 40)."""
+    side = text_side(row, entry)
+    return f"{row[entry]} ({side})" if side else row[entry]
 
 
 def side_mark(side: str | None) -> str:

@@ -25,7 +25,7 @@ import polars as pl
 from attnlimits.protocol import first_rows_kept
 
 from ..plotting import protocol_text
-from ..robustness import DECIDED
+from ..robustness import DECIDED, side_of, sides_conflict
 from ..tables import markdown_table
 from .claims import MAXIMUM_CLAIMS
 from .scorecard import interval_cell
@@ -33,13 +33,20 @@ from .scorecard import interval_cell
 FIGURES = ("fig2", "fig3", "fig4")
 
 
-def change(short: str | None, long: str | None) -> str:
+def change(
+    short: str | None,
+    long: str | None,
+    short_side: str | None = None,
+    long_side: str | None = None,
+) -> str:
     """How a claim's verdict moves from the short run to the long one: "same", "flips" (decided
-    both ways), "settled" (undecided, then decided), "unsettled" (decided, then undecided),
+    both ways, or not reproduced on opposite sides of the rule: robustness.sides_conflict,
+    review 40), "settled" (undecided, then decided), "unsettled" (decided, then undecided),
     "undecided in both", or "not comparable" (either side no verdict, vacuous, not testable,
-    absent)."""
+    absent). ``short_side``, ``long_side``: where each run's "not reproduced" falls."""
     if short in DECIDED and long in DECIDED:
-        return "same" if short == long else "flips"
+        opposite = bool(short_side and long_side and sides_conflict(short_side, long_side))
+        return "same" if short == long and not opposite else "flips"
     if short == "undecided" and long in DECIDED:
         return "settled"
     if short in DECIDED and long == "undecided":
@@ -61,11 +68,19 @@ def shared(short: dict | None, long: dict | None) -> str:
         return ""  # two fits that ran off their search range are not one number
     if short.get("value") != long.get("value"):
         return ""
-    if change(short.get("verdict"), long.get("verdict")) != "same":
+    if change(short.get("verdict"), long.get("verdict"), side_of(short), side_of(long)) != "same":
         return ""  # the verdicts differ on the same point: page() notes it beside the change
     if all(short.get(c) == long.get(c) for c in ("low", "high")):
         return "same numbers: identical to the last digit (shared data, or a count alike)"
     return "same numbers: the same point (shared data, or a count alike), each run's interval"
+
+
+def with_side(row: dict | None) -> str | None:
+    """A Table 1 row's verdict, "not reproduced (above)" where its side is known."""
+    if row is None:
+        return None
+    side = side_of(row)
+    return f"{row['verdict']} ({side})" if side else row["verdict"]
 
 
 def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -88,11 +103,18 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
                 "claim_id": claim_id,
                 "claim": " / ".join(texts),
                 "moved": disjoint(s, lg),
-                "short": s["verdict"] if s else None,
+                "short": with_side(s),
+                "short_verdict": s["verdict"] if s else None,
                 "short_value": interval_cell(s) if s else "",
-                "long": lg["verdict"] if lg else None,
+                "long": with_side(lg),
                 "long_value": interval_cell(lg) if lg else "",
-                "change": shared(s, lg) or change(s and s["verdict"], lg and lg["verdict"]),
+                "change": shared(s, lg)
+                or change(
+                    s and s["verdict"],
+                    lg and lg["verdict"],
+                    side_of(s) if s else None,
+                    side_of(lg) if lg else None,
+                ),
                 # the same point under tested verdicts whose intervals differ: the intervals
                 # (each run's resamples) moved the verdict, not the number
                 "same_point": bool(
@@ -215,7 +237,7 @@ def page(
     )
     lost = bullets(
         compared.filter(
-            (pl.col("change") == "not comparable") & pl.col("short").is_in(list(DECIDED))
+            (pl.col("change") == "not comparable") & pl.col("short_verdict").is_in(list(DECIDED))
         ),
         lambda r: (
             f"- {r['claim']}: {r['short']} up to {short_l}; {r['long'] or 'absent'} up to "
