@@ -2620,3 +2620,56 @@ def test_the_fragile_list_shows_each_texts_side():
     said = claim_lists.fragile_list(status)
     assert "t1: not reproduced (below); t2: not reproduced (above)" in said
     assert findings.group_cell(row).startswith("t1: not reproduced (below); t2:")
+
+
+def test_fig2c_and_fig5c_draw_the_critical_n_as_its_list_cell():
+    """Review 40: both figures drew the first pass of Algorithm 3's list as a point at its
+    cell's top and called it "the smallest N"; the cell is drawn as a bar down to its least N,
+    and the captions say what is drawn."""
+    from matplotlib.collections import LineCollection
+
+    crit = critical_summary().with_columns(N_crit_low=pl.Series([2, None, 1, 2]))
+    crit = crit.with_columns(
+        pl.when(pl.col("L") == 16)
+        .then(pl.lit(1))
+        .otherwise(pl.col("N_crit_low"))
+        .alias("N_crit_low")
+    )
+    fig, _ = fig2.fig2(distance_summary(), crit, {"n_fixed": 2, "length_fixed": 16}, "non_selected")
+    bars = [c for c in fig.axes[2].collections if isinstance(c, LineCollection)]
+    # closed form at L = 16: N_crit 2 with the cell [1, 2]
+    segments = [s.tolist() for c in bars for s in c.get_segments()]
+    assert [[16.0, 1.0], [16.0, 2.0]] in segments
+    assert any(
+        "through the cells' tops" in t.get_text() for t in fig.axes[2].get_legend().get_texts()
+    )
+    by_length = pl.DataFrame(
+        {
+            "normalizer": ["a", "a"],
+            "L": [8, 16],
+            "samples": [12, 12],
+            "N_crit": [2, 4],
+            "N_crit_over_L": [0.25, 0.25],
+            "N_crit_below_over_L": [0.125, 0.25],
+            "N_crit_censored": [False, False],
+            "N_crit_testable": [True, True],
+            **{
+                f"{m}_{s}": [0.5, 0.25]
+                for m in ("max_weight", "jacobian_norm")
+                for s in ("median", "q25", "q75")
+            },
+        }
+    )
+    sep = pl.DataFrame(
+        {
+            "normalizer": ["a"],
+            "L": [16],
+            "N": [2],
+            "ratio_mean": [0.5],
+            "zero_weight_selected_mean": [0.0],
+        }
+    )
+    fig, note = fig5.fig5(by_length, sep)
+    assert "Algorithm 3's first N of its list" in note and "smallest N" not in note
+    bars = [c for c in fig.axes[2].collections if isinstance(c, LineCollection)]
+    assert [s.tolist() for c in bars for s in c.get_segments()] == [[[8.0, 0.125], [8.0, 0.25]]]

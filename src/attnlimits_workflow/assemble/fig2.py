@@ -101,6 +101,16 @@ def fig2(
         line = ax.plot(
             found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
         )[0]
+        if "N_crit_low" in found.columns:
+            # Algorithm 3's first pass is known to its list cell: a bar down to the cell's least N
+            cells = found.filter(pl.col("N_crit_low") < pl.col("N_crit"))
+            ax.vlines(
+                cells["L"].to_numpy(),
+                cells["N_crit_low"].to_numpy(),
+                cells["N_crit"].to_numpy(),
+                color=line.get_color(),
+                lw=1,
+            )
         reps = (
             None
             if replicates is None or replicates.height == 0
@@ -142,7 +152,9 @@ def fig2(
                 slope * lengths,
                 color=line.get_color(),
                 lw=1,
-                label=f"fit {slope:.3f} L (found L only)" if cens.height else f"fit {slope:.3f} L",
+                # through the cells' tops: an upper end where the cells have width
+                label=f"fit {slope:.3f} L through the cells' tops"
+                + (" (found L only)" if cens.height else ""),
             )
     ax.plot(lengths, 0.06 * lengths, "k--", lw=1, label="paper: 0.06 L")
     ax.set(

@@ -59,6 +59,16 @@ def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
             ax.set_yscale("log")  # a maximum weight is never 0
     ax = axes[1, 0]
     normalizer_lines(ax, by_length, "L", "N_crit_over_L", names, style)
+    if "N_crit_below_over_L" in by_length.columns:
+        # the first pass of the list is known to its cell: a bar down to its open low end
+        for name in names:
+            d = by_length.filter(
+                (pl.col("normalizer") == name)
+                & (pl.col("N_crit_below_over_L") < pl.col("N_crit_over_L"))
+            )
+            ax.vlines(
+                d["L"], d["N_crit_below_over_L"], d["N_crit_over_L"], color=style[name]["color"]
+            )
     log_axis(ax, "x", lengths)
     ax.set(
         xlabel="context length L",
@@ -97,8 +107,10 @@ def fig5(by_length: pl.DataFrame, sep: pl.DataFrame) -> tuple[Figure, str]:
         undrawn += f" and {untestable} whose KS test cannot reject at its sample count"
     note = (
         "What-if: each normalizer re-normalizes the logits the model learned under softmax; this is not a retrained model. "
-        f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: smallest N where a KS test "
-        f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E; {undrawn} "
+        f"(a) bands: quartiles across samples ({by_length['samples'].max()} per L); (b) medians only. Critical N: Algorithm 3's first N "
+        "of its list (Table 1's, analysis.all_rows.critical_n_fractions) where a KS test "
+        f"(alpha as in analysis.critical_n) no longer separates d~ from the Monte-Carlo E, drawn "
+        f"at its list cell's top with a bar down to the list's N before it; {undrawn} "
         "are not drawn. (d) grey dashed: the paper's 0.8 saturation line; "
         "top-N tokens of weight 0 (the sparse rules') are never distinguishable, N stays the denominator "
         f"(mean per sample up to {sep['zero_weight_selected_mean'].max():.3g})."
