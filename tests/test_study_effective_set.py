@@ -341,3 +341,15 @@ def test_a_boundary_null_of_tied_integers_is_decided_at_most_at_its_level(seeds)
         )
         decided += table.filter(pl.col("normalizer") == "rule")["verdict"][0] == n_star.FEWER
     assert decided / len(patterns) <= 0.025
+
+
+def test_a_ratio_of_exactly_the_threshold_counts_as_beyond_in_the_sign_test():
+    """Review 40: six seeds at N* 3 against 2 (ratio exactly 1.5) gave sign test p = 1 while the
+    mirror case, 2 against 3, gave 2 / 64: the log of 3/2 and of 2/3 rounded either side of the
+    edge. At or beyond, both ways, as the intervals read it."""
+    from attnlimits.intervals import beyond_ratio_sign_pvalue
+
+    more = [math.log(3 / 2)] * 6
+    fewer = [math.log(2 / 3)] * 6
+    assert beyond_ratio_sign_pvalue(more, 1.5) == pytest.approx(2 / 64)
+    assert beyond_ratio_sign_pvalue(fewer, 1.5) == pytest.approx(2 / 64)

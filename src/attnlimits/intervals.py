@@ -155,8 +155,11 @@ def beyond_ratio_sign_pvalue(log_ratios, ratio: float) -> float:
     with 3 seeds it is at least 1/4 (one-sided 1/8)."""
     x = np.asarray(log_ratios, dtype=np.float64)
     edge, n = math.log(ratio), int(x.size)
-    up = sign_test_greater(int((x > edge).sum()), n)
-    down = sign_test_greater(int((x < -edge).sum()), n)
+    # at or beyond, as the intervals read it (a ratio of exactly 1.5 is beyond 1.5x), to the
+    # rounding of a log: 3/2 and 2/3 land either side of +-log 1.5 (review 40)
+    tol = 1e-12 * max(1.0, edge)
+    up = sign_test_greater(int((x >= edge - tol).sum()), n)
+    down = sign_test_greater(int((x <= -edge + tol).sum()), n)
     return min(1.0, 2.0 * min(up, down))
 
 

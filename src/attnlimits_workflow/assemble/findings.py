@@ -366,7 +366,7 @@ STATUS_MARKS = {ROBUST: "★", FRAGILE: "†", UNRESOLVED: "~"}
 SIDE_MARKS = {"above": "↑", "below": "↓", "above and below": "↕"}
 GLANCE_LEGEND = (
     "✓ reproduced, ✗ not reproduced (↑ above the rule's band, ↓ below it, ↕ both; where the rule "
-    "reads several statistics, each that missed its band is named with its arrow), ? undecided, ∅ vacuous (no data could fail it), ≈ not "
+    "reads several statistics, each that missed its band is named with its arrow), ? undecided, ∅ vacuous (could not have failed: on any data, or at these values of the bound, docs/findings.md says which), ≈ not "
     "testable, — no verdict, · not applicable, n/s not scored; ★ robust (decided alike on every "
     "text and reading), † fragile (a text or reading flips it), ~ unresolved (one leaves it "
     "undecided), no mark: untested (fewer than two texts or readings decide it, or a maximum "
