@@ -2673,3 +2673,84 @@ def test_fig2c_and_fig5c_draw_the_critical_n_as_its_list_cell():
     assert "Algorithm 3's first N of its list" in note and "smallest N" not in note
     bars = [c for c in fig.axes[2].collections if isinstance(c, LineCollection)]
     assert [s.tolist() for c in bars for s in c.get_segments()] == [[[8.0, 0.125], [8.0, 0.25]]]
+
+
+def test_the_critical_n_band_reads_the_resamples_cells():
+    """Review 41: 40 resamples each passing first at N = 90 with the cell's least N 78 gave a
+    zero-width band [90, 90], the list's quantisation read as precision."""
+    from attnlimits_workflow.assemble.replicates import critical_n_band
+
+    reps = pl.DataFrame(
+        {
+            "replicate": list(range(40)),
+            "L": [128] * 40,
+            "N_crit": [90] * 40,
+            "N_crit_low": [78] * 40,
+            "censored": [False] * 40,
+        }
+    )
+    band = critical_n_band(reps, 0.95).row(0, named=True)
+    assert (band["low"], band["high"]) == (78.0, 90.0)
+    # without the cells (an older table) the tops, as before
+    old = critical_n_band(reps.drop("N_crit_low"), 0.95).row(0, named=True)
+    assert (old["low"], old["high"]) == (90.0, 90.0)
+
+
+def test_the_compare_figure_draws_the_critical_n_as_its_cell():
+    """Review 41: "points: N_crit / L where the KS test rejects" said the opposite of what is
+    drawn, the first N of the list where it does not reject, drawn as a point at its cell's top."""
+    from matplotlib.collections import LineCollection
+
+    from attnlimits_workflow.assemble.compare_figure import compare_figure
+
+    t = pl.DataFrame(
+        {
+            "L": [128],
+            "masked": ["both"],
+            "expectation": ["monte_carlo"],
+            "ks_min_pvalue": [1e-9],
+            "N_crit": [90],
+            "N_crit_low": [78],
+            "N_crit_over_L": [90 / 128],
+            "censored": [False],
+            "top_N": [127],
+        }
+    )
+    run = {
+        "model": "m",
+        "weights": "trained",
+        "layers": 1,
+        "heads": 72,
+        "protocol": "all_rows",
+        "corpus": "c",
+    }
+    fig, caption = compare_figure("critical_n", {"m": t}, {"m": run}, {"m": 0.01}, {"m": 5})
+    assert "where the KS test rejects" not in caption
+    assert "the first N of Algorithm 3's list where the KS test does not reject" in caption
+    bars = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    segments = [s.tolist() for c in bars for s in c.get_segments()]
+    assert [[128.0, 78 / 128], [128.0, 90 / 128]] in segments
+
+
+def test_a_bound_rows_rule_says_how_it_was_decided():
+    """Review 41: every bound row's rule read "0 violations ... one violation refutes it", also
+    where a null of matched spread decided it (Corollary 3) or where the count gives no
+    verdict; the rule column says which rule produced the verdict."""
+    base = bound_row_base("rtol 1e-09")
+    violations = pl.DataFrame(
+        [
+            {**base, "bound": "plain", "checked": 144, "violations": 3, "vacuous": 0}
+            | {"not_testable": 0},
+            {**base, "bound": "null", "checked": 144, "violations": 30, "vacuous": 0}
+            | {"not_testable": 0, "note": "decided against a null, more often than it (counts)"},
+            {**base, "bound": "blind", "checked": 144, "violations": 30, "vacuous": 0}
+            | {"not_testable": 0, "no_verdict": "the theorem is false at N = 1"},
+        ]
+    )
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations)
+    rules = [r["verdict_rule"] for r in card.rows]
+    assert rules[0].startswith("0 violations")
+    assert rules[1].startswith("decided against a null of matched spread")
+    assert rules[2] == "counted, no verdict: the theorem is false at N = 1"
+    assert [r["verdict"] for r in card.rows] == ["not reproduced", "not reproduced", "no verdict"]

@@ -26,6 +26,8 @@ def null_rows_of(rows: NDArray, length: int, stride: int) -> NDArray[np.intp]:
 # The note of a check the model violates on none of its rows while its null does, significantly:
 # a comparison of rates on the rows with a null (Table 1 says so where those rows were drawn)
 LESS_OFTEN = "decided against a null, less often than it"
+# The opening of every note of a check decided against its null (more or less often)
+NULL_DECIDED = "decided against a null"
 
 # The level of the two-sided test that decides a Corollary 3 check against its null.
 NULL_ALPHA = 0.05

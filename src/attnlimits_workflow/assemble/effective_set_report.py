@@ -19,7 +19,9 @@ NOTE = (
     "intervals (read on the cells between evaluated N; withheld below 8 chunks, or where more "
     "resamples than a tail pass at no N searched); open markers: censored "
     "(a lower bound). "
-    "N_crit: the paper's critical N (KS test), from the model's critical-N summary."
+    "N_crit: the paper's critical N (KS test), from the model's critical-N summary: the first N "
+    "of Algorithm 3's list that passes, drawn at its list cell's top with a bar down to the "
+    "cell's least N."
 )
 # Spearman's rho over 3 lengths can only be +-0.5 or +-1: at least this many lengths in common,
 # or no correlation is reported
@@ -273,6 +275,16 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
             )
 
         draw(found, ls="--", marker="s", ms=3, label=label)
+        if "N_crit_cell_low" in found.columns:
+            # the first pass of the list is known to its cell: a bar down to its least N
+            cells = found.filter(pl.col("N_crit_cell_low").is_not_null())
+            ax.vlines(
+                cells["length"].to_numpy(),
+                (cells["N_crit_cell_low"] + 1.0 / cells["length"]).to_numpy(),
+                cells["N_crit_over_length"].to_numpy(),
+                color=color,
+                lw=1,
+            )
         bounds = known.filter(pl.col("N_crit_censored"))
         if bounds.height:
             # censored: at least its top N tried, an open marker pointing up

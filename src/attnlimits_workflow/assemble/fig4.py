@@ -33,7 +33,7 @@ def fig4(g: pl.DataFrame, run: dict) -> tuple[Figure, str]:
         color="0.2",
         marker="x",
         lw=1,
-        label=r"max exact $\|J\|_2$",
+        label=r"exact $\|J\|_2$, max over heads",
     )
     dense = np.geomspace(ts.min(), ts.max(), 200)
     ax.plot(

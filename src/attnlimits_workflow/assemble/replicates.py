@@ -146,16 +146,17 @@ def percentile_band(
 
 
 def critical_n_band(replicates: pl.DataFrame, level: float) -> pl.DataFrame:
-    """:func:`percentile_band` of the critical-N searches rerun on resamples, per L: a censored
-    resample's N_crit lies above its top N, so it counts as +inf (a band reaching it is open)."""
-    return percentile_band(
-        replicates.with_columns(
-            pl.when(pl.col("censored"))
-            .then(float("inf"))
-            .otherwise(pl.col("N_crit"))
-            .alias("N_crit")
-        ),
-        ("L",),
-        "N_crit",
-        level,
+    """:func:`percentile_band` of the critical-N searches rerun on resamples, per L, over the
+    resamples' list cells: the low end from each cell's least N (``N_crit_low``), the high end
+    from its top (review 41: tops alone gave a zero-width band where every resample passes first
+    in one cell, quantisation read as precision). A censored resample's N_crit lies above its top
+    N, so it counts as +inf at both ends (a band reaching it is open)."""
+    tops = pl.when(pl.col("censored")).then(float("inf")).otherwise(pl.col("N_crit"))
+    least = (
+        pl.when(pl.col("censored")).then(float("inf")).otherwise(pl.col("N_crit_low"))
+        if "N_crit_low" in replicates.columns
+        else tops
     )
+    low = percentile_band(replicates.with_columns(least.alias("N_crit")), ("L",), "N_crit", level)
+    high = percentile_band(replicates.with_columns(tops.alias("N_crit")), ("L",), "N_crit", level)
+    return low.select("L", "low").join(high.select("L", "high"), on="L").sort("L")

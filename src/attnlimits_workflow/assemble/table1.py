@@ -16,7 +16,7 @@ from attnlimits.bootstrap import (
 from attnlimits.families import FAMILIES
 
 from .. import registry
-from ..analyses.gradient_null import LESS_OFTEN
+from ..analyses.gradient_null import LESS_OFTEN, NULL_ALPHA, NULL_DECIDED
 from .claims import (  # noqa: F401  (re-exported: the scoring pieces tests and scripts name here)
     MAXIMUM_CAVEAT,
     MAXIMUM_CLAIMS,
@@ -116,6 +116,19 @@ def bound_claims(
             f"{most:g} if the units were independent; a layer's heads share its input, so this "
             "is a threshold on the count, not a confidence level)"
         )
+        note = r.get("note") or ""
+        if note.startswith(NULL_DECIDED):
+            # Corollary 3's checks are decided against a null of matched spread, not by the
+            # count alone (review 41): the rule says so
+            rule = (
+                f"decided against a null of matched spread (Gaussian logits with each row's own "
+                f"spread, through the same check; tolerance {r['tolerance']}): not reproduced "
+                "where the model violates more often than its null (two-sided sign-flip test of "
+                f"the per-layer sums, p < {NULL_ALPHA:g}), reproduced only where no row violates "
+                "and its null does significantly more often, else no verdict"
+            )
+        elif r.get("no_verdict"):
+            rule = f"counted, no verdict: {r['no_verdict']}"
         row = (f"bound:{r['bound']}", f"bound holds: {r['bound']}", "holds")
         # a proof that needs weights summing to one says nothing of a sink's rows
         needs_sum = (r.get("proof_needs") or "sum_to_one") == "sum_to_one"
