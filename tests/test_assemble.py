@@ -1004,7 +1004,8 @@ def test_fig2c_draws_the_bootstrap_band_of_n_crit():
         reps,
         0.5,
     )
-    assert "Shaded: N_crit's 50 % percentile band over 4 reruns" in note
+    assert "Shaded: N_crit's 50 % band over 4 reruns" in note
+    assert "over the resamples' list cells" in note  # review 42: the band reads the cells
     (band,) = fig.axes[2].collections
     ys = band.get_paths()[0].vertices[:, 1]
     assert set(np.round(ys, 9)) == {1.0, 2.0, 4.0}

@@ -353,3 +353,12 @@ def test_a_ratio_of_exactly_the_threshold_counts_as_beyond_in_the_sign_test():
     fewer = [math.log(2 / 3)] * 6
     assert beyond_ratio_sign_pvalue(more, 1.5) == pytest.approx(2 / 64)
     assert beyond_ratio_sign_pvalue(fewer, 1.5) == pytest.approx(2 / 64)
+
+
+def test_the_t_tests_exact_agreement_branch_is_at_or_beyond_too():
+    """Review 42: three seeds all at 3/2 got p = 1 and all at 2/3 got 0.25 (rounding of the
+    logs either side of the edge); at or beyond, both are 0.25."""
+    from attnlimits.intervals import beyond_ratio_pvalue
+
+    assert beyond_ratio_pvalue([math.log(3 / 2)] * 3, 1.5) == pytest.approx(0.25)
+    assert beyond_ratio_pvalue([math.log(2 / 3)] * 3, 1.5) == pytest.approx(0.25)

@@ -560,33 +560,49 @@ def test_a_low_t_verdict_its_ceiling_alone_could_give_is_withheld():
         "sig": seeds([0.15, 0.19, 0.20], 0.25),  # ~3x under half the cap: stands
         "hidden": [{"gradient_low_t": v} for v in (0.15, 0.19, 0.20)],  # no cap: stands
     }
-    # review 10: the caps are read before Benjamini-Hochberg, inside seed_measures, so that a
-    # withheld cell is no member of the corrected family
+    # review 10: the caps are read before Benjamini-Hochberg, inside seed_measures; review 42:
+    # every cell with caps, decided or not, enters the family with the larger of its raw and
+    # its cap-divided p, so that the family does not depend on the outcomes
     over = study_seeds.seed_measures(per_seed, "softmax", 1.5, 0.95)
     assert over["sparse"]["gradient_low_t"].verdict == study.CEILING
     assert over["sig"]["gradient_low_t"].verdict == study.TIGHTENS
     assert over["hidden"]["gradient_low_t"].verdict == study.TIGHTENS
+    from attnlimits.intervals import beyond_ratio_pvalue, paired_log_ratios
+
+    def scaled(name):
+        return tuple(m["gradient_low_t"] / m["gradient_low_t_cap"] for m in per_seed[name])
+
+    p_scaled = beyond_ratio_pvalue(paired_log_ratios(scaled("sparse"), scaled("softmax")), 1.5)
+    assert over["sparse"]["gradient_low_t"].p_value == pytest.approx(p_scaled)
+    assert p_scaled > 0.05  # the withheld cell's p in the family is its large cap-divided one
 
 
 @pytest.mark.unit
-def test_a_withheld_cell_is_no_member_of_the_benjamini_hochberg_family():
-    """Review 10: a cell the caps withhold kept its small p in the family and raised the other
-    cells' ranks. Three cells, p 0.001 (withheld), 0.03 and 0.5 at q 0.05: with the withheld
-    one, 0.03 passes (0.03 <= 2/3 x 0.05); without it, 0.03 > 1/2 x 0.05 and is not kept."""
+def test_the_benjamini_hochberg_family_is_fixed_before_the_outcomes():
+    """Review 42: the cells the caps withhold, all of them decided, left the family, which
+    then depended on the outcomes (a cell in or out by its result). Every tested cell is a
+    member; a withheld one with its cap-divided p (review 10: its small raw p must not lift the
+    others). Three cells, p 0.5 (withheld), 0.03 and 0.5 at q 0.05: 0.03 > 1/3 x 0.05, where
+    without the withheld cell 0.03 <= 2/2 x 0.05 would have passed the larger rank."""
     from attnlimits_workflow.study_seeds import SeedMeasure, false_discovery_control
 
     def cell(verdict, p):
         return SeedMeasure(1.0, 0.5, 1.5, 3, verdict, p_value=p)
 
     measures = {
-        "a": {"gradient_low_t": cell(study.CEILING, 0.001)},
+        "a": {"gradient_low_t": cell(study.CEILING, 0.5)},
         "b": {"vanishing": cell(study.TIGHTENS, 0.03)},
-        "c": {"vanishing": cell(study.NO_DIFFERENCE, 0.5)},
+        "c": {"vanishing": cell(study.TIGHTENS, 0.04)},
     }
     out = false_discovery_control(measures, 0.05)
-    assert out["b"]["vanishing"].verdict == study.NO_DIFFERENCE
+    # three members: ranks 1, 2 need 0.0167 and 0.0333: 0.03 and 0.04 fail at rank 2 (0.04 >
+    # 0.0333), so neither is kept
     assert out["b"]["vanishing"].dropped == study.TIGHTENS
+    assert out["c"]["vanishing"].dropped == study.TIGHTENS
     assert out["a"]["gradient_low_t"].verdict == study.CEILING
+    # two members (the withheld cell left out, as before): 0.04 <= 2/2 x 0.05, both kept
+    two = false_discovery_control({k: v for k, v in measures.items() if k != "a"}, 0.05)
+    assert two["b"]["vanishing"].verdict == study.TIGHTENS
 
 
 @pytest.mark.unit

@@ -218,13 +218,13 @@ def test_the_study_pages_paper_band_is_the_claim_cards():
     assert study_report.PAPER_BAND == (approx["low"], approx["high"])
 
 
-def test_a_cell_the_caps_withhold_prints_no_p():
-    """Review 12: a withheld low-T cell is no member of the Benjamini-Hochberg family, yet it
-    printed "p = 0.00096", which reads as an uncorrected finding."""
+def test_a_cell_the_caps_withhold_prints_its_cap_divided_p():
+    """Review 12: a withheld low-T cell printed its raw "p = 0.00096", which read as a finding;
+    review 42: it is a member of the family with its cap-divided p, and says so."""
     from attnlimits_workflow.assemble.study_prose import significance_text
 
-    withheld = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.CEILING, p_value=0.00096)
-    assert significance_text(withheld) == ""
+    withheld = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.CEILING, p_value=0.44)
+    assert significance_text(withheld) == "; p = 0.44 on T ||J|| / cap, in the corrected family"
     kept = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.TIGHTENS, p_value=0.00096)
     assert significance_text(kept).startswith("; p = 0.00096")
 

@@ -142,7 +142,8 @@ def beyond_ratio_pvalue(log_ratios, ratio: float) -> float:
     edge, mean = math.log(ratio), float(x.mean())
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
     if no_spread(se, mean):
-        return min(1.0, 2.0 ** (1 - x.size)) if abs(mean) > edge else 1.0
+        # at or beyond, to a log's rounding, as the sign test and the intervals (review 42)
+        return min(1.0, 2.0 ** (1 - x.size)) if abs(mean) >= edge - 1e-12 * max(1.0, edge) else 1.0
     up = float(stats.t.sf((mean - edge) / se, x.size - 1))
     down = float(stats.t.cdf((mean + edge) / se, x.size - 1))
     return min(1.0, 2.0 * min(up, down))

@@ -235,7 +235,10 @@ def false_discovery_control(
         (name, key)
         for name, row in measures.items()
         for key, m in row.items()
-        if key in LIMITS and not math.isnan(m.p_value) and m.verdict != CEILING
+        # every tested cell, those the caps withhold too (with their cap-divided p): a family
+        # fixed before any outcome is seen (review 42; leaving out only the withheld cells,
+        # all of them decided, made the family depend on the outcomes)
+        if key in LIMITS and not math.isnan(m.p_value)
     ]
     kept = benjamini_hochberg([measures[n][k].p_value for n, k in cells], q) if cells else []
     out = {name: dict(row) for name, row in measures.items()}
@@ -360,7 +363,9 @@ def ceiling_withheld(
     each seed's T ||J|| by that seed's own cap (``gradient_low_t_cap``, :func:`jacobian_ceiling`)
     becomes :data:`CEILING`: the rules' caps, not their sharpness, gave it (sparsemax's cap is
     twice softmax's). A verdict that survives (sigmoid's, under a lower cap) stands; so does
-    one without caps to divide by."""
+    one without caps to divide by. Every cell with caps on both sides, decided or not, carries
+    the p of its cap-divided comparison into the Benjamini-Hochberg family (review 42): which
+    cells enter the family, and with which test, is fixed before any outcome is seen."""
 
     key, cap = "gradient_low_t", "gradient_low_t_cap"
 
@@ -373,11 +378,17 @@ def ceiling_withheld(
     base = scaled(per_seed.get(baseline, []))
     for name, measures in over.items():
         m = measures.get(key)
-        if m is None or name == baseline or m.verdict not in (RELAXES, TIGHTENS) or base is None:
+        if m is None or name == baseline or base is None or math.isnan(m.p_value):
             continue
         mine = scaled(per_seed[name])
         if mine is None:
             continue
         _, low, high = paired_ratio(mine, base, level)
-        if math.isnan(low) or ratio_verdict(low, high, ratio, LIMITS[key].relaxes) != m.verdict:
-            measures[key] = replace(m, verdict=CEILING)
+        logs = paired_log_ratios(mine, base)
+        p_scaled = beyond_ratio_pvalue(logs, ratio) if logs is not None else math.nan
+        m = replace(m, p_value=max(m.p_value, p_scaled) if not math.isnan(p_scaled) else m.p_value)
+        if m.verdict in (RELAXES, TIGHTENS) and (
+            math.isnan(low) or ratio_verdict(low, high, ratio, LIMITS[key].relaxes) != m.verdict
+        ):
+            m = replace(m, verdict=CEILING)
+        measures[key] = m

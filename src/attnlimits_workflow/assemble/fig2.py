@@ -181,8 +181,9 @@ def fig2(
         )
     if banded:
         note += (
-            f" Shaded: N_crit's {100 * level:g} % percentile band over {banded} reruns of the search"
-            " on resamples of its units (analysis.bootstrap)"
+            f" Shaded: N_crit's {100 * level:g} % band over {banded} reruns of the search on"
+            " resamples of its units (analysis.bootstrap), over the resamples' list cells: the"
+            " low end a percentile of each cell's least N, the high end of its top"
             + (
                 "; a band drawn up to L holds censored resamples (N_crit above their top N)."
                 if open_top

@@ -144,10 +144,11 @@ def significance_text(m: SeedMeasure, alpha: float = 0.05) -> str:
     """The tests behind a verdict: '; p = x, sign test p = y' (both two-sided, beyond
     relax_ratio; the sign test where the seeds pair) for a kept verdict, and for one
     Benjamini-Hochberg did not keep, what it was and at which p; '' where no test ran."""
-    if math.isnan(m.p_value) or m.verdict == CEILING:
-        # a cell the caps withhold is no member of the corrected family: its p would read as
-        # an uncorrected finding
+    if math.isnan(m.p_value):
         return ""
+    if m.verdict == CEILING:
+        # a member of the corrected family with its cap-divided p (review 42), no finding
+        return f"; p = {p_text(m.p_value, alpha)} on T ||J|| / cap, in the corrected family"
     # p_text keeps a printed p on its side of alpha (1 - the interval level, Benjamini-
     # Hochberg's q): 0.0496 is not "0.05"
     if m.dropped:

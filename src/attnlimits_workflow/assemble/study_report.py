@@ -244,8 +244,9 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
                     f"{key}_ratio_low": m.ratio_low,
                     f"{key}_ratio_high": m.ratio_high,
                     # the tests behind the verdict (study_seeds.seed_measures)
-                    # no p for a cell the caps withhold: it is out of the corrected family
-                    f"{key}_p": math.nan if m.verdict == CEILING else m.p_value,
+                    # a cell the caps withhold is in the corrected family with its cap-divided
+                    # p (review 42); its sign test read the raw ratios: none printed
+                    f"{key}_p": m.p_value,
                     f"{key}_sign_p": math.nan if m.verdict == CEILING else m.sign_p,
                     f"{key}_dropped_by_fdr": m.dropped,
                 }
