@@ -2755,3 +2755,20 @@ def test_a_bound_rows_rule_says_how_it_was_decided():
     assert rules[1].startswith("decided against a null of matched spread")
     assert rules[2] == "counted, no verdict: the theorem is false at N = 1"
     assert [r["verdict"] for r in card.rows] == ["not reproduced", "not reproduced", "no verdict"]
+
+
+def test_a_proof_that_needs_the_literal_count_says_nothing_under_not_selected():
+    """Review 42: Theorem 2's per-sample lower bound is proved under the literal count of N_s;
+    under analysis.zero_weight not_selected (the default) a selected token of negligible weight
+    leaves N_s and the bound can fail, so the check is counted, never "vacuous" by proof."""
+    base = bound_row_base("rtol 1e-09")
+    row = {**base, "bound": "lower", "checked": 144, "violations": 0, "vacuous": 0}
+    row |= {"not_testable": 0, "proved": "holds under the literal count"}
+    row |= {"proof_needs": "literal_zero_weight"}
+    violations = pl.DataFrame([row])
+    literal = table1.Scorecard({})
+    table1.bound_claims(literal, violations)
+    assert literal.rows[0]["verdict"] == "vacuous"
+    selected = table1.Scorecard({})
+    table1.bound_claims(selected, violations, literal_zero_weight=False)
+    assert selected.rows[0]["verdict"] == "reproduced"

@@ -434,8 +434,10 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 slack=("ratio", "lower_bound", False),
                 vacuous_reason=lower_reasons[label],
                 proved=lower_proved,
-                # non-negative weights only: a sink's rows (summing to less than one) keep it
-                proof_needs="any",
+                # non-negative weights only (a sink's rows, summing to less than one, keep it),
+                # under the literal count of N_s: analysis.zero_weight not_selected can break it
+                # (review 42), so Table 1 reads it as proved only under the literal reading
+                proof_needs="literal_zero_weight",
             )
             | {"by_n": by_n(part, "lower_bound_check")},
             count(

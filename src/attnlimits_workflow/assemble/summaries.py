@@ -64,8 +64,9 @@ def count(
     counts (the all-rows protocol: "<check>_violated_rows", ...), the rows are counted too.
     ``proved``: why the bound holds on any data (Table 1 then calls it vacuous), and
     ``proof_needs`` what of the weights the proof assumes: "sum_to_one" (a softmax over the keys
-    alone: not a model with an attention sink) or "any" (recomputed from the logits, or only
-    non-negative weights); ``no_verdict``:
+    alone: not a model with an attention sink), "any" (recomputed from the logits, or only
+    non-negative weights) or "literal_zero_weight" (any weights, with a zero-weight top-N key
+    counted as selected: analysis.zero_weight literal); ``no_verdict``:
     why its count decides nothing about the paper's claim (counted, never a verdict)."""
     # a column of no outcomes at all (every sample None) is read back as Null, not String
     frame = frame.with_columns(pl.col(column).cast(pl.String))

@@ -96,13 +96,19 @@ def fewest_units(most: float, level: float) -> int:
 
 
 def bound_claims(
-    card: Scorecard, violations: pl.DataFrame, sums_to_one: bool = True, sampled: bool = False
+    card: Scorecard,
+    violations: pl.DataFrame,
+    sums_to_one: bool = True,
+    sampled: bool = False,
+    literal_zero_weight: bool = True,
 ) -> None:
     """One row per bound check of the summaries (claim id "bound:<name>"). ``sums_to_one``:
     whether the run's weights are a softmax over the keys alone (no attention sink), the
     assumption under which a proof that needs it (the violations' ``proof_needs``: "sum_to_one",
     or missing) cannot fail; a proof of "any" weights holds either way. ``sampled``: the rows were drawn
-    (analysis.all_rows.rows), so no violation among them is not testable, not reproduced."""
+    (analysis.all_rows.rows), so no violation among them is not testable, not reproduced.
+    ``literal_zero_weight``: analysis.zero_weight counts a zero-weight top-N key as selected,
+    the reading under which a proof that needs it ("literal_zero_weight") holds."""
     most = card.claims.get("bounds", {}).get("max_violation_share", 0.05)
     fewest = fewest_units(most, card.level)
     for r in violations.iter_rows(named=True):
@@ -133,6 +139,10 @@ def bound_claims(
         # a proof that needs weights summing to one says nothing of a sink's rows
         needs_sum = (r.get("proof_needs") or "sum_to_one") == "sum_to_one"
         proved = (r.get("proved") or "") if sums_to_one or not needs_sum else ""
+        # ... and one that needs the literal count of N_s says nothing under analysis.zero_weight
+        # not_selected, where the bound can fail: then it is checked like any other (review 42)
+        if r.get("proof_needs") == "literal_zero_weight" and not literal_zero_weight:
+            proved = ""
         if r["checked"] == 0:
             # vacuous only where no sample could fail it: a not testable one could, with a
             # tolerance finer than its bound (review 30)
@@ -234,7 +244,13 @@ def table1(
     scoring = Scoring(run, analysis, readings(run, analysis))
     for name, module in modules.items():
         module.score(card, summaries[name], replicates.get(name), scoring)
-    bound_claims(card, violations, weights_sum_to_one(run), scoring.sampled)
+    bound_claims(
+        card,
+        violations,
+        weights_sum_to_one(run),
+        scoring.sampled,
+        literal_zero_weight=analysis.get("zero_weight", "not_selected") != "not_selected",
+    )
     bound_summary = (
         dict(zip(violations["bound"], violations["summary"], strict=True))
         if "summary" in violations.columns
