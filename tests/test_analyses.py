@@ -497,17 +497,7 @@ def test_heads_report_and_coverage():
         chunk=[0, 0, 1, 1],
         head=[0, 1, 0, 1],
     )
-    settings = heads.Settings(
-        n=1,
-        n_grid=[1, 2],
-        radius=1.0,
-        ks_alpha=0.01,
-        mc_draws=2,
-        seed=0,
-        zero_weight="not_selected",
-        critical_n_fractions=FRACTIONS,
-        critical_n_band_edges=EDGES,
-    )
+    settings = head_settings(n_grid=[1, 2], ks_alpha=0.01)
     coverage, stats = heads.coverage(pack, settings)
     at_one = coverage.filter(pl.col("N") == 1)
     assert at_one["union_selected"].to_list() == [1, 1]
@@ -530,17 +520,7 @@ def test_a_per_head_search_with_no_pass_is_censored_not_missing(monkeypatch):
     from attnlimits.critical_search import CriticalSearch
 
     pack = make_pack(np.full((12, 4), 0.25), np.eye(4), chunk=np.arange(12) // 2, head=[0, 1] * 6)
-    settings = heads.Settings(
-        n=1,
-        n_grid=[1],
-        radius=1.0,
-        ks_alpha=0.05,
-        mc_draws=2,
-        seed=0,
-        zero_weight="not_selected",
-        critical_n_fractions=FRACTIONS,
-        critical_n_band_edges=EDGES,
-    )
+    settings = head_settings(n_grid=[1], ks_alpha=0.05)
     _, stats = heads.coverage(pack, settings)
     monkeypatch.setattr(
         heads,
@@ -552,6 +532,20 @@ def test_a_per_head_search_with_no_pass_is_censored_not_missing(monkeypatch):
     assert report["N_crit"].to_list() == [None, None]
     assert report["N_crit_censored"].to_list() == [True, True]
     assert report["N_crit_low"].to_list() == [None, None]
+
+
+def head_settings(n_grid: list[int], ks_alpha: float) -> heads.Settings:
+    return heads.Settings(
+        n=1,
+        n_grid=n_grid,
+        radius=1.0,
+        ks_alpha=ks_alpha,
+        mc_draws=2,
+        seed=0,
+        zero_weight="not_selected",
+        critical_n_fractions=FRACTIONS,
+        critical_n_band_edges=EDGES,
+    )
 
 
 def normalizer_settings(entry: dict) -> normalizer.Settings:

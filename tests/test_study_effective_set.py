@@ -75,23 +75,16 @@ def test_a_rule_at_half_the_baseline_in_every_seed_needs_fewer_keys():
     assert rule["verdict"] == n_star.CANDIDATES[n_star.FEWER]
     assert math.isnan(base["ratio"])
     assert n_star.cell(rule).endswith("[0.5, 0.5], sign test p = 0.25; NLL 3.00")
+
+    def against_softmax(rule):
+        table = frame(softmax=summary([10, 20, 40] * 2), sparsemax=summary(rule))
+        return n_star.over_seeds(table, "softmax", 0.95, 1.5, "attention-delete").row(1, named=True)
+
     # six seeds, all at half: the sign test's 2 / 64 decides
-    six = n_star.over_seeds(
-        frame(softmax=summary([10, 20, 40] * 2), sparsemax=summary([5, 10, 20] * 2)),
-        "softmax",
-        0.95,
-        1.5,
-        "attention-delete",
-    ).row(1, named=True)
+    six = against_softmax([5, 10, 20] * 2)
     assert six["sign_p"] == pytest.approx(2 / 64) and six["verdict"] == n_star.FEWER
     # the ratios spread around 1/2, all well below 1/1.5: fewer keys with six seeds
-    spread = n_star.over_seeds(
-        frame(softmax=summary([10, 20, 40] * 2), sparsemax=summary([5, 9, 21] * 2)),
-        "softmax",
-        0.95,
-        1.5,
-        "attention-delete",
-    ).row(1, named=True)
+    spread = against_softmax([5, 9, 21] * 2)
     assert spread["ratio_high"] <= 1 / 1.5 and spread["verdict"] == n_star.FEWER
 
 

@@ -72,8 +72,7 @@ def compare(
     }
 
     def outcome(alt: str) -> str:
-        side = sides.get(alt) if decided[alt] == "not reproduced" else None
-        return f"{decided[alt]} ({side})" if side else decided[alt]
+        return with_side(decided[alt], sides.get(alt) if decided[alt] == "not reproduced" else None)
 
     flipped = [
         (alt, outcome(alt))
@@ -92,6 +91,11 @@ def compare(
     else:
         status = ROBUST
     return status, _pairs(flipped), _pairs(unsettled)
+
+
+def with_side(verdict: str, side: str | None) -> str:
+    """A verdict as the pages print it: "not reproduced (above)" where its side is known."""
+    return f"{verdict} ({side})" if side else verdict
 
 
 def parse_side(side: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from ..robustness import (
     UNRESOLVED,
     compare,
     text_side,
+    with_side,
 )
 from .claims import MAXIMUM_CLAIMS, NAMED_SIDE_TEXT, SIDE_TEXT
 
@@ -269,7 +270,7 @@ def masked_flips(score: pl.DataFrame, groups: dict[str, dict[str, str]]) -> str:
                     {"a": pair[0], "b": pair[1]}, "a", {"a": sides[0], "b": sides[1]}
                 )[0]
                 if flipped == FRAGILE:
-                    said = [v + (f" ({s})" if s else "") for v, s in zip(pair, sides, strict=True)]
+                    said = [with_side(v, s) for v, s in zip(pair, sides, strict=True)]
                     lines.append(
                         f"- {rows[base]['claim']} on {group} ({text}): {said[0]}; read with "
                         f"the masked keys the other way ({rows[claim_id]['claim']}): {said[1]}."

@@ -27,6 +27,7 @@ from ..robustness import (
     parse_side,
     robustness,
     text_side,
+    with_side,
 )
 from ..tables import html_table, markdown_table
 from .claim_lists import (
@@ -380,8 +381,7 @@ GLANCE_LEGEND = (
 def verdict_with_side(row: dict, entry: str) -> str:
     """``entry``'s verdict of a scorecard row, "not reproduced (above)" where its side is known:
     two texts on opposite sides of a band read differently (review 40)."""
-    side = text_side(row, entry)
-    return f"{row[entry]} ({side})" if side else row[entry]
+    return with_side(row[entry], text_side(row, entry))
 
 
 def side_mark(side: str | None) -> str:

@@ -25,7 +25,7 @@ import polars as pl
 from attnlimits.protocol import first_rows_kept
 
 from ..plotting import protocol_text
-from ..robustness import DECIDED, side_of, sides_conflict
+from ..robustness import DECIDED, side_of, sides_conflict, with_side
 from ..tables import markdown_table
 from .claims import MAXIMUM_CLAIMS
 from .scorecard import interval_cell
@@ -75,12 +75,11 @@ def shared(short: dict | None, long: dict | None) -> str:
     return "same numbers: the same point (shared data, or a count alike), each run's interval"
 
 
-def with_side(row: dict | None) -> str | None:
+def row_verdict(row: dict | None) -> str | None:
     """A Table 1 row's verdict, "not reproduced (above)" where its side is known."""
     if row is None:
         return None
-    side = side_of(row)
-    return f"{row['verdict']} ({side})" if side else row["verdict"]
+    return with_side(row["verdict"], side_of(row))
 
 
 def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
@@ -103,10 +102,10 @@ def compare_lengths(short: pl.DataFrame, long: pl.DataFrame) -> pl.DataFrame:
                 "claim_id": claim_id,
                 "claim": " / ".join(texts),
                 "moved": disjoint(s, lg),
-                "short": with_side(s),
+                "short": row_verdict(s),
                 "short_verdict": s["verdict"] if s else None,
                 "short_value": interval_cell(s) if s else "",
-                "long": with_side(lg),
+                "long": row_verdict(lg),
                 "long_value": interval_cell(lg) if lg else "",
                 "change": shared(s, lg)
                 or change(
