@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlimits_workflow.dumps.read import PART_KEYS, layer_parts
+from attnlimits_workflow.dumps.read import PART_KEYS, layer_parts, shared_x
 from attnlimits_workflow.integrity import write_checksums
 from attnlimits_workflow.packs import LAYER_KEYS, PACK_ARRAYS, Pack
 
@@ -60,6 +60,7 @@ def load_samples(
     ):
         meta0 = meta0 or meta
         layer_metadata.setdefault(int(meta["layer"]), meta)
+        parts = {**parts, "x": shared_x(parts), "xi": None}  # one x per sample
         for k, v in parts.items():
             if v is not None:
                 collected[k].append(v)

@@ -240,9 +240,20 @@ def test_streamed_pack_equals_the_loaded_one(dump, tmp_path, model, embedding):
     write_pack(s, tmp_path / "loaded", embedding)
     n, x_shape = pack_dumps([out, second], 32, embedding, tmp_path / "streamed", expected=PROV)
     assert n == len(s.layer) and x_shape == s.x.shape
-    for name in PACK_ARRAYS:
+    for name in set(PACK_ARRAYS) - {"x"}:
         a = (tmp_path / "loaded" / f"{name}.npy").read_bytes()
         assert a == (tmp_path / "streamed" / f"{name}.npy").read_bytes(), name
+    # x once per distinct vector: the 2 heads of a chunk share its attention_input; in this
+    # MHA model each head has its own values
+    streamed = read_pack(tmp_path / "streamed")
+    distinct = np.load(tmp_path / "streamed/x.npy", mmap_mode="r")
+    assert len(distinct) == (n // 2 if embedding == "attention_input" else n)
+    np.testing.assert_array_equal(np.asarray(streamed.x), s.x)
+    loaded = read_pack(tmp_path / "loaded")
+    assert np.asarray(streamed.x).tobytes() == np.asarray(loaded.x).tobytes()
+    # delta, computed once per distinct vector, equals delta of every sample's own copy
+    per_sample = separability.pairwise_separation(loaded, 1.0)
+    assert separability.pairwise_separation(streamed, 1.0).equals(per_sample)
     assert (tmp_path / "loaded" / "metadata.json").read_text() == (
         tmp_path / "streamed" / "metadata.json"
     ).read_text()
@@ -281,7 +292,8 @@ def test_one_pack_serves_every_readings_embedding(dump, tmp_path, model):
         np.testing.assert_array_equal(shared.x, alone.x)
         np.testing.assert_array_equal(shared.weights, alone.weights)
     files = {p.name for p in (tmp_path / "all").glob("x*.npy")}
-    assert files == {"x.npy", "x_key.npy", "x_hidden.npy"}  # the own embedding once
+    own = {"x.npy", "x_key.npy", "x_hidden.npy"}  # the own embedding once
+    assert files == own | {f.replace(".npy", "_index.npy") for f in own}
     assert json.loads((tmp_path / "all/metadata.json").read_text())["extra_embeddings"] == [
         "key",
         "hidden",
@@ -417,6 +429,39 @@ def test_gqa_dump_keeps_each_kv_head_once(tmp_path, gqa_model):
         kv = meta["kv_head_of_query"][int(s.head[i])]
         np.testing.assert_array_equal(s.x[i], cap.v[kv, :16].numpy())
         np.testing.assert_array_equal(s.keys[i], cap.k[kv, :16].numpy())
+
+
+@pytest.mark.parametrize("embedding", ["key", "value", "attention_input"])
+def test_gqa_pack_stores_each_shared_vector_once(tmp_path, gqa_model, embedding):
+    # a pack's x holds one vector per (chunk, KV head) for keys and values and one per chunk for
+    # the attention input; read back per sample it equals what each query head reads
+    out = write_gqa(tmp_path / "batch000", gqa_model, store_attention_input=True)
+    s = load_samples([out], 16, embedding, expected=PROV)
+    n, shape = pack_dumps([out], 16, "value", tmp_path / "pack", expected=PROV,
+                          extra_embeddings=[embedding])  # fmt: skip
+    pack = read_pack(tmp_path / "pack", embedding)
+    assert n == 8 and shape == (8, 16, 8) and pack.x.shape == s.x.shape
+    assert len(pack.x.rows) == (2 if embedding == "attention_input" else 4)  # 2 layers x 1 chunk
+    np.testing.assert_array_equal(np.asarray(pack.x), s.x)
+    for i in range(n):  # an integer, a slice, an index array and a reversed one agree
+        np.testing.assert_array_equal(pack.x[i], s.x[i])
+    np.testing.assert_array_equal(pack.x[2:7], s.x[2:7])
+    np.testing.assert_array_equal(pack.x[np.array([5, 1, 1, 6])], s.x[[5, 1, 1, 6]])
+    np.testing.assert_array_equal(pack.x[::-1], s.x[::-1])
+    np.testing.assert_array_equal(pack.x[3, 2:5], s.x[3, 2:5])
+    np.testing.assert_array_equal(pack.x[1:4, :, 0], s.x[1:4, :, 0])
+
+
+def test_a_pack_index_out_of_range_is_set_aside(tmp_path, gqa_model):
+    out = write_gqa(tmp_path / "batch000", gqa_model)
+    pack_dumps([out], 16, "value", tmp_path / "pack", expected=PROV)
+    index = np.load(tmp_path / "pack/x_index.npy")
+    index[3] = 4  # one past the 4 distinct vectors
+    np.save(tmp_path / "pack/x_index.npy", index)
+    write_checksums(tmp_path / "pack", [p.name for p in (tmp_path / "pack").glob("*.npy")]
+                    + ["metadata.json"])  # fmt: skip
+    with pytest.raises(DumpError, match="x_index.npy: unreadable .* shape does not match"):
+        read_pack(tmp_path / "pack")
 
 
 def test_vectors_can_be_left_out_and_stored_as_float16(tmp_path, gqa_model):

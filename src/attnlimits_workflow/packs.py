@@ -121,6 +121,54 @@ class LayerNormalizer:
         return getattr(self, field)
 
 
+class SharedRows:
+    """Per-sample rows stored once each (a pack's x: pack_dumps): indexed like the (S, L, width)
+    array ``rows[index]`` without building it; an integer, a slice or an index array gives an
+    ndarray."""
+
+    def __init__(self, rows: np.ndarray, index: np.ndarray):
+        self.rows, self.index = rows, index
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.index), *self.rows.shape[1:])
+
+    @property
+    def ndim(self) -> int:
+        return self.rows.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.rows.dtype
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):
+            first, *rest = key
+            return self[first][(slice(None), *rest) if np.ndim(self.index[first]) else tuple(rest)]
+        at = self.index[key]
+        if np.ndim(at) == 0:
+            return self.rows[int(at)]
+        at = np.asarray(at)
+        if len(at) and at[-1] - at[0] == len(at) - 1 and np.all(np.diff(at) == 1):
+            return self.rows[int(at[0]) : int(at[-1]) + 1]  # consecutive: a view, no copy
+        return self.rows[at]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.rows[np.asarray(self.index)]
+        return out if dtype is None else out.astype(dtype)
+
+
+def distinct_rows(x: np.ndarray | SharedRows) -> tuple[np.ndarray, np.ndarray]:
+    """A pack's x as its distinct vectors and each sample's row of them (every row its own in
+    an array, or in a pack written before x was stored once per vector)."""
+    if isinstance(x, SharedRows):
+        return x.rows, np.asarray(x.index)
+    return x, np.arange(len(x))
+
+
 @dataclass
 class Pack:
     """Memory-mapped samples of one L, in (layer, chunk, head) order (written by
@@ -132,7 +180,7 @@ class Pack:
     head: np.ndarray
     weights: np.ndarray  # (S, L) float32
     logits: np.ndarray  # (S, L) float32
-    x: np.ndarray  # (S, L, d) float32
+    x: np.ndarray | SharedRows  # (S, L, d) float32
     query_norm: np.ndarray  # (S,)
     key_norm_max: np.ndarray  # (S,)
     score_scale: np.ndarray  # (S,)
@@ -212,6 +260,7 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
             name: d / (x_file if name == "x" else f"{name}.npy")
             for name in PACK_ARRAYS + ROW_ARRAYS
         }
+        files["x_index"] = d / x_index_file(x_file)
         listed = recorded or {}
         files = {
             k: f
@@ -233,10 +282,12 @@ def read_pack(pack_dir: str | os.PathLike, embedding: str | None = None) -> Pack
         for name, current in files.items():
             arrays[name] = np.load(current, mmap_mode="r")
         current = pack_shape_problem(d, arrays, length)
-        if current is not None and current.name == "x.npy":
-            current = d / x_file
+        if current is not None and current.name.startswith("x"):
+            current = d / current.name.replace("x", x_file.removesuffix(".npy"), 1)
         if current is not None:
             raise ValueError("its shape does not match the pack's other arrays")
+        if "x_index" in arrays:  # a pack written before x was stored once per vector has none
+            arrays["x"] = SharedRows(arrays["x"], arrays.pop("x_index"))
     except DumpError:
         raise
     except MissingFile as exc:
@@ -287,9 +338,20 @@ def pack_shape_problem(d: Path, arrays: dict[str, np.ndarray], length: int) -> P
     for name, shape in want.items():
         if n < 0 or arrays[name].shape != shape:
             return d / f"{name}.npy"
-    if arrays["x"].ndim != 3 or arrays["x"].shape[:2] != (n, length):
+    x, index = arrays["x"], arrays.get("x_index")
+    if index is not None:
+        if index.shape != (n,) or index.dtype.kind not in "iu":
+            return d / "x_index.npy"
+        if n and (int(index.min()) < 0 or int(index.max()) >= len(x)):
+            return d / "x_index.npy"
+    if x.ndim != 3 or x.shape[1] != length or (index is None and x.shape[0] != n):
         return d / "x.npy"
     return None
+
+
+def x_index_file(x_file: str) -> str:
+    """The file of each sample's row of ``x_file`` (x_index.npy, x_<embedding>_index.npy)."""
+    return x_file.removesuffix(".npy") + "_index.npy"
 
 
 def set_aside_earlier(folder: Path, what: str) -> None:

@@ -39,7 +39,7 @@ from attnlimits_workflow.assemble.claims import (
 )
 from attnlimits_workflow.assemble.summaries import by_n, count, per_group, spread, violation_table
 from attnlimits_workflow.jobs import Timer, blocks, sample_keys
-from attnlimits_workflow.packs import Pack
+from attnlimits_workflow.packs import Pack, distinct_rows
 from attnlimits_workflow.rows import RowKernel, pool_chunks, row_means_of
 
 from .common import (
@@ -82,11 +82,11 @@ def checks(ratio, lower, upper) -> dict[str, NDArray[np.object_]]:
 def pairwise_separation(pack: Pack, radius: float) -> pl.DataFrame:
     """delta of Assumption 2 per sample: the minimum pairwise distance of its sphere-projected
     embeddings (computed once per L, shared by every N: the pairwise_separation rule)."""
-    samples = pack.weights.shape[0]
-    delta = np.empty(samples)
-    for sl in blocks(samples, pack.length, pack.x.shape[2]):
-        delta[sl] = min_pairwise_distance(project_to_sphere(pack.x[sl], radius))
-    return pl.DataFrame({**sample_columns(pack, L=pack.length), "delta": delta})
+    rows, index = distinct_rows(pack.x)  # heads that share their x share its delta
+    delta = np.empty(len(rows))
+    for sl in blocks(len(rows), pack.length, pack.x.shape[2]):
+        delta[sl] = min_pairwise_distance(project_to_sphere(rows[sl], radius))
+    return pl.DataFrame({**sample_columns(pack, L=pack.length), "delta": delta[index]})
 
 
 def context_delta(pack: Pack, separation: pl.DataFrame | None, source: str = "") -> NDArray:

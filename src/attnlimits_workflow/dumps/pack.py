@@ -11,7 +11,7 @@ import numpy as np
 
 from ..integrity import MANIFEST, write_checksums
 from ..packs import LAYER_KEYS, DumpError
-from .read import layer_files, layer_parts, open_dump
+from .read import distinct_x_rows, layer_files, layer_parts, open_dump
 
 _PACK_SOURCES = {
     "layer": "layer",
@@ -19,7 +19,6 @@ _PACK_SOURCES = {
     "head": "head",
     "weights": "w",
     "logits": "l",
-    "x": "x",
     "query_norm": "qn",
     "key_norm_max": "kn",
     "score_scale": "scale",
@@ -42,7 +41,13 @@ def pack_dumps(
 ) -> tuple[int, tuple[int, ...]]:
     """Decode one L's samples from the dumps straight into the pack's .npy files, one dump file
     at a time: the same arrays as ``write_pack(load_samples(...))`` without holding them all in
-    memory and copying them once more to concatenate. Returns (samples, shape of x).
+    memory and copying them once more to concatenate. Returns (samples, shape of x: samples, L,
+    width).
+
+    x.npy holds each distinct vector once, x_index.npy each sample's row of it: the query heads
+    of a chunk share one attention_input (or hidden), those of a GQA KV head its keys and
+    values. Stored per sample, SmolLM2's attention_input was 5.1 of a 6.2 GB pack at L = 1024
+    (docs/performance.md); read_pack gives them back per sample (SharedRows).
 
     ``row_chunks``: also pack every position's query and key (q_rows, k_rows) for the samples of
     the run's first that many chunks, the ones the all-rows protocol analyses
@@ -78,7 +83,15 @@ def pack_dumps(
             )
         arrays[name][start : start + len(part)] = part
 
+    def write_x(name: str, parts: dict[str, Any], offsets: list[int], rows: int) -> None:
+        """A part's distinct x vectors at offsets[1], each sample's row of them at offsets[0]."""
+        write(name, parts["x"], offsets[1], rows)
+        write(f"{name}_index", offsets[1] + parts["xi"].astype(np.int64), offsets[0], total)
+        offsets[1] += len(parts["x"])
+
     offset = row_offset = 0
+    x_offsets = [0, 0]
+    x_total = sum(distinct_x_rows(meta, embedding) for meta in footers)
     meta0 = None
     layers: dict[str, dict[str, Any]] = {}
     for meta, parts in layer_parts(
@@ -88,6 +101,8 @@ def pack_dumps(
         layers.setdefault(str(int(meta["layer"])), layer_entry(meta))
         for name, key in _PACK_SOURCES.items():
             write(name, parts[key], offset, total)
+        x_offsets[0] = offset
+        write_x("x", parts, x_offsets, x_total)
         if row_chunks > 0:
             kept = np.isin(parts["chunk"], row_chunk_ids)
             for name, key in _ROW_SOURCES.items():
@@ -97,21 +112,25 @@ def pack_dumps(
             )
             row_offset += int(kept.sum())
         offset += len(parts["chunk"])
-    if offset != total or row_offset != row_total:
+    if offset != total or row_offset != row_total or x_offsets[1] != x_total:
         raise DumpError(
-            f"{dump_dirs}: read {offset} samples ({row_offset} with rows) for L={length}, "
-            f"footers promise {total} ({row_total})"
+            f"{dump_dirs}: read {offset} samples ({row_offset} with rows, {x_offsets[1]} "
+            f"distinct x) for L={length}, footers promise {total} ({row_total}, {x_total})"
         )
     extras = [e for e in dict.fromkeys(extra_embeddings) if e != embedding]
     for extra in extras:
-        offset = 0
+        x_offsets = [0, 0]
+        x_total = sum(distinct_x_rows(meta, extra) for meta in footers)
         for _, parts in layer_parts(
             dump_dirs, length, extra, False, False, False, expected, expected_chunks
         ):
-            write(f"x_{extra}", parts["x"], offset, total)
-            offset += len(parts["chunk"])
-        if offset != total:
-            raise DumpError(f"{dump_dirs}: read {offset} {extra} samples, expected {total}")
+            write_x(f"x_{extra}", parts, x_offsets, x_total)
+            x_offsets[0] += len(parts["chunk"])
+        if x_offsets != [total, x_total]:
+            raise DumpError(
+                f"{dump_dirs}: read {x_offsets[0]} {extra} samples ({x_offsets[1]} distinct), "
+                f"expected {total} ({x_total})"
+            )
     # No msync (memmap.flush): the pages are already visible to every process through the page
     # cache, and like every other output the pack becomes visible only by the atomic rename of
     # its folder; forcing them to disk only adds I/O wait (docs/performance.md).
@@ -130,7 +149,7 @@ def pack_dumps(
     )
     # last: a pack whose checksums.json is missing while its metadata names one is refused
     write_checksums(out_dir, sorted(p.name for p in out_dir.glob("*.npy")) + ["metadata.json"])
-    return total, tuple(arrays["x"].shape)
+    return total, (total, *arrays["x"].shape[1:])
 
 
 def layer_entry(meta: dict[str, Any]) -> dict[str, Any]:

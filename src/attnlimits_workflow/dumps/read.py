@@ -207,7 +207,28 @@ def _quarantine(path: Path) -> Path:
     return set_aside(path, age=path.parent.name.startswith("batch"))
 
 
-PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "q", "qa", "k", "qn", "kn", "scale")
+# "x": the embedding's distinct vectors (one per chunk for a layer column, one per (chunk, KV
+# head) for keys and values); "xi": each sample's row of "x" (shared_x expands them).
+PART_KEYS = ("layer", "chunk", "head", "w", "l", "x", "xi", "q", "qa", "k", "qn", "kn", "scale")
+
+
+def distinct_x_rows(meta: dict[str, Any], embedding: str | None) -> int:
+    """How many distinct x vectors (each L x width) a dump file holds for ``embedding``: the
+    query heads of a chunk share its layer column (hidden, attention_input), and those of a KV
+    head share its keys and values, so a pack stores each once (parts "x" and "xi")."""
+    chunks = len(meta["chunks"])
+    if embedding in LAYER_COLUMNS:
+        return chunks
+    if embedding in ("value", "key"):
+        return chunks * (int(max(meta["kv_head_of_query"])) + 1)
+    return 0
+
+
+def shared_x(parts: dict[str, np.ndarray | None]) -> np.ndarray | None:
+    """One x per sample, (samples, L, width), from a part's distinct vectors and their index."""
+    if parts["x"] is None:
+        return None
+    return parts["x"][parts["xi"]]
 
 
 def layer_parts(
@@ -320,9 +341,10 @@ def _read_one(
             f"{path}: {table.num_rows} rows with position < {length}, expected {n_pass * per_pass}"
         )
 
-    def grid(col: str, width: int, kv: bool = False) -> np.ndarray:
+    def grid(col: str, width: int, kv: bool | str = False) -> np.ndarray:
         """(chunk, position, head)-sorted rows -> (chunk x query head, position, width); a KV
-        column (null off the KV rows) is resolved to each query head through kv_head_of_query."""
+        column (null off the KV rows) is resolved to each query head through kv_head_of_query,
+        or with kv="distinct" kept as (chunk x KV head, position, width)."""
         column = table[col].combine_chunks()
         if pa.types.is_fixed_size_list(column.type):
             column = column.flatten()  # skips null rows: the KV columns keep their KV heads
@@ -331,21 +353,21 @@ def _read_one(
         flat = column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
         per_position = len(kv_map) if not kv else int(kv_map.max()) + 1
         cube = flat.reshape(n_pass, length, per_position, width)
+        if kv == "distinct":
+            return cube.transpose(0, 2, 1, 3).reshape(-1, length, width)
         if kv:
             cube = cube[:, :, kv_map]
         return cube.transpose(0, 2, 1, 3).reshape(n_pass * heads, length, width)
 
-    if embedding in ("value", "key"):
-        parts["x"].append(grid(embedding[0], dh, kv=True))
+    passes = np.arange(n_pass)[:, None]
+    if embedding in ("value", "key"):  # once per (chunk, KV head): GQA's query heads share it
+        parts["x"].append(grid(embedding[0], dh, kv="distinct"))
+        parts["xi"].append((passes * (int(kv_map.max()) + 1) + kv_map[None, :]).reshape(-1))
     if layer_column is not None:  # one vector per position, shared by the layer's heads
         head0 = table if layer_only else table.filter(pc.equal(table["head"], 0))
         flat = head0[layer_column].combine_chunks().flatten().to_numpy()
-        per_position = flat.reshape(n_pass, length, 1, -1)
-        parts["x"].append(
-            np.repeat(per_position, heads, axis=2)
-            .transpose(0, 2, 1, 3)
-            .reshape(n_pass * heads, length, -1)
-        )
+        parts["x"].append(flat.reshape(n_pass, length, -1))
+        parts["xi"].append(np.repeat(passes, heads, axis=1).reshape(-1))
     if with_norms:
         k_norm = grid("k_norm", 1, kv=True)[:, :, 0]
         q_norm = grid("q_norm", 1)[:, :, 0]
