@@ -976,9 +976,29 @@ def test_fig2_note_names_the_censored_lengths():
     )
     assert note.startswith("(c) masked keys non_selected (analysis.all_rows.masked")
     assert "KS over 20 values per side." in note and "censored" in note
-    both = critical_summary("both").with_columns(censored=pl.lit(False))
+    both = critical_summary("both").with_columns(censored=pl.lit(False), ks_min_pvalue=1e-6)
     _, plain = fig2.fig2(distance_summary(), both, {"n_fixed": 2, "length_fixed": 16}, "prefix")
     assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
+
+
+def test_fig2c_draws_ks_blind_lengths_apart_at_the_configured_alpha():
+    """Review 41: the title said alpha = 0.01 whatever analysis.critical_n.ks_alpha was, and a
+    length whose KS test cannot reject at alpha (its least p-value >= alpha: the first N passes
+    whatever the data) was drawn as a measured N_crit."""
+    p = {"n_fixed": 2, "length_fixed": 16}
+    fig, note = fig2.fig2(distance_summary(), critical_summary(), p, "non_selected", alpha=0.01)
+    ax = fig.axes[2]
+    assert ax.get_title() == r"(c) critical N (KS, $\alpha$=0.01)"
+    (blind,) = [ln for ln in ax.get_lines() if "KS blind" in ln.get_label()]
+    assert list(blind.get_xdata()) == [16]  # closed form at L = 16: least p 0.5
+    (measured,) = [ln for ln in ax.get_lines() if ln.get_label() == "KS vs Thm 1.2 term"]
+    assert list(measured.get_xdata()) == [8]
+    assert "Grey x: KS blind" in note and ">= 0.01, so no N can fail" in note
+    # at alpha 0.6 the least p-value 0.5 can reject: nothing is blind, and the title says 0.6
+    fig, note = fig2.fig2(distance_summary(), critical_summary(), p, "non_selected", alpha=0.6)
+    assert fig.axes[2].get_title() == r"(c) critical N (KS, $\alpha$=0.6)"
+    assert "KS blind" not in note
+    assert not [ln for ln in fig.axes[2].get_lines() if "KS blind" in ln.get_label()]
 
 
 def test_fig2c_draws_the_bootstrap_band_of_n_crit():
@@ -2629,7 +2649,10 @@ def test_fig2c_and_fig5c_draw_the_critical_n_as_its_list_cell():
     and the captions say what is drawn."""
     from matplotlib.collections import LineCollection
 
-    crit = critical_summary().with_columns(N_crit_low=pl.Series([2, None, 1, 2]))
+    crit = critical_summary().with_columns(
+        N_crit_low=pl.Series([2, None, 1, 2]),
+        ks_min_pvalue=1e-6,  # none KS blind
+    )
     crit = crit.with_columns(
         pl.when(pl.col("L") == 16)
         .then(pl.lit(1))

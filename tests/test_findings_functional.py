@@ -273,3 +273,42 @@ def test_the_rank_correlation_reads_no_cell_tops():
     assert rank_correlations(summary, critical)["lengths"].to_list() == [4]
     cells = summary.with_columns(pl.Series("n_star_floor", [5, 9, 9, 17], dtype=pl.Int64))
     assert rank_correlations(cells, critical)["lengths"].to_list() == [0]
+
+
+def test_a_ks_blind_critical_n_ranks_nothing_and_is_drawn_apart():
+    """Review 41: where the KS test cannot reach alpha on its sample count (its least p-value
+    >= alpha), the first N of the list passes whatever the data; that N_crit entered the rank
+    correlation and the figure as a measurement."""
+    from attnlimits_workflow.assemble.effective_set_report import (
+        critical_by_length,
+        effective_set_figure,
+        effective_set_table,
+        rank_correlations,
+    )
+
+    lengths = (128, 256, 512, 1024)
+    critical = pl.DataFrame(
+        {
+            "L": list(lengths),
+            "masked": ["non_selected"] * 4,
+            "expectation": ["closed_form"] * 4,
+            "N_crit": [1.0, 40.0, 90.0, 200.0],
+            "censored": [False] * 4,
+            "ks_min_pvalue": [0.02, 0.001, 0.001, 0.001],  # L = 128: 3 values per side
+        }
+    )
+    summary = n_star_table([8, 16, 40, 64], lengths=lengths)
+    seen = critical_by_length(critical, "non_selected", 0.01)
+    assert seen["N_crit_blind"].to_list() == [True, False, False, False]
+    assert rank_correlations(summary, seen)["lengths"].to_list() == [3]
+    unaware = critical_by_length(critical, "non_selected")  # no alpha: nothing is blind
+    assert rank_correlations(summary, unaware)["lengths"].to_list() == [4]
+    table = effective_set_table(summary.drop("N_crit_over_L_monte_carlo"), seen)
+    assert table["N_crit_blind_closed_form"].to_list() == [True, False, False, False]
+    block = findings_functional.entry_block("smol", table, one_length_correlations(), 0.05)
+    assert "| 0.00781 (KS blind) |" in block
+    lines = effective_set_figure(summary, seen, 0.05).axes[0].get_lines()
+    (blind,) = [ln for ln in lines if "KS blind" in ln.get_label()]
+    assert list(blind.get_xdata()) == [128]
+    (measured,) = [ln for ln in lines if ln.get_label() == "N_crit/L, closed_form"]
+    assert list(measured.get_xdata()) == [256, 512, 1024]

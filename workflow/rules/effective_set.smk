@@ -57,6 +57,7 @@ rule effective_set_report:
         section=model_setting("effective_set"),
         bootstrap=model_setting("analysis", "bootstrap"),
         masked=model_setting("analysis", "all_rows", "masked"),
+        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
         seed=config["seed"],
     script:
         "../scripts/report_effective_set.py"

@@ -49,6 +49,7 @@ rule fig2:
         distance=model_setting("analysis", "distance"),
         masked=model_setting("analysis", "all_rows", "masked"),
         level=model_setting("analysis", "bootstrap", "level"),
+        ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
     script:
         "../scripts/plot_fig2.py"
 

@@ -16,6 +16,7 @@ fig, note = fig2(
     snakemake.params.masked,
     pl.read_parquet(snakemake.input.critical_n_replicates),
     snakemake.params.level,
+    snakemake.params.ks_alpha,
 )
 save_run_figure(fig, snakemake, note)
 log.info("fig2 written")

@@ -28,7 +28,7 @@ summary = summarise(
     p.seed,
     section["max_n"],
 )
-critical = critical_by_length(pl.read_csv(snakemake.input.critical_n), p.masked)
+critical = critical_by_length(pl.read_csv(snakemake.input.critical_n), p.masked, p.ks_alpha)
 correlations = rank_correlations(summary, critical)
 table = effective_set_table(summary, critical)
 sentence = correlation_sentence(correlations)

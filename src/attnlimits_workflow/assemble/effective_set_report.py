@@ -37,9 +37,13 @@ TREND_CAVEAT = (
 )
 
 
-def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
+def critical_by_length(
+    critical: pl.DataFrame, masked: str, alpha: float | None = None
+) -> pl.DataFrame:
     """N_crit/L per (L, expectation) under the model's reading of the masked keys (all rows of
-    an encoder or a last-row run, which have one)."""
+    an encoder or a last-row run, which have one). ``alpha``: the KS test's level
+    (analysis.critical_n.ks_alpha); a length whose least attainable p-value is at least alpha
+    is KS blind (N_crit_blind): no N could fail there, so its N_crit says nothing of the data."""
     frame = critical
     if "masked" in frame.columns and masked in frame["masked"].to_list():
         frame = frame.filter(pl.col("masked") == masked)
@@ -63,12 +67,18 @@ def critical_by_length(critical: pl.DataFrame, masked: str) -> pl.DataFrame:
         if "N_crit_low" in frame.columns
         else pl.lit(None, pl.Float64)
     )
+    blind = (
+        pl.col("ks_min_pvalue").cast(pl.Float64) >= alpha
+        if alpha is not None and "ks_min_pvalue" in frame.columns
+        else pl.lit(False)
+    )
     return frame.select(
         pl.col("L").cast(pl.Int64).alias("length"),
         "expectation",
         value.alias("N_crit"),
         censored.alias("N_crit_censored"),
         low.alias("N_crit_cell_low"),
+        blind.fill_null(False).alias("N_crit_blind"),
     ).with_columns((pl.col("N_crit") / pl.col("length")).alias("N_crit_over_length"))
 
 
@@ -78,13 +88,16 @@ def rank_correlations(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataF
     shared (then it is not defined, not zero). Fractions of L, not counts: both counts grow with
     L. Fractions share the 1/L too, and any two trends in L rank alike: a description, with no
     p-value (:data:`TREND_CAVEAT`). N_crit is known to its list cell: lengths whose cells
-    overlap tie (:func:`cell_ranks`)."""
+    overlap tie (:func:`cell_ranks`). A KS-blind length (N_crit_blind) ranks nothing: its
+    N_crit is the list's first N whatever the data."""
     rows = []
     for (variant,), part in summary.group_by(["variant"], maintain_order=True):
         for (expectation,), crit in critical.group_by(["expectation"], maintain_order=True):
             both = part.join(crit, on="length").filter(
                 pl.col("n_star").is_not_null() & ~pl.col("N_crit_censored")
             )
+            if "N_crit_blind" in both.columns:
+                both = both.filter(~pl.col("N_crit_blind"))
             if "n_star_floor" in both.columns:
                 # an N* known to its power-of-two cell only ranks nothing (review 34)
                 both = both.filter(pl.col("n_star_floor") >= pl.col("n_star"))
@@ -180,13 +193,14 @@ def correlation_sentence(correlations: pl.DataFrame, variant: str = "attention-d
 
 
 def effective_set_table(summary: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
-    """One row per (variant, L): N* with its interval and N*/L, beside N_crit/L per expectation
-    and whether that N_crit is censored (a lower bound)."""
+    """One row per (variant, L): N* with its interval and N*/L, beside N_crit/L per expectation,
+    whether that N_crit is censored (a lower bound) and whether its KS test was blind."""
     out = summary
     for column, name in (
         ("N_crit_over_length", "N_crit_over_L"),
         ("N_crit_censored", "N_crit_censored"),
         ("N_crit_cell_low", "N_crit_cell_low"),
+        ("N_crit_blind", "N_crit_blind"),
     ):
         if column not in critical.columns:
             continue
@@ -260,6 +274,18 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
     shown = critical.filter(pl.col("length").is_between(lengths.min(), lengths.max()))
     for (expectation,), part in shown.sort("length").group_by(["expectation"], maintain_order=True):
         known = part.filter(pl.col("N_crit_over_length").is_not_null())
+        if "N_crit_blind" in known.columns:
+            blind = known.filter(pl.col("N_crit_blind"))
+            known = known.filter(~pl.col("N_crit_blind"))
+            if blind.height:  # no N could fail there: apart, not joined to the measured ones
+                ax.plot(
+                    blind["length"].to_numpy(),
+                    blind["N_crit_over_length"].to_numpy(),
+                    ls="none",
+                    marker="x",
+                    color="0.5",
+                    label=f"N_crit/L, {expectation}: KS blind (no N could fail)",
+                )
         found = known.filter(~pl.col("N_crit_censored"))
         label = f"N_crit/L, {expectation}"
         if found.is_empty():
@@ -290,6 +316,7 @@ def effective_set_figure(summary: pl.DataFrame, critical: pl.DataFrame, tau: flo
             # censored: at least its top N tried, an open marker pointing up
             draw(bounds, ls="none", marker="^", ms=5, mfc="white")
     log_axis(ax, "x", sorted(set(summary["length"].to_list())))
+    ax.set_yscale("log")  # the limits of the log axis: a linear one's margin can reach below 0
     low, high = ax.get_ylim()
     steps = [m * 10.0**e for e in range(-5, 1) for m in (1, 2, 5) if m * 10.0**e <= 1.0]
     log_axis(ax, "y", [t for t in steps if low <= t <= high] or None)

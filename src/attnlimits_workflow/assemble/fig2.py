@@ -59,11 +59,13 @@ def fig2(
     masked: str,
     replicates: pl.DataFrame | None = None,
     level: float = 0.95,
+    alpha: float = 0.01,
 ) -> tuple[Figure, str]:
     """The figure and its caption's note, from the distance and critical-N summaries; ``p``:
     analysis.distance, ``masked``: analysis.all_rows.masked; ``replicates``: the critical-N
     searches rerun on bootstrap resamples (summaries.critical_n_replicates), whose ``level``
-    band of N_crit per L panel (c) draws (none without them)."""
+    band of N_crit per L panel (c) draws (none without them); ``alpha``: the KS test's level
+    (analysis.critical_n.ks_alpha)."""
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
     panel(
         axes[0],
@@ -91,16 +93,31 @@ def fig2(
     # where a search passed, open ones at the top N where it never did (N_crit >= that N, censored).
     # The fitted line runs through the found lengths only: a censored length is a bound, not a value.
     drawn = crit.filter(pl.col("masked").is_in([masked, "both"]))
-    censored_any, banded, open_top = False, 0, False
+    # a length whose KS test cannot reach alpha on its sample count passes at the first N
+    # whatever the data: drawn apart, as a point no data could have moved
+    blind_rule = pl.col("ks_min_pvalue") >= alpha
+    censored_any, banded, open_top, blind_fitted = False, 0, False, False
     for kind, label, marker in (
         ("monte_carlo", "KS vs E (Monte Carlo)", "o"),
         ("closed_form", "KS vs Thm 1.2 term", "s"),
     ):
         f = drawn.filter(pl.col("expectation") == kind).sort("L")
         found = f.filter(~pl.col("censored"))
+        blind = found.filter(blind_rule)
+        found = found.filter(~blind_rule)
         line = ax.plot(
             found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
         )[0]
+        if blind.height:
+            blind_fitted = True
+            ax.plot(
+                blind["L"].to_numpy(),
+                blind["N_crit"].to_numpy(),
+                marker="x",
+                ls="none",
+                color="0.5",
+                label=f"{label}: KS blind (least p >= {alpha:g})",
+            )
         if "N_crit_low" in found.columns:
             # Algorithm 3's first pass is known to its list cell: a bar down to the cell's least N
             cells = found.filter(pl.col("N_crit_low") < pl.col("N_crit"))
@@ -162,7 +179,7 @@ def fig2(
         yscale="log",
         xlabel="sequence length L",
         ylabel=r"critical $N$",
-        title=r"(c) critical N (KS, $\alpha$=0.01)",
+        title=rf"(c) critical N (KS, $\alpha$={alpha:g})",
     )
     ax.set_xticks(lengths, [str(v) for v in lengths])
     ax.minorticks_off()
@@ -178,6 +195,13 @@ def fig2(
         note += (
             " Open markers at the top N tried (L - 1): no N passed there, so N_crit >= that N"
             " (censored); the fit runs through the found lengths only."
+        )
+    if blind_fitted:
+        note += (
+            f" Grey x: KS blind, its least attainable p-value on {drawn['ks_samples'].min()}"
+            f" values per side is >= {alpha:g}, so no N can fail and N_crit is the list's first"
+            " N whatever the data; the fitted line and Table 1's slope still include these"
+            " lengths (Table 1 names them)."
         )
     if banded:
         note += (

@@ -46,7 +46,10 @@ def _share(value) -> str:
 
 def _critical_share(row: Mapping, column: str) -> str:
     """N_crit/L of one expectation: '>= ' where censored, its grid cell '(a, b]' where the
-    list's N below it did not pass (the value is the cell's top, not a point)."""
+    list's N below it did not pass (the value is the cell's top, not a point); 'KS blind' where
+    no N could fail (its value says nothing of the data)."""
+    if row.get(column.replace("_over_L_", "_blind_")):
+        return f"{_share(row[column])} (KS blind)"
     if row.get(column.replace("_over_L_", "_censored_")):
         return ">= " + _share(row[column])
     low = row.get(column.replace("_over_L_", "_cell_low_"))
@@ -140,7 +143,8 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
                 [
                     "N_crit/L: '>= ' where no N of the list passed (censored); '(a, b]' the grid "
                     "cell of Algorithm 3's list, from the N tried before the first pass to "
-                    "N_crit, where the list skipped N between them."
+                    "N_crit, where the list skipped N between them; 'KS blind' where the KS "
+                    "test cannot reject at its sample count, so no N could fail."
                 ]
                 if crit
                 else []
