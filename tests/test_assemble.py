@@ -911,6 +911,8 @@ def test_heads_figure_marks_censored_heads_and_names_its_thresholds():
     assert ">" in [t.get_text() for t in crit_ax.texts]
     assert crit_ax.images[0].get_array()[0, 1] == 1.0  # no N < L passed: N_crit >= L
     assert "beyond.ns_ratio_threshold = 0.8" in note
+    assert "analysed row only (extraction.query_row" in note and "heads saturated" in note
+    assert "{" not in note  # every placeholder filled
     # review 32: the defaults are the paper's (Section 5), the effective T the project's proxy
     assert "the defaults follow the paper's Section 5" in note and "proxy" in note
 
@@ -979,6 +981,19 @@ def test_fig2_note_names_the_censored_lengths():
     both = critical_summary("both").with_columns(censored=pl.lit(False), ks_min_pvalue=1e-6)
     _, plain = fig2.fig2(distance_summary(), both, {"n_fixed": 2, "length_fixed": 16}, "prefix")
     assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
+
+
+def test_fig2_note_says_the_monte_carlo_e_is_drawn_on_mc_rows_rows():
+    """Review 41: with every row analysed, E is drawn on analysis.all_rows.mc_rows rows per
+    head while d~ reads every row; the caption did not say so."""
+    p = {"n_fixed": 2, "length_fixed": 16}
+    _, note = fig2.fig2(distance_summary(), critical_summary(), p, "non_selected", mc_rows=8)
+    assert "E (Monte Carlo) is drawn on 8 evenly spaced query rows per head where L > 8" in note
+    for mc_rows in (None, 16):  # sampled rows (E on every drawn row), or no L above mc_rows
+        _, note = fig2.fig2(
+            distance_summary(), critical_summary(), p, "non_selected", mc_rows=mc_rows
+        )
+        assert "evenly spaced" not in note
 
 
 def test_fig2c_draws_ks_blind_lengths_apart_at_the_configured_alpha():
@@ -2795,3 +2810,14 @@ def test_a_proof_that_needs_the_literal_count_says_nothing_under_not_selected():
     selected = table1.Scorecard({})
     table1.bound_claims(selected, violations, literal_zero_weight=False)
     assert selected.rows[0]["verdict"] == "reproduced"
+
+
+def test_coverage_and_heads_captions_say_they_read_the_analysed_row():
+    """Review 41: both read each (layer, chunk, head)'s analysed row only, whatever
+    analysis.protocol, and their captions did not say so beside the paper's all-rows figures."""
+    from attnlimits_workflow.assemble import coverage_report
+
+    assert "analysed row only (extraction.query_row" in coverage_report.NOTE
+    for name in ("coverage", "heads"):
+        rst = (Path(__file__).parents[1] / "workflow/report" / f"{name}.rst").read_text()
+        assert "analysed row (extraction.query_row)" in rst and "whatever analysis.protocol" in rst

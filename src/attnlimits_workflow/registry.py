@@ -146,11 +146,11 @@ class Analysis:
 # Paper Fig. 4: the report caption of gradient's figure (drawn by rule analysis_figure).
 FIG4_CAPTION = """\
 **Gradient sensitivity (Lemma 2, Corollary 3; paper Fig. 4).** For each temperature T and perturbation size eps, the
-finite-difference sensitivity g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps with a seeded unit direction
-u, and the exact spectral norm of the softmax Jacobian (computed without forming it), each the largest over the heads
-of the per-head statistic the protocol reads: under the paper's protocol (all_rows) each head's mean over its rows,
-one direction per row (Algorithm 5); under the last-row protocol each analysed row's own value. The figure's note
-below says which. The paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds. Points above
+finite-difference sensitivity g(T, eps) = ||softmax((l + eps u)/T) - softmax(l/T)|| / eps for seeded random unit
+directions u, and the exact spectral norm of the softmax Jacobian (computed without forming it), each the largest over
+the heads of the per-head statistic the protocol reads: under the paper's protocol (all_rows) each head's mean over its
+rows, one direction per row (Algorithm 5); under the last-row protocol each analysed row's g at the largest of its
+analysis.gradient.directions directions (the same directions for every T). The figure's note below says which. The paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds. Points above
 the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md).
 """
 

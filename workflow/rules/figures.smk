@@ -50,6 +50,7 @@ rule fig2:
         masked=model_setting("analysis", "all_rows", "masked"),
         level=model_setting("analysis", "bootstrap", "level"),
         ks_alpha=model_setting("analysis", "critical_n", "ks_alpha"),
+        mc_rows=model_setting("analysis", "all_rows", "mc_rows"),
     script:
         "../scripts/plot_fig2.py"
 

@@ -11,6 +11,8 @@ from ..plotting import log_axis
 
 METRICS = ["coverage", "p", "predicted_paper", "predicted_overlap", "union_selected"]
 NOTE = (
+    "Each (layer, chunk, head) contributes its analysed row only (extraction.query_row, as "
+    "under the last-row protocol), whatever analysis.protocol. "
     "A token counts as covered if at least one head has it in its top-N set and inside B_r(s) (Theorem 2). "
     "The paper's formula assumes the heads select the same tokens independently. A top-N token of "
     "weight 0 is not selected (analysis.zero_weight: the union and p count selected tokens only)."

@@ -60,12 +60,14 @@ def fig2(
     replicates: pl.DataFrame | None = None,
     level: float = 0.95,
     alpha: float = 0.01,
+    mc_rows: int | None = None,
 ) -> tuple[Figure, str]:
     """The figure and its caption's note, from the distance and critical-N summaries; ``p``:
     analysis.distance, ``masked``: analysis.all_rows.masked; ``replicates``: the critical-N
     searches rerun on bootstrap resamples (summaries.critical_n_replicates), whose ``level``
     band of N_crit per L panel (c) draws (none without them); ``alpha``: the KS test's level
-    (analysis.critical_n.ks_alpha)."""
+    (analysis.critical_n.ks_alpha); ``mc_rows``: the rows per head the Monte-Carlo E is drawn
+    on when every row is analysed (analysis.all_rows.mc_rows; None: E on every analysed row)."""
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
     panel(
         axes[0],
@@ -195,6 +197,13 @@ def fig2(
         note += (
             " Open markers at the top N tried (L - 1): no N passed there, so N_crit >= that N"
             " (censored); the fit runs through the found lengths only."
+        )
+    drawn_lengths = sorted(set(dist["L"].to_list()) | set(crit["L"].to_list()))
+    if mc_rows is not None and drawn_lengths and max(drawn_lengths) > mc_rows:
+        note += (
+            f" E (Monte Carlo) is drawn on {mc_rows} evenly spaced query rows per head where"
+            f" L > {mc_rows} (analysis.all_rows.mc_rows), an estimate of its mean over every"
+            " row; d~ and the Thm 1.2 term use every row."
         )
     if blind_fitted:
         note += (

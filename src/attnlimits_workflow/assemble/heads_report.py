@@ -112,7 +112,9 @@ def heads_figure(
             bar.ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
     n_sat = int(heads["saturated"].sum())
     note = (
-        f"L = {L}; x: head flagged ({n_sat} of {heads.height} heads saturated: N_s/N <= "
+        f"L = {L}, each (layer, chunk, head) read at its analysed row only (extraction.query_row, "
+        "as under the last-row protocol) whatever analysis.protocol; "
+        f"x: head flagged ({n_sat} of {heads.height} heads saturated: N_s/N <= "
         f"beyond.ns_ratio_threshold = {ns_ratio_threshold:g} or effective T <= "
         f"beyond.temperature_threshold = {temperature_threshold:g}; the defaults follow the "
         "paper's Section 5: a head saturates where N_s/N drops to 70-80 %, and T <= 0.1 is to be "
