@@ -1373,6 +1373,9 @@ def test_fig3_and_fig4_notes():
     )
     bars = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
     assert len(bars) == 1
+    # review 42: only a median below -0.05 is moved (to -0.05); one in [-0.05, 0) is drawn as is
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "(lower bound < -0.05 shown at -0.05)" in labels
     grad = pl.DataFrame(
         {
             "T": [0.1, 1.0, 0.1, 1.0],
@@ -2793,6 +2796,17 @@ def test_a_bound_rows_rule_says_how_it_was_decided():
     assert rules[1].startswith("decided against a null of matched spread")
     assert rules[2] == "counted, no verdict: the theorem is false at N = 1"
     assert [r["verdict"] for r in card.rows] == ["not reproduced", "not reproduced", "no verdict"]
+    # review 42: the null's rule names the unit count a "reproduced" needs, and the sampled case
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations)
+    assert "at least 72 units are checked (fewer: not testable)" in card.rows[1]["verdict_rule"]
+    assert "sampled rows" not in card.rows[1]["verdict_rule"]
+    card = table1.Scorecard({})
+    table1.bound_claims(card, violations, sampled=True)
+    assert (
+        "with sampled rows (analysis.all_rows.rows) no violation among them is not testable"
+        in (card.rows[1]["verdict_rule"])
+    )
 
 
 def test_a_proof_that_needs_the_literal_count_says_nothing_under_not_selected():

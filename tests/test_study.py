@@ -841,9 +841,11 @@ def test_bad_study_settings_are_refused_by_key(tmp_path):
 def new_models(dry_run: str) -> list[str]:
     """The models a dry run's train_model jobs would train (their model wildcards), each once:
     a dry run through a checkpoint can print a job again when it re-evaluates the DAG (seen in
-    CI on 2026-11-28: two of four models listed twice), which trains nothing twice."""
+    CI on 2026-11-28: two of four models listed twice), which trains nothing twice. A job ends
+    where the next begins, a checkpoint's too: a train_model job followed by seed 0's
+    chunk_corpus checkpoint read that checkpoint's wildcards as its own (2026-11-29)."""
     found = []
-    for job in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run):
+    for job in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:)", dry_run):
         if re.match(r"(?:local)?rule train_model:", job.strip()):
             found += re.findall(r"wildcards: model=(\S+)", job)
     return list(dict.fromkeys(found))

@@ -48,7 +48,7 @@ def test_sigmoid_tightens_corollary_3_on_untrained_logits_too(spread):
 def stub_study(untrained: dict) -> study_report.Study:
     """Only what untrained_text reads: the comparisons, their seed, the baseline."""
     s = study_report.Study.__new__(study_report.Study)
-    s.untrained, s.untrained_seed, s.baseline = untrained, 0, "softmax"
+    s.untrained, s.untrained_seed, s.baseline, s.ratio = untrained, 0, "softmax", 1.5
     return s
 
 
@@ -58,7 +58,8 @@ def test_a_verdict_says_whether_the_untrained_weights_give_it():
     assert text == "; untrained (seed 0): x2.9, tightens: the untrained weights already give it"
     other = stub_study({"gated": {"vanishing": study_seeds.Untrained(1.0, study.NO_CHANGE)}})
     text = study_report.untrained_text(other, "gated", "vanishing", study.RELAXES)
-    assert text.endswith("no change: the one untrained point does not show it")
+    # review 42: one point inside the ratio is no evidence of "no change", only of no 1.5x step
+    assert text == "; untrained (seed 0): x1, within 1.5x: the one untrained point does not show it"
     # an untrained side that is not measured or withheld says so, and no comparison follows
     gone = stub_study({"gated": {"vanishing": study_seeds.Untrained(math.nan, study.NOT_MEASURED)}})
     text = study_report.untrained_text(gone, "gated", "vanishing", study.RELAXES)

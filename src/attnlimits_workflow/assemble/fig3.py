@@ -67,7 +67,7 @@ def fig3(
     clipped = np.clip(lower, -0.05, None)
     ax.plot(pos, clipped, "b-s", ms=3, label="Thm 2 lower bound (median)")
     if np.any(lower < -0.05):
-        ax.plot([], [], " ", label="(lower bound < 0 shown at -0.05)")
+        ax.plot([], [], " ", label="(lower bound < -0.05 shown at -0.05)")
     ax.set(
         xlabel="top-N",
         ylabel=r"$N_s / N$ across heads",

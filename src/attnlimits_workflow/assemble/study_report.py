@@ -288,7 +288,10 @@ def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
         return ""
     u = s.untrained[name][key]
     ratio = "" if math.isnan(u.ratio) else f"x{u.ratio:.3g}, "
-    text = f"; untrained (seed {s.untrained_seed}): {ratio}{u.verdict}"
+    # one untrained point inside the ratio shows no change of the limit, only no step as large
+    # as the ratio (review 42)
+    said = f"within {s.ratio:g}x" if u.verdict == NO_CHANGE else u.verdict
+    text = f"; untrained (seed {s.untrained_seed}): {ratio}{said}"
     decided = (RELAXES, TIGHTENS, NO_CHANGE)
     if trained_verdict in (RELAXES, TIGHTENS) and u.verdict in decided:
         text += (

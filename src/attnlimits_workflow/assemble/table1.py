@@ -130,8 +130,15 @@ def bound_claims(
                 f"decided against a null of matched spread (Gaussian logits with each row's own "
                 f"spread, through the same check; tolerance {r['tolerance']}): not reproduced "
                 "where the model violates more often than its null (two-sided sign-flip test of "
-                f"the per-layer sums, p < {NULL_ALPHA:g}), reproduced only where no row violates "
-                "and its null does significantly more often, else no verdict"
+                f"the per-layer sums, p < {NULL_ALPHA:g}), reproduced only where no row violates, "
+                f"its null does significantly more often and at least {fewest} units are "
+                "checked (fewer: not testable), else no verdict"
+                + (
+                    "; with sampled rows (analysis.all_rows.rows) no violation among them is "
+                    "not testable"
+                    if sampled
+                    else ""
+                )
             )
         elif r.get("no_verdict"):
             rule = f"counted, no verdict: {r['no_verdict']}"
