@@ -164,6 +164,33 @@ def test_the_interval_of_n_star_never_reaches_below_one():
     assert table["n_star_low"][0] == 1.0 and table["n_star_high"][0] > 2
 
 
+def test_the_ratio_to_a_baseline_at_the_floor_never_reaches_below_one():
+    """A baseline at N* = 1 in every seed: every seed's ratio is the rule's N* >= 1, but the
+    log-t interval of ratios 4, 1, 4 reaches 0.55; a rule at the floor has no ratio above 1."""
+    table = n_star.over_seeds(
+        frame(softmax=summary([1, 1, 1]), more=summary([4, 1, 4]), floor=summary([1, 1, 1])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    rows = {r["normalizer"]: r for r in table.iter_rows(named=True)}
+    log_ratios = [math.log(4), 0.0, math.log(4)]
+    mean = sum(log_ratios) / 3
+    sd = math.sqrt(sum((v - mean) ** 2 for v in log_ratios) / 2)
+    assert math.exp(mean - T_975_2 * sd / math.sqrt(3)) < 1  # what the interval would say
+    assert rows["more"]["ratio_low"] == 1.0 and rows["more"]["ratio_high"] > 4
+    flipped = n_star.over_seeds(
+        frame(softmax=summary([4, 1, 4]), floor=summary([1, 1, 1])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    below = flipped.filter(pl.col("normalizer") == "floor").row(0, named=True)
+    assert below["ratio_high"] == 1.0 and below["ratio_low"] < 0.25
+
+
 def test_a_censored_baseline_prints_its_share_as_a_bound():
     """Review 33: the answer printed '>= 65 of L = 128 keys (N*/L = 0.51)'."""
     table = n_star.over_seeds(
@@ -271,8 +298,12 @@ def test_over_seeds_against_a_plain_reference(pairs, ratio):
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
     half = stats.t.ppf(0.95, len(logs) - 1) * sd / math.sqrt(len(logs))
     assert row["ratio"] == pytest.approx(math.exp(mean), rel=1e-12)
-    assert row["ratio_low"] == pytest.approx(math.exp(mean - half), rel=1e-9)
-    assert row["ratio_high"] == pytest.approx(math.exp(mean + half), rel=1e-9)
+    # clipped to what the ratio can be: N* >= 1, so at least 1 over a baseline at the floor
+    # in every seed, at most 1 for a rule at the floor in every seed
+    low = max(math.exp(mean - half), 1.0) if set(base) == {1} else math.exp(mean - half)
+    high = min(math.exp(mean + half), 1.0) if set(rule) == {1} else math.exp(mean + half)
+    assert row["ratio_low"] == pytest.approx(low, rel=1e-9)
+    assert row["ratio_high"] == pytest.approx(high, rel=1e-9)
     expected = (
         n_star.FEWER
         if math.exp(mean + half) <= 1 / ratio

@@ -118,6 +118,13 @@ def over_seeds(
                 verdict = ONE_SEED
             else:
                 r, r_low, r_high = paired_ratio(tuple(values), tuple(base_values), level)
+                # N* >= 1: against a baseline at the floor in every seed no ratio is below 1,
+                # and a rule at the floor in every seed has none above 1; the log scale's
+                # interval is clipped to what the ratio can be, as the mean's is
+                if set(base_values) == {1.0}:
+                    r_low = max(r_low, 1.0)
+                if set(values) == {1.0}:
+                    r_high = min(r_high, 1.0)
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
