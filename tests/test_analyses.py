@@ -271,6 +271,47 @@ class TestSeparability:
         assert (row["lower_bound_check"], row["lower_bound_vacuous_rows"]) == (VACUOUS, 3)
         assert row["mask_only_rows"] == 0
 
+    def test_a_proved_lower_bound_is_vacuous_and_only_open_rows_are_counted(self):
+        """Review 43: under zero_weight not_selected the per-sample lower bound holds by proof
+        on every row without a negligible top-N weight, yet its check read "holds", and 0 of
+        144 such heads made Table 1 say "reproduced" on data that could not fail it. Sample 0
+        (0.6, 0.3, 0.1) has none at N = 2: vacuous; sample 1's second top-N weight is 5e-8 of
+        its peak, below float32's eps: its check counts."""
+        from attnlimits_workflow.assemble.claims import Scorecard
+        from attnlimits_workflow.assemble.table1 import bound_claims
+
+        pack = make_pack([[0.6, 0.3, 0.1], [1.0, 5e-8, 4e-8]], X_CIRCLE)
+        table = separability.analyse(pack, 2, separability_settings("last_row"))
+        assert table["lower_bound_open"].to_list() == [False, True]
+        assert table["lower_bound_check"][0] == VACUOUS
+        assert table["lower_bound_check"][1] in (HOLDS, VIOLATED, NOT_TESTABLE)
+        tables = separability.summarise_inputs(table)
+        lower = tables["violations"].filter(
+            pl.col("bound").str.starts_with("Theorem 2 lower bound, per-sample")
+        )
+        assert lower["checked"].to_list() == [int(table["lower_bound_check"][1] != NOT_TESTABLE)]
+        # every sample proved: the whole check is vacuous, not "reproduced"
+        proved = separability.analyse(
+            make_pack([[0.6, 0.3, 0.1]] * 3, X_CIRCLE), 2, separability_settings("last_row")
+        )
+        violations = separability.summarise_inputs(proved)["violations"]
+        card = Scorecard({})
+        bound_claims(card, violations, literal_zero_weight=False)
+        verdicts = {r["claim"]: r["verdict"] for r in card.rows}
+        assert verdicts["bound holds: Theorem 2 lower bound, per-sample N_s/N (N >= 2)"] == (
+            "vacuous"
+        )
+        assert verdicts["bound holds: Theorem 2 lower bound on mean N_s/N"] == "vacuous"
+
+    def test_all_rows_lower_bound_is_vacuous_on_rows_it_is_proved_on(self):
+        """Review 43 on the row engine: uniform rows over three keys at N = 2 hold no negligible
+        top-N weight, so each row's lower bound holds by proof: vacuous, none open."""
+        pack = make_pack([1 / 3] * 3, X_CIRCLE, rows=True)
+        settings = separability_settings("all_rows")
+        row = separability.all_rows(pack, 2, settings, np.array([math.sqrt(2)])).row(0, named=True)
+        assert (row["lower_bound_vacuous_rows"], row["lower_bound_rows"]) == (3, 3)
+        assert (row["lower_bound_open"], row["lower_bound_check"]) == (0, VACUOUS)
+
     def test_all_rows_causal_rows_set_by_the_mask_are_left_out_of_the_checks(self):
         """Causal rows under non_selected: row 0 (t + 1 <= N = 1) selects its one visible key
         and its bounds are made by the two masked keys, so it keeps its N_s/N but is not

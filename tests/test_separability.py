@@ -263,3 +263,89 @@ def test_a_resample_with_no_deciding_n_is_undefined_not_a_perfect_fit():
     assert row["verdict"] == "not reproduced"
     # review 29: the interval leaves those resamples out, and the text counts them
     assert "(3 of 100 resamples with no N deciding)" in row["measured"]
+
+
+def plain_lower_bound_open(alpha_row, n, zero_weight):
+    """Review 43's rule, row by row: open where a weight is negative, or under not_selected a
+    literal top-n weight is above 0 and at most float32's eps times the row's peak."""
+    if any(a < 0 for a in alpha_row):
+        return True
+    if zero_weight == "literal":
+        return False
+    floor = np.finfo(np.float32).eps * max(alpha_row)
+    return any(0 < alpha_row[i] <= floor for i in ref.top_n(alpha_row, n))
+
+
+NEGLIGIBLE_OR_NOT = st.one_of(st.just(0.0), st.just(1e-9), st.just(2e-8), st.floats(1e-6, 1.0))
+
+
+@given(
+    st.integers(2, 9).flatmap(
+        lambda length: st.tuples(
+            st.lists(NEGLIGIBLE_OR_NOT, min_size=length, max_size=length).filter(
+                lambda w: max(w) > 1e-3
+            ),
+            st.integers(1, length - 1),
+            st.sampled_from(["not_selected", "literal"]),
+        )
+    )
+)
+def test_lower_bound_open_against_a_plain_loop(case):
+    from attnlimits.selection import top_n_mask
+    from attnlimits.separability import lower_bound_open
+
+    raw, n, rule = case
+    alpha = np.array(raw)[None] / sum(raw)
+    got = lower_bound_open(alpha, top_n_mask(alpha, n), rule)
+    assert bool(got[0]) == plain_lower_bound_open(alpha[0], n, rule)
+
+
+@settings(max_examples=300)
+@given(
+    st.integers(3, 9).flatmap(
+        lambda length: st.tuples(
+            st.just(length),
+            st.integers(1, length - 1),
+            st.lists(NEGLIGIBLE_OR_NOT, min_size=length, max_size=length).filter(
+                lambda w: max(w) > 1e-3
+            ),
+            st.integers(0, 2**16),
+            st.integers(2, 4),
+            st.sampled_from(["not_selected", "literal"]),
+        )
+    )
+)
+def test_theorem2_lower_bound_holds_wherever_it_is_not_open(case):
+    """Review 43: the rows lower_bound_open leaves closed satisfy Eq. (11)'s lower bound on any
+    data, negligible weights and exact zeros included, by the plain reference's N_s and bound:
+    their check could not have failed, so it is vacuous, never "holds"."""
+    length, n, raw, seed, dim, rule = case
+    alpha = np.array(raw) / sum(raw)
+    x = project_to_sphere(np.random.default_rng(seed).standard_normal((1, length, dim)), 1.3)
+    delta = float(min_pairwise_distance(x)[0])
+    n_s, _, lower, _ = ref.separability(alpha, x[0], n, delta, 1.3, rule)
+    if not plain_lower_bound_open(alpha, n, rule) and not math.isnan(lower):
+        assert n_s / n >= lower - 1e-12
+
+
+def test_a_negligible_top_n_weight_breaks_the_lower_bound_under_not_selected():
+    """Review 43: the one case the proof leaves open. Weights (1, e, 0.9e, 0.8e) / sum with
+    e = 1e-7, N = 2, on e1, a unit vector 0.3 rad from it, -e1 and its mirror: the second top-N
+    token lies inside r but is left out of N_s (negligible), so N_s/N = 1/2 while the bound is
+    1/2 + 4e-8; under the literal count N_s/N = 1, and the check there is vacuous by proof."""
+    from attnlimits.checks import VACUOUS, VIOLATED
+    from attnlimits_workflow.analyses.separability import checks
+
+    e, th = 1e-7, 0.3
+    alpha = np.array([[1.0, e, 0.9 * e, 0.8 * e]])
+    alpha /= alpha.sum()
+    x = np.array([[[1.0, 0.0], [np.cos(th), np.sin(th)], [-1.0, 0.0], [-np.cos(th), np.sin(th)]]])
+    delta = min_pairwise_distance(x)
+    got = {}
+    for rule in ("not_selected", "literal"):
+        r = separability(alpha, x, n=2, delta=delta, radius_m=1.0, zero_weight=rule)
+        got[rule] = (r.ratio[0], bool(r.lower_bound_open[0]))
+        outcome = checks(r.ratio, r.lower_bound, r.upper_bound, r.lower_bound_open)
+        assert outcome["lower_bound"][0] == (VIOLATED if rule == "not_selected" else VACUOUS)
+        assert r.lower_bound[0] == pytest.approx(0.5 + 4e-8, abs=1e-8)
+    assert got == {"not_selected": (0.5, True), "literal": (1.0, False)}

@@ -102,6 +102,26 @@ class Separability:
     zero_radius: NDArray[np.bool_]  # r == 0: the lower bound is -inf
     negative_xi_square: NDArray[np.bool_]  # Eq. (12) negative for some i: xi undefined
     zero_weight_selected: NDArray[np.int64]  # top-N tokens of weight 0 (not selected by default)
+    # rows where the per-sample lower bound can fail (lower_bound_open); elsewhere it is proved
+    lower_bound_open: NDArray[np.bool_] | None = None
+
+
+def lower_bound_open(alpha, literal, zero_weight: str, xp: Any = None) -> NDArray[np.bool_]:
+    """Per row, whether Eq. (11)'s lower bound on its N_s/N can fail. It holds on every row of
+    non-negative weights under the literal count of N_s (docs/paper-notes.md section 16: each
+    top-N token lies within its xi_i of s, for any r), and under zero_weight "not_selected"
+    with exact zeros too (a zero-weight top-N token leaves the count, but its xi_i >= ||s|| >=
+    r pays for it). A top-N token of weight above 0 and at most NEGLIGIBLE_WEIGHT times the
+    row's peak leaves the count under "not_selected" without that guarantee: only such a row
+    can fail it, or a row with a negative weight, outside the proof. ``literal``: the rows'
+    literal top-N masks."""
+    xp = NUMPY if xp is None else xp
+    # count_nonzero, not any: the torch namespace (attnlimits.arrays) has numpy's former only
+    negative = xp.count_nonzero(alpha < 0, axis=1) > 0
+    if zero_weight == "literal":
+        return negative
+    negligible = literal & (alpha > 0) & ~resolvable(alpha, zero_weight, xp)
+    return negative | (xp.count_nonzero(negligible, axis=1) > 0)
 
 
 def xi(
@@ -214,5 +234,14 @@ def separability(
     lower = np.where(bad | zero_r, np.nan, lower)
     upper = np.where(bad, np.nan, upper)
     return Separability(
-        n_s, n_s / n, radius, lower, upper, no_outside, zero_r, negative, zero_selected
+        n_s,
+        n_s / n,
+        radius,
+        lower,
+        upper,
+        no_outside,
+        zero_r,
+        negative,
+        zero_selected,
+        lower_bound_open(alpha, literal, zero_weight),
     )

@@ -16,13 +16,22 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from attnlimits.arrays import NUMPY, host
+from attnlimits.arrays import NUMPY, host, to_numpy
 from attnlimits.bootstrap import Band, deciding_part, joint_verdict, missed_side
-from attnlimits.checks import RTOL_FLOAT64, check_bound, head_outcomes, row_outcome_columns
+from attnlimits.checks import (
+    HOLDS,
+    NOT_TESTABLE,
+    RTOL_FLOAT64,
+    VACUOUS,
+    check_bound,
+    head_outcomes,
+    row_outcome_columns,
+)
 from attnlimits.protocol import RowBlock, row_separability
 from attnlimits.selection import top_n_indices
 from attnlimits.separability import (
     UPPER_BOUND_FLOOR,
+    lower_bound_open,
     min_pairwise_distance,
     project_to_sphere,
     separability,
@@ -66,13 +75,20 @@ class Settings:
     seed: int
 
 
-def checks(ratio, lower, upper) -> dict[str, NDArray[np.object_]]:
-    """The two Theorem 2 checks, per sample or row."""
+def checks(ratio, lower, upper, lower_open=None) -> dict[str, NDArray[np.object_]]:
+    """The two Theorem 2 checks, per sample or row. ``lower_open``: per row, whether the lower
+    bound can fail (attnlimits.separability.lower_bound_open); where it cannot, the bound holds
+    by proof and its check is vacuous unless it is violated, which would be a bug (review 43).
+    None: every row open."""
+    lower_check = check_bound(
+        ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0, bound_ceiling=1.0
+    )
+    if lower_open is not None:
+        proved = ~np.asarray(lower_open, dtype=bool)
+        lower_check[proved & np.isin(lower_check, [HOLDS, NOT_TESTABLE])] = VACUOUS
     return {
         # N_s/N = 1 (every N = 1 row, where the bound is 1 - 0 = 1) passes any lower bound
-        "lower_bound": check_bound(
-            ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0, bound_ceiling=1.0
-        ),
+        "lower_bound": lower_check,
         "upper_bound": check_bound(
             ratio, upper, upper=True, rtol=RTOL_FLOAT64, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR
         ),
@@ -160,7 +176,13 @@ def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKer
             out = host(row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius))
         mask_only = (rows + 1 <= n) if mask_only_reading else np.zeros(len(rows), dtype=bool)
         out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
-        for name, outcome in checks(out["ratio"], out["lower_bound"], out["upper_bound"]).items():
+        # where no top-N weight is negligible the lower bound holds by proof (review 43)
+        lower_open = to_numpy(
+            lower_bound_open(block.alpha, block.literal_top_n(n), block.zero_weight, block.xp)
+        )
+        out["lower_bound_open"] = np.where(np.isnan(out["ratio"]), np.nan, lower_open)
+        outcomes = checks(out["ratio"], out["lower_bound"], out["upper_bound"], lower_open)
+        for name, outcome in outcomes.items():
             outcome[mask_only] = None
             out |= row_outcome_columns(name, outcome)
         out["zero_radius"] = np.where(
@@ -219,6 +241,8 @@ def table(
             "chunks": pooled["chunks"],
             "zero_radius": row_count("zero_radius"),
             "negative_xi_square": row_count("negative_xi_square"),
+            # rows whose lower bound is not proved (a negligible top-N weight, review 43)
+            "lower_bound_open": row_count("lower_bound_open"),
             "no_outside_token": np.zeros(len(rows), dtype=np.int64),
             **head_outcomes(pooled, "lower_bound"),
             **head_outcomes(pooled, "upper_bound"),
@@ -250,6 +274,7 @@ LAST_ROW_FIELDS = (
     "zero_radius",
     "negative_xi_square",
     "zero_weight_selected",
+    "lower_bound_open",
 )
 
 
@@ -292,7 +317,9 @@ def last_row(
         for k in fields:
             fields[k].append(getattr(res, k))
     cols = {k: np.concatenate(v) for k, v in fields.items()}
-    outcomes = checks(cols["ratio"], cols["lower_bound"], cols["upper_bound"])
+    outcomes = checks(
+        cols["ratio"], cols["lower_bound"], cols["upper_bound"], cols["lower_bound_open"]
+    )
     table = pl.DataFrame(
         {
             **sample_columns(pack, L=pack.length, N=n),
@@ -347,7 +374,13 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             pl.col("zero_weight_selected").mean().alias("zero_weight_selected_mean"),
             *[
                 pl.col(c).sum().alias(c)
-                for c in ("zero_radius", "negative_xi_square", "no_outside_token", "mask_only_rows")
+                for c in (
+                    "zero_radius",
+                    "negative_xi_square",
+                    "no_outside_token",
+                    "mask_only_rows",
+                    "lower_bound_open",
+                )
                 if c in s.columns
             ],
         ],
@@ -370,12 +403,23 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             **kind,
         ).tolist()
 
+    mean_lower = np.array(
+        mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0), dtype=object
+    )
+    if "lower_bound_open" in beyond_one.columns:
+        # every row proved (no negligible top-N weight) and none degenerate: the mean of N_s/N
+        # and of the bound run over the same rows, so the mean holds by the rows' proof
+        unproved = beyond_one.select(
+            sum(
+                pl.col(c).fill_null(0)
+                for c in ("lower_bound_open", "zero_radius", "negative_xi_square")
+                if c in beyond_one.columns
+            )
+        ).to_series()
+        proved = (unproved == 0).to_numpy()
+        mean_lower[proved & np.isin(mean_lower, [HOLDS, NOT_TESTABLE])] = VACUOUS
     means = beyond_one.with_columns(
-        pl.Series(
-            "mean_lower_check",
-            mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0),
-            dtype=pl.String,
-        ),
+        pl.Series("mean_lower_check", mean_lower.tolist(), dtype=pl.String),
         pl.Series(
             "mean_upper_check",
             mean_check("upper_bound_mean", upper=True, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR),
@@ -392,7 +436,9 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     first, rest = s.filter(pl.col("N") == 1), s.filter(pl.col("N") > 1)
     rows = []
     lower_reasons = {
-        "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), and N_s/N = 1 meets any bound",
+        "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), N_s/N = 1 meets any bound, and "
+        "on a row with no negligible top-N weight Eq. (11) holds by proof (docs/paper-notes.md "
+        "16): only rows with one can fail it under analysis.zero_weight not_selected",
         "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
     }
     # Per sample, the lower bound holds on any data (docs/paper-notes.md section 16): with delta
@@ -459,6 +505,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             "Theorem 2 lower bound on mean N_s/N",
             "each N",
             slack=("ratio_mean", "lower_bound_mean", False),
+            vacuous_reason="a lower bound <= 0 cannot fail, and at an N where every row's bound "
+            "is proved (no negligible top-N weight, none degenerate) the mean holds by proof",
         ),
         count(
             means,
