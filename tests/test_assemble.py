@@ -1008,7 +1008,28 @@ def test_fig2c_draws_ks_blind_lengths_apart_at_the_configured_alpha():
     assert list(blind.get_xdata()) == [16]  # closed form at L = 16: least p 0.5
     (measured,) = [ln for ln in ax.get_lines() if ln.get_label() == "KS vs Thm 1.2 term"]
     assert list(measured.get_xdata()) == [8]
-    assert "Grey x: KS blind" in note and ">= 0.01, so no N can fail" in note
+    assert "Grey x: KS blind at 1 length(s)" in note and "no N can fail there" in note
+    assert "Table 1 reads the critical-N claim as not testable" in note
+    # review 43: the fitted line leaves the blind length out (closed form: 1 at L = 8 only)
+    fits = [ln.get_label() for ln in ax.get_lines() if ln.get_label().startswith("fit ")]
+    assert "fit 0.125 L through the cells' tops" in fits
+    # ... and draws no bootstrap band there: every resample passes at the first N too
+    reps = pl.DataFrame(
+        {
+            "replicate": [0, 1, 0, 1],
+            "L": [8, 8, 16, 16],
+            "masked": ["non_selected"] * 4,
+            "expectation": ["closed_form"] * 4,
+            "N_crit": [1, 2, 1, 1],
+            "censored": [False] * 4,
+            "top_N": [1, 2, 1, 1],
+        }
+    )
+    fig, _ = fig2.fig2(
+        distance_summary(), critical_summary(), p, "non_selected", reps, 0.5, alpha=0.01
+    )
+    (band,) = fig.axes[2].collections[-1:]
+    assert set(band.get_paths()[0].vertices[:, 0]) == {8.0}
     # at alpha 0.6 the least p-value 0.5 can reject: nothing is blind, and the title says 0.6
     fig, note = fig2.fig2(distance_summary(), critical_summary(), p, "non_selected", alpha=0.6)
     assert fig.axes[2].get_title() == r"(c) critical N (KS, $\alpha$=0.6)"
@@ -1373,6 +1394,11 @@ def test_fig3_and_fig4_notes():
     )
     bars = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
     assert len(bars) == 1
+    assert "never selected nor distinguishable (analysis.zero_weight: not_selected" in note
+    # review 43: under the literal reading weight-0 tokens are selected, and the note says so
+    _, literal = fig3.fig3(sep, {"protocol": "last_row"}, zero_weight="literal")
+    assert "count as selected, and as distinguishable where they lie within r" in literal
+    assert "never selected" not in literal
     # review 42: only a median below -0.05 is moved (to -0.05); one in [-0.05, 0) is drawn as is
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "(lower bound < -0.05 shown at -0.05)" in labels

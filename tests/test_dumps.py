@@ -1,5 +1,6 @@
 """Dump schema: round trip, enforcement, corruption and provenance checks."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -450,6 +451,71 @@ def test_gqa_pack_stores_each_shared_vector_once(tmp_path, gqa_model, embedding)
     np.testing.assert_array_equal(pack.x[::-1], s.x[::-1])
     np.testing.assert_array_equal(pack.x[3, 2:5], s.x[3, 2:5])
     np.testing.assert_array_equal(pack.x[1:4, :, 0], s.x[1:4, :, 0])
+    with pytest.raises(IndexError, match="only integers and slices after the first index"):
+        pack.x[np.array([0, 1]), np.array([2, 3])]  # numpy would pair them element-wise
+
+
+def test_a_shared_x_pack_equals_the_captures_across_batches(tmp_path):
+    """Review 43: the GQA pack test compared with load_samples, which expands the same index;
+    here each sample's x, read back from a pack of two batches (2 and 3 chunks) of a model with
+    6 query heads on 2 KV heads, equals what the model's capture gives that (chunk, layer,
+    head), for every embedding, and so does delta per sample."""
+    from transformers import LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=48,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        vocab_size=100,
+    )
+    model = AutoModel.from_config(config, attn_implementation=register_capture()).eval()
+    rng = np.random.default_rng(1)
+    tokens = {c: rng.integers(0, 100, 40) for c in range(5)}
+    dirs = []
+    for b, chunks in enumerate([[0, 1], [2, 3, 4]]):
+        out = tmp_path / f"batch{b:03d}"
+        out.mkdir()
+        write_batch(out, model, {c: tokens[c] for c in chunks}, [16, 40], query_row="last",
+                    store_hidden=True, store_attention_input=True, provenance=PROV,
+                    extra_metadata={})  # fmt: skip
+        dirs.append(out)
+    embeddings = ["value", "key", "attention_input", "hidden"]
+    pack_dumps(dirs, 16, "value", tmp_path / "pack", expected=PROV, extra_embeddings=embeddings)
+    caps = {
+        c: list(
+            extract_chunk(
+                model,
+                torch.tensor(tokens[c]),
+                [16, 40],
+                store_hidden=True,
+                store_attention_input=True,
+            )
+        )  # fmt: skip
+        for c in tokens
+    }
+    for embedding in embeddings:
+        pack = read_pack(tmp_path / "pack", embedding)
+        assert len(pack.head) == 5 * 2 * 6
+        for i in range(len(pack.head)):
+            cap = caps[int(pack.chunk[i])][int(pack.layer[i])]
+            kv = int(pack.head[i]) // 3
+            want = (
+                cap.v[kv, :16]
+                if embedding == "value"
+                else cap.k[kv, :16]
+                if embedding == "key"
+                else getattr(cap, embedding)[:16]
+            )
+            np.testing.assert_array_equal(pack.x[i], want.numpy().astype(np.float32))
+        expanded = dataclasses.replace(pack, x=np.asarray(pack.x))
+        assert separability.pairwise_separation(pack, 1.0).equals(
+            separability.pairwise_separation(expanded, 1.0)
+        )
 
 
 def test_a_pack_index_out_of_range_is_set_aside(tmp_path, gqa_model):

@@ -147,6 +147,10 @@ class SharedRows:
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, tuple):
             first, *rest = key
+            if not all(isinstance(k, int | np.integer | slice) for k in rest):
+                # numpy pairs several index arrays element by element; one by one, as here,
+                # would give their outer product instead: refused rather than wrong
+                raise IndexError("SharedRows: only integers and slices after the first index")
             return self[first][(slice(None), *rest) if np.ndim(self.index[first]) else tuple(rest)]
         at = self.index[key]
         if np.ndim(at) == 0:

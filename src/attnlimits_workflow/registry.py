@@ -151,7 +151,8 @@ directions u, and the exact spectral norm of the softmax Jacobian (computed with
 the heads of the per-head statistic the protocol reads: under the paper's protocol (all_rows) each head's mean over its
 rows, one direction per row (Algorithm 5); under the last-row protocol each analysed row's g at the largest of its
 analysis.gradient.directions directions (the same directions for every T). The figure's note below says which. The paper's bound min{1/(4T), sqrt 2} (dashed) and 1/(2T) (dotted), which always holds. Points above
-the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md).
+the dashed line are violations of Corollary 3 as printed (docs/paper-notes.md); rows of Gaussian logits with each row's
+own spread violate it too, so Table 1 decides the check against that null of matched spread, not by the count.
 """
 
 # In Table 1's order: its rows follow this list, then every bound check in the same order.

@@ -75,6 +75,7 @@ rule fig3:
         "../envs/analysis.yaml"
     params:
         level=model_setting("analysis", "bootstrap", "level"),
+        zero_weight=model_setting("analysis", "zero_weight"),
     script:
         "../scripts/plot_fig3.py"
 

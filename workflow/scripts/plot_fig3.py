@@ -16,6 +16,7 @@ fig, note = fig3(
     json.load(open(snakemake.input.run)),
     pl.read_parquet(snakemake.input.replicates),
     snakemake.params.level,
+    snakemake.params.zero_weight,
 )
 save_run_figure(fig, snakemake, note)
 log.info("fig3 written")

@@ -5,6 +5,8 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from attnlimits.critical import fit_through_origin
+
 from .replicates import critical_n_band
 
 SERIES = [
@@ -97,8 +99,9 @@ def fig2(
     drawn = crit.filter(pl.col("masked").is_in([masked, "both"]))
     # a length whose KS test cannot reach alpha on its sample count passes at the first N
     # whatever the data: drawn apart, as a point no data could have moved
-    blind_rule = pl.col("ks_min_pvalue") >= alpha
-    censored_any, banded, open_top, blind_fitted = False, 0, False, False
+    blind_rule = (pl.col("ks_min_pvalue") >= alpha).fill_null(False)
+    censored_any, banded, open_top = False, 0, False
+    blind_rows = drawn.filter(blind_rule & ~pl.col("censored"))
     for kind, label, marker in (
         ("monte_carlo", "KS vs E (Monte Carlo)", "o"),
         ("closed_form", "KS vs Thm 1.2 term", "s"),
@@ -111,7 +114,6 @@ def fig2(
             found["L"].to_numpy(), found["N_crit"].to_numpy(), marker=marker, ls="none", label=label
         )[0]
         if blind.height:
-            blind_fitted = True
             ax.plot(
                 blind["L"].to_numpy(),
                 blind["N_crit"].to_numpy(),
@@ -137,6 +139,10 @@ def fig2(
                 pl.col("masked").is_in([masked, "both"]) & (pl.col("expectation") == kind)
             )
         )
+        if reps is not None and blind.height:
+            # every resample of a blind length passes at the first N too: a band of no width
+            # there would read as precision
+            reps = reps.filter(~pl.col("L").is_in(blind["L"].to_list()))
         if reps is not None and reps.height:
             # a censored resample's N_crit is above its top N: +inf, so a band that reaches
             # it is drawn up to L (N_crit <= L always) and said so in the note
@@ -164,7 +170,12 @@ def fig2(
                 color=line.get_color(),
                 label=f"{label}: censored, N_crit >= top N",
             )
-        slope = f["fitted_slope"][0] if f.height else None
+        # through the measured lengths: the summary's fitted_slope also runs through blind ones
+        slope = (
+            fit_through_origin(found["L"].to_numpy(), found["N_crit"].to_numpy())
+            if found.height
+            else None
+        )
         if found.height and slope is not None and np.isfinite(slope):
             ax.plot(
                 lengths,
@@ -205,12 +216,13 @@ def fig2(
             f" L > {mc_rows} (analysis.all_rows.mc_rows), an estimate of its mean over every"
             " row; d~ and the Thm 1.2 term use every row."
         )
-    if blind_fitted:
+    if blind_rows.height:
         note += (
-            f" Grey x: KS blind, its least attainable p-value on {drawn['ks_samples'].min()}"
-            f" values per side is >= {alpha:g}, so no N can fail and N_crit is the list's first"
-            " N whatever the data; the fitted line and Table 1's slope still include these"
-            " lengths (Table 1 names them)."
+            f" Grey x: KS blind at {blind_rows['L'].n_unique()} length(s), the least attainable"
+            f" p-value on {blind_rows['ks_samples'].min()} values per side being >= {alpha:g}:"
+            " no N can fail there, so N_crit is the list's first N whatever the data; no band"
+            " is drawn there, the fitted line leaves them out, and Table 1 reads the critical-N"
+            " claim as not testable."
         )
     if banded:
         note += (

@@ -13,11 +13,13 @@ def fig3(
     run: dict,
     replicates: pl.DataFrame | None = None,
     level: float = 0.95,
+    zero_weight: str = "not_selected",
 ) -> tuple[Figure, str]:
     """The figure and its caption's note from the separability summary (sorted by N here);
     ``run``: the run description, whose protocol the note names; ``replicates``: the summary's
     bootstrap replicates (assemble.replicates), whose ``level`` interval of each median is drawn
-    beside its box (none drawn without them)."""
+    beside its box (none drawn without them); ``zero_weight``: analysis.zero_weight, whose
+    reading of top-N tokens of weight 0 the note states."""
     all_rows = run.get("protocol") == "all_rows"
     sep = sep.sort("N")
     ns = sep["N"].to_list()
@@ -80,9 +82,17 @@ def fig3(
     spread = "the (layer, head) values" if all_rows else "heads, layers and chunks"
     note = (
         f"Boxes: quartiles, whiskers: min-max across {spread}; L = {sep['L'][0]}; {degenerate} "
-        "degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds. Top-N tokens of weight 0 "
-        "are never selected nor distinguishable (N stays the denominator): "
-        f"at most {sep['zero_weight_selected_mean'].max():.3g} per row on average at any N. "
+        "degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds. "
+        + (
+            "Top-N tokens of weight 0 (or at most float32's eps of the row's peak) are never "
+            "selected nor distinguishable (analysis.zero_weight: not_selected; N stays the "
+            "denominator): "
+            if zero_weight == "not_selected"
+            else "Top-N tokens of weight 0 count as selected, and as distinguishable where they "
+            "lie within r of s (analysis.zero_weight: literal): "
+        )
+        + f"at most {sep['zero_weight_selected_mean'].max():.3g} of weight 0 per row on average "
+        "at any N. "
         "The upper bound cannot fall below e^(-1/16) = 0.939."
     )
     if banded:
