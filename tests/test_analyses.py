@@ -271,30 +271,22 @@ class TestSeparability:
         assert (row["lower_bound_check"], row["lower_bound_vacuous_rows"]) == (VACUOUS, 3)
         assert row["mask_only_rows"] == 0
 
-    def test_a_proved_lower_bound_is_vacuous_and_only_open_rows_are_counted(self):
-        """Review 43: under zero_weight not_selected the per-sample lower bound holds by proof
-        on every row without a negligible top-N weight, yet its check read "holds", and 0 of
-        144 such heads made Table 1 say "reproduced" on data that could not fail it. Sample 0
-        (0.6, 0.3, 0.1) has none at N = 2: vacuous; sample 1's second top-N weight is 5e-8 of
-        its peak, below float32's eps: its check counts."""
+    def test_a_proved_lower_bound_is_vacuous_and_the_readings_shortfall_named(self):
+        """Reviews 43-44: the per-sample lower bound holds by proof on non-negative weights
+        under Eq. (10)'s count, yet its check read "holds", and 0 of 144 such heads made Table 1
+        say "reproduced" on data that could not fail it; counting only the rows where
+        not_selected leaves a negligible weight out decided them by rounding. Every row is now
+        vacuous; sample 1's second top-N weight (5e-8 of its peak) is left out, and were its
+        N_s/N to fall below, the page would name it, not count it."""
         from attnlimits_workflow.assemble.claims import Scorecard
         from attnlimits_workflow.assemble.table1 import bound_claims
 
         pack = make_pack([[0.6, 0.3, 0.1], [1.0, 5e-8, 4e-8]], X_CIRCLE)
         table = separability.analyse(pack, 2, separability_settings("last_row"))
-        assert table["lower_bound_open"].to_list() == [False, True]
-        assert table["lower_bound_check"][0] == VACUOUS
-        assert table["lower_bound_check"][1] in (HOLDS, VIOLATED, NOT_TESTABLE)
-        tables = separability.summarise_inputs(table)
-        lower = tables["violations"].filter(
-            pl.col("bound").str.starts_with("Theorem 2 lower bound, per-sample")
-        )
-        assert lower["checked"].to_list() == [int(table["lower_bound_check"][1] != NOT_TESTABLE)]
-        # every sample proved: the whole check is vacuous, not "reproduced"
-        proved = separability.analyse(
-            make_pack([[0.6, 0.3, 0.1]] * 3, X_CIRCLE), 2, separability_settings("last_row")
-        )
-        violations = separability.summarise_inputs(proved)["violations"]
+        assert table["lower_bound_open"].to_list() == [False, False]
+        assert table["negligible_left_out"].to_list() == [False, True]
+        assert table["lower_bound_check"].to_list() == [VACUOUS, VACUOUS]
+        violations = separability.summarise_inputs(table)["violations"]
         card = Scorecard({})
         bound_claims(card, violations, literal_zero_weight=False)
         verdicts = {r["claim"]: r["verdict"] for r in card.rows}
@@ -302,6 +294,11 @@ class TestSeparability:
             "vacuous"
         )
         assert verdicts["bound holds: Theorem 2 lower bound on mean N_s/N"] == "vacuous"
+        # a shortfall of the reading is named beside the check
+        named = table.with_columns(lower_bound_reading_violated=pl.Series([0.0, 1.0]))
+        rows = separability.summarise_inputs(named)["violations"]
+        note = rows.filter(pl.col("bound").str.contains("per-sample N_s/N \\(N >= 2\\)"))
+        assert note["note"][0].startswith("1 rows fall below it under analysis.zero_weight")
 
     def test_all_rows_lower_bound_is_vacuous_on_rows_it_is_proved_on(self):
         """Review 43 on the row engine: uniform rows over three keys at N = 2 hold no negligible
@@ -311,6 +308,7 @@ class TestSeparability:
         row = separability.all_rows(pack, 2, settings, np.array([math.sqrt(2)])).row(0, named=True)
         assert (row["lower_bound_vacuous_rows"], row["lower_bound_rows"]) == (3, 3)
         assert (row["lower_bound_open"], row["lower_bound_check"]) == (0, VACUOUS)
+        assert row["lower_bound_reading_violated"] == 0
 
     def test_all_rows_causal_rows_set_by_the_mask_are_left_out_of_the_checks(self):
         """Causal rows under non_selected: row 0 (t + 1 <= N = 1) selects its one visible key

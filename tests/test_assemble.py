@@ -1394,11 +1394,11 @@ def test_fig3_and_fig4_notes():
     )
     bars = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
     assert len(bars) == 1
-    assert "never selected nor distinguishable (analysis.zero_weight: not_selected" in note
+    assert "Top-N tokens of weight 0 are not selected, and those of weight at most" in note
     # review 43: under the literal reading weight-0 tokens are selected, and the note says so
     _, literal = fig3.fig3(sep, {"protocol": "last_row"}, zero_weight="literal")
     assert "count as selected, and as distinguishable where they lie within r" in literal
-    assert "never selected" not in literal
+    assert "not selected" not in literal
     # review 42: only a median below -0.05 is moved (to -0.05); one in [-0.05, 0) is drawn as is
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "(lower bound < -0.05 shown at -0.05)" in labels
@@ -1639,7 +1639,7 @@ def test_bound_counts_name_their_heads_and_proofs():
 
 
 def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
-    """Eq. (11)'s per-sample lower bound holds on any data (paper-notes 16): vacuous; the
+    """Eq. (11)'s per-sample lower bound holds on non-negative weights (paper-notes 16): vacuous; the
     per-sample upper bound is not the theorem's E[N_s]/N: counted, no verdict; the checks on
     the mean: the lower bound an ordinary finding, the upper one false (no verdict)."""
     frame = pl.DataFrame(
@@ -1652,8 +1652,10 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
             "lower_bound": [1.0, 1.0, 0.2, 0.1],
             "upper_bound": [0.97, 0.98, 0.96, 0.95],
             "zero_weight_selected": [0, 0, 0, 0],
-            "lower_bound_check": [VACUOUS, VACUOUS, HOLDS, HOLDS],
+            # the analysis makes each proved row vacuous (reviews 43-44: row by row)
+            "lower_bound_check": [VACUOUS] * 4,
             "upper_bound_check": [VIOLATED, VIOLATED, VIOLATED, HOLDS],
+            "lower_bound_open": [False] * 4,
         }
     )
     table = separability_analysis.summarise_inputs(frame)["violations"]
@@ -1662,12 +1664,13 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
         "Theorem 2 lower bound, per-sample N_s/N",
         "Theorem 2 upper bound, per-sample N_s/N",
     )
-    assert rows[f"{lower} (N >= 2)"]["proved"]
+    assert rows[f"{lower} (N >= 2)"]["checked"] == 0
     assert all(rows[f"{upper} ({n})"]["no_verdict"] for n in ("N >= 2", "N = 1"))
-    # the lower bound on the mean stays an ordinary finding; the upper bound on the mean is false
-    # under its own assumptions (review 23: tests/test_separability.py), so it gives none
+    # the lower bound on the mean is proved where every row is and none is degenerate; the
+    # upper bound on the mean is false under its own assumptions (review 23), so it gives none
     mean_lower = rows["Theorem 2 lower bound on mean N_s/N"]
     assert not (mean_lower["proved"] or mean_lower["no_verdict"])
+    assert (mean_lower["checked"], mean_lower["vacuous"]) == (0, 1)
     mean_upper = rows["Theorem 2 upper bound on mean N_s/N"]
     assert not mean_upper["proved"]
     assert mean_upper["no_verdict"].startswith("Eq. (11)'s upper bound")

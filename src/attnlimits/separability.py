@@ -104,24 +104,32 @@ class Separability:
     zero_weight_selected: NDArray[np.int64]  # top-N tokens of weight 0 (not selected by default)
     # rows where the per-sample lower bound can fail (lower_bound_open); elsewhere it is proved
     lower_bound_open: NDArray[np.bool_] | None = None
+    # rows whose N_s the not_selected reading lowers by a negligible weight (negligible_left_out)
+    negligible_left_out: NDArray[np.bool_] | None = None
 
 
-def lower_bound_open(alpha, literal, zero_weight: str, xp: Any = None) -> NDArray[np.bool_]:
-    """Per row, whether Eq. (11)'s lower bound on its N_s/N can fail. It holds on every row of
-    non-negative weights under the literal count of N_s (docs/paper-notes.md section 16: each
-    top-N token lies within its xi_i of s, for any r), and under zero_weight "not_selected"
-    with exact zeros too (a zero-weight top-N token leaves the count, but its xi_i >= ||s|| >=
-    r pays for it). A top-N token of weight above 0 and at most NEGLIGIBLE_WEIGHT times the
-    row's peak leaves the count under "not_selected" without that guarantee: only such a row
-    can fail it, or a row with a negative weight, outside the proof. ``literal``: the rows'
-    literal top-N masks."""
+def lower_bound_open(alpha, xp: Any = None) -> NDArray[np.bool_]:
+    """Per row, whether Eq. (11)'s lower bound on its N_s/N can fail: only with a negative
+    weight. It holds on every row of non-negative weights under Eq. (10)'s count of N_s
+    (docs/paper-notes.md section 16: each top-N token lies within its xi_i of s, for any r), a
+    top-N token of weight 0 left unselected (zero_weight not_selected) included: its xi_i >=
+    ||s|| >= r pays for it."""
     xp = NUMPY if xp is None else xp
     # count_nonzero, not any: the torch namespace (attnlimits.arrays) has numpy's former only
-    negative = xp.count_nonzero(alpha < 0, axis=1) > 0
+    return xp.count_nonzero(alpha < 0, axis=1) > 0
+
+
+def negligible_left_out(alpha, literal, zero_weight: str, xp: Any = None) -> NDArray[np.bool_]:
+    """Per row, whether zero_weight "not_selected" leaves out of N_s a top-N token of weight
+    above 0 and at most NEGLIGIBLE_WEIGHT times the row's peak: it stays selected, nothing
+    pays for it, and the reading's N_s/N can fall below Eq. (11)'s bound (by 4e-8 in
+    docs/paper-notes.md section 16's case), where Eq. (10)'s count cannot. ``literal``: the
+    rows' literal top-N masks."""
+    xp = NUMPY if xp is None else xp
     if zero_weight == "literal":
-        return negative
+        return xp.zeros(literal.shape[0], dtype=bool)
     negligible = literal & (alpha > 0) & ~resolvable(alpha, zero_weight, xp)
-    return negative | (xp.count_nonzero(negligible, axis=1) > 0)
+    return xp.count_nonzero(negligible, axis=1) > 0
 
 
 def xi(
@@ -243,5 +251,6 @@ def separability(
         zero_r,
         negative,
         zero_selected,
-        lower_bound_open(alpha, literal, zero_weight),
+        lower_bound_open(alpha),
+        negligible_left_out(alpha, literal, zero_weight),
     )

@@ -23,6 +23,7 @@ from attnlimits.checks import (
     NOT_TESTABLE,
     RTOL_FLOAT64,
     VACUOUS,
+    VIOLATED,
     check_bound,
     head_outcomes,
     row_outcome_columns,
@@ -33,6 +34,7 @@ from attnlimits.separability import (
     UPPER_BOUND_FLOOR,
     lower_bound_open,
     min_pairwise_distance,
+    negligible_left_out,
     project_to_sphere,
     separability,
 )
@@ -75,20 +77,35 @@ class Settings:
     seed: int
 
 
-def checks(ratio, lower, upper, lower_open=None) -> dict[str, NDArray[np.object_]]:
+def checks(ratio, lower, upper, lower_open=None, left_out=None) -> dict[str, NDArray[np.object_]]:
     """The two Theorem 2 checks, per sample or row. ``lower_open``: per row, whether the lower
-    bound can fail (attnlimits.separability.lower_bound_open); where it cannot, the bound holds
-    by proof and its check is vacuous unless it is violated, which would be a bug (review 43).
-    None: every row open."""
+    bound can fail (attnlimits.separability.lower_bound_open: a negative weight); elsewhere it
+    holds by proof under Eq. (10)'s count, so its check is vacuous (review 43). A row the proof
+    covers that still reads violated is a bug, and stays violated, unless ``left_out`` marks
+    it: the not_selected reading left a negligible top-N weight out of its N_s (attnlimits.
+    separability.negligible_left_out), a property of that reading, which
+    "lower_bound_reading_violated" reports (1.0 where it falls below the bound) and the paper's
+    check does not count (review 44). None: every row open, nothing left out."""
     lower_check = check_bound(
         ratio, lower, upper=False, rtol=RTOL_FLOAT64, floor=0.0, bound_ceiling=1.0
     )
-    if lower_open is not None:
-        proved = ~np.asarray(lower_open, dtype=bool)
-        lower_check[proved & np.isin(lower_check, [HOLDS, NOT_TESTABLE])] = VACUOUS
+    proved = (
+        np.zeros(len(lower_check), dtype=bool)
+        if lower_open is None
+        else ~np.asarray(lower_open, dtype=bool)
+    )
+    # 1.0 where the reading's N_s/N falls below the bound, 0.0 elsewhere, NaN without a ratio
+    # (the row means count it over the rows with a ratio, as zero_radius)
+    reading = np.where(np.isnan(np.asarray(ratio, dtype=np.float64)), np.nan, 0.0)
+    if left_out is not None:
+        left = np.asarray(left_out, dtype=bool) & proved & (lower_check == VIOLATED)
+        reading[left] = 1.0
+        lower_check[left] = VACUOUS
+    lower_check[proved & np.isin(lower_check, [HOLDS, NOT_TESTABLE])] = VACUOUS
     return {
         # N_s/N = 1 (every N = 1 row, where the bound is 1 - 0 = 1) passes any lower bound
         "lower_bound": lower_check,
+        "lower_bound_reading_violated": reading,
         "upper_bound": check_bound(
             ratio, upper, upper=True, rtol=RTOL_FLOAT64, ceiling=1.0, bound_floor=UPPER_BOUND_FLOOR
         ),
@@ -176,12 +193,18 @@ def row_kernel(pack: Pack, n: int, settings: Settings, delta: NDArray) -> RowKer
             out = host(row_separability(block, n=n, delta=float(delta[sample]), radius_m=radius))
         mask_only = (rows + 1 <= n) if mask_only_reading else np.zeros(len(rows), dtype=bool)
         out["mask_only"] = np.where(np.isnan(out["ratio"]), np.nan, mask_only)
-        # where no top-N weight is negligible the lower bound holds by proof (review 43)
-        lower_open = to_numpy(
-            lower_bound_open(block.alpha, block.literal_top_n(n), block.zero_weight, block.xp)
+        # the lower bound holds by proof on rows of non-negative weights (reviews 43, 44)
+        lower_open = to_numpy(lower_bound_open(block.alpha, block.xp))
+        left_out = to_numpy(
+            negligible_left_out(block.alpha, block.literal_top_n(n), block.zero_weight, block.xp)
         )
         out["lower_bound_open"] = np.where(np.isnan(out["ratio"]), np.nan, lower_open)
-        outcomes = checks(out["ratio"], out["lower_bound"], out["upper_bound"], lower_open)
+        outcomes = checks(
+            out["ratio"], out["lower_bound"], out["upper_bound"], lower_open, left_out
+        )
+        reading = outcomes.pop("lower_bound_reading_violated")
+        reading[mask_only & ~np.isnan(reading)] = 0.0  # not checked, as below
+        out["lower_bound_reading_violated"] = reading
         for name, outcome in outcomes.items():
             outcome[mask_only] = None
             out |= row_outcome_columns(name, outcome)
@@ -241,8 +264,10 @@ def table(
             "chunks": pooled["chunks"],
             "zero_radius": row_count("zero_radius"),
             "negative_xi_square": row_count("negative_xi_square"),
-            # rows whose lower bound is not proved (a negligible top-N weight, review 43)
+            # rows whose lower bound is not proved (a negative weight, reviews 43-44), and those
+            # whose not_selected N_s falls below it by leaving a negligible weight out
             "lower_bound_open": row_count("lower_bound_open"),
+            "lower_bound_reading_violated": row_count("lower_bound_reading_violated"),
             "no_outside_token": np.zeros(len(rows), dtype=np.int64),
             **head_outcomes(pooled, "lower_bound"),
             **head_outcomes(pooled, "upper_bound"),
@@ -275,6 +300,7 @@ LAST_ROW_FIELDS = (
     "negative_xi_square",
     "zero_weight_selected",
     "lower_bound_open",
+    "negligible_left_out",
 )
 
 
@@ -318,7 +344,11 @@ def last_row(
             fields[k].append(getattr(res, k))
     cols = {k: np.concatenate(v) for k, v in fields.items()}
     outcomes = checks(
-        cols["ratio"], cols["lower_bound"], cols["upper_bound"], cols["lower_bound_open"]
+        cols["ratio"],
+        cols["lower_bound"],
+        cols["upper_bound"],
+        cols["lower_bound_open"],
+        cols["negligible_left_out"],
     )
     table = pl.DataFrame(
         {
@@ -328,6 +358,7 @@ def last_row(
             "rows": np.ones(samples, dtype=np.int64),
             "lower_bound_check": outcomes["lower_bound"].tolist(),
             "upper_bound_check": outcomes["upper_bound"].tolist(),
+            "lower_bound_reading_violated": outcomes["lower_bound_reading_violated"],
         },
         strict=False,
     )
@@ -359,6 +390,23 @@ MEAN_UPPER_COUNTEREXAMPLE = (
 )
 
 
+def reading_note(frame: pl.DataFrame, column: str) -> str:
+    """The rows (samples) whose N_s/N under zero_weight not_selected falls below Eq. (11)'s lower
+    bound by leaving a negligible top-N weight out of N_s: named beside the check, which they
+    do not enter (Eq. (10)'s count holds it by proof; review 44). '' where there are none."""
+    if column not in frame.columns:
+        return ""
+    below = int(frame[column].fill_null(0).fill_nan(0).sum())
+    if not below:
+        return ""
+    return (
+        f"{below} rows fall below it under analysis.zero_weight not_selected, which leaves a "
+        "top-N weight above 0 and at most float32's eps of the row's peak out of N_s: a "
+        "property of that reading (Eq. (10)'s count holds it by proof, docs/paper-notes.md 16), "
+        "not counted"
+    )
+
+
 def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per (L, N) spreads of N_s/N and Theorem 2's bounds, and the counts of its checks: per
     sample (N = 1 apart) and on the mean per N."""
@@ -380,6 +428,7 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
                     "no_outside_token",
                     "mask_only_rows",
                     "lower_bound_open",
+                    "lower_bound_reading_violated",
                 )
                 if c in s.columns
             ],
@@ -407,8 +456,15 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
         mean_check("lower_bound_mean", upper=False, floor=0.0, bound_ceiling=1.0), dtype=object
     )
     if "lower_bound_open" in beyond_one.columns:
-        # every row proved (no negligible top-N weight) and none degenerate: the mean of N_s/N
-        # and of the bound run over the same rows, so the mean holds by the rows' proof
+        # every row proved (non-negative weights) and none degenerate: the mean of N_s/N and of
+        # the bound run over the same rows, so the mean holds by the rows' proof under Eq. (10)'s
+        # count; a mean below it there comes from the not_selected reading's left-out negligible
+        # weights (review 44), else from a bug, which stays violated
+        reading_rows = (
+            beyond_one["lower_bound_reading_violated"].fill_null(0).to_numpy()
+            if "lower_bound_reading_violated" in beyond_one.columns
+            else np.zeros(beyond_one.height)
+        )
         unproved = beyond_one.select(
             sum(
                 pl.col(c).fill_null(0)
@@ -417,7 +473,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             )
         ).to_series()
         proved = (unproved == 0).to_numpy()
-        mean_lower[proved & np.isin(mean_lower, [HOLDS, NOT_TESTABLE])] = VACUOUS
+        by_reading = proved & (mean_lower == VIOLATED) & (reading_rows > 0)
+        mean_lower[proved & (np.isin(mean_lower, [HOLDS, NOT_TESTABLE]) | by_reading)] = VACUOUS
     means = beyond_one.with_columns(
         pl.Series("mean_lower_check", mean_lower.tolist(), dtype=pl.String),
         pl.Series(
@@ -437,21 +494,13 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
     rows = []
     lower_reasons = {
         "N >= 2": "a lower bound <= 0 cannot fail (N_s/N >= 0), N_s/N = 1 meets any bound, and "
-        "on a row with no negligible top-N weight Eq. (11) holds by proof (docs/paper-notes.md "
-        "16): only rows with one can fail it under analysis.zero_weight not_selected",
+        "on every row of non-negative weights Eq. (11) holds by proof under Eq. (10)'s count "
+        "(docs/paper-notes.md 16)",
         "N = 1": "N_s/N = 1 at N = 1, which meets the bound 1 - 0 = 1 identically",
     }
-    # Per sample, the lower bound holds on any data (docs/paper-notes.md section 16): with delta
-    # the smallest distance over the context and M the largest norm, x_j . x_k <= M^2 -
-    # delta^2 / 2, so ||s - alpha_i x_i|| <= xi_i for every token, and the tokens farther than r
-    # number at most sum_i xi_i / r. The mean check is not proved: its samples with degenerate
-    # bounds are left out of the bound's mean but not of N_s/N's.
-    lower_proved = (
-        "Eq. (11)'s lower bound holds on every row of non-negative weights: each token's distance "
-        "from s is at most its xi_i (delta the smallest distance over the context), under the "
-        "literal count of N_s; zero_weight: not_selected leaves a selected token of negligible "
-        "weight out of N_s, which can break it (docs/paper-notes.md 16)"
-    )
+    # Per sample, the lower bound holds on any row of non-negative weights under Eq. (10)'s count
+    # (docs/paper-notes.md section 16): checks() makes those rows vacuous, and the mean check
+    # vacuous at an N where every row is proved and none degenerate.
     # Eq. (11) bounds E[N_s]/N: one row's N_s/N above it contradicts nothing, and a head with
     # many rows has some row with N_s = N at small N whatever it learnt (the bound is >= 0.939):
     # counted, never a verdict. The rows on mean N_s/N are the theorem's own quantity.
@@ -479,11 +528,9 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 "every (N) sample",
                 slack=("ratio", "lower_bound", False),
                 vacuous_reason=lower_reasons[label],
-                proved=lower_proved,
-                # non-negative weights only (a sink's rows, summing to less than one, keep it),
-                # under the literal count of N_s: analysis.zero_weight not_selected can break it
-                # (review 42), so Table 1 reads it as proved only under the literal reading
-                proof_needs="literal_zero_weight",
+                # proved row by row (checks: vacuous on non-negative weights, reviews 42-44);
+                # the rows the not_selected reading takes below it are named, not counted
+                note=reading_note(part, "lower_bound_reading_violated"),
             )
             | {"by_n": by_n(part, "lower_bound_check")},
             count(
@@ -506,7 +553,8 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             "each N",
             slack=("ratio_mean", "lower_bound_mean", False),
             vacuous_reason="a lower bound <= 0 cannot fail, and at an N where every row's bound "
-            "is proved (no negligible top-N weight, none degenerate) the mean holds by proof",
+            "is proved (non-negative weights, none degenerate) the mean holds by proof",
+            note=reading_note(means, "lower_bound_reading_violated"),
         ),
         count(
             means,

@@ -84,9 +84,9 @@ def fig3(
         f"Boxes: quartiles, whiskers: min-max across {spread}; L = {sep['L'][0]}; {degenerate} "
         "degenerate samples (r = 0 or xi^2 < 0) excluded from the bounds. "
         + (
-            "Top-N tokens of weight 0 (or at most float32's eps of the row's peak) are never "
-            "selected nor distinguishable (analysis.zero_weight: not_selected; N stays the "
-            "denominator): "
+            "Top-N tokens of weight 0 are not selected, and those of weight at most float32's "
+            "eps of the row's peak stay selected but never count as distinguishable "
+            "(analysis.zero_weight: not_selected; N stays the denominator): "
             if zero_weight == "not_selected"
             else "Top-N tokens of weight 0 count as selected, and as distinguishable where they "
             "lie within r of s (analysis.zero_weight: literal): "
