@@ -76,6 +76,8 @@ def test_n_equal_l_is_degenerate():
     x = project_to_sphere(np.array([[[1.0, 0.0], [0.0, 1.0]]]), 1.0)
     res = separability(np.array([[0.5, 0.5]]), x, n=2, delta=np.array([1.0]), radius_m=1.0)
     assert res.no_outside_token[0] and np.isnan(res.lower_bound[0])
+    # review 44: no N_s/N either (it read 0 and would have entered the means), as in the engine
+    assert np.isnan(res.ratio[0])
 
 
 def test_zero_radius_is_flagged():

@@ -243,7 +243,8 @@ def separability(
     upper = np.where(bad, np.nan, upper)
     return Separability(
         n_s,
-        n_s / n,
+        # no token outside the top N: no r and no N_s/N (the row engine's NaN), not 0 (review 44)
+        np.where(no_outside, np.nan, n_s / n),
         radius,
         lower,
         upper,
