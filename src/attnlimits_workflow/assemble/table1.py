@@ -128,7 +128,8 @@ def bound_claims(
             # count alone (review 41): the rule says so
             rule = (
                 f"decided against a null of matched spread (Gaussian logits with each row's own "
-                f"spread, through the same check; tolerance {r['tolerance']}): not reproduced "
+                "standard deviation, not its shape: a sink row's outlier sets it; through the "
+                f"same check; tolerance {r['tolerance']}): not reproduced "
                 "where the model violates more often than its null (two-sided sign-flip test of "
                 f"the per-layer sums, p < {NULL_ALPHA:g}), reproduced only where no row violates, "
                 f"its null does significantly more often and at least {fewest} units are "
