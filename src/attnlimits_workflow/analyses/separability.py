@@ -390,6 +390,23 @@ MEAN_UPPER_COUNTEREXAMPLE = (
 )
 
 
+# Why Eq. (11)'s lower bound holds on any row of non-negative weights (docs/paper-notes.md 16)
+LOWER_PROVED = (
+    "Eq. (11)'s lower bound holds on every row of non-negative weights under Eq. (10)'s count: "
+    "each top-N token lies within its xi_i of s (delta the smallest distance over the context), "
+    "a zero weight left unselected paying for itself (docs/paper-notes.md 16); on the mean, a "
+    "degenerate row's bound is -inf (r = 0) or rounding (xi^2 < 0)"
+)
+
+
+def proved_where_none_open(frame: pl.DataFrame, text: str) -> str:
+    """``text`` where no row of ``frame`` is open (lower_bound_open: a negative weight), so that
+    Table 1 reads a violation as a defect of the code; '' where some row is, or unrecorded."""
+    if "lower_bound_open" not in frame.columns:
+        return ""
+    return "" if int(frame["lower_bound_open"].fill_null(0).fill_nan(0).sum()) else text
+
+
 def reading_note(frame: pl.DataFrame, column: str) -> str:
     """The rows (samples) whose N_s/N under zero_weight not_selected falls below Eq. (11)'s lower
     bound by leaving a negligible top-N weight out of N_s: named beside the check, which they
@@ -465,16 +482,24 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             if "lower_bound_reading_violated" in beyond_one.columns
             else np.zeros(beyond_one.height)
         )
-        unproved = beyond_one.select(
-            sum(
-                pl.col(c).fill_null(0)
-                for c in ("lower_bound_open", "zero_radius", "negative_xi_square")
-                if c in beyond_one.columns
+        degenerate = (
+            beyond_one.select(
+                sum(
+                    pl.col(c).fill_null(0)
+                    for c in ("zero_radius", "negative_xi_square")
+                    if c in beyond_one.columns
+                )
             )
-        ).to_series()
-        proved = (unproved == 0).to_numpy()
-        by_reading = proved & (mean_lower == VIOLATED) & (reading_rows > 0)
-        mean_lower[proved & (np.isin(mean_lower, [HOLDS, NOT_TESTABLE]) | by_reading)] = VACUOUS
+            .to_series()
+            .to_numpy()
+        )
+        proved = (beyond_one["lower_bound_open"].fill_null(0) == 0).to_numpy()
+        # the paper's mean holds on proved rows: a degenerate row's bound is -inf (r = 0) or a
+        # rounding (xi^2 < 0), left out of the bound's mean but not of N_s/N's, so a mean below
+        # the bound there, or from the reading's left-out weights, is our averaging's; with
+        # neither, a violation is a defect of the code and stays one
+        artefact = proved & (mean_lower == VIOLATED) & ((reading_rows > 0) | (degenerate > 0))
+        mean_lower[proved & (np.isin(mean_lower, [HOLDS, NOT_TESTABLE]) | artefact)] = VACUOUS
     means = beyond_one.with_columns(
         pl.Series("mean_lower_check", mean_lower.tolist(), dtype=pl.String),
         pl.Series(
@@ -529,7 +554,10 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
                 slack=("ratio", "lower_bound", False),
                 vacuous_reason=lower_reasons[label],
                 # proved row by row (checks: vacuous on non-negative weights, reviews 42-44);
-                # the rows the not_selected reading takes below it are named, not counted
+                # the rows the not_selected reading takes below it are named, not counted. With
+                # no row open, a violation is a defect of the code (review 45)
+                proved=proved_where_none_open(part, LOWER_PROVED),
+                proof_needs="any",
                 note=reading_note(part, "lower_bound_reading_violated"),
             )
             | {"by_n": by_n(part, "lower_bound_check")},
@@ -553,7 +581,9 @@ def summarise_inputs(separability: pl.DataFrame) -> dict[str, pl.DataFrame]:
             "each N",
             slack=("ratio_mean", "lower_bound_mean", False),
             vacuous_reason="a lower bound <= 0 cannot fail, and at an N where every row's bound "
-            "is proved (non-negative weights, none degenerate) the mean holds by proof",
+            "is proved (non-negative weights) the mean holds by proof",
+            proved=proved_where_none_open(means, LOWER_PROVED),
+            proof_needs="any",
             note=reading_note(means, "lower_bound_reading_violated"),
         ),
         count(

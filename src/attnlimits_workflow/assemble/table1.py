@@ -183,10 +183,13 @@ def bound_claims(
             # counted, but the count says nothing about the paper's claim
             outcome = "no verdict"
             measured += f"; no verdict: {r['no_verdict']}"
+        elif bad and proved:
+            # a bound no data can break, broken: a defect of the code or of an assumption, which
+            # says nothing against the paper (review 45)
+            outcome = "no verdict"
+            measured += "; a proved bound violated: the code or an assumption is wrong"
         elif bad:
             outcome = "not reproduced"
-            if proved:
-                measured += "; a proved bound violated: the code or an assumption is wrong"
         elif proved:
             # a theorem that holds for every input: no model could have failed it
             outcome = "vacuous"
