@@ -124,6 +124,7 @@ def heads_figure(
         "(cells up to 0.1 L wide above 0.5 L with the default list); "
         "'>': no N of the list passed, still separable at N = L-1 "
         "(censored: N_crit >= L, drawn at 1); blank: too few chunks for the KS test to ever reject (ks_min_pvalue >= alpha). "
-        "Top-N tokens of weight 0 are never selected nor distinguishable (analysis.zero_weight)."
+        "Top-N tokens of weight 0 are never selected nor distinguishable under "
+        "analysis.zero_weight not_selected (the default); literal selects them."
     )
     return fig, note
