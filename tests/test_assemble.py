@@ -1666,8 +1666,8 @@ def test_theorem2_per_sample_checks_are_proved_or_give_no_verdict():
     )
     assert rows[f"{lower} (N >= 2)"]["checked"] == 0
     assert all(rows[f"{upper} ({n})"]["no_verdict"] for n in ("N >= 2", "N = 1"))
-    # the lower bound on the mean is proved where every row is and none is degenerate; the
-    # upper bound on the mean is false under its own assumptions (review 23), so it gives none
+    # the lower bound on the mean is proved where no row is open (review 45: degenerate rows
+    # too); the upper bound on the mean is false under its own assumptions (review 23): none
     mean_lower = rows["Theorem 2 lower bound on mean N_s/N"]
     assert (
         mean_lower["proved"].startswith("Eq. (11)'s lower bound holds")
@@ -1723,6 +1723,18 @@ def test_the_lower_bound_on_the_mean_is_no_averaging_artefact():
     verdict = {r["claim"]: r for r in card.rows}["bound holds: Theorem 2 lower bound on mean N_s/N"]
     assert verdict["verdict"] == "no verdict"
     assert "a proved bound violated: the code or an assumption is wrong" in verdict["measured"]
+
+
+def test_a_proved_bound_violated_is_logged_as_an_error(caplog):
+    """Review 46: "no verdict" is silent on the findings page; a defect must not be."""
+    base = bound_row_base("rtol 1e-09")
+    row = {**base, "bound": "proved", "checked": 144, "violations": 2, "vacuous": 0}
+    row |= {"not_testable": 0, "proved": "holds on any data", "proof_needs": "any"}
+    card = table1.Scorecard({})
+    with caplog.at_level("ERROR"):
+        table1.bound_claims(card, pl.DataFrame([row]))
+    assert card.rows[0]["verdict"] == "no verdict"
+    assert "bound:proved: 2 of 144" in caplog.text and "holds by proof" in caplog.text
 
 
 def test_linear_growth_in_length_needs_an_exponent_near_one():

@@ -108,15 +108,16 @@ class Separability:
     negligible_left_out: NDArray[np.bool_] | None = None
 
 
-def lower_bound_open(alpha, xp: Any = None) -> NDArray[np.bool_]:
+def lower_bound_open(alpha, literal, xp: Any = None) -> NDArray[np.bool_]:
     """Per row, whether Eq. (11)'s lower bound on its N_s/N can fail: only with a negative
-    weight. It holds on every row of non-negative weights under Eq. (10)'s count of N_s
+    weight in its top-N set (``literal``: the rows' literal top-N masks), which the proof's
+    d_i <= xi_i needs non-negative. It holds on every other row under Eq. (10)'s count
     (docs/paper-notes.md section 16: each top-N token lies within its xi_i of s, for any r), a
     top-N token of weight 0 left unselected (zero_weight not_selected) included: its xi_i >=
-    ||s|| >= r pays for it."""
+    ||s|| >= r pays for it; weights outside the top N enter neither xi nor the count."""
     xp = NUMPY if xp is None else xp
     # count_nonzero, not any: the torch namespace (attnlimits.arrays) has numpy's former only
-    return xp.count_nonzero(alpha < 0, axis=1) > 0
+    return xp.count_nonzero(literal & (alpha < 0), axis=1) > 0
 
 
 def negligible_left_out(alpha, literal, zero_weight: str, xp: Any = None) -> NDArray[np.bool_]:
@@ -252,6 +253,6 @@ def separability(
         zero_r,
         negative,
         zero_selected,
-        lower_bound_open(alpha),
+        lower_bound_open(alpha, literal),
         negligible_left_out(alpha, literal, zero_weight),
     )

@@ -5,6 +5,7 @@ scores its own (its ``score``, with assemble.claims), and this module runs them 
 order, then scores every bound check."""
 
 import importlib
+import logging
 import math
 from collections.abc import Mapping
 
@@ -32,6 +33,8 @@ from .claims import (  # noqa: F401  (re-exported: the scoring pieces tests and 
     readings,
     verdict,
 )
+
+LOG = logging.getLogger(__name__)
 
 # columns that are empty for some checks (no per-row counts under last_row) read as text
 VIOLATION_TYPES = {
@@ -188,6 +191,15 @@ def bound_claims(
             # says nothing against the paper (review 45)
             outcome = "no verdict"
             measured += "; a proved bound violated: the code or an assumption is wrong"
+            LOG.error(
+                "bound:%s: %d of %d %s violate a bound that holds by proof (%s): a defect of the "
+                "code or of an assumption, reported as no verdict",
+                r["bound"],
+                bad,
+                units,
+                unit,
+                proved,
+            )
         elif bad:
             outcome = "not reproduced"
         elif proved:
