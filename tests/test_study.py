@@ -1333,3 +1333,16 @@ def test_at_n_equal_l_d_tilde_meets_its_expectation_only_without_zero_weights():
     sparse[:, :5] = 0.0
     sparse /= sparse.sum(axis=1, keepdims=True)
     assert gap(sparse) > 1.0
+
+
+@pytest.mark.workflow
+def test_a_study_model_has_no_table1(tmp_path):
+    """Review 46: the paper's bound checks assume softmax rows (weights >= 0 summing to one);
+    a study model's sigmoid or softpick rows need not be, so Theorem 1.1 would read "vacuous
+    (proved)" where it could fail. Table 1 is refused for study models, not built wrong."""
+    cfg = study_config(tmp_path, softmax={"kind": "softmax"}, sigmoid={"kind": "sigmoid_attention"})
+    config = write_config(tmp_path, cfg)
+    proc = snakemake(tmp_path, config, "tables/study-sigmoid-seed0/table1.csv", "-n", check=False)
+    assert proc.returncode != 0
+    said = proc.stdout + proc.stderr
+    assert "MissingRuleException" in said and "study-sigmoid-seed0/table1.csv" in said
