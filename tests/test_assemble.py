@@ -983,6 +983,22 @@ def test_fig2_note_names_the_censored_lengths():
     assert plain == "(c) no masked keys (both readings coincide); KS over 20 values per side."
 
 
+def test_fig2_legends_cover_no_panel():
+    """Panel (a)'s legend ran over panel (b), and (c)'s over its own points: each legend now
+    lies below every panel, clear of each axes' area."""
+    fig, _ = fig2.fig2(
+        distance_summary(), critical_summary(), {"n_fixed": 2, "length_fixed": 16}, "non_selected"
+    )
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(renderer)), ax.get_title()
+
+
 def test_fig2_note_says_the_monte_carlo_e_is_drawn_on_mc_rows_rows():
     """Review 41: with every row analysed, E is drawn on analysis.all_rows.mc_rows rows per
     head while d~ reads every row; the caption did not say so."""

@@ -70,7 +70,9 @@ def fig2(
     band of N_crit per L panel (c) draws (none without them); ``alpha``: the KS test's level
     (analysis.critical_n.ks_alpha); ``mc_rows``: the rows per head the Monte-Carlo E is drawn
     on when every row is analysed (analysis.all_rows.mc_rows; None: E on every analysed row)."""
-    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.4))
+    # constrained layout with the legends below the panels: inside, (a)'s legend ran over (b)
+    # and (c)'s over its own points
+    fig, axes = plt.subplots(1, 3, figsize=(11, 4.6), layout="constrained")
     panel(
         axes[0],
         dist.filter(pl.col("N") == p["n_fixed"]),
@@ -89,7 +91,8 @@ def fig2(
         masked,
     )
     axes[0].set_ylabel("distance (median, IQR across heads)")
-    axes[0].legend(loc="upper left")
+    # (a) and (b) draw the same series: one legend under both
+    axes[0].legend(loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2, borderaxespad=0)
 
     ax = axes[2]
     lengths = np.array(sorted(crit["L"].unique().to_list()))
@@ -196,7 +199,7 @@ def fig2(
     )
     ax.set_xticks(lengths, [str(v) for v in lengths])
     ax.minorticks_off()
-    ax.legend(loc="upper left", fontsize=6)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.2), fontsize=6.5, borderaxespad=0)
     reading = (
         "no masked keys (both readings coincide)"
         if (drawn["masked"] == "both").all()
