@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from attnlimits.intervals import benjamini_hochberg, sign_test_greater
+from attnlimits.intervals import benjamini_hochberg, holm, sign_test_greater
 
 pytestmark = pytest.mark.unit
 
@@ -69,6 +69,45 @@ def test_benjamini_hochberg_matches_its_definition(p, q):
     rejected = benjamini_hochberg(p, q)
     kept = [x for x, r in zip(p, rejected, strict=True) if not r]
     assert all(x <= min(kept, default=np.inf) for x, r in zip(p, rejected, strict=True) if r)
+
+
+def test_holm_by_hand():
+    # m = 4, alpha = 0.05: cuts 0.0125, 0.0167, 0.025, 0.05 in p order; 0.01 and 0.015 pass,
+    # 0.03 > 0.025 stops the walk, so 0.04 is not rejected though it is below 0.05
+    assert holm([0.03, 0.01, 0.04, 0.015], 0.05) == [False, True, False, True]
+    # the first cut is BH's, alpha / m: both reject nothing when the least p misses it
+    assert holm([0.00096] + [0.5] * 54, 0.05) == [False] * 55
+    assert benjamini_hochberg([0.00096] + [0.5] * 54, 0.05) == [False] * 55
+    assert holm([0.00090] + [0.5] * 54, 0.05) == [True] + [False] * 54
+    # BH keeps all four of the by-hand case above it, Holm the first only
+    assert holm([0.01, 0.06, 0.02, 0.03], 0.05) == [True, False, False, False]
+    assert holm([float("nan"), 0.01], 0.05) == [False, True]
+    assert holm([], 0.05) == []
+    with pytest.raises(ValueError):
+        holm([0.1], 1.0)
+
+
+def brute_force_holm(p, alpha):
+    """Walk the p-values in order; the k-th (from 1) must be at most alpha / (m - k + 1)."""
+    m = len(p)
+    out = [False] * m
+    for k, i in enumerate(sorted(range(m), key=lambda i: (p[i], i)), start=1):
+        if p[i] > alpha / (m - k + 1):
+            break
+        out[i] = True
+    return out
+
+
+@settings(max_examples=200)
+@given(
+    p=st.lists(st.floats(0, 1), min_size=1, max_size=30),
+    alpha=st.floats(0.001, 0.5),
+)
+def test_holm_matches_its_definition_and_rejects_within_bh(p, alpha):
+    rejected = holm(p, alpha)
+    assert rejected == brute_force_holm(p, alpha)
+    bh = benjamini_hochberg(p, alpha)
+    assert all(b for h, b in zip(rejected, bh, strict=True) if h)
 
 
 def brute_force_sign_flip(d):

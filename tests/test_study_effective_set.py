@@ -189,6 +189,19 @@ def test_the_ratio_to_a_baseline_at_the_floor_never_reaches_below_one():
     )
     below = flipped.filter(pl.col("normalizer") == "floor").row(0, named=True)
     assert below["ratio_high"] == 1.0 and below["ratio_low"] < 0.25
+    # review 47: a clipped interval is no t-interval any more, and the cell says so
+    assert rows["more"]["ratio_clipped"] and below["ratio_clipped"]
+    assert "(clipped at 1: a side at N* = 1 in every seed)" in n_star.cell(below)
+    unclipped = n_star.over_seeds(
+        frame(softmax=summary([4, 2, 4]), rule=summary([8, 4, 9])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    unclipped = unclipped.filter(pl.col("normalizer") == "rule").row(0, named=True)
+    assert not math.isnan(unclipped["ratio"])
+    assert not unclipped["ratio_clipped"] and "clipped" not in n_star.cell(unclipped)
 
 
 def test_a_censored_baseline_prints_its_share_as_a_bound():
@@ -259,13 +272,37 @@ def test_markdown_and_answer_read_the_table():
     assert said.startswith(
         "softmax needs N* = 20 of L = 64 keys (N*/L = 0.31) and N* = 40 of L = 128"
     )
-    # three seeds: a candidate, named apart from the verdicts (review 38)
-    assert "Fewer keys than softmax at no L." in said
-    assert "More keys than softmax at no L." in said
+    # three seeds: a candidate, named apart from the verdicts (review 38); no cell can be
+    # decided, which is said, not "at no L" as if it were a finding (review 47)
+    assert (
+        "With 3 seeds no N* cell can be decided: the two-sided sign test's least p is 2 / 2^3 ="
+        " 0.25, above 0.05."
+    ) in said
+    assert "at no L" not in said
     assert (
         "Candidates for fewer keys (the t-interval and every seed's windows say so, the sign "
         "test over 3 seeds cannot): sparsemax (L = 64)."
     ) in said
+    same = n_star.over_seeds(
+        frame(softmax=summary([10, 20, 40]), sparsemax=summary([10, 20, 40])),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    assert n_star.answer(same, "softmax").endswith("above 0.05; no cell is even a candidate.")
+    # six seeds can reach 2 / 2^6 = 0.031: "at no L" is then a finding, and said
+    six = n_star.over_seeds(
+        frame(
+            softmax=summary([10, 20, 40, 10, 20, 40]), sparsemax=summary([11, 19, 40, 10, 21, 40])
+        ),
+        "softmax",
+        0.95,
+        1.5,
+        "attention-delete",
+    )
+    said = n_star.answer(six, "softmax")
+    assert "Fewer keys than softmax at no L." in said and "can be decided" not in said
     marked = n_star.answer(table, "softmax", {"sparsemax"})
     assert "cannot): sparsemax (zero weights) (L = 64)." in marked
     assert "its N* is at most the largest number of nonzero weights" in marked

@@ -606,6 +606,50 @@ def test_the_benjamini_hochberg_family_is_fixed_before_the_outcomes():
 
 
 @pytest.mark.unit
+def test_the_family_text_gives_what_each_procedure_keeps_and_the_cut_missed():
+    """Review 47: the page said Holm would ask the first cell for a smaller p than
+    Benjamini-Hochberg does; both cut it at q / m. The page now says, in numbers, what each
+    keeps, and how far the smallest p missed, and whether the caps' cells decide it."""
+    from attnlimits_workflow.study_seeds import SeedMeasure, family_text
+
+    def cell(verdict, p):
+        return SeedMeasure(1.0, 0.5, 1.5, 3, verdict, p_value=p)
+
+    # 5 cells at q 0.05: first cut 0.01. 0.0105 misses it; in a family of 4 (0.05 / 0.0105 =
+    # 4.8) it would pass, and the one withheld cell makes the fifth
+    measures = {
+        "a": {"gradient_low_t": cell(study.CEILING, 0.6)},
+        "b": {"vanishing": cell(study.TIGHTENS, 0.0105), "length": cell(study.RELAXES, 0.3)},
+        "c": {"vanishing": cell(study.NO_DIFFERENCE, 0.5), "length": cell(study.RELAXES, 0.025)},
+        "d": {"vanishing": cell(study.NO_DIFFERENCE, math.nan)},  # no p: not a member
+    }
+    text = family_text(measures, 0.05, shown=2)
+    assert text.startswith(
+        "On this table the family holds 5 cells (1 of them withheld by the caps)."
+    )
+    assert "Benjamini-Hochberg keeps 0, Holm's step-down 0 (the same cells)." in text
+    assert "b, Vanishing attention (Lemma 1): p = 0.0105 against 0.01 (rank 1)" in text
+    assert (
+        "c, Length generalisation (Scalable-Softmax's claim): p = 0.025 against 0.02 (rank 2)"
+        in text
+    )
+    assert text.endswith(
+        "The smallest would be kept in a family of at most 4 cells: it turns on the 1 cells the"
+        " caps withhold, which stay in the family."
+    )
+    # 0.009 passes the first cut (both keep it) and 0.02 the second (BH only: Holm's 0.0125)
+    measures["b"]["vanishing"] = cell(study.TIGHTENS, 0.009)
+    measures["c"]["length"] = cell(study.RELAXES, 0.02)
+    text = family_text(measures, 0.05, shown=2)
+    assert "Benjamini-Hochberg keeps 2, Holm's step-down 1." in text
+    assert "p = 0.009 against 0.01 (rank 1, kept)" in text and "would be kept" not in text
+    assert (
+        family_text({"d": measures["d"]}, 0.05)
+        == "No cell has a p-value, so no correction applies."
+    )
+
+
+@pytest.mark.unit
 def test_negligible_top_n_weights_withhold_the_critical_n_and_a_local_rule_is_named_so():
     # stick-breaking-like: no exact zero in the rows, but most top-N slots negligible
     local = [{"zero_weight_rows": 0.01, "separability_zero_weight": 0.63}]

@@ -55,7 +55,12 @@ def stub_study(untrained: dict) -> study_report.Study:
 def test_a_verdict_says_whether_the_untrained_weights_give_it():
     same = stub_study({"sigmoid": {"gradient_low_t": study_seeds.Untrained(2.9, study.TIGHTENS)}})
     text = study_report.untrained_text(same, "sigmoid", "gradient_low_t", study.TIGHTENS)
-    assert text == "; untrained (seed 0): x2.9, tightens: the untrained weights already give it"
+    # review 47: Corollary 3's T ||J|| moves with the logits' spread, and the untrained model's
+    # spread is not the trained one's: the point is labelled as no matched-spread null
+    assert text == (
+        "; untrained (seed 0, at its own logit spread, not a matched-spread null): x2.9, tightens:"
+        " the untrained weights already give it"
+    )
     other = stub_study({"gated": {"vanishing": study_seeds.Untrained(1.0, study.NO_CHANGE)}})
     text = study_report.untrained_text(other, "gated", "vanishing", study.RELAXES)
     # review 42: one point inside the ratio is no evidence of "no change", only of no 1.5x step
@@ -66,6 +71,18 @@ def test_a_verdict_says_whether_the_untrained_weights_give_it():
     assert text == "; untrained (seed 0): not measured"
     assert study_report.untrained_text(other, "softmax", "vanishing", "baseline") == ""
     assert study_report.untrained_text(stub_study(None), "gated", "vanishing", "relaxes") == ""
+
+
+def test_the_set_up_names_the_x_i_the_study_reads():
+    """Review 47: the gated paragraph called its verdicts findings about the logits, while d~,
+    the critical N and separability read the value vectors (analysis.embedding), which the gate
+    changes; the page never said which x_i the study reads."""
+    note = study_report.embedding_note({"study-softmax-seed0": "value", "study-gated": "value"})
+    assert note.startswith("The x_i of d~, the critical N and separability: `value`")
+    assert "not the layer's attention input that the paper's Eq. 1 reads" in note
+    paper = study_report.embedding_note({"study-softmax-seed0": "attention_input"})
+    assert paper.endswith("the layer's attention input, the paper's Eq. 1 x_i.")
+    assert study_report.embedding_note({}) == ""
 
 
 def test_untrained_ratios_by_hand():
@@ -224,10 +241,24 @@ def test_a_cell_the_caps_withhold_prints_its_cap_divided_p():
     review 42: it is a member of the family with its cap-divided p, and says so."""
     from attnlimits_workflow.assemble.study_prose import significance_text
 
-    withheld = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.CEILING, p_value=0.44)
-    assert significance_text(withheld) == "; p = 0.44 on T ||J|| / cap, in the corrected family"
+    withheld = study_seeds.SeedMeasure(
+        1.0, 0.5, 1.5, 3, study.CEILING, p_value=0.44, p_cap=0.44, p_own=0.00096
+    )
+    assert significance_text(withheld) == (
+        "; p = 0.00096 on the ratio shown, 0.44 on T ||J|| / cap, the corrected family reading"
+        " the larger"
+    )
     kept = study_seeds.SeedMeasure(1.0, 0.5, 1.5, 3, study.TIGHTENS, p_value=0.00096)
     assert significance_text(kept).startswith("; p = 0.00096")
+    # review 47: a cell shown by its own ratio whose family p is the cap-divided one printed
+    # that p alone beside the ratio, as if it were the ratio's test
+    shown = study_seeds.SeedMeasure(
+        1.0, 0.5, 1.5, 3, study.NO_DIFFERENCE, p_value=0.871, sign_p=0.25, p_cap=0.871, p_own=0.125
+    )
+    assert significance_text(shown) == (
+        "; p = 0.125 on the ratio shown, 0.871 on T ||J|| / cap; the family reads the larger,"
+        " sign test p = 0.25"
+    )
 
 
 def test_a_missing_cap_divides_neither_side():

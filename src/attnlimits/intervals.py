@@ -97,6 +97,24 @@ def benjamini_hochberg(pvalues, q: float) -> list[bool]:
     return reject.tolist()
 
 
+def holm(pvalues, alpha: float) -> list[bool]:
+    """Which hypotheses Holm's step-down procedure rejects at family-wise level ``alpha``: sort
+    the m p-values, reject while p_(k) <= alpha / (m - k + 1), stop at the first that is not.
+    NaN p-values are never rejected and do not count in m. Its first cut, alpha / m, is
+    Benjamini-Hochberg's (at q = alpha); every later one is stricter, so it rejects a subset of
+    what :func:`benjamini_hochberg` rejects."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    p = np.asarray(pvalues, dtype=np.float64)
+    tested = np.flatnonzero(~np.isnan(p))
+    m = tested.size
+    reject = np.zeros(p.shape, dtype=bool)
+    order = tested[np.argsort(p[tested], kind="stable")]
+    failing = np.flatnonzero(p[order] > alpha / (m - np.arange(m)))
+    reject[order[: failing[0] if failing.size else m]] = True
+    return reject.tolist()
+
+
 def paired_log_ratios(
     values: tuple[float, ...], base: tuple[float, ...], share: bool = False
 ) -> np.ndarray | None:

@@ -17,6 +17,7 @@ from attnlimits.intervals import (
     beyond_ratio_pvalue,
     beyond_ratio_sign_pvalue,
     beyond_ratio_unpaired_pvalue,
+    holm,
     log_t_interval,
     odds,
     paired_log_ratios,
@@ -71,6 +72,10 @@ class SeedMeasure:
     p_value: float = math.nan
     sign_p: float = math.nan
     dropped: str = ""
+    # a low-temperature cell with caps on both sides (ceiling_withheld): the p of its
+    # cap-divided comparison, and the shown ratio's own p; p_value is the larger (NaN elsewhere)
+    p_cap: float = math.nan
+    p_own: float = math.nan
     # a measure known to an interval in some seed though none is censored (the critical N's
     # list cells, review 36): the mean of the upper ends beside ``mean`` (NaN otherwise)
     upper_mean: float = math.nan
@@ -222,6 +227,54 @@ def seed_measures(
     return out
 
 
+def family(measures: Mapping[str, Mapping[str, SeedMeasure]]) -> list[tuple[str, str]]:
+    """The (rule, limit) cells Benjamini-Hochberg corrects over: every tested cell, those the
+    caps withhold too (with their cap-divided p), a family fixed by rules set in advance, not by
+    the comparisons' outcomes (review 42: leaving out only the withheld cells, all of them
+    decided, made the family depend on the outcomes)."""
+    return [
+        (name, key)
+        for name, row in measures.items()
+        for key, m in row.items()
+        if key in LIMITS and not math.isnan(m.p_value)
+    ]
+
+
+def family_text(measures: Mapping[str, Mapping[str, SeedMeasure]], q: float, shown: int = 3) -> str:
+    """What the correction did on this table, in numbers: the family's size, what
+    Benjamini-Hochberg and Holm's step-down keep at ``q``, the ``shown`` smallest p-values
+    against BH's cuts k q / m, and, where the smallest is not kept, the largest family that
+    would keep it (review 47: the two procedures share their first cut, q / m)."""
+    cells = family(measures)
+    if not cells:
+        return "No cell has a p-value, so no correction applies."
+    m = len(cells)
+    ps = [measures[n][k].p_value for n, k in cells]
+    bh, fw = benjamini_hochberg(ps, q), holm(ps, q)
+    capped = sum(measures[n][k].verdict == CEILING for n, k in cells)
+    text = (
+        f"On this table the family holds {m} cells ({capped} of them withheld by the caps). "
+        f"Benjamini-Hochberg keeps {sum(bh)}, Holm's step-down {sum(fw)}"
+        + (" (the same cells)" if bh == fw else "")
+        + f". The smallest p-values against Benjamini-Hochberg's cuts k x {q:g} / {m}: "
+    )
+    ranked = sorted(zip(ps, cells, bh, strict=True), key=lambda c: c[0])[:shown]
+    text += "; ".join(
+        f"{name}, {LIMITS[key].title}: p = {p:.3g} against {k * q / m:.3g} (rank {k}"
+        + (", kept)" if kept else ")")
+        for k, (p, (name, key), kept) in enumerate(ranked, start=1)
+    )
+    least, _, least_kept = ranked[0]
+    if not least_kept and least > 0:
+        largest = math.floor(q / least)
+        text += f". The smallest would be kept in a family of at most {largest} cells" + (
+            f": it turns on the {capped} cells the caps withhold, which stay in the family"
+            if capped and largest >= m - capped
+            else ""
+        )
+    return text + "."
+
+
 def false_discovery_control(
     measures: dict[str, dict[str, SeedMeasure]], q: float
 ) -> dict[str, dict[str, SeedMeasure]]:
@@ -229,17 +282,9 @@ def false_discovery_control(
     comparison of the table (each one's p_value): a 'relaxes' or 'tightens' it does not keep
     becomes 'no difference shown', its verdict kept in ``dropped``. Chosen over Holm's family-wise
     control: the table is read as a list of findings, of which a share q may be false, not as
-    one claim that fails if any cell does; with ~50 cells Holm would need p < 0.001 for the
-    first, which 3 seeds rarely give."""
-    cells = [
-        (name, key)
-        for name, row in measures.items()
-        for key, m in row.items()
-        # every tested cell, those the caps withhold too (with their cap-divided p): a family
-        # fixed before any outcome is seen (review 42; leaving out only the withheld cells,
-        # all of them decided, made the family depend on the outcomes)
-        if key in LIMITS and not math.isnan(m.p_value)
-    ]
+    one claim that fails if any cell does. Both cut the smallest p at q / m; BH keeps more only
+    where several p-values are small together (:func:`family_text` says what each keeps)."""
+    cells = family(measures)
     kept = benjamini_hochberg([measures[n][k].p_value for n, k in cells], q) if cells else []
     out = {name: dict(row) for name, row in measures.items()}
     for (name, key), keep in zip(cells, kept, strict=True):
@@ -386,7 +431,8 @@ def ceiling_withheld(
         _, low, high = paired_ratio(mine, base, level)
         logs = paired_log_ratios(mine, base)
         p_scaled = beyond_ratio_pvalue(logs, ratio) if logs is not None else math.nan
-        m = replace(m, p_value=max(m.p_value, p_scaled) if not math.isnan(p_scaled) else m.p_value)
+        if not math.isnan(p_scaled):  # the family takes the larger p
+            m = replace(m, p_value=max(m.p_value, p_scaled), p_cap=p_scaled, p_own=m.p_value)
         if m.verdict in (RELAXES, TIGHTENS) and (
             math.isnan(low) or ratio_verdict(low, high, ratio, LIMITS[key].relaxes) != m.verdict
         ):

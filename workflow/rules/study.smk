@@ -157,6 +157,7 @@ rule study_report:
         study=config["study"],
         seed=config["seed"],
         n_fixed={m: MODELS[m]["analysis"]["distance"]["n_fixed"] for m in STUDY_MODELS},
+        embedding={m: MODELS[m]["analysis"]["embedding"] for m in STUDY_MODELS},
         n_heads={m: MODELS[m]["beyond"]["n"] for m in STUDY_MODELS},
         ns_ratio_threshold={
             m: MODELS[m]["beyond"]["ns_ratio_threshold"] for m in STUDY_MODELS

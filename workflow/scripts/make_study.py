@@ -65,7 +65,7 @@ study = report.Study(
     timings=by_model(inp.timings, read_json),
     manifests=by_model(inp.models, lambda d: read_json(Path(d) / "attnlimits-model.json")),
     vocab_size=len(read_json(Path(inp.models[0], "tokenizer.json"))["model"]["vocab"]),
-    **{k: getattr(p, k) for k in ("n_fixed", "ns_ratio_threshold", "command")},
+    **{k: getattr(p, k) for k in ("n_fixed", "ns_ratio_threshold", "command", "embedding")},
     seed=first,
     models=[m for m in models if seed_of[m] == first and not untrained[m]],
     settings=p.study,
@@ -171,6 +171,7 @@ n_star_fields = {
             for n, ms in per_seed.items()
             if any(m.get("zero_weight_rows", 0.0) > ZERO_WEIGHT_ROWS_SHARE for m in ms)
         },
+        p.study["interval_level"],
     ),
 }
 

@@ -104,6 +104,7 @@ def over_seeds(
             elif not math.isnan(low):
                 low = max(low, 1.0)  # N* >= 1 by definition; the log scale's interval is not
             r = r_low = r_high = sign_p = math.nan
+            clipped = False
             base_values = [float(v) for v in base["n_star"].fill_null(0)]
             if name == baseline:
                 verdict = "baseline"
@@ -121,10 +122,13 @@ def over_seeds(
                 # N* >= 1: against a baseline at the floor in every seed no ratio is below 1,
                 # and a rule at the floor in every seed has none above 1; the log scale's
                 # interval is clipped to what the ratio can be, as the mean's is
+                unclipped = (r_low, r_high)
                 if set(base_values) == {1.0}:
                     r_low = max(r_low, 1.0)
                 if set(values) == {1.0}:
                     r_high = min(r_high, 1.0)
+                # no longer a t-interval where it moved: said beside it (review 47)
+                clipped = (r_low, r_high) != unclipped
                 verdict = (
                     FEWER if r_high <= 1.0 / ratio else MORE if r_low >= ratio else NO_DIFFERENCE
                 )
@@ -163,6 +167,7 @@ def over_seeds(
                     "ratio": r,
                     "ratio_low": r_low,
                     "ratio_high": r_high,
+                    "ratio_clipped": clipped,
                     "sign_p": sign_p,
                     "verdict": verdict,
                 }
@@ -216,6 +221,8 @@ def cell(row: Mapping) -> str:
         mean += (
             f"; paired ratio x{row['ratio']:.3g} [{row['ratio_low']:.3g}, {row['ratio_high']:.3g}]"
         )
+        if row.get("ratio_clipped"):
+            mean += " (clipped at 1: a side at N* = 1 in every seed)"
         if not math.isnan(row.get("sign_p", math.nan)):
             mean += f", sign test p = {row['sign_p']:.2g}"
     return f"{row['verdict']}: {mean}; NLL {row['base_nll_per_target']:.2f}"
@@ -234,10 +241,17 @@ def markdown(table: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = None) -> str:
+def answer(
+    table: pl.DataFrame,
+    baseline: str,
+    zero_weights: set[str] | None = None,
+    level: float = 0.95,
+) -> str:
     """The section's answer in words: the baseline's N* and N*/L at the shortest and longest L,
     then, per reading, the rules that read it at every L and those that read it at some; a rule
-    of ``zero_weights`` (rows with exact zeros) is marked, as its N* is capped by its support."""
+    of ``zero_weights`` (rows with exact zeros) is marked, as its N* is capped by its support.
+    Where the seeds are too few for the sign test to reach 1 - ``level`` (2 / 2^n > 1 - level),
+    no cell can be decided, and the answer says so instead of "at no L" (review 47)."""
     zero_weights = zero_weights or set()
 
     def named(name: str) -> str:
@@ -266,6 +280,15 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
         "means over the seeds."
     ]
     others = table.filter(pl.col("normalizer") != baseline)
+    seeds = int(others["seeds"].max()) if others.height else 0
+    floor = min(1.0, 2.0 / 2.0**seeds)  # the two-sided sign test's least p over n seeds
+    if others.height and floor > 1.0 - level:
+        candidates = others.filter(pl.col("verdict").is_in(list(CANDIDATES.values())))
+        parts.append(
+            f"With {seeds} seeds no N* cell can be decided: the two-sided sign test's least p is "
+            f"2 / 2^{seeds} = {floor:.3g}, above {1.0 - level:.3g}"
+            + ("." if candidates.height else "; no cell is even a candidate.")
+        )
     for reading in (FEWER, MORE):
         every, some = [], []
         for name in dict.fromkeys(others["normalizer"].to_list()):
@@ -277,6 +300,8 @@ def answer(table: pl.DataFrame, baseline: str, zero_weights: set[str] | None = N
                 some.append(f"{named(name)} (L = {', '.join(map(str, at['length'].to_list()))})")
         said = [f"at every L: {', '.join(every)}"] if every else []
         said += [f"at some: {', '.join(some)}"] if some else []
+        if not said and floor > 1.0 - level:
+            continue  # not decidable: said above, not "at no L", which reads as a finding
         parts.append(
             f"{reading[0].upper()}{reading[1:]} than {baseline} "
             + ("; ".join(said) if said else "at no L")

@@ -146,18 +146,29 @@ def significance_text(m: SeedMeasure, alpha: float = 0.05) -> str:
     Benjamini-Hochberg did not keep, what it was and at which p; '' where no test ran."""
     if math.isnan(m.p_value):
         return ""
+    both = (
+        ""
+        if math.isnan(m.p_cap)
+        else f"{p_text(m.p_own, alpha)} on the ratio shown, {p_text(m.p_cap, alpha)} on "
+        "T ||J|| / cap"
+    )
     if m.verdict == CEILING:
-        # a member of the corrected family with its cap-divided p (review 42), no finding
-        return f"; p = {p_text(m.p_value, alpha)} on T ||J|| / cap, in the corrected family"
+        # a member of the corrected family with the larger of its two p (review 42), no finding
+        if not both:
+            return f"; p = {p_text(m.p_value, alpha)}, in the corrected family"
+        return f"; p = {both}, the corrected family reading the larger"
     # p_text keeps a printed p on its side of alpha (1 - the interval level, Benjamini-
     # Hochberg's q): 0.0496 is not "0.05"
+    # with caps, both p and which the family reads: the shown ratio's may be the smaller
+    # (review 47)
+    p = p_text(m.p_value, alpha) if not both else f"{both}; the family reads the larger"
     if m.dropped:
         sign = "" if math.isnan(m.sign_p) else f" (sign test p = {m.sign_p:.3g})"
         return (
-            f"; {m.dropped} at p = {p_text(m.p_value, alpha)}{sign} on its own, not kept by "
+            f"; {m.dropped} at p = {p}{sign} on its own, not kept by "
             "Benjamini-Hochberg over the table"
         )
-    text = f"; p = {p_text(m.p_value, alpha)}"
+    text = f"; p = {p}"
     if not math.isnan(m.sign_p):
         text += f", sign test p = {m.sign_p:.3g}"
     return text

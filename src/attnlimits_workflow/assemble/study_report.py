@@ -25,7 +25,7 @@ from ..study_limits import (
     RELAXES,
     TIGHTENS,
 )
-from ..study_seeds import SeedMeasure, capped_verdicts
+from ..study_seeds import SeedMeasure, capped_verdicts, family_text
 from ..tables import markdown_table
 from .study_gradient_text import (
     bound_check,
@@ -80,6 +80,8 @@ class Study:
     # the comparisons on untrained weights (study_seeds.untrained_comparison) and their seed (None:
     # study.untrained_seeds is empty)
     untrained: dict | None = None
+    # analysis.embedding per model: the x_i of d~, the critical N and separability
+    embedding: dict[str, str] = field(default_factory=dict)
     untrained_seed: int | None = None
     # derived: the names, their rules, the limits measured and their verdicts, the grids
     names: list[str] = field(init=False)
@@ -279,6 +281,29 @@ def seeds_table(s: Study) -> tuple[pl.DataFrame, str]:
     return pl.DataFrame(csv_rows), markdown_table(headers, rows)
 
 
+def embedding_note(embedding: Mapping[str, str]) -> str:
+    """The Set-up's sentence on the x_i the study's diagnostics read (analysis.embedding per
+    model): which vectors, and whether they are the paper's Eq. 1 x_i (review 47)."""
+    names = sorted(set(embedding.values()))
+    if not names:
+        return ""
+    said = " and ".join(f"`{e}`" for e in names)
+    text = f"The x_i of d~, the critical N and separability: {said} (`analysis.embedding`)"
+    if names == ["attention_input"]:
+        return text + ", the layer's attention input, the paper's Eq. 1 x_i."
+    return (
+        text + ", not the layer's attention input that the paper's Eq. 1 reads (docs/paper-notes.md"
+        " section 8): those three columns read what a model learnt in these vectors as well as"
+        " in its weights."
+    )
+
+
+# the limits whose measure the logits' spread moves whatever the model learnt: Corollary 3's
+# low-temperature T ||J|| (i.i.d. Gaussian logits give sigmoid 2.4-5.9 times softmax's by
+# their spread alone: tests/test_study_untrained.py)
+SPREAD_DEPENDENT = frozenset({"gradient_low_t"})
+
+
 def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
     """'; untrained (seed 0): x r, <verdict>', and where both sides are decided, whether the
     untrained weights already give the trained verdict: a comparison, not a cause (one untrained
@@ -291,7 +316,10 @@ def untrained_text(s: Study, name: str, key: str, trained_verdict: str) -> str:
     # one untrained point inside the ratio shows no change of the limit, only no step as large
     # as the ratio (review 42)
     said = f"within {s.ratio:g}x" if u.verdict == NO_CHANGE else u.verdict
-    text = f"; untrained (seed {s.untrained_seed}): {ratio}{said}"
+    # a measure that moves with the logits' spread: the untrained point sits at another spread
+    # than the trained model's, so it is not the null of what the rule alone gives (review 47)
+    at = ", at its own logit spread, not a matched-spread null" if key in SPREAD_DEPENDENT else ""
+    text = f"; untrained (seed {s.untrained_seed}{at}): {ratio}{said}"
     decided = (RELAXES, TIGHTENS, NO_CHANGE)
     if trained_verdict in (RELAXES, TIGHTENS) and u.verdict in decided:
         text += (
@@ -414,6 +442,9 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         "seed": str(s.seed),
         "interval_level": f"{s.settings.get('interval_level', 0.95):.0%}",
         "seeds_table": seeds_table(s)[1] if s.over_seeds else "(one seed: no intervals)",
+        "family": family_text(s.over_seeds, 1.0 - s.settings.get("interval_level", 0.95))
+        if s.over_seeds
+        else "(one seed: no tests)",
         "which_rule": which_rule_when(
             seeds_table(s)[0],
             baseline,
@@ -423,6 +454,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         if s.over_seeds
         else "(one seed: no intervals, no summary)",
         "by_construction": ", ".join(sorted(s.by_construction)) or "none here",
+        "embedding": embedding_note(s.embedding),
         "gradient_table": markdown_table(
             [
                 "normalizer",
