@@ -259,6 +259,11 @@ def test_a_cell_the_caps_withhold_prints_its_cap_divided_p():
         "; p = 0.125 on the ratio shown, 0.871 on T ||J|| / cap; the family reads the larger,"
         " sign test p = 0.25"
     )
+    # where the shown ratio's own p is the larger, it is the family's too: printed alone
+    own = study_seeds.SeedMeasure(
+        1.0, 0.5, 1.5, 3, study.NO_DIFFERENCE, p_value=0.6, sign_p=1.0, p_cap=0.2, p_own=0.6
+    )
+    assert significance_text(own) == "; p = 0.6, sign test p = 1"
 
 
 def test_a_missing_cap_divides_neither_side():

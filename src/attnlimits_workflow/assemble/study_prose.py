@@ -159,9 +159,10 @@ def significance_text(m: SeedMeasure, alpha: float = 0.05) -> str:
         return f"; p = {both}, the corrected family reading the larger"
     # p_text keeps a printed p on its side of alpha (1 - the interval level, Benjamini-
     # Hochberg's q): 0.0496 is not "0.05"
-    # with caps, both p and which the family reads: the shown ratio's may be the smaller
-    # (review 47)
-    p = p_text(m.p_value, alpha) if not both else f"{both}; the family reads the larger"
+    # with caps, where the family reads the cap-divided p, both: the shown ratio's is the
+    # smaller (review 47)
+    raised = bool(both) and m.p_cap > m.p_own
+    p = f"{both}; the family reads the larger" if raised else p_text(m.p_value, alpha)
     if m.dropped:
         sign = "" if math.isnan(m.sign_p) else f" (sign test p = {m.sign_p:.3g})"
         return (
