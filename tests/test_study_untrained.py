@@ -421,3 +421,23 @@ def test_the_low_temperature_sentence_says_it_reads_one_seed():
     assert study_gradient_text.low_temperature_fall(g, "softmax").startswith(
         "softmax's mean T ||J||"
     )
+
+
+def test_untrained_length_points_that_cannot_differ_are_said_to_carry_nothing():
+    """Review 47: every untrained length ratio was 0.998-0.9998, so every untrained length
+    cell read 'within 1.5x' by construction."""
+    flat = stub_study(
+        {
+            "softmax": {"length": study_seeds.Untrained(1.0, "baseline")},
+            "a": {"length": study_seeds.Untrained(0.998, study.NO_CHANGE)},
+            "b": {"length": study_seeds.Untrained(1.0002, study.NO_CHANGE)},
+        }
+    )
+    assert study_report.untrained_length_note(flat) == (
+        "- The untrained length cells read x0.998 to x1: an untrained model's perplexity hardly"
+        " moves with the context, whatever its rule, so those points carry no information on the"
+        " rule."
+    )
+    flat.untrained["b"]["length"] = study_seeds.Untrained(1.2, study.NO_CHANGE)
+    assert study_report.untrained_length_note(flat) == ""
+    assert study_report.untrained_length_note(stub_study(None)) == ""

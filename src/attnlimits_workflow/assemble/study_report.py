@@ -298,6 +298,26 @@ def embedding_note(embedding: Mapping[str, str]) -> str:
     )
 
 
+def untrained_length_note(s: Study, within: float = 1.05) -> str:
+    """A bullet for the caveats where every rule's untrained length ratio lies within
+    ``within``x of 1: an untrained model's perplexity hardly moves with the context, so those
+    points say nothing of the rule (review 47); '' otherwise or without untrained models."""
+    if not s.untrained:
+        return ""
+    ratios = [
+        u["length"].ratio
+        for name, u in s.untrained.items()
+        if name != s.baseline and "length" in u and not math.isnan(u["length"].ratio)
+    ]
+    if not ratios or not all(1.0 / within <= r <= within for r in ratios):
+        return ""
+    return (
+        f"- The untrained length cells read x{min(ratios):.3g} to x{max(ratios):.3g}: an untrained"
+        " model's perplexity hardly moves with the context, whatever its rule, so those points"
+        " carry no information on the rule."
+    )
+
+
 # the limits whose measure the logits' spread moves whatever the model learnt: Corollary 3's
 # low-temperature T ||J|| (i.i.d. Gaussian logits give sigmoid 2.4-5.9 times softmax's by
 # their spread alone: tests/test_study_untrained.py)
@@ -455,6 +475,7 @@ def page_fields(s: Study, table_md: str) -> dict[str, str]:
         else "(one seed: no intervals, no summary)",
         "by_construction": ", ".join(sorted(s.by_construction)) or "none here",
         "embedding": embedding_note(s.embedding),
+        "untrained_length": untrained_length_note(s),
         "gradient_table": markdown_table(
             [
                 "normalizer",
