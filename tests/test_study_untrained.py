@@ -434,7 +434,7 @@ def test_untrained_length_points_that_cannot_differ_are_said_to_carry_nothing():
         }
     )
     assert study_report.untrained_length_note(flat) == (
-        "- The untrained length cells read x0.998 to x1: an untrained model's perplexity hardly"
+        "- The untrained length cells read x0.9980 to x1.0002: an untrained model's perplexity hardly"
         " moves with the context, whatever its rule, so those points carry no information on the"
         " rule."
     )

@@ -312,7 +312,7 @@ def untrained_length_note(s: Study, within: float = 1.05) -> str:
     if not ratios or not all(1.0 / within <= r <= within for r in ratios):
         return ""
     return (
-        f"- The untrained length cells read x{min(ratios):.3g} to x{max(ratios):.3g}: an untrained"
+        f"- The untrained length cells read x{min(ratios):.4f} to x{max(ratios):.4f}: an untrained"
         " model's perplexity hardly moves with the context, whatever its rule, so those points"
         " carry no information on the rule."
     )
