@@ -278,6 +278,36 @@ def test_a_missing_cap_divides_neither_side():
     )
 
 
+def test_a_rule_with_no_known_jacobian_bound_has_no_cap_to_divide_by():
+    """Review 47: raw Self-Adjust's T ||J|| grows without bound, and its "cap" was its sweep's
+    largest value (308 to 1,525 across seeds): dividing by it reversed the comparison, and its
+    cell was withheld as "its ceiling differs", a ceiling it does not have. A rule whose
+    attnlimits.rules record has no jacobian_bound now keeps a NaN cap and its raw verdict."""
+    import polars as pl
+
+    from attnlimits import rules
+
+    assert rules.get("self_adjust_softmax_raw").jacobian_bound is None
+    assert rules.get("softmax").jacobian_bound is not None
+    sweep = pl.DataFrame({"T": [0.01, 0.01, 1.0], "jacobian_norm": [30.0, 150.0, 1.0]})
+    samples = pl.DataFrame({"L": [8, 16], "max_weight": [0.2, 0.1], "jacobian_norm": [0.1, 0.1]})
+    critical = pl.DataFrame({"L": [8, 16], "N_crit": [2, 4]})
+    separability = pl.DataFrame({"N": [4], "ratio": [0.5]})
+    evaluation = {"contexts": [{"context": 8, "perplexity": 2.0, "tail_perplexity": 2.0}]}
+    args = (samples, critical, separability, evaluation, sweep)
+    assert study.limit_measures(*args)["gradient_low_t_cap"] == pytest.approx(1.5)
+    unbounded = study.limit_measures(*args, jacobian_bounded=False)
+    assert math.isnan(unbounded["gradient_low_t_cap"])
+    # the verdict then reads the raw measures: 6x softmax's tightens, divided by nothing
+    measures = {
+        "softmax": {"gradient_low_t": 0.1, "gradient_low_t_cap": 0.5},
+        "raw": {"gradient_low_t": 0.6, "gradient_low_t_cap": unbounded["gradient_low_t_cap"]},
+    }
+    assert study_seeds.capped_verdicts(measures, "softmax", 1.5)["raw"]["gradient_low_t"] == (
+        study.TIGHTENS
+    )
+
+
 def test_one_seeds_critical_n_is_set_against_the_paper_by_both_ends():
     """Review 16: one seed's N_crit / L read only its lower end; with a censored length the upper
     end can lie inside the band, and "below" would have no grounds."""

@@ -295,6 +295,7 @@ def limit_measures(
     evaluation: dict[str, Any],
     sweep: pl.DataFrame | None = None,
     sink_length: int | None = None,
+    jacobian_bounded: bool = True,
 ) -> dict[str, Any]:
     """One trained model's measure of each limit (module docstring; ``sweep`` the study_gradient
     table), plus what the table shows beside them: the attention sink
@@ -302,6 +303,8 @@ def limit_measures(
     were censored, and the held-out perplexities. ``distance`` is the lower
     end of the mean share (censored lengths at (N_max + 1) / L), ``distance_upper`` its upper end.
     ``sink_length``: the L the sink is read at (the training context; None: the largest L).
+    ``jacobian_bounded``: whether the rule has a known bound on ||J|| (attnlimits.rules); without
+    one its sweep's largest T ||J|| is no cap, and ``gradient_low_t_cap`` is NaN (review 47).
     ``separability_zero_weight``: the share of the top-N slots at the largest N whose weight is
     0 or below float32's resolution of the row's peak (``negligible_weight_selected`` where the
     table has it): such a token's distance to s differs from ||s|| by less than s's rounding,
@@ -337,7 +340,7 @@ def limit_measures(
         "separability_zero_weight": zero_share,
         "gradient": float(at_max["jacobian_norm"].median()),
         "gradient_low_t": low_temperature_sensitivity(sweep),
-        "gradient_low_t_cap": jacobian_ceiling(sweep),
+        "gradient_low_t_cap": jacobian_ceiling(sweep) if jacobian_bounded else math.nan,
         "length": contexts[0]["tail_perplexity"] / contexts[-1]["tail_perplexity"],
         "perplexity": contexts[0]["perplexity"],
         "perplexity_longest": contexts[-1]["perplexity"],
@@ -437,9 +440,10 @@ def fixed_temperature_rules(entries: Mapping[str, Mapping[str, Any]]) -> set[str
 
 def jacobian_ceiling(sweep: pl.DataFrame | None) -> float:
     """The largest T ||J|| over a study_gradient sweep's rows at T <= LOW_TEMPERATURE: the cap
-    each rule's rows reach at a tie (softmax 1/2, sparsemax 1, 1.5-entmax 1/sqrt 2,
-    stick-breaking about 0.35), read off the data rather than a loose bound (the entmaxes' 1/T);
-    unbounded for a rule whose weights grow with the scores (raw Self-Adjust). NaN without rows."""
+    each rule with a known Jacobian bound reaches at a tie (softmax 1/2, sparsemax 1, 1.5-entmax
+    1/sqrt 2), read off the data rather than a loose bound (the entmaxes' 1/T). No cap of a rule
+    without a known bound (limit_measures' jacobian_bounded): raw Self-Adjust's grows with the
+    scores. NaN without rows."""
     if sweep is None:
         return math.nan
     low = sweep.filter(pl.col("T") <= LOW_TEMPERATURE)

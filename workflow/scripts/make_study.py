@@ -83,6 +83,7 @@ def measures_of(seed, initial=False):
     evaluations = by_model(inp.evaluations, read_json, seed=seed, initial=initial)
     out = {}
     for n in study.names:
+        rule = rule_table.get(study.rules[n]["kind"])
         out[n] = limit_measures(
             tables["samples"][n],
             tables["critical_n"][n],
@@ -90,8 +91,9 @@ def measures_of(seed, initial=False):
             evaluations[n],
             tables["gradient"][n],
             study.sink_length,
+            jacobian_bounded=rule.jacobian_bound is not None,
         )
-        if rule_table.get(study.rules[n]["kind"]).signed:
+        if rule.signed:
             out[n]["sink"] = None  # weights of either sign: no share on a key
     return out
 
