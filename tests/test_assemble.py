@@ -715,6 +715,11 @@ def test_findings_group_one_model_on_two_texts_by_its_settings():
         "m-short": {"book": "m-short"},
         "m-again": {"book": "m-again"},
     }
+    # review 48: the N* section's control variants, set for one text only, split SmolLM2's two
+    # texts; no claim reads that section, so they stay one model on two texts
+    configs["m.docs"]["effective_set"] = {"variants": ["attention-delete"]}
+    configs["m"]["effective_set"] = {"variants": ["attention-delete", "random-delete"]}
+    assert findings.text_groups(configs)["m"] == {"book": "m", "docs": "m.docs"}
 
 
 def test_findings_robust_only_when_decided_alike_on_every_text_and_reading():

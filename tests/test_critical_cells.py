@@ -316,6 +316,12 @@ def test_the_glance_and_robust_list_print_the_cells_not_their_tops():
     rows = {r["claim_id"]: r for r in scored(curve([32, 64, 128], [29, 45, 77], [27, 39, 65]))}
     below = rows["critical_n:closed_form:below"]
     assert glance_number(interval_cell(below), below["measured"]) == "in [0.844, 0.906]"
+    # review 48: with a bootstrap interval, the glance prints it beside the cells' range: a
+    # range inside the rule read "undecided" with no number saying why
+    assert (
+        glance_number("0.906 [0.5, 1]", below["measured"])
+        == "in [0.844, 0.906], bootstrap [0.5, 1]"
+    )
     assert evidence(interval_cell(below), below["measured"]).startswith(
         "largest N_crit / L in [0.844, 0.906] (grid cells)"
     )

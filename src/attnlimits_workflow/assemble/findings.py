@@ -48,13 +48,22 @@ class MissingCell(ValueError):
     """A template field names a (claim id, model) the scorecard lacks."""
 
 
+# config sections that no Table 1 claim reads: two entries that differ only there are still one
+# model on two texts (review 48: the N* section's control variants, set for one text only, split
+# SmolLM2's two texts, and none of its verdicts could be called robust)
+OUTSIDE_THE_CLAIMS = frozenset({"effective_set"})
+
+
 def text_groups(configs: dict[str, dict]) -> dict[str, dict[str, str]]:
     """The entries that are one model on several texts (config/findings.yaml): entries whose
-    configs are equal but for their corpus and name, grouped under the first one's name, as
+    configs are equal but for their corpus, their name and the sections no claim of the
+    scorecard reads (:data:`OUTSIDE_THE_CLAIMS`), grouped under the first one's name, as
     {group: {corpus name: entry}}, in the configs' order. An entry alone is a group of one."""
 
     def without_text(cfg: dict) -> dict:
-        rest = copy.deepcopy({k: v for k, v in cfg.items() if k != "corpus"})
+        rest = copy.deepcopy(
+            {k: v for k, v in cfg.items() if k != "corpus" and k not in OUTSIDE_THE_CLAIMS}
+        )
         # each entry fetches its model into a folder of its own name: the folder is not the model
         rest.get("model", {}).pop("name", None)
         rest.get("model", {}).pop("path", None)
@@ -418,9 +427,15 @@ def glance_number(interval: str | None, measured: str | None) -> str:
         return f"{count.group(1)}/{count.group(2)} {count.group(3)}"
     cells = cell_range(measured)
     if cells:
-        # a critical N read on grid cells: the range they allow, not their top
+        # a critical N read on grid cells: the range they allow, not their top, and the
+        # bootstrap interval the verdict reads beside it (review 48: a cell range inside the
+        # rule read "undecided" with no number saying why)
         _, low, high, censored = cells
-        return f">= {low}" if censored else f"in [{low}, {high}]"
+        shown = f">= {low}" if censored else f"in [{low}, {high}]"
+        bootstrap = re.search(r"\[([^,\]]+), ([^\]]+)\]", interval or "")
+        if bootstrap:
+            shown += f", bootstrap [{bootstrap.group(1)}, {bootstrap.group(2)}]"
+        return shown
     number = deciding_number(interval)
     if number and re.search(r"\d+/\d+ lengths censored", measured):
         return f">= {number}"
