@@ -312,3 +312,51 @@ def test_a_ks_blind_critical_n_ranks_nothing_and_is_drawn_apart():
     assert list(blind.get_xdata()) == [128]
     (measured,) = [ln for ln in lines if ln.get_label() == "N_crit/L, closed_form"]
     assert list(measured.get_xdata()) == [256, 512, 1024]
+
+
+def test_the_published_numbers_are_compared_by_the_interval_at_1024():
+    """Review 48: the page quoted the follow-up's N*_5 % and compared nothing; where the entry's
+    N*/L at 1024 falls is now said, read by its interval (published 11 to 280 of 1024 keys)."""
+    table = n_star_table([61, 116, 254])  # N* 254 [253, 256] at 1024: 0.248 [0.247, 0.25]
+    said = findings_functional.published_sentence(table, 0.05)
+    assert said.startswith(
+        "Against the published numbers: at L = 1024 this entry's N*/L (attention-delete) is 0.248"
+        " [0.247, 0.25], within the published range (0.0107 to 0.273"
+    )
+    above = findings_functional.published_sentence(n_star_table([61, 116, 300]), 0.05)
+    assert "above every published model's" in above
+    below = findings_functional.published_sentence(n_star_table([61, 116, 5]), 0.05)
+    assert "below every published model's" in below
+    wide = n_star_table([61, 116, 254]).with_columns(
+        pl.when(pl.col("length") == 1024)
+        .then(1024.0)
+        .otherwise(pl.col("n_star_high"))
+        .alias("n_star_high")
+    )
+    assert "reaching beyond the published range on one side; the point lies within it" in (
+        findings_functional.published_sentence(wide, 0.05)
+    )
+    assert "not compared" in findings_functional.published_sentence(table, 0.1)
+    cut = n_star_table([61, 116, 254], censored=(1024,))
+    assert "not compared" in findings_functional.published_sentence(cut, 0.05)
+
+
+def test_resolved_steps_and_the_correlation_answer():
+    """Review 48: the steps of N* along L were read on point values alone, and the correlation
+    had no answer; over 4 lengths even rho = 1 has a two-sided permutation p of 1/12."""
+    # intervals n - 1 .. n + 2: 61 -> 116 resolved, 116 -> 118 not; N*/L: 0.238 -> 0.227 (its
+    # interval [0.225, 0.23] wholly below [0.234, 0.246]) resolved, 0.227 -> 0.115 resolved
+    table = n_star_table([61, 116, 118])
+    assert findings_functional.resolved_steps(table) == (
+        "The intervals resolve 1 of 2 steps of N* growing and 2 of 2 of N*/L falling (the next"
+        " interval wholly beyond the last)."
+    )
+    four = pl.DataFrame(
+        {"variant": ["attention-delete"], "expectation": ["closed_form"], "lengths": [4]}
+    ).with_columns(spearman_rho=pl.lit(-0.32))
+    assert findings_functional.correlation_answer(four) == (
+        "Answer: not determinable here. Over 4 lengths even a perfect rank agreement has a"
+        " two-sided permutation p of 2 / 4! = 0.0833, above 0.05."
+    )
+    six = four.with_columns(lengths=pl.lit(6))
+    assert findings_functional.correlation_answer(six).startswith("Answer: a description only")

@@ -5,6 +5,7 @@ effective_set_report)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import polars as pl
@@ -13,6 +14,19 @@ from ..tables import markdown_table
 from .effective_set_report import TREND_CAVEAT, undefined_reason
 
 PRIMARY = "attention-delete"
+
+# The follow-up's published N*_5 % at L = 1024 (its two tables, as docs/findings.md quotes them:
+# 50 OpenWebText documents; and the same final 128 targets at every L), per model
+PUBLISHED_TAU = 0.05
+PUBLISHED_AT_1024 = {
+    "Llama-3-8B": (16, 32),
+    "Mistral-7B": (14,),
+    "Llama-3.2-1B": (18,),
+    "Qwen2.5-7B": (33,),
+    "Qwen2.5-1.5B": (39,),
+    "Gemma-7B": (226, 280),
+    "Gemma-2-9B": (11,),
+}
 
 
 def _n_star(row: Mapping) -> str:
@@ -96,6 +110,77 @@ def shape_sentence(table: pl.DataFrame, variant: str = PRIMARY) -> str:
     )
 
 
+def published_sentence(table: pl.DataFrame, tau: float, variant: str = PRIMARY) -> str:
+    """Where the entry's N*/L at L = 1024 falls against the follow-up's published N*_5 % there
+    (review 48: the page quoted them and compared nothing), read by its interval where it has
+    one; not compared at another tau or without an uncensored N* at 1024."""
+    if abs(tau - PUBLISHED_TAU) > 1e-12:
+        return f"The follow-up's numbers are N*_5 %; this entry's tau is {tau:g}: not compared."
+    row = table.filter(
+        (pl.col("variant") == variant) & (pl.col("length") == 1024) & ~pl.col("censored")
+    )
+    if row.height == 0:
+        return f"No uncensored {variant} N* at L = 1024, the follow-up's length: not compared."
+    r = row.row(0, named=True)
+    values = [n for ns in PUBLISHED_AT_1024.values() for n in ns]
+    least, most = min(values) / 1024, max(values) / 1024
+    low = r["n_star_low"] if r["n_star_low"] is not None else r["n_star"]
+    high = r["n_star_high"] if r["n_star_high"] is not None else r["n_star"]
+    low, high = low / 1024, high / 1024
+    if low > most:
+        where = "above every published model's"
+    elif high < least:
+        where = "below every published model's"
+    elif least <= low and high <= most:
+        where = "within the published range"
+    else:
+        where = "reaching beyond the published range on one side; the point lies " + (
+            "within it" if least <= r["n_star_over_length"] <= most else "outside it"
+        )
+    interval = "" if low == high else f" [{low:.3g}, {high:.3g}]"
+    return (
+        f"Against the published numbers: at L = 1024 this entry's N*/L ({variant}) is "
+        f"{r['n_star_over_length']:.3g}{interval}, {where} ({least:.3g} to {most:.3g}: "
+        f"{min(values)} to {max(values)} of 1024 keys over the follow-up's two tables)."
+    )
+
+
+def resolved_steps(table: pl.DataFrame, variant: str = PRIMARY) -> str:
+    """How many steps along L the intervals resolve: N* growing (the next interval wholly
+    above) and N*/L falling (the next interval over its L wholly below), from the entry's
+    paired-chunk intervals (review 48: the point values' steps were read alone)."""
+    part = table.filter((pl.col("variant") == variant) & ~pl.col("censored")).sort("length")
+    if part.height < 2 or part["n_star_low"].null_count():
+        return ""
+    rows = part.to_dicts()
+    steps = len(rows) - 1
+    grows = sum(b["n_star_low"] > a["n_star_high"] for a, b in zip(rows, rows[1:], strict=False))
+    falls = sum(
+        b["n_star_high"] / b["length"] < a["n_star_low"] / a["length"]
+        for a, b in zip(rows, rows[1:], strict=False)
+    )
+    return (
+        f"The intervals resolve {grows} of {steps} steps of N* growing and {falls} of {steps} of "
+        "N*/L falling (the next interval wholly beyond the last)."
+    )
+
+
+def correlation_answer(correlations: pl.DataFrame, variant: str = PRIMARY) -> str:
+    """The answer in one sentence: with n lengths even a perfect rank agreement has a two-sided
+    permutation p of 2 / n!, so at n <= 4 (1/12) no rank correlation can be told from chance."""
+    rows = correlations.filter(pl.col("variant") == variant)
+    if rows.height == 0:
+        return ""
+    n = int(rows["lengths"].max())
+    least = 2.0 / math.factorial(n) if n >= 1 else 1.0
+    if least > 0.05:
+        return (
+            f"Answer: not determinable here. Over {n} lengths even a perfect rank agreement has "
+            f"a two-sided permutation p of 2 / {n}! = {least:.3g}, above 0.05."
+        )
+    return "Answer: a description only (the caveat above); no test of it is run."
+
+
 def correlation_sentence(correlations: pl.DataFrame, variant: str = PRIMARY) -> str:
     """Whether N*/L and N_crit/L move together across L (Spearman, from the entry's table)."""
     rows = correlations.filter(pl.col("variant") == variant)
@@ -150,8 +235,13 @@ def entry_block(name: str, table: pl.DataFrame, correlations: pl.DataFrame, tau:
                 else []
             ),
             f"![N* of {name}](findings/{name}.effective_set.png)",
-            shape_sentence(table),
-            correlation_sentence(correlations),
+            " ".join(x for x in (shape_sentence(table), resolved_steps(table)) if x),
+            published_sentence(table, tau),
+            " ".join(
+                x
+                for x in (correlation_sentence(correlations), correlation_answer(correlations))
+                if x
+            ),
         ]
     )
 
